@@ -1,0 +1,617 @@
+//! The resource API of the simulated apiserver: path routing
+//! (`/api/v1/...`, `/apis/{group}/{version}/...`), query parameters, and the
+//! verbs list, get, create, update, patch, delete, deletecollection and the
+//! `status` / `scale` subresources. Watches are handed to [`super::watch`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::object::{UpdateScope, name_of, resource_version_of};
+use super::patch::{self, PatchKind};
+use super::resources::ResourceDef;
+use super::selector::{FieldSelector, LabelSelector, Selection};
+use super::status::{ApiError, ApiResult};
+use super::store::{Deleted, ListFrom, Preconditions};
+use super::watch::{self, WatchOptions};
+
+/// A subresource of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    Status,
+    Scale,
+}
+
+/// What a resource path addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// `APIResourceList` of a group/version.
+    Discovery { group: String, version: String },
+    /// A collection, in one namespace or across all.
+    Collection {
+        def: ResourceDef,
+        namespace: Option<String>,
+    },
+    /// One object, or one of its subresources.
+    Object {
+        def: ResourceDef,
+        namespace: Option<String>,
+        name: String,
+        sub: Option<Sub>,
+    },
+}
+
+/// Resolves a request path against the catalogue.
+pub fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
+    let catalog = shared.store.catalog();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    if catalog.in_group_version(group, version).is_empty() {
+        return Err(ApiError::no_route(path));
+    }
+    let find = |plural: &str| {
+        catalog
+            .find(group, version, plural)
+            .cloned()
+            .ok_or_else(|| ApiError::no_route(path))
+    };
+    let sub = |s: &str, def: &ResourceDef| match s {
+        "status" if def.status_subresource => Ok(Sub::Status),
+        "scale" if def.scale_subresource => Ok(Sub::Scale),
+        _ => Err(ApiError::no_route(path)),
+    };
+    let namespaced_res = |plural: &str| catalog.find(group, version, plural).is_some_and(|d| d.namespaced);
+    match rest {
+        [] => Ok(Target::Discovery {
+            group: group.into(),
+            version: version.into(),
+        }),
+        ["namespaces", ns, plural, tail @ ..] if namespaced_res(plural) => {
+            let def = find(plural)?;
+            let namespace = Some(ns.to_string());
+            match tail {
+                [] => Ok(Target::Collection { def, namespace }),
+                [name] => Ok(Target::Object {
+                    def,
+                    namespace,
+                    name: name.to_string(),
+                    sub: None,
+                }),
+                [name, s] => {
+                    let sub = Some(sub(s, &def)?);
+                    Ok(Target::Object {
+                        def,
+                        namespace,
+                        name: name.to_string(),
+                        sub,
+                    })
+                }
+                _ => Err(ApiError::no_route(path)),
+            }
+        }
+        [plural] => Ok(Target::Collection {
+            def: find(plural)?,
+            namespace: None,
+        }),
+        [plural, name, tail @ ..] => {
+            let def = find(plural)?;
+            if def.namespaced {
+                return Err(ApiError::no_route(path));
+            }
+            let sub = match tail {
+                [] => None,
+                [s] => Some(sub(s, &def)?),
+                _ => return Err(ApiError::no_route(path)),
+            };
+            Ok(Target::Object {
+                def,
+                namespace: None,
+                name: name.to_string(),
+                sub,
+            })
+        }
+    }
+}
+
+/// Query parameters, parsed strictly into typed values.
+pub struct Params(HashMap<String, String>);
+
+impl Params {
+    pub fn parse(raw: Option<&str>) -> ApiResult<Self> {
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
+        Ok(Self(pairs.into_iter().collect()))
+    }
+
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str).filter(|s| !s.is_empty())
+    }
+
+    pub fn bool(&self, key: &str) -> ApiResult<bool> {
+        match self.0.get(key).map(String::as_str) {
+            None | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") | Some("") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "invalid value for {key}: {other:?} (want true or false)"
+            ))),
+        }
+    }
+
+    pub fn u64(&self, key: &str) -> ApiResult<Option<u64>> {
+        self.str(key)
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid value for {key}: {v:?} (want a non-negative integer)"))
+                })
+            })
+            .transpose()
+    }
+
+    pub fn selection(&self) -> ApiResult<Selection> {
+        Ok(Selection {
+            labels: LabelSelector::parse(self.str("labelSelector").unwrap_or(""))
+                .map_err(ApiError::bad_request)?,
+            fields: FieldSelector::parse(self.str("fieldSelector").unwrap_or(""))
+                .map_err(ApiError::bad_request)?,
+        })
+    }
+
+    /// `resourceVersion` as a number ("" and absent are None).
+    pub fn resource_version(&self) -> ApiResult<Option<u64>> {
+        self.str("resourceVersion")
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v:?}")))
+            })
+            .transpose()
+    }
+
+    pub fn dry_run(&self) -> ApiResult<bool> {
+        match self.str("dryRun") {
+            None => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+            ))),
+        }
+    }
+
+    fn check_field_validation(&self) -> ApiResult<()> {
+        match self.str("fieldValidation") {
+            None | Some("Strict" | "Warn" | "Ignore") => Ok(()),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ))),
+        }
+    }
+}
+
+/// The RBAC-style verb of a request, for the deny list and the counters.
+pub fn verb_of(method: &Method, target: &Target, params: &Params) -> &'static str {
+    match (target, method.as_str()) {
+        (Target::Collection { .. }, "GET") if params.bool("watch").unwrap_or(false) => "watch",
+        (Target::Collection { .. }, "GET") => "list",
+        (Target::Collection { .. }, "POST") => "create",
+        (Target::Collection { .. }, "DELETE") => "deletecollection",
+        (Target::Object { .. }, "GET") => "get",
+        (Target::Object { .. }, "PUT") => "update",
+        (Target::Object { .. }, "PATCH") => "patch",
+        (Target::Object { .. }, "DELETE") => "delete",
+        (Target::Discovery { .. }, _) => "get",
+        _ => "unsupported",
+    }
+}
+
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string()
+}
+
+/// Decodes a create/update body (JSON, or YAML when the client says so).
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    let content_type = media_type(headers);
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let parsed: Result<Value, String> = match media {
+        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| e.to_string()),
+        "application/yaml" | "application/x-yaml" => {
+            serde_yaml_ng::from_slice(body).map_err(|e| e.to_string())
+        }
+        _ => return Err(ApiError::unsupported_media_type(&content_type)),
+    };
+    let value = parsed.map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    Ok(value)
+}
+
+fn json_response(code: StatusCode, value: &impl serde::Serialize) -> Response {
+    (code, axum::Json(value)).into_response()
+}
+
+fn list_body(def: &ResourceDef, page: super::store::ListPage) -> Value {
+    let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
+    if let Some(token) = page.continue_token {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    let items: Vec<&Value> = page.items.iter().map(|o| o.as_ref()).collect();
+    json!({
+        "kind": format!("{}List", def.kind),
+        "apiVersion": def.api_version(),
+        "metadata": metadata,
+        "items": items,
+    })
+}
+
+/// The fallback handler for every `/api/...` and `/apis/...` request.
+pub async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match dispatch(&shared, &method, uri.path(), query.as_deref(), &headers, &body).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn dispatch(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
+    let target = parse_path(shared, path)?;
+    let params = Params::parse(query)?;
+    let verb = verb_of(method, &target, &params);
+    if let Target::Discovery { group, version } = &target {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed(path));
+        }
+        let list = super::discovery::resource_list(shared, group, version)
+            .ok_or_else(|| ApiError::no_route(path))?;
+        return Ok(json_response(StatusCode::OK, &list));
+    }
+    let (def, namespace) = match &target {
+        Target::Collection { def, namespace } | Target::Object { def, namespace, .. } => {
+            (def.clone(), namespace.clone())
+        }
+        Target::Discovery { .. } => unreachable!("handled above"),
+    };
+    shared.stats.record(def.stats_key(), verb);
+    if verb == "unsupported" {
+        return Err(ApiError::method_not_allowed(&def.group_resource()));
+    }
+    if shared.is_denied(&def, verb) {
+        return Err(ApiError::forbidden(verb, &def, namespace.as_deref()));
+    }
+    params.check_field_validation()?;
+    let ns = namespace.as_deref();
+    let dry_run = params.dry_run()?;
+    match target {
+        Target::Collection { .. } => match verb {
+            "watch" => {
+                let options = WatchOptions::from_params(&params)?;
+                Ok(watch::serve(shared.clone(), def, namespace, options))
+            }
+            "list" => {
+                let selection = params.selection()?;
+                let from = match (params.str("resourceVersionMatch"), params.resource_version()?) {
+                    (Some("Exact"), Some(rv)) if rv > 0 => ListFrom::Exact(rv),
+                    (Some("Exact"), _) => {
+                        return Err(ApiError::new(
+                            422,
+                            "Invalid",
+                            "resourceVersionMatch: Forbidden: resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"\" or \"0\"",
+                        ));
+                    }
+                    (None | Some("NotOlderThan"), _) => ListFrom::Latest,
+                    (Some(other), _) => {
+                        return Err(ApiError::new(
+                            422,
+                            "Invalid",
+                            format!("resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""),
+                        ));
+                    }
+                };
+                let limit = params.u64("limit")?.map(|l| l as usize);
+                let page = shared.store.list(
+                    &def,
+                    ns,
+                    &selection,
+                    from,
+                    limit,
+                    params.str("continue"),
+                )?;
+                Ok(json_response(StatusCode::OK, &list_body(&def, page)))
+            }
+            "create" => {
+                if def.namespaced && ns.is_none() {
+                    return Err(ApiError::method_not_allowed(&format!(
+                        "create {} needs a namespace in the path",
+                        def.group_resource()
+                    )));
+                }
+                let obj = decode_body(headers, body)?;
+                let created = shared.store.create(&def, ns, obj, dry_run)?;
+                Ok(json_response(StatusCode::CREATED, &created))
+            }
+            "deletecollection" => {
+                let selection = params.selection()?;
+                let page = shared
+                    .store
+                    .list(&def, ns, &selection, ListFrom::Latest, None, None)?;
+                let mut deleted = Vec::new();
+                for obj in &page.items {
+                    let obj_ns = super::object::namespace_of(obj).to_string();
+                    let ns_arg = (!obj_ns.is_empty()).then_some(obj_ns.as_str());
+                    match shared.store.delete(&def, ns_arg, name_of(obj), &Preconditions::default(), dry_run) {
+                        Ok(Deleted::Gone(o) | Deleted::Terminating(o)) => deleted.push(o),
+                        Err(e) if e.code == 404 => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                let page = super::store::ListPage {
+                    items: deleted,
+                    resource_version: shared.store.resource_version(),
+                    continue_token: None,
+                    remaining: None,
+                };
+                Ok(json_response(StatusCode::OK, &list_body(&def, page)))
+            }
+            _ => Err(ApiError::method_not_allowed(&def.group_resource())),
+        },
+        Target::Object { name, sub, .. } => match sub {
+            None => object_verb(shared, &def, ns, &name, verb, &params, headers, body, dry_run).await,
+            Some(Sub::Status) => status_verb(shared, &def, ns, &name, verb, &params, headers, body, dry_run),
+            Some(Sub::Scale) => scale_verb(shared, &def, ns, &name, verb, headers, body, dry_run),
+        },
+        Target::Discovery { .. } => unreachable!("handled above"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn object_verb(
+    shared: &Arc<Shared>,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    verb: &str,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+    dry_run: bool,
+) -> ApiResult<Response> {
+    let store = &shared.store;
+    match verb {
+        "get" => Ok(json_response(StatusCode::OK, &store.get(def, ns, name)?)),
+        "update" => {
+            let obj = decode_body(headers, body)?;
+            let updated = store.update(def, ns, name, obj, UpdateScope::Main, dry_run)?;
+            Ok(json_response(StatusCode::OK, &updated))
+        }
+        "patch" => patch_object(shared, def, ns, name, UpdateScope::Main, params, headers, body, dry_run),
+        "delete" => {
+            let pre = delete_preconditions(body)?;
+            match store.delete(def, ns, name, &pre, dry_run)? {
+                Deleted::Terminating(obj) => Ok(json_response(StatusCode::OK, &obj)),
+                Deleted::Gone(obj) => {
+                    let status = json!({
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "metadata": {},
+                        "status": "Success",
+                        "details": {
+                            "name": name,
+                            "group": def.group,
+                            "kind": def.plural,
+                            "uid": obj["metadata"]["uid"],
+                        },
+                    });
+                    Ok(json_response(StatusCode::OK, &status))
+                }
+            }
+        }
+        _ => Err(ApiError::method_not_allowed(&def.group_resource())),
+    }
+}
+
+fn delete_preconditions(body: &[u8]) -> ApiResult<Preconditions> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Preconditions::default());
+    }
+    let options: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+    if !options.is_object() {
+        return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
+    }
+    if let Some(policy) = options.get("propagationPolicy").and_then(Value::as_str)
+        && !matches!(policy, "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {policy:?}"
+        )));
+    }
+    let pre = &options["preconditions"];
+    Ok(Preconditions {
+        uid: pre["uid"].as_str().map(str::to_string),
+        resource_version: pre["resourceVersion"].as_str().map(str::to_string),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn patch_object(
+    shared: &Arc<Shared>,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    scope: UpdateScope,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+    dry_run: bool,
+) -> ApiResult<Response> {
+    let kind = PatchKind::from_content_type(&media_type(headers))?;
+    let document = patch::parse_body(kind, body)?;
+    if kind == PatchKind::Apply {
+        if params.str("fieldManager").is_none() {
+            return Err(ApiError::new(
+                422,
+                "Invalid",
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+        if scope == UpdateScope::Main
+            && let Err(err) = shared.store.get(def, ns, name)
+            && err.code == 404
+        {
+            let mut obj = document;
+            if !obj.is_object() {
+                return Err(ApiError::bad_request("apply patch must be an object"));
+            }
+            obj["metadata"]["name"] = json!(name);
+            let created = shared.store.create(def, ns, obj, dry_run)?;
+            return Ok(json_response(StatusCode::CREATED, &created));
+        }
+    }
+    let updated = shared.store.mutate(def, ns, name, scope, dry_run, |current| {
+        let wanted_rv = document
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
+            return Err(ApiError::conflict(def, name));
+        }
+        patch::apply(kind, current, &document)
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn status_verb(
+    shared: &Arc<Shared>,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    verb: &str,
+    params: &Params,
+    headers: &HeaderMap,
+    body: &[u8],
+    dry_run: bool,
+) -> ApiResult<Response> {
+    match verb {
+        "get" => Ok(json_response(StatusCode::OK, &shared.store.get(def, ns, name)?)),
+        "update" => {
+            let obj = decode_body(headers, body)?;
+            let updated = shared
+                .store
+                .update(def, ns, name, obj, UpdateScope::Status, dry_run)?;
+            Ok(json_response(StatusCode::OK, &updated))
+        }
+        "patch" => patch_object(shared, def, ns, name, UpdateScope::Status, params, headers, body, dry_run),
+        _ => Err(ApiError::method_not_allowed(&format!("{}/status", def.group_resource()))),
+    }
+}
+
+/// The `autoscaling/v1 Scale` view of a workload.
+fn scale_of(obj: &Value) -> Value {
+    let selector = obj
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let meta = &obj["metadata"];
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(1))},
+        "status": {
+            "replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0)),
+            "selector": selector,
+        },
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scale_verb(
+    shared: &Arc<Shared>,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    name: &str,
+    verb: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    dry_run: bool,
+) -> ApiResult<Response> {
+    let requested_scale = |current: &Value| -> ApiResult<Value> {
+        match verb {
+            "update" => decode_body(headers, body),
+            "patch" => {
+                let kind = PatchKind::from_content_type(&media_type(headers))?;
+                let document = patch::parse_body(kind, body)?;
+                patch::apply(kind, &scale_of(current), &document)
+            }
+            _ => Err(ApiError::method_not_allowed(&format!("{}/scale", def.group_resource()))),
+        }
+    };
+    if verb == "get" {
+        return Ok(json_response(StatusCode::OK, &scale_of(shared.store.get(def, ns, name)?.as_ref())));
+    }
+    let updated = shared.store.mutate(def, ns, name, UpdateScope::Main, dry_run, |current| {
+        let scale = requested_scale(current)?;
+        let wanted_rv = scale
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
+            return Err(ApiError::conflict(def, name));
+        }
+        let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
+        if !replicas.as_i64().is_some_and(|r| r >= 0) {
+            return Err(ApiError::invalid(
+                def,
+                name,
+                format!("spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"),
+            ));
+        }
+        let mut next = current.clone();
+        next["spec"]["replicas"] = replicas;
+        Ok(next)
+    })?;
+    Ok(json_response(StatusCode::OK, &scale_of(&updated)))
+}

@@ -1,0 +1,155 @@
+//! Discovery and server-identity endpoints: `/version`, `/api`, `/apis`,
+//! `/apis/{group}/{version}`, minimal OpenAPI documents, and the health
+//! endpoints of the simulated apiserver.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::Shared;
+
+pub async fn version() -> Json<Value> {
+    Json(json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-kube-pulse-sim",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.23.0",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+        "emulationMajor": "1",
+        "emulationMinor": "32",
+    }))
+}
+
+fn server_address(headers: &HeaderMap) -> String {
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1")
+        .to_string()
+}
+
+pub async fn core_versions(headers: HeaderMap) -> Json<Value> {
+    Json(json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address(&headers)}],
+    }))
+}
+
+pub async fn groups(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    let groups: Vec<Value> = shared
+        .store
+        .catalog()
+        .groups()
+        .into_iter()
+        .map(|(name, versions)| {
+            let entries: Vec<Value> = versions
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+                .collect();
+            json!({"name": name, "versions": entries, "preferredVersion": entries[0]})
+        })
+        .collect();
+    Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// `APIResourceList` for one group/version, or None when nothing is served there.
+pub fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Value> {
+    let defs = shared.store.catalog().in_group_version(group, version);
+    if defs.is_empty() {
+        return None;
+    }
+    let resources: Vec<Value> = defs.iter().flat_map(|d| d.discovery_entries()).collect();
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+/// A minimal OpenAPI v3 index: no schemas, so clients skip client-side validation.
+pub async fn openapi_v3() -> Json<Value> {
+    Json(json!({"paths": {}}))
+}
+
+pub async fn openapi_v2() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(super::status::ApiError::no_route("/openapi/v2").to_status()),
+    )
+        .into_response()
+}
+
+fn health_text(name: &str, ok: bool, verbose: bool) -> Response {
+    let checks = ["ping", "log", "etcd", "informer-sync", "poststarthook/start-informers"];
+    let mut body = String::new();
+    if verbose || !ok {
+        for check in checks {
+            if !ok && check == "etcd" {
+                body.push_str("[-]etcd failed: reason withheld\n");
+            } else {
+                body.push_str(&format!("[+]{check} ok\n"));
+            }
+        }
+        body.push_str(&format!(
+            "{name} check {}\n",
+            if ok { "passed" } else { "failed" }
+        ));
+    } else {
+        body.push_str("ok");
+    }
+    let code = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    (
+        code,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn verbose(query: &Option<String>) -> bool {
+    query
+        .as_deref()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "verbose" || kv.starts_with("verbose=")))
+}
+
+pub async fn livez(axum::extract::RawQuery(q): axum::extract::RawQuery) -> Response {
+    health_text("livez", true, verbose(&q))
+}
+
+pub async fn readyz(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
+) -> Response {
+    let ok = !shared.faults.borrow().not_ready;
+    health_text("readyz", ok, verbose(&q))
+}
+
+pub async fn healthz(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
+) -> Response {
+    let ok = !shared.faults.borrow().not_ready;
+    health_text("healthz", ok, verbose(&q))
+}

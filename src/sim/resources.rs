@@ -1,0 +1,289 @@
+//! The resource catalogue of a simulated cluster: which group/version/resource
+//! exists, its kind, scope, verbs and subresources.
+//!
+//! Built-ins cover what kube-pulse watches and acts on (namespaces, pods,
+//! configmaps, deployments, statefulsets); extra resources (custom resources
+//! for sync registries or a task store) are registered at start.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// One served resource (a single version of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDef {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    pub version: String,
+    /// Plural, lower-case resource name used in paths (`deployments`).
+    pub plural: String,
+    pub kind: String,
+    pub namespaced: bool,
+    /// Whether `spec` and `status` are split: `/status` exists, spec changes bump
+    /// `metadata.generation`, and the main endpoint ignores status changes.
+    #[serde(default)]
+    pub status_subresource: bool,
+    /// Whether `/scale` exists (apps workloads).
+    #[serde(default)]
+    pub scale_subresource: bool,
+    #[serde(default)]
+    pub short_names: Vec<String>,
+}
+
+impl ResourceDef {
+    /// A namespaced custom resource with a status subresource.
+    pub fn custom(group: &str, version: &str, plural: &str, kind: &str) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            kind: kind.into(),
+            namespaced: true,
+            status_subresource: true,
+            scale_subresource: false,
+            short_names: vec![],
+        }
+    }
+
+    /// `apiVersion` as written in objects: `v1` or `apps/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `deployments.apps`, or `namespaces` for the core group, as in error messages.
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// Key of the object table; versions of one resource share it.
+    pub fn table_key(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// Key of the request counters: `core/pods`, `apps/deployments`.
+    pub fn stats_key(&self) -> String {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        format!("{group}/{}", self.plural)
+    }
+
+    pub fn singular(&self) -> String {
+        self.kind.to_lowercase()
+    }
+
+    /// The `APIResource` entries for discovery: the resource and its subresources.
+    pub fn discovery_entries(&self) -> Vec<Value> {
+        let mut verbs = vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
+        if self.kind == "Namespace" {
+            verbs.retain(|v| *v != "deletecollection");
+        }
+        let mut entries = vec![json!({
+            "name": self.plural,
+            "singularName": self.singular(),
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": verbs,
+            "shortNames": self.short_names,
+        })];
+        if self.status_subresource {
+            entries.push(json!({
+                "name": format!("{}/status", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if self.scale_subresource {
+            entries.push(json!({
+                "name": format!("{}/scale", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        entries
+    }
+}
+
+fn builtin(
+    group: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    status: bool,
+    scale: bool,
+    short: &[&str],
+) -> ResourceDef {
+    ResourceDef {
+        group: group.into(),
+        version: "v1".into(),
+        plural: plural.into(),
+        kind: kind.into(),
+        namespaced,
+        status_subresource: status,
+        scale_subresource: scale,
+        short_names: short.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// The resources every simulated cluster serves.
+pub fn builtins() -> Vec<ResourceDef> {
+    vec![
+        builtin("", "namespaces", "Namespace", false, true, false, &["ns"]),
+        builtin("", "pods", "Pod", true, true, false, &["po"]),
+        builtin("", "configmaps", "ConfigMap", true, false, false, &["cm"]),
+        builtin(
+            "apps",
+            "deployments",
+            "Deployment",
+            true,
+            true,
+            true,
+            &["deploy"],
+        ),
+        builtin(
+            "apps",
+            "statefulsets",
+            "StatefulSet",
+            true,
+            true,
+            true,
+            &["sts"],
+        ),
+    ]
+}
+
+/// All resources of one cluster, looked up by group/version/plural.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    defs: Vec<ResourceDef>,
+}
+
+impl Catalog {
+    pub fn new(extra: Vec<ResourceDef>) -> Self {
+        let mut defs = builtins();
+        for def in extra {
+            if !defs
+                .iter()
+                .any(|d| d.group == def.group && d.version == def.version && d.plural == def.plural)
+            {
+                defs.push(def);
+            }
+        }
+        Self { defs }
+    }
+
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
+        self.defs
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+    }
+
+    pub fn all(&self) -> &[ResourceDef] {
+        &self.defs
+    }
+
+    /// Namespaced resources, one entry per table (for cascading namespace deletes).
+    pub fn namespaced_tables(&self) -> Vec<&ResourceDef> {
+        let mut seen = std::collections::HashSet::new();
+        self.defs
+            .iter()
+            .filter(|d| d.namespaced && seen.insert(d.table_key()))
+            .collect()
+    }
+
+    /// Groups with their versions, in registration order (core group excluded).
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for def in self.defs.iter().filter(|d| !d.group.is_empty()) {
+            match groups.iter_mut().find(|(g, _)| *g == def.group) {
+                Some((_, versions)) => {
+                    if !versions.contains(&def.version) {
+                        versions.push(def.version.clone());
+                    }
+                }
+                None => groups.push((def.group.clone(), vec![def.version.clone()])),
+            }
+        }
+        groups
+    }
+
+    /// Resources served under one group/version.
+    pub fn in_group_version(&self, group: &str, version: &str) -> Vec<&ResourceDef> {
+        self.defs
+            .iter()
+            .filter(|d| d.group == group && d.version == version)
+            .collect()
+    }
+
+    pub fn namespaces(&self) -> &ResourceDef {
+        self.find("", "v1", "namespaces")
+            .expect("namespaces is a built-in")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_and_naming() {
+        let catalog = Catalog::new(vec![ResourceDef::custom(
+            "pulse.example.com",
+            "v1alpha1",
+            "widgets",
+            "Widget",
+        )]);
+        let deploy = catalog.find("apps", "v1", "deployments").unwrap();
+        assert_eq!(deploy.api_version(), "apps/v1");
+        assert_eq!(deploy.group_resource(), "deployments.apps");
+        assert_eq!(catalog.namespaces().group_resource(), "namespaces");
+        assert!(catalog.find("apps", "v1beta1", "deployments").is_none());
+        let groups = catalog.groups();
+        assert_eq!(
+            groups,
+            vec![
+                ("apps".to_string(), vec!["v1".to_string()]),
+                ("pulse.example.com".to_string(), vec!["v1alpha1".to_string()])
+            ]
+        );
+        assert_eq!(catalog.namespaced_tables().len(), 5);
+    }
+
+    #[test]
+    fn discovery_lists_subresources() {
+        let catalog = Catalog::new(vec![]);
+        let names: Vec<String> = catalog
+            .find("apps", "v1", "deployments")
+            .unwrap()
+            .discovery_entries()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            ["deployments", "deployments/status", "deployments/scale"]
+        );
+    }
+}

@@ -1,7 +1,18 @@
 //! kube-pulse: a real-time push gateway for Kubernetes status.
 //!
 //! Data flow: member clusters ──watch──▶ sources ──▶ hub ──▶ transports ──▶
-//! browsers; health beside. This crate also carries [`sim`], the Kubernetes
-//! API simulator that stands in for member clusters in tests and the demo.
+//! browsers; health beside. [`sim`] is the Kubernetes API simulator that
+//! stands in for member clusters in tests, benchmarks and the demo.
 
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod gateway;
+pub mod scenario;
+pub mod serve;
+pub mod shutdown;
 pub mod sim;
+pub mod telemetry;
+
+pub use error::{Error, Result};

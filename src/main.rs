@@ -1,3 +1,69 @@
-fn main() {
-    println!("Hello, world!");
+//! The `kube-pulse` binary: parse flags, set up logging and signals, bind,
+//! and hand over to the library.
+
+use anyhow::Context;
+use clap::Parser;
+use kube_pulse::cli::{Cli, Command};
+use kube_pulse::{config, demo, serve, shutdown, sim, telemetry};
+use tokio::net::TcpListener;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    telemetry::init(cli.log_format);
+    let shutdown = shutdown::on_signals();
+    match cli.command {
+        Command::Sim(args) => {
+            let cluster = sim::SimCluster::start_with_shutdown(args.to_config(), shutdown.clone())
+                .await
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            cluster.set_failing_images(args.failing_images.clone());
+            let control = match args.control_listen {
+                Some(addr) => {
+                    let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+                    println!("control API on http://{}/", listener.local_addr()?);
+                    let app = cluster.control_router();
+                    let token = shutdown.clone();
+                    Some(tokio::spawn(kube_pulse::gateway::serve(listener, app, token)))
+                }
+                None => None,
+            };
+            println!("simulated cluster {} listening on {}", cluster.name(), cluster.url());
+            shutdown.cancelled().await;
+            cluster.shutdown().await;
+            if let Some(task) = control {
+                task.await??;
+            }
+        }
+        Command::Demo(args) => {
+            let listener = TcpListener::bind(args.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", args.listen))?;
+            println!("kube-pulse demo listening on http://{}/", listener.local_addr()?);
+            let options = demo::DemoOptions {
+                clusters: args.clusters.into(),
+                scenario: !args.no_scenario,
+                converge: sim::ConvergeConfig {
+                    tick: std::time::Duration::from_millis(args.tick_ms.max(10)),
+                    ..Default::default()
+                },
+            };
+            demo::run(listener, options, shutdown).await?;
+        }
+        Command::Serve(args) => {
+            let (clusters, file_listen) = match (&args.config, &args.kubeconfig) {
+                (Some(path), _) => {
+                    let file = config::load_file(path)?;
+                    (file.clusters, file.listen)
+                }
+                (None, Some(path)) => (config::from_kubeconfig(path, &args.contexts)?, None),
+                (None, None) => anyhow::bail!("serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)"),
+            };
+            let addr = args.listen.or(file_listen).unwrap_or(([0, 0, 0, 0], 8080).into());
+            let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+            println!("kube-pulse listening on http://{}/", listener.local_addr()?);
+            serve::run(listener, clusters, shutdown).await?;
+        }
+    }
+    Ok(())
 }

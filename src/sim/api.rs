@@ -286,6 +286,7 @@ async fn dispatch(
 ) -> ApiResult<Response> {
     let target = parse_path(shared, path)?;
     let params = Params::parse(query)?;
+    params.bool("watch")?;
     let verb = verb_of(method, &target, &params);
     if let Target::Discovery { group, version } = &target {
         if method != Method::GET {

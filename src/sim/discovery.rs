@@ -81,9 +81,65 @@ pub fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Valu
     }))
 }
 
-/// A minimal OpenAPI v3 index: no schemas, so clients skip client-side validation.
-pub async fn openapi_v3() -> Json<Value> {
-    Json(json!({"paths": {}}))
+/// The OpenAPI v3 index: one entry per served group/version.
+pub async fn openapi_v3(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    let mut paths = serde_json::Map::new();
+    paths.insert(
+        "api/v1".into(),
+        json!({"serverRelativeURL": "/openapi/v3/api/v1"}),
+    );
+    for (group, versions) in shared.store.catalog().groups() {
+        for version in versions {
+            let key = format!("apis/{group}/{version}");
+            paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}")}));
+        }
+    }
+    Json(json!({"paths": paths}))
+}
+
+/// The OpenAPI v3 document of one group/version. It carries no schemas, only
+/// the PATCH operations with their `fieldValidation` parameter, which is how
+/// kubectl learns that the server validates fields itself.
+pub async fn openapi_v3_group(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path(rest): axum::extract::Path<String>,
+) -> Response {
+    let parts: Vec<&str> = rest.split('/').collect();
+    let (group, version) = match parts.as_slice() {
+        ["api", v] => ("", *v),
+        ["apis", g, v] => (*g, *v),
+        _ => return super::status::ApiError::no_route(&format!("/openapi/v3/{rest}")).into_response(),
+    };
+    let defs = shared.store.catalog().in_group_version(group, version);
+    if defs.is_empty() {
+        return super::status::ApiError::no_route(&format!("/openapi/v3/{rest}")).into_response();
+    }
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let mut paths = serde_json::Map::new();
+    for def in defs {
+        let scope = if def.namespaced { "/namespaces/{namespace}" } else { "" };
+        let operation = json!({"patch": {
+            "x-kubernetes-group-version-kind": {"group": def.group, "version": def.version, "kind": def.kind},
+            "parameters": [
+                {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+                {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
+            ],
+            "responses": {"200": {"description": "OK"}},
+        }});
+        paths.insert(format!("{prefix}{scope}/{}/{{name}}", def.plural), operation);
+    }
+    Json(json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }))
+    .into_response()
 }
 
 pub async fn openapi_v2() -> Response {

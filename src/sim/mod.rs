@@ -225,6 +225,7 @@ fn api_router(shared: Arc<Shared>) -> Router {
         .route("/apis", get(discovery::groups))
         .route("/openapi/v2", get(discovery::openapi_v2))
         .route("/openapi/v3", get(discovery::openapi_v3))
+        .route("/openapi/v3/{*rest}", get(discovery::openapi_v3_group))
         .fallback(api::handle)
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared.clone())

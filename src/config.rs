@@ -1,0 +1,287 @@
+//! Which member clusters to watch: from a kubeconfig (one member per
+//! context) or from a YAML file (`deploy/config.example.yaml` documents it).
+//! Feeds the sources; nothing here talks to a cluster.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::{Error, Result};
+
+/// The `--config` file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileConfig {
+    /// Listen address; the `--listen` flag wins when both are given.
+    pub listen: Option<SocketAddr>,
+    pub clusters: Vec<ClusterSpec>,
+}
+
+/// One member cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// Name used in topics (`clusters/{name}`): a DNS label.
+    pub name: String,
+    /// Kubeconfig file; with `context`, the cluster comes from there.
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    /// Or: the apiserver URL, with a bearer token and CA file.
+    pub server: Option<String>,
+    pub token: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub insecure_skip_tls_verify: bool,
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Turns a kubeconfig context name into a cluster name (a DNS label).
+pub fn cluster_name_for_context(context: &str) -> String {
+    let mut name: String = context
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    name = name.trim_matches('-').to_string();
+    name.truncate(63);
+    if name.is_empty() { "cluster".into() } else { name }
+}
+
+impl ClusterSpec {
+    fn validate(&self) -> std::result::Result<(), String> {
+        if !valid_name(&self.name) {
+            return Err(format!(
+                "cluster name {:?} must be a DNS label (lower-case letters, digits and '-', at most 63)",
+                self.name
+            ));
+        }
+        match (&self.kubeconfig, &self.server) {
+            (Some(_), Some(_)) => Err(format!(
+                "cluster {:?}: give either kubeconfig (+ context) or server, not both",
+                self.name
+            )),
+            (None, None) => Err(format!(
+                "cluster {:?}: needs kubeconfig (+ context) or server",
+                self.name
+            )),
+            (None, Some(server)) if !(server.starts_with("https://") || server.starts_with("http://")) => Err(
+                format!("cluster {:?}: server {server:?} must be an http(s) URL", self.name),
+            ),
+            (None, Some(_)) if self.token.is_some() && self.token_file.is_some() => Err(format!(
+                "cluster {:?}: give token or tokenFile, not both",
+                self.name
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The kube-rs configuration for this member.
+    pub async fn kube_config(&self) -> Result<kube::Config> {
+        let cluster_err = |message: String| Error::Cluster {
+            cluster: self.name.clone(),
+            message,
+        };
+        if let Some(path) = &self.kubeconfig {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
+            let options = KubeConfigOptions {
+                context: self.context.clone(),
+                ..Default::default()
+            };
+            return kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(Error::Kubeconfig);
+        }
+        let server = self.server.clone().unwrap_or_default();
+        let path_str = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let document = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {
+                "server": server,
+                "certificate-authority": path_str(&self.ca_file),
+                "insecure-skip-tls-verify": self.insecure_skip_tls_verify,
+            }}],
+            "users": [{"name": self.name, "user": {
+                "token": self.token,
+                "tokenFile": path_str(&self.token_file),
+            }}],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": self.name}}],
+            "current-context": self.name,
+        });
+        let kubeconfig: Kubeconfig = serde_json::from_value(document)
+            .map_err(|e| cluster_err(format!("cannot build a client configuration: {e}")))?;
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(Error::Kubeconfig)
+    }
+}
+
+fn check_unique(clusters: &[ClusterSpec], path: &Path) -> Result<()> {
+    let mut seen = HashSet::new();
+    for cluster in clusters {
+        cluster.validate().map_err(|message| Error::Config {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        if !seen.insert(cluster.name.as_str()) {
+            return Err(Error::Config {
+                path: path.to_path_buf(),
+                message: format!("cluster name {:?} appears twice", cluster.name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads and validates a `--config` file.
+pub fn load_file(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let config: FileConfig = serde_yaml_ng::from_str(&text).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    if config.clusters.is_empty() {
+        return Err(Error::Config {
+            path: path.to_path_buf(),
+            message: "no clusters: list at least one under `clusters:`".into(),
+        });
+    }
+    check_unique(&config.clusters, path)?;
+    Ok(config)
+}
+
+/// One member per context of a kubeconfig (all contexts when none are named).
+pub fn from_kubeconfig(path: &Path, contexts: &[String]) -> Result<Vec<ClusterSpec>> {
+    let kubeconfig = Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
+    let available: Vec<&str> = kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect();
+    let chosen: Vec<String> = if contexts.is_empty() {
+        available.iter().map(|s| s.to_string()).collect()
+    } else {
+        contexts.to_vec()
+    };
+    if chosen.is_empty() {
+        return Err(Error::Config {
+            path: path.to_path_buf(),
+            message: "the kubeconfig has no contexts".into(),
+        });
+    }
+    let mut clusters = Vec::new();
+    for context in chosen {
+        if !available.contains(&context.as_str()) {
+            return Err(Error::Config {
+                path: path.to_path_buf(),
+                message: format!(
+                    "context {context:?} not found; available: {}",
+                    available.join(", ")
+                ),
+            });
+        }
+        clusters.push(ClusterSpec {
+            name: cluster_name_for_context(&context),
+            kubeconfig: Some(path.to_path_buf()),
+            context: Some(context),
+            server: None,
+            token: None,
+            token_file: None,
+            ca_file: None,
+            insecure_skip_tls_verify: false,
+        });
+    }
+    check_unique(&clusters, path)?;
+    Ok(clusters)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn tempdir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("kube-pulse-config-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u1\n  user: {token: abc}\ncontexts:\n- name: Prod_EU\n  context: {cluster: c1, user: u1}\n- name: dev\n  context: {cluster: c1, user: u1}\ncurrent-context: dev\n";
+
+    #[test]
+    fn config_file_errors_name_the_problem() {
+        let dir = tempdir();
+        let cases = [
+            ("clusters: []\n", "no clusters"),
+            ("clusters:\n- name: Bad Name\n  server: https://x\n", "DNS label"),
+            ("clusters:\n- name: a\n", "needs kubeconfig"),
+            ("clusters:\n- name: a\n  server: ftp://x\n", "http(s) URL"),
+            ("clusters:\n- {name: a, server: 'https://x'}\n- {name: a, server: 'https://y'}\n", "appears twice"),
+            ("clusters:\n- {name: a, server: 'https://x', colour: blue}\n", "unknown field"),
+            ("clusters: [\n", "invalid configuration"),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let path = write(&dir, &format!("c{i}.yaml"), text);
+            let err = load_file(&path).unwrap_err().to_string();
+            assert!(err.contains(want), "case {i}: {err}");
+        }
+        let err = load_file(&dir.join("missing.yaml")).unwrap_err();
+        assert_eq!(err.code(), "read_failed");
+        let ok = write(&dir, "ok.yaml", "listen: 127.0.0.1:9000\nclusters:\n- {name: a, server: 'https://x', token: t}\n");
+        let config = load_file(&ok).unwrap();
+        assert_eq!(config.clusters[0].name, "a");
+        assert_eq!(config.listen.unwrap().port(), 9000);
+    }
+
+    #[test]
+    fn kubeconfig_contexts_become_clusters() {
+        let dir = tempdir();
+        let path = write(&dir, "kubeconfig", KUBECONFIG);
+        let all = from_kubeconfig(&path, &[]).unwrap();
+        let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["prod-eu", "dev"]);
+        let one = from_kubeconfig(&path, &["dev".into()]).unwrap();
+        assert_eq!(one.len(), 1);
+        let err = from_kubeconfig(&path, &["nope".into()]).unwrap_err().to_string();
+        assert!(err.contains("available: Prod_EU, dev"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn specs_build_kube_configs() {
+        let dir = tempdir();
+        let path = write(&dir, "kubeconfig", KUBECONFIG);
+        let spec = &from_kubeconfig(&path, &["dev".into()]).unwrap()[0];
+        let config = spec.kube_config().await.unwrap();
+        assert_eq!(config.cluster_url.to_string(), "http://127.0.0.1:1/");
+        let direct = ClusterSpec {
+            name: "edge".into(),
+            kubeconfig: None,
+            context: None,
+            server: Some("http://127.0.0.1:2".into()),
+            token: Some("t0k".into()),
+            token_file: None,
+            ca_file: None,
+            insecure_skip_tls_verify: false,
+        };
+        let config = direct.kube_config().await.unwrap();
+        assert_eq!(config.cluster_url.to_string(), "http://127.0.0.1:2/");
+    }
+}

@@ -1,0 +1,134 @@
+//! `kube-pulse demo`: the embedded default. Simulated member clusters
+//! in-process, the scenario that changes them, and the gateway serving
+//! them, all on loopback.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::gateway::{self, ClusterInfo, GatewayState};
+use crate::scenario;
+use crate::sim::{ConvergeConfig, SimCluster, SimConfig};
+
+/// Options of the demo.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// How many simulated member clusters to start.
+    pub clusters: usize,
+    /// Whether the scenario plays.
+    pub scenario: bool,
+    pub converge: ConvergeConfig,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        Self {
+            clusters: 3,
+            scenario: true,
+            converge: ConvergeConfig::default(),
+        }
+    }
+}
+
+/// Name of the i-th demo cluster.
+pub fn cluster_name(i: usize) -> String {
+    match i {
+        0 => "dev".into(),
+        1 => "staging".into(),
+        2 => "prod".into(),
+        n => format!("cluster-{}", n + 1),
+    }
+}
+
+/// Starts the simulated clusters of the demo.
+pub async fn start_clusters(options: &DemoOptions, shutdown: &CancellationToken) -> Result<Vec<SimCluster>> {
+    let mut clusters = Vec::new();
+    for i in 0..options.clusters {
+        let name = cluster_name(i);
+        let config = SimConfig {
+            workloads: scenario::seed_workloads(),
+            converge: options.converge,
+            ..SimConfig::named(&name)
+        };
+        let cluster = SimCluster::start_with_shutdown(config, shutdown.clone())
+            .await
+            .map_err(|source| Error::Simulator { cluster: name, source })?;
+        clusters.push(cluster);
+    }
+    Ok(clusters)
+}
+
+/// The demo's routes: the gateway plus an index page and each cluster's control API.
+pub fn app(clusters: &[SimCluster]) -> Router {
+    let infos: Vec<ClusterInfo> = clusters
+        .iter()
+        .map(|c| ClusterInfo {
+            name: c.name().into(),
+            server: c.url(),
+        })
+        .collect();
+    let state = Arc::new(GatewayState { clusters: infos.clone() });
+    let mut router = Router::new()
+        .route("/", get(index))
+        .with_state(Arc::new(infos))
+        .merge(gateway::app(state));
+    for cluster in clusters {
+        router = router.nest(&format!("/_sim/clusters/{}", cluster.name()), cluster.control_router());
+    }
+    router
+}
+
+async fn index(State(clusters): State<Arc<Vec<ClusterInfo>>>) -> Response {
+    let mut rows = String::new();
+    for c in clusters.iter() {
+        let _ = write!(
+            rows,
+            "<tr><td>{name}</td><td><code>{server}</code></td>\
+             <td><code>kubectl --server {server} get deployments -A</code></td>\
+             <td><a href=\"/_sim/clusters/{name}/faults\">faults</a> · \
+             <a href=\"/_sim/clusters/{name}/stats\">stats</a></td></tr>",
+            name = c.name,
+            server = c.server
+        );
+    }
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kube-pulse demo</title>\
+         <style>body{{font:15px system-ui,sans-serif;margin:2rem;color:#1f2933}}table{{border-collapse:collapse}}\
+         td,th{{padding:.4rem .8rem;border-bottom:1px solid #e4e7eb;text-align:left}}code{{font-size:13px}}</style></head>\
+         <body><h1>kube-pulse demo</h1><p>Simulated member clusters running in this process \
+         (the scenario scales, breaks and heals them):</p>\
+         <table><tr><th>cluster</th><th>server</th><th>try</th><th>control API</th></tr>{rows}</table>\
+         <p>Gateway API: <a href=\"/api/v1/clusters\">/api/v1/clusters</a> · <a href=\"/livez\">/livez</a></p></body></html>"
+    ))
+    .into_response()
+}
+
+/// Runs the demo on `listener` until `shutdown`, then stops every cluster.
+pub async fn run(listener: TcpListener, options: DemoOptions, shutdown: CancellationToken) -> Result<()> {
+    let clusters = start_clusters(&options, &shutdown).await?;
+    let router = app(&clusters);
+    let clusters = Arc::new(clusters);
+    let scenario_task = options.scenario.then(|| {
+        let clusters = clusters.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move { scenario::run(&clusters, shutdown).await })
+    });
+    let served = gateway::serve(listener, router, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Some(task) = scenario_task {
+        let _ = task.await;
+    }
+    if let Ok(clusters) = Arc::try_unwrap(clusters) {
+        for cluster in clusters {
+            cluster.shutdown().await;
+        }
+    }
+    served
+}

@@ -1,0 +1,77 @@
+//! The crate's error type and its one mapping to an HTTP response
+//! (status + JSON body `{"error": CODE, "message": TEXT}`).
+
+use std::path::PathBuf;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Everything that can go wrong in kube-pulse outside the simulator's own API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid configuration in {path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("cluster {cluster:?}: {message}")]
+    Cluster { cluster: String, message: String },
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    #[error("cannot start simulated cluster {cluster:?}: {source}")]
+    Simulator {
+        cluster: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("server error: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error("not found: {0}")]
+    NotFound(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A short machine-readable code, also used as a metric label.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Read { .. } => "read_failed",
+            Error::Config { .. } => "invalid_config",
+            Error::Cluster { .. } => "invalid_cluster",
+            Error::Kubeconfig(_) => "kubeconfig",
+            Error::Simulator { .. } => "simulator",
+            Error::Serve(_) => "serve",
+            Error::NotFound(_) => "not_found",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::Config { .. } | Error::Cluster { .. } | Error::Kubeconfig(_) => {
+                StatusCode::BAD_REQUEST
+            }
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(cause = %self, "request failed");
+        }
+        (
+            status,
+            Json(json!({"error": self.code(), "message": self.to_string()})),
+        )
+            .into_response()
+    }
+}

@@ -15,7 +15,13 @@ use crate::telemetry::LogFormat;
 #[command(name = "kube-pulse", version, about, long_about = None)]
 pub struct Cli {
     /// Log output format (filter with RUST_LOG).
-    #[arg(long, global = true, env = "KUBE_PULSE_LOG_FORMAT", value_enum, default_value = "pretty")]
+    #[arg(
+        long,
+        global = true,
+        env = "KUBE_PULSE_LOG_FORMAT",
+        value_enum,
+        default_value = "pretty"
+    )]
     pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
@@ -24,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one simulated Kubernetes cluster (for kubectl, scripts and tests).
-    Sim(SimArgs),
+    Sim(Box<SimArgs>),
     /// Run the embedded demo: simulated member clusters, a scenario and the gateway.
     Demo(DemoArgs),
     /// Run the gateway against real member clusters.
@@ -135,7 +141,11 @@ pub fn parse_crd(s: &str) -> Result<ResourceDef, String> {
     let (group, version, plural, kind, namespaced) = match parts.as_slice() {
         [g, v, p, k] => (*g, *v, *p, *k, true),
         [g, v, p, k, "cluster"] => (*g, *v, *p, *k, false),
-        _ => return Err(format!("{s:?} must look like GROUP/VERSION/PLURAL/KIND[/cluster]")),
+        _ => {
+            return Err(format!(
+                "{s:?} must look like GROUP/VERSION/PLURAL/KIND[/cluster]"
+            ));
+        }
     };
     if [group, version, plural, kind].iter().any(|p| p.is_empty()) || !group.contains('.') {
         return Err(format!(
@@ -193,7 +203,10 @@ mod tests {
 
     #[test]
     fn workload_specs() {
-        assert_eq!(parse_workload("shop/web:3").unwrap(), ("shop".into(), "web".into(), 3));
+        assert_eq!(
+            parse_workload("shop/web:3").unwrap(),
+            ("shop".into(), "web".into(), 3)
+        );
         assert_eq!(parse_workload("shop/web").unwrap().2, 1);
         for bad in ["web", "/web", "shop/", "shop/web:x", "a/b/c", "shop/web:-1"] {
             assert!(parse_workload(bad).is_err(), "{bad}");
@@ -205,8 +218,16 @@ mod tests {
         let def = parse_crd("example.com/v1/widgets/Widget").unwrap();
         assert!(def.namespaced);
         assert_eq!(def.api_version(), "example.com/v1");
-        assert!(!parse_crd("example.com/v1/globals/Global/cluster").unwrap().namespaced);
-        for bad in ["widgets", "core/v1/widgets/Widget", "example.com/v1//Widget"] {
+        assert!(
+            !parse_crd("example.com/v1/globals/Global/cluster")
+                .unwrap()
+                .namespaced
+        );
+        for bad in [
+            "widgets",
+            "core/v1/widgets/Widget",
+            "example.com/v1//Widget",
+        ] {
             assert!(parse_crd(bad).is_err(), "{bad}");
         }
     }
@@ -214,11 +235,23 @@ mod tests {
     #[test]
     fn sim_flags_become_config() {
         let cli = Cli::try_parse_from([
-            "kube-pulse", "sim", "--listen", "127.0.0.1:0", "--app", "shop/web:2",
-            "--statefulset", "shop/db", "--token", "s3cret", "--deny", "apps/deployments",
+            "kube-pulse",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--app",
+            "shop/web:2",
+            "--statefulset",
+            "shop/db",
+            "--token",
+            "s3cret",
+            "--deny",
+            "apps/deployments",
         ])
         .unwrap();
-        let Command::Sim(args) = cli.command else { panic!("sim expected") };
+        let Command::Sim(args) = cli.command else {
+            panic!("sim expected")
+        };
         let config = args.to_config();
         assert_eq!(config.workloads.len(), 2);
         assert_eq!(config.workloads[1].kind, "StatefulSet");

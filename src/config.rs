@@ -58,7 +58,11 @@ pub fn cluster_name_for_context(context: &str) -> String {
         .collect();
     name = name.trim_matches('-').to_string();
     name.truncate(63);
-    if name.is_empty() { "cluster".into() } else { name }
+    if name.is_empty() {
+        "cluster".into()
+    } else {
+        name
+    }
 }
 
 impl ClusterSpec {
@@ -78,9 +82,14 @@ impl ClusterSpec {
                 "cluster {:?}: needs kubeconfig (+ context) or server",
                 self.name
             )),
-            (None, Some(server)) if !(server.starts_with("https://") || server.starts_with("http://")) => Err(
-                format!("cluster {:?}: server {server:?} must be an http(s) URL", self.name),
-            ),
+            (None, Some(server))
+                if !(server.starts_with("https://") || server.starts_with("http://")) =>
+            {
+                Err(format!(
+                    "cluster {:?}: server {server:?} must be an http(s) URL",
+                    self.name
+                ))
+            }
             (None, Some(_)) if self.token.is_some() && self.token_file.is_some() => Err(format!(
                 "cluster {:?}: give token or tokenFile, not both",
                 self.name
@@ -170,7 +179,11 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
 /// One member per context of a kubeconfig (all contexts when none are named).
 pub fn from_kubeconfig(path: &Path, contexts: &[String]) -> Result<Vec<ClusterSpec>> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
-    let available: Vec<&str> = kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect();
+    let available: Vec<&str> = kubeconfig
+        .contexts
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     let chosen: Vec<String> = if contexts.is_empty() {
         available.iter().map(|s| s.to_string()).collect()
     } else {
@@ -231,11 +244,20 @@ mod tests {
         let dir = tempdir();
         let cases = [
             ("clusters: []\n", "no clusters"),
-            ("clusters:\n- name: Bad Name\n  server: https://x\n", "DNS label"),
+            (
+                "clusters:\n- name: Bad Name\n  server: https://x\n",
+                "DNS label",
+            ),
             ("clusters:\n- name: a\n", "needs kubeconfig"),
             ("clusters:\n- name: a\n  server: ftp://x\n", "http(s) URL"),
-            ("clusters:\n- {name: a, server: 'https://x'}\n- {name: a, server: 'https://y'}\n", "appears twice"),
-            ("clusters:\n- {name: a, server: 'https://x', colour: blue}\n", "unknown field"),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\n- {name: a, server: 'https://y'}\n",
+                "appears twice",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x', colour: blue}\n",
+                "unknown field",
+            ),
             ("clusters: [\n", "invalid configuration"),
         ];
         for (i, (text, want)) in cases.iter().enumerate() {
@@ -245,7 +267,11 @@ mod tests {
         }
         let err = load_file(&dir.join("missing.yaml")).unwrap_err();
         assert_eq!(err.code(), "read_failed");
-        let ok = write(&dir, "ok.yaml", "listen: 127.0.0.1:9000\nclusters:\n- {name: a, server: 'https://x', token: t}\n");
+        let ok = write(
+            &dir,
+            "ok.yaml",
+            "listen: 127.0.0.1:9000\nclusters:\n- {name: a, server: 'https://x', token: t}\n",
+        );
         let config = load_file(&ok).unwrap();
         assert_eq!(config.clusters[0].name, "a");
         assert_eq!(config.listen.unwrap().port(), 9000);
@@ -260,7 +286,9 @@ mod tests {
         assert_eq!(names, ["prod-eu", "dev"]);
         let one = from_kubeconfig(&path, &["dev".into()]).unwrap();
         assert_eq!(one.len(), 1);
-        let err = from_kubeconfig(&path, &["nope".into()]).unwrap_err().to_string();
+        let err = from_kubeconfig(&path, &["nope".into()])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("available: Prod_EU, dev"), "{err}");
     }
 

@@ -48,7 +48,10 @@ pub fn cluster_name(i: usize) -> String {
 }
 
 /// Starts the simulated clusters of the demo.
-pub async fn start_clusters(options: &DemoOptions, shutdown: &CancellationToken) -> Result<Vec<SimCluster>> {
+pub async fn start_clusters(
+    options: &DemoOptions,
+    shutdown: &CancellationToken,
+) -> Result<Vec<SimCluster>> {
     let mut clusters = Vec::new();
     for i in 0..options.clusters {
         let name = cluster_name(i);
@@ -59,7 +62,10 @@ pub async fn start_clusters(options: &DemoOptions, shutdown: &CancellationToken)
         };
         let cluster = SimCluster::start_with_shutdown(config, shutdown.clone())
             .await
-            .map_err(|source| Error::Simulator { cluster: name, source })?;
+            .map_err(|source| Error::Simulator {
+                cluster: name,
+                source,
+            })?;
         clusters.push(cluster);
     }
     Ok(clusters)
@@ -74,13 +80,18 @@ pub fn app(clusters: &[SimCluster]) -> Router {
             server: c.url(),
         })
         .collect();
-    let state = Arc::new(GatewayState { clusters: infos.clone() });
+    let state = Arc::new(GatewayState {
+        clusters: infos.clone(),
+    });
     let mut router = Router::new()
         .route("/", get(index))
         .with_state(Arc::new(infos))
         .merge(gateway::app(state));
     for cluster in clusters {
-        router = router.nest(&format!("/_sim/clusters/{}", cluster.name()), cluster.control_router());
+        router = router.nest(
+            &format!("/_sim/clusters/{}", cluster.name()),
+            cluster.control_router(),
+        );
     }
     router
 }
@@ -111,7 +122,11 @@ async fn index(State(clusters): State<Arc<Vec<ClusterInfo>>>) -> Response {
 }
 
 /// Runs the demo on `listener` until `shutdown`, then stops every cluster.
-pub async fn run(listener: TcpListener, options: DemoOptions, shutdown: CancellationToken) -> Result<()> {
+pub async fn run(
+    listener: TcpListener,
+    options: DemoOptions,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let clusters = start_clusters(&options, &shutdown).await?;
     let router = app(&clusters);
     let clusters = Arc::new(clusters);

@@ -67,14 +67,19 @@ mod tests {
     #[tokio::test]
     async fn livez_and_unknown_paths() {
         let state = Arc::new(GatewayState {
-            clusters: vec![ClusterInfo { name: "a".into(), server: "http://x".into() }],
+            clusters: vec![ClusterInfo {
+                name: "a".into(),
+                server: "http://x".into(),
+            }],
         });
         let response = app(state.clone())
             .oneshot(Request::get("/livez").body(Body::empty()).unwrap())
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::OK);
-        let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
         assert_eq!(&body[..], b"OK");
 
         let response = app(state.clone())
@@ -82,16 +87,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::NOT_FOUND);
-        let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(json["error"], "not_found");
         assert_eq!(json["message"], "not found: no route for GET /nope");
 
         let response = app(state)
-            .oneshot(Request::get("/api/v1/clusters").body(Body::empty()).unwrap())
+            .oneshot(
+                Request::get("/api/v1/clusters")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
             .await
             .unwrap();
-        let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(json["clusters"][0]["name"], "a");
     }

@@ -20,15 +20,23 @@ async fn main() -> anyhow::Result<()> {
             cluster.set_failing_images(args.failing_images.clone());
             let control = match args.control_listen {
                 Some(addr) => {
-                    let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+                    let listener = TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("cannot listen on {addr}"))?;
                     println!("control API on http://{}/", listener.local_addr()?);
                     let app = cluster.control_router();
                     let token = shutdown.clone();
-                    Some(tokio::spawn(kube_pulse::gateway::serve(listener, app, token)))
+                    Some(tokio::spawn(kube_pulse::gateway::serve(
+                        listener, app, token,
+                    )))
                 }
                 None => None,
             };
-            println!("simulated cluster {} listening on {}", cluster.name(), cluster.url());
+            println!(
+                "simulated cluster {} listening on {}",
+                cluster.name(),
+                cluster.url()
+            );
             shutdown.cancelled().await;
             cluster.shutdown().await;
             if let Some(task) = control {
@@ -39,7 +47,10 @@ async fn main() -> anyhow::Result<()> {
             let listener = TcpListener::bind(args.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
-            println!("kube-pulse demo listening on http://{}/", listener.local_addr()?);
+            println!(
+                "kube-pulse demo listening on http://{}/",
+                listener.local_addr()?
+            );
             let options = demo::DemoOptions {
                 clusters: args.clusters.into(),
                 scenario: !args.no_scenario,
@@ -57,10 +68,17 @@ async fn main() -> anyhow::Result<()> {
                     (file.clusters, file.listen)
                 }
                 (None, Some(path)) => (config::from_kubeconfig(path, &args.contexts)?, None),
-                (None, None) => anyhow::bail!("serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)"),
+                (None, None) => {
+                    anyhow::bail!("serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)")
+                }
             };
-            let addr = args.listen.or(file_listen).unwrap_or(([0, 0, 0, 0], 8080).into());
-            let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+            let addr = args
+                .listen
+                .or(file_listen)
+                .unwrap_or(([0, 0, 0, 0], 8080).into());
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
             println!("kube-pulse listening on http://{}/", listener.local_addr()?);
             serve::run(listener, clusters, shutdown).await?;
         }

@@ -12,8 +12,16 @@ use crate::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
 /// One thing that happens to a cluster.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    Scale { namespace: &'static str, name: &'static str, replicas: u32 },
-    Image { namespace: &'static str, name: &'static str, image: &'static str },
+    Scale {
+        namespace: &'static str,
+        name: &'static str,
+        replicas: u32,
+    },
+    Image {
+        namespace: &'static str,
+        name: &'static str,
+        image: &'static str,
+    },
     Faults(Faults),
     Heal,
 }
@@ -41,8 +49,20 @@ pub fn seed_workloads() -> Vec<WorkloadSeed> {
     vec![
         w("Deployment", "shop", "web", 3, "registry.example/web:1.0"),
         w("Deployment", "shop", "cart", 2, "registry.example/cart:1.0"),
-        w("StatefulSet", "shop", "db", 1, "registry.example/postgres:16"),
-        w("Deployment", "analytics", "ingest", 2, "registry.example/ingest:3.2"),
+        w(
+            "StatefulSet",
+            "shop",
+            "db",
+            1,
+            "registry.example/postgres:16",
+        ),
+        w(
+            "Deployment",
+            "analytics",
+            "ingest",
+            2,
+            "registry.example/ingest:3.2",
+        ),
     ]
 }
 
@@ -54,18 +74,96 @@ pub fn script() -> Vec<Step> {
         action,
     };
     vec![
-        s(8, 2, Action::Scale { namespace: "shop", name: "web", replicas: 5 }),
-        s(10, 1, Action::Image { namespace: "shop", name: "cart", image: "registry.example/cart:1.1" }),
-        s(10, 0, Action::Faults(Faults { refuse: true, ..Faults::default() })),
+        s(
+            8,
+            2,
+            Action::Scale {
+                namespace: "shop",
+                name: "web",
+                replicas: 5,
+            },
+        ),
+        s(
+            10,
+            1,
+            Action::Image {
+                namespace: "shop",
+                name: "cart",
+                image: "registry.example/cart:1.1",
+            },
+        ),
+        s(
+            10,
+            0,
+            Action::Faults(Faults {
+                refuse: true,
+                ..Faults::default()
+            }),
+        ),
         s(20, 0, Action::Heal),
-        s(5, 2, Action::Image { namespace: "shop", name: "cart", image: BROKEN_IMAGE }),
-        s(45, 2, Action::Image { namespace: "shop", name: "cart", image: "registry.example/cart:1.0" }),
-        s(10, 1, Action::Faults(Faults { not_ready: true, ..Faults::default() })),
+        s(
+            5,
+            2,
+            Action::Image {
+                namespace: "shop",
+                name: "cart",
+                image: BROKEN_IMAGE,
+            },
+        ),
+        s(
+            45,
+            2,
+            Action::Image {
+                namespace: "shop",
+                name: "cart",
+                image: "registry.example/cart:1.0",
+            },
+        ),
+        s(
+            10,
+            1,
+            Action::Faults(Faults {
+                not_ready: true,
+                ..Faults::default()
+            }),
+        ),
         s(15, 1, Action::Heal),
-        s(5, 2, Action::Scale { namespace: "shop", name: "web", replicas: 3 }),
-        s(5, 0, Action::Scale { namespace: "analytics", name: "ingest", replicas: 0 }),
-        s(20, 0, Action::Scale { namespace: "analytics", name: "ingest", replicas: 2 }),
-        s(5, 1, Action::Image { namespace: "shop", name: "cart", image: "registry.example/cart:1.0" }),
+        s(
+            5,
+            2,
+            Action::Scale {
+                namespace: "shop",
+                name: "web",
+                replicas: 3,
+            },
+        ),
+        s(
+            5,
+            0,
+            Action::Scale {
+                namespace: "analytics",
+                name: "ingest",
+                replicas: 0,
+            },
+        ),
+        s(
+            20,
+            0,
+            Action::Scale {
+                namespace: "analytics",
+                name: "ingest",
+                replicas: 2,
+            },
+        ),
+        s(
+            5,
+            1,
+            Action::Image {
+                namespace: "shop",
+                name: "cart",
+                image: "registry.example/cart:1.0",
+            },
+        ),
     ]
 }
 
@@ -84,16 +182,29 @@ fn apply(cluster: &SimCluster, action: &Action) {
             cluster.heal();
             Ok(())
         }
-        Action::Scale { namespace, name, replicas } => update(cluster, namespace, name, |m| {
+        Action::Scale {
+            namespace,
+            name,
+            replicas,
+        } => update(cluster, namespace, name, |m| {
             m["spec"]["replicas"] = (*replicas).into();
         }),
-        Action::Image { namespace, name, image } => update(cluster, namespace, name, |m| {
+        Action::Image {
+            namespace,
+            name,
+            image,
+        } => update(cluster, namespace, name, |m| {
             m["spec"]["template"]["spec"]["containers"][0]["image"] = (*image).into();
         }),
     };
     if let Err(err) = result {
         // A workload someone deleted meanwhile comes back from its seed.
-        if let Action::Scale { namespace, name, .. } | Action::Image { namespace, name, .. } = action
+        if let Action::Scale {
+            namespace, name, ..
+        }
+        | Action::Image {
+            namespace, name, ..
+        } = action
             && let Some(seed) = workload(namespace, name)
         {
             let _ = cluster.apply(&workload_manifest(&seed));
@@ -115,12 +226,21 @@ fn update(
         .filter_map(|p| catalog.find("apps", "v1", p))
         .find(|d| store.get(d, Some(namespace), name).is_ok())
         .cloned()
-        .ok_or_else(|| crate::sim::ApiError::bad_request(format!("no workload {namespace}/{name}")))?;
-    store.mutate(&def, Some(namespace), name, crate::sim::object::UpdateScope::Main, false, |current| {
-        let mut next = current.clone();
-        change(&mut next);
-        Ok(next)
-    })?;
+        .ok_or_else(|| {
+            crate::sim::ApiError::bad_request(format!("no workload {namespace}/{name}"))
+        })?;
+    store.mutate(
+        &def,
+        Some(namespace),
+        name,
+        crate::sim::object::UpdateScope::Main,
+        false,
+        |current| {
+            let mut next = current.clone();
+            change(&mut next);
+            Ok(next)
+        },
+    )?;
     Ok(())
 }
 
@@ -153,8 +273,18 @@ mod tests {
         let mut faulted = std::collections::HashSet::new();
         for step in script() {
             match step.action {
-                Action::Scale { namespace, name, .. } | Action::Image { namespace, name, .. } => {
-                    assert!(seeds.iter().any(|w| w.namespace == namespace && w.name == name), "{name}");
+                Action::Scale {
+                    namespace, name, ..
+                }
+                | Action::Image {
+                    namespace, name, ..
+                } => {
+                    assert!(
+                        seeds
+                            .iter()
+                            .any(|w| w.namespace == namespace && w.name == name),
+                        "{name}"
+                    );
                 }
                 Action::Faults(_) => {
                     faulted.insert(step.cluster);
@@ -176,15 +306,48 @@ mod tests {
         })
         .await
         .unwrap();
-        apply(&cluster, &Action::Scale { namespace: "shop", name: "web", replicas: 7 });
-        let def = cluster.store().catalog().find("apps", "v1", "deployments").unwrap().clone();
+        apply(
+            &cluster,
+            &Action::Scale {
+                namespace: "shop",
+                name: "web",
+                replicas: 7,
+            },
+        );
+        let def = cluster
+            .store()
+            .catalog()
+            .find("apps", "v1", "deployments")
+            .unwrap()
+            .clone();
         let web = cluster.store().get(&def, Some("shop"), "web").unwrap();
         assert_eq!(web["spec"]["replicas"], 7);
-        apply(&cluster, &Action::Image { namespace: "shop", name: "db", image: "pg:17" });
-        let sts = cluster.store().catalog().find("apps", "v1", "statefulsets").unwrap().clone();
+        apply(
+            &cluster,
+            &Action::Image {
+                namespace: "shop",
+                name: "db",
+                image: "pg:17",
+            },
+        );
+        let sts = cluster
+            .store()
+            .catalog()
+            .find("apps", "v1", "statefulsets")
+            .unwrap()
+            .clone();
         let db = cluster.store().get(&sts, Some("shop"), "db").unwrap();
-        assert_eq!(db["spec"]["template"]["spec"]["containers"][0]["image"], "pg:17");
-        apply(&cluster, &Action::Faults(Faults { not_ready: true, ..Faults::default() }));
+        assert_eq!(
+            db["spec"]["template"]["spec"]["containers"][0]["image"],
+            "pg:17"
+        );
+        apply(
+            &cluster,
+            &Action::Faults(Faults {
+                not_ready: true,
+                ..Faults::default()
+            }),
+        );
         assert!(cluster.faults().not_ready);
         apply(&cluster, &Action::Heal);
         assert_eq!(cluster.faults(), Faults::default());

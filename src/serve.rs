@@ -11,7 +11,11 @@ use crate::error::Result;
 use crate::gateway::{self, ClusterInfo, GatewayState};
 
 /// Resolves every member's client configuration, then serves until shutdown.
-pub async fn run(listener: TcpListener, clusters: Vec<ClusterSpec>, shutdown: CancellationToken) -> Result<()> {
+pub async fn run(
+    listener: TcpListener,
+    clusters: Vec<ClusterSpec>,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let mut infos = Vec::new();
     for spec in &clusters {
         let config = spec.kube_config().await?;

@@ -10,7 +10,9 @@ use common::{eventually, http, sim, sim_with};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::runtime::watcher::{self, Event};
 use kube::{Error, ResourceExt};
 use kube_pulse::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
@@ -19,14 +21,20 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(15);
 
 fn configmap(name: &str, labels: serde_json::Value) -> ConfigMap {
-    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": {"v": "1"}})).unwrap()
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": labels}, "data": {"v": "1"}}),
+    )
+    .unwrap()
 }
 
 async fn create_cms(api: &Api<ConfigMap>, names: &[&str]) {
     for name in names {
-        api.create(&PostParams::default(), &configmap(name, json!({"app": "web"})))
-            .await
-            .unwrap();
+        api.create(
+            &PostParams::default(),
+            &configmap(name, json!({"app": "web"})),
+        )
+        .await
+        .unwrap();
     }
 }
 
@@ -46,7 +54,15 @@ fn describe(event: &Event<ConfigMap>) -> String {
         Event::Init => "Init".into(),
         Event::InitApply(o) => format!("InitApply({})", o.name_any()),
         Event::InitDone => "InitDone".into(),
-        Event::Apply(o) => format!("Apply({}={})", o.name_any(), o.data.as_ref().and_then(|d| d.get("v")).cloned().unwrap_or_default()),
+        Event::Apply(o) => format!(
+            "Apply({}={})",
+            o.name_any(),
+            o.data
+                .as_ref()
+                .and_then(|d| d.get("v"))
+                .cloned()
+                .unwrap_or_default()
+        ),
         Event::Delete(o) => format!("Delete({})", o.name_any()),
     }
 }
@@ -86,7 +102,10 @@ fn spawn_watcher(
 /// Waits until the watcher's watch request is open on the server (InitDone
 /// is emitted before the watch call is made).
 async fn wait_for_watch(sim: &SimCluster) {
-    eventually(WAIT, "an open watch", || async { (sim.stats().open_watches == 1).then_some(()) }).await;
+    eventually(WAIT, "an open watch", || async {
+        (sim.stats().open_watches == 1).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -98,20 +117,43 @@ async fn watcher_lists_in_pages_then_sees_every_change_in_order() {
     let initial = take_events(&mut stream, 7).await;
     assert_eq!(
         initial,
-        ["Init", "InitApply(a)", "InitApply(b)", "InitApply(c)", "InitApply(d)", "InitApply(e)", "InitDone"]
+        [
+            "Init",
+            "InitApply(a)",
+            "InitApply(b)",
+            "InitApply(c)",
+            "InitApply(d)",
+            "InitApply(e)",
+            "InitDone"
+        ]
     );
-    assert_eq!(sim.stats().count("core/configmaps", "list"), 3, "5 objects in pages of 2");
+    assert_eq!(
+        sim.stats().count("core/configmaps", "list"),
+        3,
+        "5 objects in pages of 2"
+    );
 
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "2"}})))
-        .await
-        .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "2"}})),
+    )
+    .await
+    .unwrap();
     create_cms(&api, &["f"]).await;
     api.delete("b", &DeleteParams::default()).await.unwrap();
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"data": {"v": "3"}})))
-        .await
-        .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"v": "3"}})),
+    )
+    .await
+    .unwrap();
     let changes = take_events(&mut stream, 4).await;
-    assert_eq!(changes, ["Apply(a=2)", "Apply(f=1)", "Delete(b)", "Apply(a=3)"]);
+    assert_eq!(
+        changes,
+        ["Apply(a=2)", "Apply(f=1)", "Delete(b)", "Apply(a=3)"]
+    );
     assert_eq!(sim.stats().count("core/configmaps", "watch"), 1);
     sim.shutdown().await;
 }
@@ -130,15 +172,28 @@ async fn paged_lists_are_consistent_and_report_remaining_items() {
     let mut seen: Vec<String> = first.items.iter().map(|o| o.name_any()).collect();
     let mut token = first.metadata.continue_;
     while let Some(t) = token.filter(|t| !t.is_empty()) {
-        let page = api.list(&ListParams::default().limit(3).continue_token(&t)).await.unwrap();
-        assert_eq!(page.metadata.resource_version, first.metadata.resource_version);
+        let page = api
+            .list(&ListParams::default().limit(3).continue_token(&t))
+            .await
+            .unwrap();
+        assert_eq!(
+            page.metadata.resource_version,
+            first.metadata.resource_version
+        );
         seen.extend(page.items.iter().map(|o| o.name_any()));
         token = page.metadata.continue_;
     }
     assert_eq!(seen, names);
     let now = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(now.items.len(), 6);
-    let selected = api.list(&ListParams::default().labels("app=web").fields("metadata.name=cm-1")).await.unwrap();
+    let selected = api
+        .list(
+            &ListParams::default()
+                .labels("app=web")
+                .fields("metadata.name=cm-1"),
+        )
+        .await
+        .unwrap();
     assert_eq!(selected.items.len(), 1);
     sim.shutdown().await;
 }
@@ -147,8 +202,18 @@ async fn paged_lists_are_consistent_and_report_remaining_items() {
 async fn watches_carry_bookmarks() {
     let sim = sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
-    let rv = api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
-    let mut stream = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+    let rv = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
     create_cms(&api, &["x"]).await;
     let mut saw_added = false;
     let bookmark_rv = loop {
@@ -161,7 +226,10 @@ async fn watches_carry_bookmarks() {
             other => panic!("unexpected event {other:?}"),
         }
     };
-    assert!(saw_added, "the change arrives before the bookmark that follows it");
+    assert!(
+        saw_added,
+        "the change arrives before the bookmark that follows it"
+    );
     assert!(bookmark_rv.parse::<u64>().unwrap() > rv.parse::<u64>().unwrap());
     sim.shutdown().await;
 }
@@ -173,7 +241,10 @@ async fn streaming_lists_need_no_list_request() {
     create_cms(&api, &["a", "b"]).await;
     let mut stream = spawn_watcher(api.clone(), watcher::Config::default().streaming_lists());
     let initial = take_events(&mut stream, 4).await;
-    assert_eq!(initial, ["Init", "InitApply(a)", "InitApply(b)", "InitDone"]);
+    assert_eq!(
+        initial,
+        ["Init", "InitApply(a)", "InitApply(b)", "InitDone"]
+    );
     create_cms(&api, &["c"]).await;
     assert_eq!(take_events(&mut stream, 1).await, ["Apply(c=1)"]);
     let stats = sim.stats();
@@ -188,12 +259,18 @@ async fn expired_watch_makes_the_watcher_relist_and_converge() {
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
     create_cms(&api, &["a"]).await;
     let mut stream = spawn_watcher(api.clone(), watcher::Config::default());
-    assert_eq!(take_events(&mut stream, 3).await, ["Init", "InitApply(a)", "InitDone"]);
+    assert_eq!(
+        take_events(&mut stream, 3).await,
+        ["Init", "InitApply(a)", "InitDone"]
+    );
     wait_for_watch(&sim).await;
     sim.expire_watches();
     // The in-stream 410 surfaces as an error, then the watcher lists again.
     let err = next(&mut stream).await.unwrap_err();
-    assert!(matches!(&err, watcher::Error::WatchError(s) if s.code == 410), "{err:?}");
+    assert!(
+        matches!(&err, watcher::Error::WatchError(s) if s.code == 410),
+        "{err:?}"
+    );
     let relisted = take_events(&mut stream, 3).await;
     assert_eq!(relisted, ["Init", "InitApply(a)", "InitDone"]);
     create_cms(&api, &["b"]).await;
@@ -201,7 +278,10 @@ async fn expired_watch_makes_the_watcher_relist_and_converge() {
     assert_eq!(sim.stats().count("core/configmaps", "list"), 2);
     // A watch from a version older than the window gets the in-stream 410 too.
     let raw = http()
-        .get(format!("{}/api/v1/namespaces/shop/configmaps?watch=true&resourceVersion=1", sim.url()))
+        .get(format!(
+            "{}/api/v1/namespaces/shop/configmaps?watch=true&resourceVersion=1",
+            sim.url()
+        ))
         .send()
         .await
         .unwrap();
@@ -223,7 +303,10 @@ async fn a_stalled_server_trips_the_watcher_idle_timeout() {
     let mut stream = spawn_watcher(api.clone(), config);
     assert_eq!(take_events(&mut stream, 2).await, ["Init", "InitDone"]);
     let watches_before = sim.stats().count("core/configmaps", "watch");
-    sim.set_faults(Faults { stall: true, ..Faults::default() });
+    sim.set_faults(Faults {
+        stall: true,
+        ..Faults::default()
+    });
     sim.store()
         .create(
             sim.store().catalog().find("", "v1", "configmaps").unwrap(),
@@ -233,14 +316,21 @@ async fn a_stalled_server_trips_the_watcher_idle_timeout() {
         )
         .unwrap();
     // Nothing arrives while stalled.
-    assert!(tokio::time::timeout(Duration::from_secs(2), stream.next()).await.is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), stream.next())
+            .await
+            .is_err()
+    );
     // Past the idle timeout the watcher has dropped the silent stream and is
     // waiting on a new watch; healing lets that one through.
     tokio::time::sleep(Duration::from_secs(6)).await;
     sim.heal();
     assert_eq!(take_events(&mut stream, 1).await, ["Apply(during-stall=1)"]);
     let watches = sim.stats().count("core/configmaps", "watch");
-    assert!(watches > watches_before, "the watcher re-watched ({watches_before} → {watches})");
+    assert!(
+        watches > watches_before,
+        "the watcher re-watched ({watches_before} → {watches})"
+    );
     sim.shutdown().await;
 }
 
@@ -252,8 +342,13 @@ async fn replace_with_a_stale_resource_version_conflicts() {
     let stale = api.get("a").await.unwrap();
     let mut fresh = stale.clone();
     fresh.data = Some([("v".to_string(), "2".to_string())].into());
-    api.replace("a", &PostParams::default(), &fresh).await.unwrap();
-    let err = api.replace("a", &PostParams::default(), &stale).await.unwrap_err();
+    api.replace("a", &PostParams::default(), &fresh)
+        .await
+        .unwrap();
+    let err = api
+        .replace("a", &PostParams::default(), &stale)
+        .await
+        .unwrap_err();
     match err {
         Error::Api(status) => {
             assert_eq!(status.code, 409);
@@ -261,7 +356,10 @@ async fn replace_with_a_stale_resource_version_conflicts() {
         }
         other => panic!("expected a 409, got {other:?}"),
     }
-    let err = api.create(&PostParams::default(), &configmap("a", json!({}))).await.unwrap_err();
+    let err = api
+        .create(&PostParams::default(), &configmap("a", json!({})))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Api(s) if s.reason == "AlreadyExists"));
     sim.shutdown().await;
 }
@@ -273,14 +371,25 @@ async fn label_selected_watches_see_objects_leave_the_selection() {
     create_cms(&api, &["a"]).await;
     let config = watcher::Config::default().labels("app=web");
     let mut stream = spawn_watcher(api.clone(), config);
-    assert_eq!(take_events(&mut stream, 3).await, ["Init", "InitApply(a)", "InitDone"]);
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})))
-        .await
-        .unwrap();
+    assert_eq!(
+        take_events(&mut stream, 3).await,
+        ["Init", "InitApply(a)", "InitDone"]
+    );
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(take_events(&mut stream, 1).await, ["Delete(a)"]);
-    api.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})))
-        .await
-        .unwrap();
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})),
+    )
+    .await
+    .unwrap();
     assert_eq!(take_events(&mut stream, 1).await, ["Apply(a=1)"]);
     sim.shutdown().await;
 }
@@ -299,16 +408,26 @@ async fn deployments_converge_and_failing_images_exceed_their_deadline() {
     let mut manifest = workload_manifest(&seed);
     manifest["spec"]["progressDeadlineSeconds"] = json!(1);
     let deployment: Deployment = serde_json::from_value(manifest).unwrap();
-    api.create(&PostParams::default(), &deployment).await.unwrap();
+    api.create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
     let reason = |d: &Deployment| {
         d.status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_.as_deref() == Some("Progressing")))
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_.as_deref() == Some("Progressing"))
+            })
             .and_then(|c| c.reason.clone())
             .unwrap_or_default()
     };
-    let ready = |d: &Deployment| d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+    let ready = |d: &Deployment| {
+        d.status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0)
+    };
     eventually(WAIT, "2 ready replicas", || async {
         let d = api.get("web").await.unwrap();
         (ready(&d) == 2 && reason(&d) == "NewReplicaSetAvailable").then_some(())
@@ -336,9 +455,13 @@ async fn deployments_converge_and_failing_images_exceed_their_deadline() {
 
     let scale = api.get_scale("web").await.unwrap();
     assert_eq!(scale.spec.unwrap().replicas, Some(2));
-    api.patch_scale("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"replicas": 0}})))
-        .await
-        .unwrap();
+    api.patch_scale(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": 0}})),
+    )
+    .await
+    .unwrap();
     eventually(WAIT, "scaled to zero", || async {
         let d = api.get("web").await.unwrap();
         (d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0) == 0).then_some(())
@@ -354,15 +477,29 @@ async fn deleting_a_namespace_removes_its_objects() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "shop");
     create_cms(&cms, &["a", "b"]).await;
     let namespaces: Api<Namespace> = Api::all(client);
-    let deleted = namespaces.delete("shop", &DeleteParams::default()).await.unwrap();
-    let terminating = deleted.left().expect("a namespace terminates before it goes");
-    assert_eq!(terminating.status.unwrap().phase.as_deref(), Some("Terminating"));
+    let deleted = namespaces
+        .delete("shop", &DeleteParams::default())
+        .await
+        .unwrap();
+    let terminating = deleted
+        .left()
+        .expect("a namespace terminates before it goes");
+    assert_eq!(
+        terminating.status.unwrap().phase.as_deref(),
+        Some("Terminating")
+    );
     eventually(WAIT, "namespace gone", || async {
         matches!(namespaces.get("shop").await, Err(Error::Api(s)) if s.code == 404).then_some(())
     })
     .await;
     let all: Api<ConfigMap> = Api::all(sim.client());
-    assert!(all.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(
+        all.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     sim.shutdown().await;
 }
 
@@ -373,28 +510,52 @@ async fn bearer_tokens_and_rbac_denials() {
         c.deny = vec!["apps/deployments".into(), "core/configmaps:watch".into()];
     })
     .await;
-    let anonymous = http().get(format!("{}/api/v1/namespaces", sim.url())).send().await.unwrap();
+    let anonymous = http()
+        .get(format!("{}/api/v1/namespaces", sim.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anonymous.status(), 401);
     let body: serde_json::Value = anonymous.json().await.unwrap();
     assert_eq!(body["kind"], "Status");
     assert_eq!(body["reason"], "Unauthorized");
     // Health and version stay public, as on a real apiserver.
-    let readyz = http().get(format!("{}/readyz", sim.url())).send().await.unwrap();
+    let readyz = http()
+        .get(format!("{}/readyz", sim.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(readyz.status(), 200);
 
     let client = sim.client();
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    assert!(namespaces.list(&ListParams::default()).await.unwrap().items.len() >= 4);
+    assert!(
+        namespaces
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len()
+            >= 4
+    );
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
     match deployments.list(&ListParams::default()).await.unwrap_err() {
         Error::Api(s) => {
             assert_eq!((s.code, s.reason.as_str()), (403, "Forbidden"));
-            assert!(s.message.contains("cannot list resource \"deployments\" in API group \"apps\""), "{}", s.message);
+            assert!(
+                s.message
+                    .contains("cannot list resource \"deployments\" in API group \"apps\""),
+                "{}",
+                s.message
+            );
         }
         other => panic!("expected 403, got {other:?}"),
     }
     let cms: Api<ConfigMap> = Api::namespaced(client, "shop");
-    assert!(cms.list(&ListParams::default()).await.is_ok(), "only watch is denied");
+    assert!(
+        cms.list(&ListParams::default()).await.is_ok(),
+        "only watch is denied"
+    );
     let err = cms.watch(&WatchParams::default(), "0").await.err().unwrap();
     assert!(matches!(err, Error::Api(s) if s.code == 403));
     sim.shutdown().await;
@@ -405,7 +566,10 @@ async fn refused_connections_then_the_same_port_again() {
     let sim = sim().await;
     let api: Api<Namespace> = Api::all(sim.client());
     api.list(&ListParams::default()).await.unwrap();
-    sim.set_faults(Faults { refuse: true, ..Faults::default() });
+    sim.set_faults(Faults {
+        refuse: true,
+        ..Faults::default()
+    });
     eventually(WAIT, "connection refused", || async {
         let result = tokio::net::TcpStream::connect(sim.addr()).await;
         result.is_err().then_some(())
@@ -413,7 +577,10 @@ async fn refused_connections_then_the_same_port_again() {
     .await;
     assert!(api.list(&ListParams::default()).await.is_err());
     sim.heal();
-    eventually(WAIT, "accepting again", || async { api.list(&ListParams::default()).await.ok() }).await;
+    eventually(WAIT, "accepting again", || async {
+        api.list(&ListParams::default()).await.ok()
+    })
+    .await;
     sim.shutdown().await;
 }
 
@@ -425,27 +592,60 @@ async fn injected_status_latency_and_readiness_faults() {
     config.default_retry = false;
     let api: Api<Namespace> = Api::all(kube::Client::try_from(config).unwrap());
     for code in [401u16, 403, 429, 500, 503] {
-        sim.set_faults(Faults { status: Some(code), ..Faults::default() });
+        sim.set_faults(Faults {
+            status: Some(code),
+            ..Faults::default()
+        });
         match api.list(&ListParams::default()).await {
             Err(Error::Api(s)) => assert_eq!(s.code, code),
             other => panic!("{code}: expected an API error, got {other:?}"),
         }
     }
-    sim.set_faults(Faults { status: Some(500), status_path_prefix: Some("/apis/apps".into()), ..Faults::default() });
-    assert!(api.list(&ListParams::default()).await.is_ok(), "prefix limits the fault");
+    sim.set_faults(Faults {
+        status: Some(500),
+        status_path_prefix: Some("/apis/apps".into()),
+        ..Faults::default()
+    });
+    assert!(
+        api.list(&ListParams::default()).await.is_ok(),
+        "prefix limits the fault"
+    );
 
-    sim.set_faults(Faults { latency_ms: 300, ..Faults::default() });
+    sim.set_faults(Faults {
+        latency_ms: 300,
+        ..Faults::default()
+    });
     let started = std::time::Instant::now();
     api.list(&ListParams::default()).await.unwrap();
     assert!(started.elapsed() >= Duration::from_millis(300));
 
-    sim.set_faults(Faults { not_ready: true, ..Faults::default() });
-    let readyz = http().get(format!("{}/readyz", sim.url())).send().await.unwrap();
+    sim.set_faults(Faults {
+        not_ready: true,
+        ..Faults::default()
+    });
+    let readyz = http()
+        .get(format!("{}/readyz", sim.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(readyz.status(), 500);
-    assert!(readyz.text().await.unwrap().ends_with("readyz check failed\n"));
-    assert!(api.list(&ListParams::default()).await.is_ok(), "the API still answers");
+    assert!(
+        readyz
+            .text()
+            .await
+            .unwrap()
+            .ends_with("readyz check failed\n")
+    );
+    assert!(
+        api.list(&ListParams::default()).await.is_ok(),
+        "the API still answers"
+    );
     sim.heal();
-    let readyz = http().get(format!("{}/readyz", sim.url())).send().await.unwrap();
+    let readyz = http()
+        .get(format!("{}/readyz", sim.url()))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(readyz.text().await.unwrap(), "ok");
     sim.shutdown().await;
 }
@@ -473,53 +673,300 @@ async fn bad_input_gets_a_status_for_every_verb() {
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
     create_cms(&api, &["a"]).await;
     let deployments: Api<Deployment> = Api::namespaced(sim.client(), "shop");
-    let web = WorkloadSeed { kind: "Deployment".into(), namespace: "shop".into(), name: "web".into(), replicas: 1, image: "x".into() };
+    let web = WorkloadSeed {
+        kind: "Deployment".into(),
+        namespace: "shop".into(),
+        name: "web".into(),
+        replicas: 1,
+        image: "x".into(),
+    };
     deployments
-        .create(&PostParams::default(), &serde_json::from_value(workload_manifest(&web)).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(workload_manifest(&web)).unwrap(),
+        )
         .await
         .unwrap();
     let cm = "/api/v1/namespaces/shop/configmaps";
     let json_ct = "application/json";
     let merge = "application/merge-patch+json";
     let cases: Vec<(&str, String, &str, &str, u16, &str)> = vec![
-        ("GET", format!("{cm}?limit=abc"), "", json_ct, 400, "BadRequest"),
-        ("GET", format!("{cm}?labelSelector=app+in+web"), "", json_ct, 400, "BadRequest"),
-        ("GET", format!("{cm}?fieldSelector=spec.x%3D1"), "", json_ct, 400, "BadRequest"),
-        ("GET", format!("{cm}?continue=garbage"), "", json_ct, 400, "BadRequest"),
-        ("GET", format!("{cm}?resourceVersionMatch=Sometimes"), "", json_ct, 422, "Invalid"),
-        ("GET", format!("{cm}?watch=true&resourceVersionMatch=Exact"), "", json_ct, 422, "Invalid"),
-        ("GET", format!("{cm}?watch=maybe"), "", json_ct, 400, "BadRequest"),
+        (
+            "GET",
+            format!("{cm}?limit=abc"),
+            "",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cm}?labelSelector=app+in+web"),
+            "",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cm}?fieldSelector=spec.x%3D1"),
+            "",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cm}?continue=garbage"),
+            "",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "GET",
+            format!("{cm}?resourceVersionMatch=Sometimes"),
+            "",
+            json_ct,
+            422,
+            "Invalid",
+        ),
+        (
+            "GET",
+            format!("{cm}?watch=true&resourceVersionMatch=Exact"),
+            "",
+            json_ct,
+            422,
+            "Invalid",
+        ),
+        (
+            "GET",
+            format!("{cm}?watch=maybe"),
+            "",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
         ("GET", format!("{cm}/missing"), "", json_ct, 404, "NotFound"),
-        ("GET", "/apis/apps/v1/widgets".into(), "", json_ct, 404, "NotFound"),
-        ("GET", "/apis/nope.example.com/v1".into(), "", json_ct, 404, "NotFound"),
-        ("GET", format!("{cm}/a/status"), "", json_ct, 404, "NotFound"),
+        (
+            "GET",
+            "/apis/apps/v1/widgets".into(),
+            "",
+            json_ct,
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            "/apis/nope.example.com/v1".into(),
+            "",
+            json_ct,
+            404,
+            "NotFound",
+        ),
+        (
+            "GET",
+            format!("{cm}/a/status"),
+            "",
+            json_ct,
+            404,
+            "NotFound",
+        ),
         ("POST", cm.into(), "{nope", json_ct, 400, "BadRequest"),
         ("POST", cm.into(), "[1]", json_ct, 400, "BadRequest"),
-        ("POST", cm.into(), r#"{"metadata":{"name":"Bad_Name"}}"#, json_ct, 422, "Invalid"),
-        ("POST", cm.into(), r#"{"metadata":{"name":"a"}}"#, json_ct, 409, "AlreadyExists"),
-        ("POST", cm.into(), r#"{"kind":"Pod","metadata":{"name":"z"}}"#, json_ct, 400, "BadRequest"),
-        ("POST", cm.into(), "\u{0}", "application/vnd.kubernetes.protobuf", 415, "UnsupportedMediaType"),
-        ("POST", "/api/v1/namespaces/ghost/configmaps".into(), r#"{"metadata":{"name":"z"}}"#, json_ct, 404, "NotFound"),
-        ("POST", "/apis/apps/v1/deployments".into(), "{}", json_ct, 405, "MethodNotAllowed"),
-        ("POST", format!("{cm}?dryRun=Some"), r#"{"metadata":{"name":"z"}}"#, json_ct, 400, "BadRequest"),
-        ("POST", format!("{cm}?fieldValidation=Loose"), r#"{"metadata":{"name":"z"}}"#, json_ct, 400, "BadRequest"),
+        (
+            "POST",
+            cm.into(),
+            r#"{"metadata":{"name":"Bad_Name"}}"#,
+            json_ct,
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            cm.into(),
+            r#"{"metadata":{"name":"a"}}"#,
+            json_ct,
+            409,
+            "AlreadyExists",
+        ),
+        (
+            "POST",
+            cm.into(),
+            r#"{"kind":"Pod","metadata":{"name":"z"}}"#,
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cm.into(),
+            "\u{0}",
+            "application/vnd.kubernetes.protobuf",
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/ghost/configmaps".into(),
+            r#"{"metadata":{"name":"z"}}"#,
+            json_ct,
+            404,
+            "NotFound",
+        ),
+        (
+            "POST",
+            "/apis/apps/v1/deployments".into(),
+            "{}",
+            json_ct,
+            405,
+            "MethodNotAllowed",
+        ),
+        (
+            "POST",
+            format!("{cm}?dryRun=Some"),
+            r#"{"metadata":{"name":"z"}}"#,
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            format!("{cm}?fieldValidation=Loose"),
+            r#"{"metadata":{"name":"z"}}"#,
+            json_ct,
+            400,
+            "BadRequest",
+        ),
         ("PUT", cm.into(), "{}", json_ct, 405, "MethodNotAllowed"),
-        ("PUT", format!("{cm}/a"), r#"{"metadata":{"name":"b"}}"#, json_ct, 400, "BadRequest"),
-        ("PUT", format!("{cm}/a"), r#"{"metadata":{"name":"a","resourceVersion":"1"}}"#, json_ct, 409, "Conflict"),
-        ("PUT", format!("{cm}/missing"), r#"{"metadata":{"name":"missing"}}"#, json_ct, 404, "NotFound"),
-        ("PATCH", format!("{cm}/a"), "{}", "text/plain", 415, "UnsupportedMediaType"),
-        ("PATCH", format!("{cm}/a"), "{nope", merge, 400, "BadRequest"),
-        ("PATCH", format!("{cm}/a"), r#"{"metadata":{"resourceVersion":"1"}}"#, merge, 409, "Conflict"),
-        ("PATCH", format!("{cm}/a"), r#"[{"op":"test","path":"/data/v","value":"9"}]"#, "application/json-patch+json", 422, "Invalid"),
-        ("PATCH", format!("{cm}/missing"), "{}", merge, 404, "NotFound"),
-        ("PATCH", format!("{cm}/a"), "data: {}", "application/apply-patch+yaml", 422, "Invalid"),
-        ("PATCH", "/apis/apps/v1/namespaces/shop/deployments/web/scale".into(), r#"{"spec":{"replicas":-1}}"#, merge, 422, "Invalid"),
-        ("PATCH", "/apis/apps/v1/namespaces/shop/deployments/web".into(), r#"{"spec":{"replicas":"many"}}"#, merge, 422, "Invalid"),
-        ("DELETE", format!("{cm}/missing"), "", json_ct, 404, "NotFound"),
-        ("DELETE", format!("{cm}/a"), r#"{"preconditions":{"uid":"nope"}}"#, json_ct, 409, "Conflict"),
-        ("DELETE", format!("{cm}/a"), r#"{"propagationPolicy":"Sometimes"}"#, json_ct, 400, "BadRequest"),
-        ("DELETE", format!("{cm}/a"), "{nope", json_ct, 400, "BadRequest"),
-        ("POST", format!("{cm}/a"), "{}", json_ct, 405, "MethodNotAllowed"),
+        (
+            "PUT",
+            format!("{cm}/a"),
+            r#"{"metadata":{"name":"b"}}"#,
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "PUT",
+            format!("{cm}/a"),
+            r#"{"metadata":{"name":"a","resourceVersion":"1"}}"#,
+            json_ct,
+            409,
+            "Conflict",
+        ),
+        (
+            "PUT",
+            format!("{cm}/missing"),
+            r#"{"metadata":{"name":"missing"}}"#,
+            json_ct,
+            404,
+            "NotFound",
+        ),
+        (
+            "PATCH",
+            format!("{cm}/a"),
+            "{}",
+            "text/plain",
+            415,
+            "UnsupportedMediaType",
+        ),
+        (
+            "PATCH",
+            format!("{cm}/a"),
+            "{nope",
+            merge,
+            400,
+            "BadRequest",
+        ),
+        (
+            "PATCH",
+            format!("{cm}/a"),
+            r#"{"metadata":{"resourceVersion":"1"}}"#,
+            merge,
+            409,
+            "Conflict",
+        ),
+        (
+            "PATCH",
+            format!("{cm}/a"),
+            r#"[{"op":"test","path":"/data/v","value":"9"}]"#,
+            "application/json-patch+json",
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            format!("{cm}/missing"),
+            "{}",
+            merge,
+            404,
+            "NotFound",
+        ),
+        (
+            "PATCH",
+            format!("{cm}/a"),
+            "data: {}",
+            "application/apply-patch+yaml",
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            "/apis/apps/v1/namespaces/shop/deployments/web/scale".into(),
+            r#"{"spec":{"replicas":-1}}"#,
+            merge,
+            422,
+            "Invalid",
+        ),
+        (
+            "PATCH",
+            "/apis/apps/v1/namespaces/shop/deployments/web".into(),
+            r#"{"spec":{"replicas":"many"}}"#,
+            merge,
+            422,
+            "Invalid",
+        ),
+        (
+            "DELETE",
+            format!("{cm}/missing"),
+            "",
+            json_ct,
+            404,
+            "NotFound",
+        ),
+        (
+            "DELETE",
+            format!("{cm}/a"),
+            r#"{"preconditions":{"uid":"nope"}}"#,
+            json_ct,
+            409,
+            "Conflict",
+        ),
+        (
+            "DELETE",
+            format!("{cm}/a"),
+            r#"{"propagationPolicy":"Sometimes"}"#,
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "DELETE",
+            format!("{cm}/a"),
+            "{nope",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            format!("{cm}/a"),
+            "{}",
+            json_ct,
+            405,
+            "MethodNotAllowed",
+        ),
     ];
     let client = http();
     for (method, path, body, content_type, code, reason) in cases {
@@ -532,8 +979,8 @@ async fn bad_input_gets_a_status_for_every_verb() {
             .unwrap();
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
-        let parsed: serde_json::Value =
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"));
+        let parsed: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {path}: not JSON: {text}"));
         assert_eq!(status, code, "{method} {path}: {text}");
         assert_eq!(parsed["kind"], "Status", "{method} {path}");
         assert_eq!(parsed["code"], code, "{method} {path}");
@@ -549,29 +996,84 @@ async fn control_api_over_http() {
     let sim = sim().await;
     let client = http();
     let base = format!("{}/_sim", sim.url());
-    let bad = client.put(format!("{base}/faults")).header("Content-Type", "application/json").body(r#"{"stal":true}"#).send().await.unwrap();
+    let bad = client
+        .put(format!("{base}/faults"))
+        .header("Content-Type", "application/json")
+        .body(r#"{"stal":true}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
     let body: serde_json::Value = bad.json().await.unwrap();
     assert!(body["message"].as_str().unwrap().contains("stal"), "{body}");
-    let bad = client.put(format!("{base}/faults")).json(&json!({"status": 200})).send().await.unwrap();
+    let bad = client
+        .put(format!("{base}/faults"))
+        .json(&json!({"status": 200}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
-    let ok = client.put(format!("{base}/faults")).json(&json!({"status": 503, "healAfterMs": 200})).send().await.unwrap();
+    let ok = client
+        .put(format!("{base}/faults"))
+        .json(&json!({"status": 503, "healAfterMs": 200}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
     assert_eq!(sim.faults().status, Some(503));
-    let status = client.get(format!("{}/api/v1/namespaces", sim.url())).send().await.unwrap().status();
+    let status = client
+        .get(format!("{}/api/v1/namespaces", sim.url()))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 503);
-    eventually(WAIT, "auto-heal", || async { (sim.faults() == Faults::default()).then_some(()) }).await;
-    let status = client.get(format!("{}/api/v1/namespaces", sim.url())).send().await.unwrap().status();
+    eventually(WAIT, "auto-heal", || async {
+        (sim.faults() == Faults::default()).then_some(())
+    })
+    .await;
+    let status = client
+        .get(format!("{}/api/v1/namespaces", sim.url()))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 200);
-    let stats: serde_json::Value = client.get(format!("{base}/stats")).send().await.unwrap().json().await.unwrap();
+    let stats: serde_json::Value = client
+        .get(format!("{base}/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(stats["requests"]["core/namespaces"]["list"], 1);
-    let deny = client.put(format!("{base}/deny")).json(&json!({"rules": ["core/namespaces"]})).send().await.unwrap();
+    let deny = client
+        .put(format!("{base}/deny"))
+        .json(&json!({"rules": ["core/namespaces"]}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(deny.status(), 200);
-    let status = client.get(format!("{}/api/v1/namespaces", sim.url())).send().await.unwrap().status();
+    let status = client
+        .get(format!("{}/api/v1/namespaces", sim.url()))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(status, 403);
-    let bad = client.put(format!("{base}/deny")).json(&json!({"rules": ["namespaces"]})).send().await.unwrap();
+    let bad = client
+        .put(format!("{base}/deny"))
+        .json(&json!({"rules": ["namespaces"]}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
-    let expired = client.post(format!("{base}/actions/expire-watches")).send().await.unwrap();
+    let expired = client
+        .post(format!("{base}/actions/expire-watches"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(expired.status(), 200);
     sim.shutdown().await;
 }

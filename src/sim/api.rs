@@ -70,7 +70,11 @@ pub fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
         "scale" if def.scale_subresource => Ok(Sub::Scale),
         _ => Err(ApiError::no_route(path)),
     };
-    let namespaced_res = |plural: &str| catalog.find(group, version, plural).is_some_and(|d| d.namespaced);
+    let namespaced_res = |plural: &str| {
+        catalog
+            .find(group, version, plural)
+            .is_some_and(|d| d.namespaced)
+    };
     match rest {
         [] => Ok(Target::Discovery {
             group: group.into(),
@@ -134,7 +138,10 @@ impl Params {
     }
 
     pub fn str(&self, key: &str) -> Option<&str> {
-        self.0.get(key).map(String::as_str).filter(|s| !s.is_empty())
+        self.0
+            .get(key)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     pub fn bool(&self, key: &str) -> ApiResult<bool> {
@@ -151,7 +158,9 @@ impl Params {
         self.str(key)
             .map(|v| {
                 v.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid value for {key}: {v:?} (want a non-negative integer)"))
+                    ApiError::bad_request(format!(
+                        "invalid value for {key}: {v:?} (want a non-negative integer)"
+                    ))
                 })
             })
             .transpose()
@@ -235,7 +244,9 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
         ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
     })?;
     if !value.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     Ok(value)
 }
@@ -270,7 +281,16 @@ pub async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match dispatch(&shared, &method, uri.path(), query.as_deref(), &headers, &body).await {
+    match dispatch(
+        &shared,
+        &method,
+        uri.path(),
+        query.as_deref(),
+        &headers,
+        &body,
+    )
+    .await
+    {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
@@ -320,7 +340,10 @@ async fn dispatch(
             }
             "list" => {
                 let selection = params.selection()?;
-                let from = match (params.str("resourceVersionMatch"), params.resource_version()?) {
+                let from = match (
+                    params.str("resourceVersionMatch"),
+                    params.resource_version()?,
+                ) {
                     (Some("Exact"), Some(rv)) if rv > 0 => ListFrom::Exact(rv),
                     (Some("Exact"), _) => {
                         return Err(ApiError::new(
@@ -334,19 +357,17 @@ async fn dispatch(
                         return Err(ApiError::new(
                             422,
                             "Invalid",
-                            format!("resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""),
+                            format!(
+                                "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+                            ),
                         ));
                     }
                 };
                 let limit = params.u64("limit")?.map(|l| l as usize);
-                let page = shared.store.list(
-                    &def,
-                    ns,
-                    &selection,
-                    from,
-                    limit,
-                    params.str("continue"),
-                )?;
+                let page =
+                    shared
+                        .store
+                        .list(&def, ns, &selection, from, limit, params.str("continue"))?;
                 Ok(json_response(StatusCode::OK, &list_body(&def, page)))
             }
             "create" => {
@@ -369,7 +390,13 @@ async fn dispatch(
                 for obj in &page.items {
                     let obj_ns = super::object::namespace_of(obj).to_string();
                     let ns_arg = (!obj_ns.is_empty()).then_some(obj_ns.as_str());
-                    match shared.store.delete(&def, ns_arg, name_of(obj), &Preconditions::default(), dry_run) {
+                    match shared.store.delete(
+                        &def,
+                        ns_arg,
+                        name_of(obj),
+                        &Preconditions::default(),
+                        dry_run,
+                    ) {
                         Ok(Deleted::Gone(o) | Deleted::Terminating(o)) => deleted.push(o),
                         Err(e) if e.code == 404 => {}
                         Err(e) => return Err(e),
@@ -386,8 +413,15 @@ async fn dispatch(
             _ => Err(ApiError::method_not_allowed(&def.group_resource())),
         },
         Target::Object { name, sub, .. } => match sub {
-            None => object_verb(shared, &def, ns, &name, verb, &params, headers, body, dry_run).await,
-            Some(Sub::Status) => status_verb(shared, &def, ns, &name, verb, &params, headers, body, dry_run),
+            None => {
+                object_verb(
+                    shared, &def, ns, &name, verb, &params, headers, body, dry_run,
+                )
+                .await
+            }
+            Some(Sub::Status) => status_verb(
+                shared, &def, ns, &name, verb, &params, headers, body, dry_run,
+            ),
             Some(Sub::Scale) => scale_verb(shared, &def, ns, &name, verb, headers, body, dry_run),
         },
         Target::Discovery { .. } => unreachable!("handled above"),
@@ -414,7 +448,17 @@ async fn object_verb(
             let updated = store.update(def, ns, name, obj, UpdateScope::Main, dry_run)?;
             Ok(json_response(StatusCode::OK, &updated))
         }
-        "patch" => patch_object(shared, def, ns, name, UpdateScope::Main, params, headers, body, dry_run),
+        "patch" => patch_object(
+            shared,
+            def,
+            ns,
+            name,
+            UpdateScope::Main,
+            params,
+            headers,
+            body,
+            dry_run,
+        ),
         "delete" => {
             let pre = delete_preconditions(body)?;
             match store.delete(def, ns, name, &pre, dry_run)? {
@@ -498,16 +542,18 @@ fn patch_object(
             return Ok(json_response(StatusCode::CREATED, &created));
         }
     }
-    let updated = shared.store.mutate(def, ns, name, scope, dry_run, |current| {
-        let wanted_rv = document
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
-            return Err(ApiError::conflict(def, name));
-        }
-        patch::apply(kind, current, &document)
-    })?;
+    let updated = shared
+        .store
+        .mutate(def, ns, name, scope, dry_run, |current| {
+            let wanted_rv = document
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
+                return Err(ApiError::conflict(def, name));
+            }
+            patch::apply(kind, current, &document)
+        })?;
     Ok(json_response(StatusCode::OK, &updated))
 }
 
@@ -524,7 +570,10 @@ fn status_verb(
     dry_run: bool,
 ) -> ApiResult<Response> {
     match verb {
-        "get" => Ok(json_response(StatusCode::OK, &shared.store.get(def, ns, name)?)),
+        "get" => Ok(json_response(
+            StatusCode::OK,
+            &shared.store.get(def, ns, name)?,
+        )),
         "update" => {
             let obj = decode_body(headers, body)?;
             let updated = shared
@@ -532,8 +581,21 @@ fn status_verb(
                 .update(def, ns, name, obj, UpdateScope::Status, dry_run)?;
             Ok(json_response(StatusCode::OK, &updated))
         }
-        "patch" => patch_object(shared, def, ns, name, UpdateScope::Status, params, headers, body, dry_run),
-        _ => Err(ApiError::method_not_allowed(&format!("{}/status", def.group_resource()))),
+        "patch" => patch_object(
+            shared,
+            def,
+            ns,
+            name,
+            UpdateScope::Status,
+            params,
+            headers,
+            body,
+            dry_run,
+        ),
+        _ => Err(ApiError::method_not_allowed(&format!(
+            "{}/status",
+            def.group_resource()
+        ))),
     }
 }
 
@@ -587,11 +649,17 @@ fn scale_verb(
                 let document = patch::parse_body(kind, body)?;
                 patch::apply(kind, &scale_of(current), &document)
             }
-            _ => Err(ApiError::method_not_allowed(&format!("{}/scale", def.group_resource()))),
+            _ => Err(ApiError::method_not_allowed(&format!(
+                "{}/scale",
+                def.group_resource()
+            ))),
         }
     };
     if verb == "get" {
-        return Ok(json_response(StatusCode::OK, &scale_of(shared.store.get(def, ns, name)?.as_ref())));
+        return Ok(json_response(
+            StatusCode::OK,
+            &scale_of(shared.store.get(def, ns, name)?.as_ref()),
+        ));
     }
     let updated = shared.store.mutate(def, ns, name, UpdateScope::Main, dry_run, |current| {
         let scale = requested_scale(current)?;
@@ -603,7 +671,7 @@ fn scale_verb(
             return Err(ApiError::conflict(def, name));
         }
         let replicas = scale.pointer("/spec/replicas").cloned().unwrap_or(json!(0));
-        if !replicas.as_i64().is_some_and(|r| r >= 0) {
+        if replicas.as_i64().is_none_or(|r| r < 0) {
             return Err(ApiError::invalid(
                 def,
                 name,

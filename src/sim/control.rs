@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Json, State};
+use axum::Router;
 use axum::extract::rejection::JsonRejection;
+use axum::extract::{Json, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -28,8 +28,10 @@ fn bad_request(message: impl Into<String>) -> Response {
         .into_response()
 }
 
-fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, Response> {
-    payload.map(|Json(v)| v).map_err(|e| bad_request(e.body_text()))
+fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
+    payload
+        .map(|Json(v)| v)
+        .map_err(|e| Box::new(bad_request(e.body_text())))
 }
 
 /// The control routes; mount under `/_sim` (or `/_sim/clusters/{name}`).
@@ -61,10 +63,13 @@ async fn get_faults(State(shared): State<Arc<Shared>>) -> Response {
 
 /// `PUT /faults`: the faults to apply (a [`Faults`] document); an extra
 /// `healAfterMs` clears them again after that many milliseconds.
-async fn put_faults(State(shared): State<Arc<Shared>>, payload: Result<Json<serde_json::Value>, JsonRejection>) -> Response {
+async fn put_faults(
+    State(shared): State<Arc<Shared>>,
+    payload: Result<Json<serde_json::Value>, JsonRejection>,
+) -> Response {
     let value = match body(payload) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let heal_after = value.get("healAfterMs").cloned();
     let mut faults_value = value.clone();
@@ -99,7 +104,8 @@ async fn heal(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn expire_watches(State(shared): State<Arc<Shared>>) -> Response {
     shared.store.expire_all();
-    axum::Json(json!({"expiredBefore": shared.store.resource_version().to_string()})).into_response()
+    axum::Json(json!({"expiredBefore": shared.store.resource_version().to_string()}))
+        .into_response()
 }
 
 async fn close_watches(State(shared): State<Arc<Shared>>) -> Response {
@@ -118,13 +124,18 @@ async fn get_deny(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(json!({"rules": *shared.deny.read()})).into_response()
 }
 
-async fn put_deny(State(shared): State<Arc<Shared>>, payload: Result<Json<DenyRequest>, JsonRejection>) -> Response {
+async fn put_deny(
+    State(shared): State<Arc<Shared>>,
+    payload: Result<Json<DenyRequest>, JsonRejection>,
+) -> Response {
     let request = match body(payload) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if let Some(bad) = request.rules.iter().find(|r| !r.contains('/')) {
-        return bad_request(format!("rule {bad:?} must look like GROUP/RESOURCE[:VERB], e.g. apps/deployments or core/namespaces:watch"));
+        return bad_request(format!(
+            "rule {bad:?} must look like GROUP/RESOURCE[:VERB], e.g. apps/deployments or core/namespaces:watch"
+        ));
     }
     let rules: BTreeSet<String> = request.rules.into_iter().collect();
     *shared.deny.write() = rules.clone();
@@ -141,10 +152,13 @@ async fn get_failing(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(json!({"images": *shared.failing_images.read()})).into_response()
 }
 
-async fn put_failing(State(shared): State<Arc<Shared>>, payload: Result<Json<ImagesRequest>, JsonRejection>) -> Response {
+async fn put_failing(
+    State(shared): State<Arc<Shared>>,
+    payload: Result<Json<ImagesRequest>, JsonRejection>,
+) -> Response {
     let request = match body(payload) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let images: BTreeSet<String> = request.images.into_iter().collect();
     *shared.failing_images.write() = images.clone();

@@ -64,7 +64,14 @@ impl Pods {
 
     /// One controller step towards `desired` pods of the template `hash`.
     /// Pods of a failing image are created but never become ready.
-    pub fn step(&mut self, desired: u32, hash: u64, failing: bool, per_tick: u32, now: DateTime<Utc>) {
+    pub fn step(
+        &mut self,
+        desired: u32,
+        hash: u64,
+        failing: bool,
+        per_tick: u32,
+        now: DateTime<Utc>,
+    ) {
         let before = self.counts();
         if hash != self.template_hash {
             // A new rollout: ready pods of the old template keep serving.
@@ -128,17 +135,23 @@ fn desired_replicas(obj: &Value) -> u32 {
 }
 
 /// A condition, keeping its timestamps when status and reason are unchanged.
-fn condition(old: &Value, kind: &str, status: bool, reason: &str, message: String, now: &str) -> Value {
+fn condition(
+    old: &Value,
+    kind: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    now: &str,
+) -> Value {
     let status = if status { "True" } else { "False" };
     let previous = old
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .and_then(|cs| cs.iter().find(|c| c["type"] == kind));
     let (update, transition) = match previous {
-        Some(p) if p["status"] == status && p["reason"] == reason => (
-            p["lastUpdateTime"].clone(),
-            p["lastTransitionTime"].clone(),
-        ),
+        Some(p) if p["status"] == status && p["reason"] == reason => {
+            (p["lastUpdateTime"].clone(), p["lastTransitionTime"].clone())
+        }
         Some(p) if p["status"] == status => (json!(now), p["lastTransitionTime"].clone()),
         _ => (json!(now), json!(now)),
     };
@@ -216,12 +229,19 @@ pub fn deployment_status(obj: &Value, pods: &Pods, now: DateTime<Utc>) -> Value 
         "availableReplicas": ready,
         "conditions": [available, progressing],
     });
-    let unavailable = total.saturating_sub(ready).max(desired.saturating_sub(ready));
+    let unavailable = total
+        .saturating_sub(ready)
+        .max(desired.saturating_sub(ready));
     if unavailable > 0 {
         status["unavailableReplicas"] = json!(unavailable);
     }
     // The apiserver omits zero-valued counters.
-    for key in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
+    for key in [
+        "replicas",
+        "updatedReplicas",
+        "readyReplicas",
+        "availableReplicas",
+    ] {
         if status[key] == json!(0) {
             status.as_object_mut().unwrap().remove(key);
         }
@@ -280,7 +300,13 @@ fn step_all(shared: &Shared, pods: &mut HashMap<String, Pods>, per_tick: u32, no
             live.insert(uid.clone());
             let model = pods.entry(uid).or_insert_with(|| Pods::new(now));
             let is_failing = images(&obj).iter().any(|i| failing.contains(i));
-            model.step(desired_replicas(&obj), template_hash(&obj), is_failing, per_tick, now);
+            model.step(
+                desired_replicas(&obj),
+                template_hash(&obj),
+                is_failing,
+                per_tick,
+                now,
+            );
             let status = if plural == "deployments" {
                 deployment_status(&obj, model, now)
             } else {
@@ -294,11 +320,18 @@ fn step_all(shared: &Shared, pods: &mut HashMap<String, Pods>, per_tick: u32, no
                 continue;
             }
             let (ns, name) = (namespace_of(&obj).to_string(), name_of(&obj).to_string());
-            let result = store.mutate(&def, Some(&ns), &name, UpdateScope::Status, false, |current| {
-                let mut next = current.clone();
-                next["status"] = status;
-                Ok(next)
-            });
+            let result = store.mutate(
+                &def,
+                Some(&ns),
+                &name,
+                UpdateScope::Status,
+                false,
+                |current| {
+                    let mut next = current.clone();
+                    next["status"] = status;
+                    Ok(next)
+                },
+            );
             if let Err(err) = result
                 && err.code != 404
             {
@@ -332,10 +365,21 @@ mod tests {
     }
 
     /// Runs ticks and returns (old, new, new_ready) after each.
-    fn run_ticks(pods: &mut Pods, obj: &Value, failing: bool, ticks: usize) -> Vec<(u32, u32, u32)> {
+    fn run_ticks(
+        pods: &mut Pods,
+        obj: &Value,
+        failing: bool,
+        ticks: usize,
+    ) -> Vec<(u32, u32, u32)> {
         (0..ticks)
             .map(|i| {
-                pods.step(desired_replicas(obj), template_hash(obj), failing, 1, t(i as i64));
+                pods.step(
+                    desired_replicas(obj),
+                    template_hash(obj),
+                    failing,
+                    1,
+                    t(i as i64),
+                );
                 pods.counts()
             })
             .collect()
@@ -346,16 +390,28 @@ mod tests {
         let obj = deployment(3, "nginx:1");
         let mut pods = Pods::new(t(0));
         let seen = run_ticks(&mut pods, &obj, false, 5);
-        assert_eq!(seen, [(0, 1, 0), (0, 2, 1), (0, 3, 2), (0, 3, 3), (0, 3, 3)]);
+        assert_eq!(
+            seen,
+            [(0, 1, 0), (0, 2, 1), (0, 3, 2), (0, 3, 3), (0, 3, 3)]
+        );
         assert!(pods.complete(3));
     }
 
     #[test]
     fn scale_down_removes_pods() {
-        let mut pods = Pods { old: 0, new: 3, new_ready: 3, template_hash: 0, last_progress: t(0) };
+        let mut pods = Pods {
+            old: 0,
+            new: 3,
+            new_ready: 3,
+            template_hash: 0,
+            last_progress: t(0),
+        };
         let obj = deployment(0, "nginx:1");
         pods.template_hash = template_hash(&obj);
-        assert_eq!(run_ticks(&mut pods, &obj, false, 4), [(0, 2, 2), (0, 1, 1), (0, 0, 0), (0, 0, 0)]);
+        assert_eq!(
+            run_ticks(&mut pods, &obj, false, 4),
+            [(0, 2, 2), (0, 1, 1), (0, 0, 0), (0, 0, 0)]
+        );
     }
 
     #[test]
@@ -366,7 +422,10 @@ mod tests {
         assert!(pods.complete(2));
         let v2 = deployment(2, "nginx:2");
         let seen = run_ticks(&mut pods, &v2, false, 5);
-        assert_eq!(seen, [(2, 1, 0), (1, 2, 1), (0, 2, 2), (0, 2, 2), (0, 2, 2)]);
+        assert_eq!(
+            seen,
+            [(2, 1, 0), (1, 2, 1), (0, 2, 2), (0, 2, 2), (0, 2, 2)]
+        );
     }
 
     #[test]
@@ -384,18 +443,34 @@ mod tests {
     fn deployment_status_table() {
         let obj = deployment(3, "nginx:1");
         let hash = template_hash(&obj);
-        let pods = |old, new, new_ready, since| Pods { old, new, new_ready, template_hash: hash, last_progress: t(since) };
+        let pods = |old, new, new_ready, since| Pods {
+            old,
+            new,
+            new_ready,
+            template_hash: hash,
+            last_progress: t(since),
+        };
         // (pods, now, ready, updated, available cond, progressing reason)
         let cases = [
             (pods(0, 3, 3, 0), 1, 3, 3, "True", "NewReplicaSetAvailable"),
             (pods(0, 2, 1, 0), 1, 1, 2, "False", "ReplicaSetUpdated"),
             (pods(2, 3, 1, 0), 1, 3, 3, "True", "ReplicaSetUpdated"),
-            (pods(0, 3, 0, 0), 31, 0, 3, "False", "ProgressDeadlineExceeded"),
+            (
+                pods(0, 3, 0, 0),
+                31,
+                0,
+                3,
+                "False",
+                "ProgressDeadlineExceeded",
+            ),
             (pods(0, 3, 0, 0), 29, 0, 3, "False", "ReplicaSetUpdated"),
         ];
         for (p, now, ready, updated, available, reason) in cases {
             let status = deployment_status(&obj, &p, t(now));
-            let ready_seen = status.get("readyReplicas").and_then(Value::as_u64).unwrap_or(0);
+            let ready_seen = status
+                .get("readyReplicas")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
             assert_eq!(ready_seen, ready, "{p:?}");
             assert_eq!(status["updatedReplicas"], updated, "{p:?}");
             assert_eq!(status["observedGeneration"], 2);
@@ -407,22 +482,42 @@ mod tests {
     #[test]
     fn conditions_keep_timestamps_while_unchanged() {
         let mut obj = deployment(1, "nginx:1");
-        let p = Pods { old: 0, new: 1, new_ready: 1, template_hash: template_hash(&obj), last_progress: t(0) };
+        let p = Pods {
+            old: 0,
+            new: 1,
+            new_ready: 1,
+            template_hash: template_hash(&obj),
+            last_progress: t(0),
+        };
         let first = deployment_status(&obj, &p, t(1));
         obj["status"] = first.clone();
         let second = deployment_status(&obj, &p, t(50));
-        assert_eq!(first, second, "an unchanged status must not produce an update");
+        assert_eq!(
+            first, second,
+            "an unchanged status must not produce an update"
+        );
     }
 
     #[test]
     fn statefulset_revisions() {
         let obj = json!({"metadata": {"name": "db", "generation": 1}, "spec": {"replicas": 2, "template": {"a": 1}}});
         let hash = template_hash(&obj);
-        let done = Pods { old: 0, new: 2, new_ready: 2, template_hash: hash, last_progress: t(0) };
+        let done = Pods {
+            old: 0,
+            new: 2,
+            new_ready: 2,
+            template_hash: hash,
+            last_progress: t(0),
+        };
         let status = statefulset_status(&obj, &done, "db-old");
         assert_eq!(status["currentRevision"], status["updateRevision"]);
         assert_eq!(status["currentReplicas"], 2);
-        let rolling = Pods { old: 1, new: 1, new_ready: 1, ..done };
+        let rolling = Pods {
+            old: 1,
+            new: 1,
+            new_ready: 1,
+            ..done
+        };
         let status = statefulset_status(&obj, &rolling, "db-old");
         assert_eq!(status["currentRevision"], "db-old");
         assert_eq!(status["updatedReplicas"], 1);

@@ -91,7 +91,10 @@ pub async fn openapi_v3(State(shared): State<Arc<Shared>>) -> Json<Value> {
     for (group, versions) in shared.store.catalog().groups() {
         for version in versions {
             let key = format!("apis/{group}/{version}");
-            paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}")}));
+            paths.insert(
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}")}),
+            );
         }
     }
     Json(json!({"paths": paths}))
@@ -108,7 +111,10 @@ pub async fn openapi_v3_group(
     let (group, version) = match parts.as_slice() {
         ["api", v] => ("", *v),
         ["apis", g, v] => (*g, *v),
-        _ => return super::status::ApiError::no_route(&format!("/openapi/v3/{rest}")).into_response(),
+        _ => {
+            return super::status::ApiError::no_route(&format!("/openapi/v3/{rest}"))
+                .into_response();
+        }
     };
     let defs = shared.store.catalog().in_group_version(group, version);
     if defs.is_empty() {
@@ -121,7 +127,11 @@ pub async fn openapi_v3_group(
     };
     let mut paths = serde_json::Map::new();
     for def in defs {
-        let scope = if def.namespaced { "/namespaces/{namespace}" } else { "" };
+        let scope = if def.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
         let operation = json!({"patch": {
             "x-kubernetes-group-version-kind": {"group": def.group, "version": def.version, "kind": def.kind},
             "parameters": [
@@ -131,7 +141,10 @@ pub async fn openapi_v3_group(
             ],
             "responses": {"200": {"description": "OK"}},
         }});
-        paths.insert(format!("{prefix}{scope}/{}/{{name}}", def.plural), operation);
+        paths.insert(
+            format!("{prefix}{scope}/{}/{{name}}", def.plural),
+            operation,
+        );
     }
     Json(json!({
         "openapi": "3.0.0",
@@ -151,7 +164,13 @@ pub async fn openapi_v2() -> Response {
 }
 
 fn health_text(name: &str, ok: bool, verbose: bool) -> Response {
-    let checks = ["ping", "log", "etcd", "informer-sync", "poststarthook/start-informers"];
+    let checks = [
+        "ping",
+        "log",
+        "etcd",
+        "informer-sync",
+        "poststarthook/start-informers",
+    ];
     let mut body = String::new();
     if verbose || !ok {
         for check in checks {
@@ -185,9 +204,10 @@ fn health_text(name: &str, ok: bool, verbose: bool) -> Response {
 }
 
 fn verbose(query: &Option<String>) -> bool {
-    query
-        .as_deref()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "verbose" || kv.starts_with("verbose=")))
+    query.as_deref().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
+    })
 }
 
 pub async fn livez(axum::extract::RawQuery(q): axum::extract::RawQuery) -> Response {

@@ -31,7 +31,10 @@ impl Faults {
     /// Rejects values the simulator cannot act on.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(code) = self.status
-            && !matches!(code, 401 | 403 | 404 | 409 | 410 | 429 | 500 | 502 | 503 | 504)
+            && !matches!(
+                code,
+                401 | 403 | 404 | 409 | 410 | 429 | 500 | 502 | 503 | 504
+            )
         {
             return Err(format!(
                 "status {code} is not an injectable error; use one of 401, 403, 404, 409, 410, 429, 500, 502, 503, 504"
@@ -136,7 +139,10 @@ mod tests {
         assert_eq!(f.status, Some(503));
         assert!(f.validate().is_ok());
         assert!(serde_json::from_str::<Faults>(r#"{"stal": true}"#).is_err());
-        let bad = Faults { status: Some(200), ..Default::default() };
+        let bad = Faults {
+            status: Some(200),
+            ..Default::default()
+        };
         assert!(bad.validate().is_err());
     }
 

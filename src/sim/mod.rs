@@ -200,13 +200,28 @@ fn injected_error(code: u16) -> ApiError {
     let (reason, message) = match code {
         401 => ("Unauthorized", "Unauthorized"),
         403 => ("Forbidden", "forbidden: injected by the simulator"),
-        404 => ("NotFound", "the server could not find the requested resource"),
+        404 => (
+            "NotFound",
+            "the server could not find the requested resource",
+        ),
         409 => ("Conflict", "conflict injected by the simulator"),
         410 => ("Expired", "too old resource version"),
-        429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
-        502 | 503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
-        504 => ("Timeout", "the server was unable to return a response in the time allotted"),
-        _ => ("InternalError", "an error on the server (\"injected\") has prevented the request from succeeding"),
+        429 => (
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        502 | 503 => (
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        504 => (
+            "Timeout",
+            "the server was unable to return a response in the time allotted",
+        ),
+        _ => (
+            "InternalError",
+            "an error on the server (\"injected\") has prevented the request from succeeding",
+        ),
     };
     let mut err = ApiError::new(code, reason, message);
     if matches!(code, 429 | 503) {
@@ -268,7 +283,10 @@ impl SimCluster {
     }
 
     /// Like [`SimCluster::start`], stopping when `shutdown` is cancelled.
-    pub async fn start_with_shutdown(config: SimConfig, shutdown: CancellationToken) -> std::io::Result<Self> {
+    pub async fn start_with_shutdown(
+        config: SimConfig,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<Self> {
         let listener = server::bind(config.listen)?;
         let addr = listener.local_addr()?;
         let catalog = resources::Catalog::new(config.extra_resources.clone());
@@ -291,9 +309,12 @@ impl SimCluster {
         };
         cluster.seed(&config).map_err(std::io::Error::other)?;
         let app = api_router(shared.clone());
-        cluster
-            .tracker
-            .spawn(server::run(shared.clone(), listener, app, cluster.tracker.clone()));
+        cluster.tracker.spawn(server::run(
+            shared.clone(),
+            listener,
+            app,
+            cluster.tracker.clone(),
+        ));
         cluster.tracker.spawn(converger::run(
             shared.clone(),
             config.converge,
@@ -309,7 +330,11 @@ impl SimCluster {
         namespaces.extend(config.workloads.iter().map(|w| w.namespace.as_str()));
         let ns_def = self.shared.store.catalog().namespaces().clone();
         for ns in namespaces {
-            match self.shared.store.create(&ns_def, None, json!({"metadata": {"name": ns}}), false) {
+            match self
+                .shared
+                .store
+                .create(&ns_def, None, json!({"metadata": {"name": ns}}), false)
+            {
                 Ok(_) => {}
                 Err(e) if e.reason == "AlreadyExists" => {}
                 Err(e) => return Err(e),
@@ -388,7 +413,9 @@ impl SimCluster {
     }
 
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared.stats.snapshot(self.shared.store.resource_version())
+        self.shared
+            .stats
+            .snapshot(self.shared.store.resource_version())
     }
 
     /// Direct access to the objects, bypassing HTTP, faults and counters.
@@ -409,17 +436,27 @@ impl SimCluster {
             .iter()
             .find(|d| d.group == group && d.version == version && d.kind == kind)
             .cloned()
-            .ok_or_else(|| ApiError::bad_request(format!("no resource of kind {kind:?} in {api_version:?}")))?;
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("no resource of kind {kind:?} in {api_version:?}"))
+            })?;
         let ns = object::namespace_of(manifest).to_string();
         let ns = (def.namespaced).then_some(ns.as_str());
         let name = object::name_of(manifest).to_string();
         let store = &self.shared.store;
         match store.get(&def, ns, &name) {
-            Ok(_) => store.mutate(&def, ns, &name, object::UpdateScope::Main, false, |current| {
-                let mut next = manifest.clone();
-                next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-                Ok(next)
-            }),
+            Ok(_) => store.mutate(
+                &def,
+                ns,
+                &name,
+                object::UpdateScope::Main,
+                false,
+                |current| {
+                    let mut next = manifest.clone();
+                    next["metadata"]["resourceVersion"] =
+                        current["metadata"]["resourceVersion"].clone();
+                    Ok(next)
+                },
+            ),
             Err(e) if e.code == 404 => store.create(&def, ns, manifest.clone(), false),
             Err(e) => Err(e),
         }

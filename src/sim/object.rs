@@ -142,7 +142,8 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
                 .or_insert_with(|| json!({}));
             if let Some(spec) = spec.as_object_mut() {
                 spec.entry("replicas").or_insert(json!(1));
-                spec.entry("podManagementPolicy").or_insert(json!("OrderedReady"));
+                spec.entry("podManagementPolicy")
+                    .or_insert(json!("OrderedReady"));
                 spec.entry("updateStrategy").or_insert(json!({
                     "type": "RollingUpdate",
                     "rollingUpdate": {"partition": 0}
@@ -163,7 +164,7 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
 fn validate(def: &ResourceDef, name: &str, obj: &Value) -> ApiResult<()> {
     if def.scale_subresource
         && let Some(replicas) = obj.pointer("/spec/replicas")
-        && !replicas.as_i64().is_some_and(|r| r >= 0)
+        && replicas.as_i64().is_none_or(|r| r < 0)
     {
         return Err(ApiError::invalid(
             def,
@@ -288,7 +289,13 @@ pub fn prepare_update(
     let current_meta = current["metadata"].as_object().cloned().unwrap_or_default();
     let meta = metadata_mut(&mut obj);
     meta.insert("name".into(), json!(name));
-    for key in ["namespace", "uid", "creationTimestamp", "deletionTimestamp", "generation"] {
+    for key in [
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "generation",
+    ] {
         match current_meta.get(key) {
             Some(v) => meta.insert(key.into(), v.clone()),
             None => meta.remove(key),
@@ -385,20 +392,33 @@ mod tests {
         let cases = [
             (json!([1, 2]), 400),
             (json!({"metadata": "x"}), 400),
-            (json!({"apiVersion": "apps/v2", "metadata": {"name": "a"}}), 400),
+            (
+                json!({"apiVersion": "apps/v2", "metadata": {"name": "a"}}),
+                400,
+            ),
             (json!({"kind": "Pod", "metadata": {"name": "a"}}), 400),
             (json!({"metadata": {}}), 422),
             (json!({"metadata": {"name": "Bad_Name"}}), 422),
-            (json!({"metadata": {"name": "a", "namespace": "other"}}), 400),
-            (json!({"metadata": {"name": "a"}, "spec": {"replicas": -1}}), 422),
+            (
+                json!({"metadata": {"name": "a", "namespace": "other"}}),
+                400,
+            ),
+            (
+                json!({"metadata": {"name": "a"}, "spec": {"replicas": -1}}),
+                422,
+            ),
         ];
         for (body, code) in cases {
             let err = prepare_create(def, Some("shop"), body.clone(), now()).unwrap_err();
             assert_eq!(err.code, code, "{body}: {err}");
         }
-        let generated =
-            prepare_create(def, Some("shop"), json!({"metadata": {"generateName": "web-"}}), now())
-                .unwrap();
+        let generated = prepare_create(
+            def,
+            Some("shop"),
+            json!({"metadata": {"generateName": "web-"}}),
+            now(),
+        )
+        .unwrap();
         assert!(name_of(&generated).starts_with("web-"));
         assert_eq!(name_of(&generated).len(), 9);
     }
@@ -420,7 +440,10 @@ mod tests {
         relabel["status"] = json!({"readyReplicas": 7});
         let next = prepare_update(def, &current, relabel, UpdateScope::Main).unwrap();
         assert_eq!(next["metadata"]["generation"], 1);
-        assert_eq!(next["status"]["readyReplicas"], 1, "main endpoint ignores status");
+        assert_eq!(
+            next["status"]["readyReplicas"], 1,
+            "main endpoint ignores status"
+        );
 
         let mut scale = current.clone();
         scale["spec"]["replicas"] = json!(3);
@@ -434,11 +457,19 @@ mod tests {
             UpdateScope::Status,
         )
         .unwrap();
-        assert_eq!(status["spec"]["replicas"], 1, "status endpoint ignores spec");
+        assert_eq!(
+            status["spec"]["replicas"], 1,
+            "status endpoint ignores spec"
+        );
         assert_eq!(status["status"]["readyReplicas"], 3);
 
-        let err = prepare_update(def, &current, json!({"metadata": {"name": "db"}}), UpdateScope::Main)
-            .unwrap_err();
+        let err = prepare_update(
+            def,
+            &current,
+            json!({"metadata": {"name": "db"}}),
+            UpdateScope::Main,
+        )
+        .unwrap_err();
         assert_eq!(err.code, 400);
     }
 }

@@ -57,12 +57,15 @@ pub fn apply(kind: PatchKind, current: &Value, patch: &Value) -> ApiResult<Value
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops)
-                .map_err(|e| ApiError::new(422, "Invalid", format!("the JSON patch failed: {e}")))?;
+            json_patch::patch(&mut doc, &ops).map_err(|e| {
+                ApiError::new(422, "Invalid", format!("the JSON patch failed: {e}"))
+            })?;
         }
         PatchKind::Strategic | PatchKind::Apply => {
             let Value::Object(p) = patch else {
-                return Err(ApiError::bad_request("strategic merge patch must be a JSON object"));
+                return Err(ApiError::bad_request(
+                    "strategic merge patch must be a JSON object",
+                ));
             };
             doc = strategic_merge(Some(&doc), p).unwrap_or(Value::Null);
         }
@@ -76,7 +79,11 @@ pub fn apply(kind: PatchKind, current: &Value, patch: &Value) -> ApiResult<Value
 /// Merge key of list fields that the built-in types merge by key.
 fn merge_key(field: &str) -> Option<&'static str> {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes"
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
         | "imagePullSecrets" => Some("name"),
         "ports" => Some("containerPort"),
         "volumeMounts" => Some("mountPath"),
@@ -186,8 +193,14 @@ mod tests {
     fn content_types() {
         let cases = [
             ("application/merge-patch+json", Some(PatchKind::Merge)),
-            ("application/json-patch+json; charset=utf-8", Some(PatchKind::Json)),
-            ("application/strategic-merge-patch+json", Some(PatchKind::Strategic)),
+            (
+                "application/json-patch+json; charset=utf-8",
+                Some(PatchKind::Json),
+            ),
+            (
+                "application/strategic-merge-patch+json",
+                Some(PatchKind::Strategic),
+            ),
             ("application/apply-patch+yaml", Some(PatchKind::Apply)),
             ("application/json", None),
             ("", None),
@@ -195,7 +208,10 @@ mod tests {
         for (ct, want) in cases {
             assert_eq!(PatchKind::from_content_type(ct).ok(), want, "{ct}");
         }
-        assert_eq!(PatchKind::from_content_type("text/plain").unwrap_err().code, 415);
+        assert_eq!(
+            PatchKind::from_content_type("text/plain").unwrap_err().code,
+            415
+        );
     }
 
     #[test]
@@ -207,7 +223,13 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out["spec"]["replicas"], 3);
-        assert_eq!(out["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            out["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
         assert!(out["metadata"]["labels"].get("a").is_none());
         assert!(apply(PatchKind::Merge, &deployment(), &json!([1])).is_err());
     }
@@ -226,13 +248,25 @@ mod tests {
             }),
         )
         .unwrap();
-        let containers = out["spec"]["template"]["spec"]["containers"].as_array().unwrap();
-        let names: Vec<&str> = containers.iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let containers = out["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap();
+        let names: Vec<&str> = containers
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["app", "new"]);
         assert_eq!(containers[0]["image"], "nginx:2");
-        assert_eq!(containers[0]["env"][0]["name"], "A", "unpatched fields survive");
+        assert_eq!(
+            containers[0]["env"][0]["name"], "A",
+            "unpatched fields survive"
+        );
         assert_eq!(out["metadata"]["finalizers"], json!(["x", "y"]));
-        assert!(out["spec"]["template"]["spec"].get("$setElementOrder/containers").is_none());
+        assert!(
+            out["spec"]["template"]["spec"]
+                .get("$setElementOrder/containers")
+                .is_none()
+        );
     }
 
     #[test]
@@ -244,11 +278,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out["spec"]["replicas"], 5);
-        let err = apply(PatchKind::Json, &deployment(), &json!([{"op": "test", "path": "/spec/replicas", "value": 9}]));
+        let err = apply(
+            PatchKind::Json,
+            &deployment(),
+            &json!([{"op": "test", "path": "/spec/replicas", "value": 9}]),
+        );
         assert_eq!(err.unwrap_err().code, 422);
         let err = apply(PatchKind::Json, &deployment(), &json!({"op": "nope"}));
         assert_eq!(err.unwrap_err().code, 400);
-        assert_eq!(parse_body(PatchKind::Merge, b"{nope").unwrap_err().code, 400);
-        assert_eq!(parse_body(PatchKind::Apply, b"spec:\n  replicas: 2\n").unwrap()["spec"]["replicas"], 2);
+        assert_eq!(
+            parse_body(PatchKind::Merge, b"{nope").unwrap_err().code,
+            400
+        );
+        assert_eq!(
+            parse_body(PatchKind::Apply, b"spec:\n  replicas: 2\n").unwrap()["spec"]["replicas"],
+            2
+        );
     }
 }

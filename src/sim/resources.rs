@@ -71,7 +71,11 @@ impl ResourceDef {
 
     /// Key of the request counters: `core/pods`, `apps/deployments`.
     pub fn stats_key(&self) -> String {
-        let group = if self.group.is_empty() { "core" } else { &self.group };
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
         format!("{group}/{}", self.plural)
     }
 
@@ -265,7 +269,10 @@ mod tests {
             groups,
             vec![
                 ("apps".to_string(), vec!["v1".to_string()]),
-                ("pulse.example.com".to_string(), vec!["v1alpha1".to_string()])
+                (
+                    "pulse.example.com".to_string(),
+                    vec!["v1alpha1".to_string()]
+                )
             ]
         );
         assert_eq!(catalog.namespaced_tables().len(), 5);

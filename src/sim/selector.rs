@@ -128,11 +128,14 @@ fn parse_requirement(raw: &str) -> Result<LabelReq, String> {
     for (op, gt) in [(">", true), ("<", false)] {
         if let Some((k, v)) = s.split_once(op) {
             let key = key_ok(k.trim())?;
-            let n: i64 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer: {v:?}"))?;
-            return Ok(if gt { LabelReq::Gt(key, n) } else { LabelReq::Lt(key, n) });
+            let n: i64 = v.trim().parse().map_err(|_| {
+                format!("for 'Gt', 'Lt' operators, the value must be an integer: {v:?}")
+            })?;
+            return Ok(if gt {
+                LabelReq::Gt(key, n)
+            } else {
+                LabelReq::Lt(key, n)
+            });
         }
     }
     let mut words = s.splitn(2, char::is_whitespace);
@@ -145,7 +148,9 @@ fn parse_requirement(raw: &str) -> Result<LabelReq, String> {
             } else if let Some(set) = rest.strip_prefix("in") {
                 Ok(LabelReq::In(key_ok(key)?, parse_set(set)?))
             } else {
-                Err(format!("found {rest:?}, expected: in, notin, =, ==, !=, gt, lt"))
+                Err(format!(
+                    "found {rest:?}, expected: in, notin, =, ==, !=, gt, lt"
+                ))
             }
         }
     }
@@ -200,7 +205,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(format!("invalid selector: '{s}'; can't understand '{term}'"));
+                return Err(format!(
+                    "invalid selector: '{s}'; can't understand '{term}'"
+                ));
             };
             let field = field.trim();
             if field != "metadata.name" && field != "metadata.namespace" {
@@ -280,8 +287,20 @@ mod tests {
 
     #[test]
     fn label_selector_rejects_garbage() {
-        for bad in ["app in web", "app in (web", "=web", "app foo bar", "a b", "app>x", "-app=x", ","] {
-            assert!(LabelSelector::parse(bad).is_err(), "{bad:?} should not parse");
+        for bad in [
+            "app in web",
+            "app in (web",
+            "=web",
+            "app foo bar",
+            "a b",
+            "app>x",
+            "-app=x",
+            ",",
+        ] {
+            assert!(
+                LabelSelector::parse(bad).is_err(),
+                "{bad:?} should not parse"
+            );
         }
     }
 
@@ -296,7 +315,11 @@ mod tests {
             ("metadata.namespace=other", false),
         ];
         for (sel, want) in cases {
-            assert_eq!(FieldSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                FieldSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert_eq!(
             FieldSelector::parse("spec.nodeName=x").unwrap_err(),

@@ -32,7 +32,12 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// Serves `app` until shutdown, honouring the `refuse` fault.
-pub(crate) async fn run(shared: Arc<Shared>, listener: TcpListener, app: Router, tracker: TaskTracker) {
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    app: Router,
+    tracker: TaskTracker,
+) {
     let addr = shared.addr;
     let mut listener = Some(listener);
     let mut faults = shared.faults.subscribe();

@@ -250,7 +250,12 @@ impl Store {
         }
     }
 
-    pub fn get(&self, def: &ResourceDef, namespace: Option<&str>, name: &str) -> ApiResult<Arc<Value>> {
+    pub fn get(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> ApiResult<Arc<Value>> {
         let inner = self.inner.lock();
         inner
             .tables
@@ -423,7 +428,12 @@ impl Store {
             let keys: Vec<Key> = inner
                 .tables
                 .get(&def.table_key())
-                .map(|t| t.keys().filter(|(ns, _)| ns == namespace).cloned().collect())
+                .map(|t| {
+                    t.keys()
+                        .filter(|(ns, _)| ns == namespace)
+                        .cloned()
+                        .collect()
+                })
                 .unwrap_or_default();
             for key in keys {
                 self.commit(&mut inner, def, key, EventType::Deleted, None);
@@ -436,7 +446,11 @@ impl Store {
 
     /// A table as it was at `rv` (undoing newer window events), or 410.
     fn table_at(&self, inner: &Inner, def: &ResourceDef, rv: u64) -> ApiResult<Table> {
-        let mut table = inner.tables.get(&def.table_key()).cloned().unwrap_or_default();
+        let mut table = inner
+            .tables
+            .get(&def.table_key())
+            .cloned()
+            .unwrap_or_default();
         if rv >= inner.rv {
             return Ok(table);
         }
@@ -530,7 +544,8 @@ impl Store {
         } else {
             0
         };
-        let continue_token = (remaining > 0).then(|| encode_continue(rv, last_key.as_ref().unwrap()));
+        let continue_token =
+            (remaining > 0).then(|| encode_continue(rv, last_key.as_ref().unwrap()));
         Ok(ListPage {
             items,
             resource_version: rv,
@@ -542,11 +557,18 @@ impl Store {
     /// Starts a watch. `from`: None or Some(0) = current state as ADDED events
     /// then changes; Some(rv) = changes after `rv` (410 if it left the window).
     /// `send_initial` forces the initial ADDED events (streaming lists).
-    pub fn watch(&self, def: &ResourceDef, from: Option<u64>, send_initial: bool) -> ApiResult<WatchStart> {
+    pub fn watch(
+        &self,
+        def: &ResourceDef,
+        from: Option<u64>,
+        send_initial: bool,
+    ) -> ApiResult<WatchStart> {
         let inner = self.inner.lock();
         let receiver = self.events.subscribe();
         let table = inner.tables.get(&def.table_key());
-        let current: Vec<Arc<Value>> = table.map(|t| t.values().cloned().collect()).unwrap_or_default();
+        let current: Vec<Arc<Value>> = table
+            .map(|t| t.values().cloned().collect())
+            .unwrap_or_default();
         let (initial, backlog) = match from {
             None | Some(0) => (current, Vec::new()),
             Some(rv) if rv < inner.floor => {
@@ -610,9 +632,18 @@ mod tests {
     }
 
     fn cm(store: &Store, name: &str, labels: Value) -> Arc<Value> {
-        let def = store.catalog().find("", "v1", "configmaps").unwrap().clone();
+        let def = store
+            .catalog()
+            .find("", "v1", "configmaps")
+            .unwrap()
+            .clone();
         store
-            .create(&def, Some("shop"), json!({"metadata": {"name": name, "labels": labels}}), false)
+            .create(
+                &def,
+                Some("shop"),
+                json!({"metadata": {"name": name, "labels": labels}}),
+                false,
+            )
             .unwrap()
     }
 
@@ -632,10 +663,24 @@ mod tests {
         assert!(rb > ra);
         let def = s.catalog().find("", "v1", "configmaps").unwrap().clone();
         let same = s
-            .update(&def, Some("shop"), "a", (*a).clone(), UpdateScope::Main, false)
+            .update(
+                &def,
+                Some("shop"),
+                "a",
+                (*a).clone(),
+                UpdateScope::Main,
+                false,
+            )
             .unwrap();
         assert_eq!(resource_version_of(&same), resource_version_of(&a));
-        let stale = s.update(&def, Some("shop"), "a", json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "v"}}), UpdateScope::Main, false);
+        let stale = s.update(
+            &def,
+            Some("shop"),
+            "a",
+            json!({"metadata": {"name": "a", "resourceVersion": "1"}, "data": {"k": "v"}}),
+            UpdateScope::Main,
+            false,
+        );
         assert_eq!(stale.unwrap_err().reason, "Conflict");
     }
 
@@ -647,25 +692,47 @@ mod tests {
         }
         let def = s.catalog().find("", "v1", "configmaps").unwrap().clone();
         let sel = Selection::default();
-        let p1 = s.list(&def, Some("shop"), &sel, ListFrom::Latest, Some(2), None).unwrap();
+        let p1 = s
+            .list(&def, Some("shop"), &sel, ListFrom::Latest, Some(2), None)
+            .unwrap();
         assert_eq!(names(&p1.items), ["a", "b"]);
         assert_eq!(p1.remaining, Some(3));
         // Changes after the first page do not show up in later pages.
         cm(&s, "bb", json!({}));
-        s.delete(&def, Some("shop"), "e", &Preconditions::default(), false).unwrap();
+        s.delete(&def, Some("shop"), "e", &Preconditions::default(), false)
+            .unwrap();
         let p2 = s
-            .list(&def, Some("shop"), &sel, ListFrom::Latest, Some(2), p1.continue_token.as_deref())
+            .list(
+                &def,
+                Some("shop"),
+                &sel,
+                ListFrom::Latest,
+                Some(2),
+                p1.continue_token.as_deref(),
+            )
             .unwrap();
         assert_eq!(names(&p2.items), ["c", "d"]);
         assert_eq!(p2.resource_version, p1.resource_version);
         let p3 = s
-            .list(&def, Some("shop"), &sel, ListFrom::Latest, Some(2), p2.continue_token.as_deref())
+            .list(
+                &def,
+                Some("shop"),
+                &sel,
+                ListFrom::Latest,
+                Some(2),
+                p2.continue_token.as_deref(),
+            )
             .unwrap();
         assert_eq!(names(&p3.items), ["e"]);
         assert!(p3.continue_token.is_none());
-        let now = s.list(&def, None, &sel, ListFrom::Latest, None, None).unwrap();
+        let now = s
+            .list(&def, None, &sel, ListFrom::Latest, None, None)
+            .unwrap();
         assert_eq!(names(&now.items), ["a", "b", "bb", "c", "d"]);
-        assert!(s.list(&def, None, &sel, ListFrom::Latest, None, Some("%%%")).is_err());
+        assert!(
+            s.list(&def, None, &sel, ListFrom::Latest, None, Some("%%%"))
+                .is_err()
+        );
     }
 
     #[test]
@@ -674,8 +741,13 @@ mod tests {
         cm(&s, "a", json!({"app": "web"}));
         cm(&s, "b", json!({"app": "db"}));
         let def = s.catalog().find("", "v1", "configmaps").unwrap().clone();
-        let sel = Selection { labels: LabelSelector::parse("app=web").unwrap(), ..Default::default() };
-        let page = s.list(&def, None, &sel, ListFrom::Latest, None, None).unwrap();
+        let sel = Selection {
+            labels: LabelSelector::parse("app=web").unwrap(),
+            ..Default::default()
+        };
+        let page = s
+            .list(&def, None, &sel, ListFrom::Latest, None, None)
+            .unwrap();
         assert_eq!(names(&page.items), ["a"]);
     }
 
@@ -694,7 +766,14 @@ mod tests {
         let start = s.watch(&def, Some(recent), false).ok().unwrap();
         assert_eq!(start.backlog.len(), 2);
         assert!(start.initial.is_empty());
-        let paged = s.list(&def, None, &Selection::default(), ListFrom::Exact(first_rv), None, None);
+        let paged = s.list(
+            &def,
+            None,
+            &Selection::default(),
+            ListFrom::Exact(first_rv),
+            None,
+            None,
+        );
         assert_eq!(paged.unwrap_err().code, 410);
         s.expire_all();
         let err = s.watch(&def, Some(recent), false).err().unwrap();
@@ -707,15 +786,33 @@ mod tests {
         let s = store(100);
         cm(&s, "a", json!({}));
         let ns = s.catalog().namespaces().clone();
-        let out = s.delete(&ns, None, "shop", &Preconditions::default(), false).unwrap();
-        let Deleted::Terminating(obj) = out else { panic!("namespace should terminate first") };
+        let out = s
+            .delete(&ns, None, "shop", &Preconditions::default(), false)
+            .unwrap();
+        let Deleted::Terminating(obj) = out else {
+            panic!("namespace should terminate first")
+        };
         assert_eq!(obj["status"]["phase"], "Terminating");
         let def = s.catalog().find("", "v1", "configmaps").unwrap().clone();
-        let err = s.create(&def, Some("shop"), json!({"metadata": {"name": "z"}}), false).unwrap_err();
+        let err = s
+            .create(
+                &def,
+                Some("shop"),
+                json!({"metadata": {"name": "z"}}),
+                false,
+            )
+            .unwrap_err();
         assert_eq!(err.code, 403);
         assert_eq!(s.finalize_namespace("shop"), 1);
         assert_eq!(s.get(&ns, None, "shop").unwrap_err().code, 404);
-        let err = s.create(&def, Some("shop"), json!({"metadata": {"name": "z"}}), false).unwrap_err();
+        let err = s
+            .create(
+                &def,
+                Some("shop"),
+                json!({"metadata": {"name": "z"}}),
+                false,
+            )
+            .unwrap_err();
         assert_eq!(err.code, 404);
     }
 
@@ -723,18 +820,33 @@ mod tests {
     fn finalizers_hold_deletes() {
         let s = store(100);
         let def = s.catalog().find("", "v1", "configmaps").unwrap().clone();
-        s.create(&def, Some("shop"), json!({"metadata": {"name": "f", "finalizers": ["x/y"]}}), false)
-            .unwrap();
-        let pre = Preconditions { uid: Some("nope".into()), ..Default::default() };
-        assert_eq!(s.delete(&def, Some("shop"), "f", &pre, false).unwrap_err().code, 409);
+        s.create(
+            &def,
+            Some("shop"),
+            json!({"metadata": {"name": "f", "finalizers": ["x/y"]}}),
+            false,
+        )
+        .unwrap();
+        let pre = Preconditions {
+            uid: Some("nope".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            s.delete(&def, Some("shop"), "f", &pre, false)
+                .unwrap_err()
+                .code,
+            409
+        );
         assert!(matches!(
-            s.delete(&def, Some("shop"), "f", &Preconditions::default(), false).unwrap(),
+            s.delete(&def, Some("shop"), "f", &Preconditions::default(), false)
+                .unwrap(),
             Deleted::Terminating(_)
         ));
         let current = s.get(&def, Some("shop"), "f").unwrap();
         let mut cleared = (*current).clone();
         cleared["metadata"]["finalizers"] = json!([]);
-        s.update(&def, Some("shop"), "f", cleared, UpdateScope::Main, false).unwrap();
+        s.update(&def, Some("shop"), "f", cleared, UpdateScope::Main, false)
+            .unwrap();
         assert_eq!(s.get(&def, Some("shop"), "f").unwrap_err().code, 404);
     }
 }

@@ -100,7 +100,8 @@ pub fn translate(
     namespace: Option<&str>,
     selection: &Selection,
 ) -> Option<(EventType, Arc<Value>)> {
-    let visible = |o: &Value| namespace.is_none_or(|ns| namespace_of(o) == ns) && selection.matches(o);
+    let visible =
+        |o: &Value| namespace.is_none_or(|ns| namespace_of(o) == ns) && selection.matches(o);
     let now = visible(&event.object);
     match event.kind {
         EventType::Added | EventType::Deleted => now.then(|| (event.kind, event.object.clone())),
@@ -117,9 +118,16 @@ pub fn translate(
 }
 
 /// Starts a watch and returns the streaming response.
-pub fn serve(shared: Arc<Shared>, def: ResourceDef, namespace: Option<String>, options: WatchOptions) -> Response {
+pub fn serve(
+    shared: Arc<Shared>,
+    def: ResourceDef,
+    namespace: Option<String>,
+    options: WatchOptions,
+) -> Response {
     let (tx, rx) = mpsc::channel::<Bytes>(CLIENT_BUFFER);
-    let start = shared.store.watch(&def, options.resource_version, options.send_initial_events);
+    let start = shared
+        .store
+        .watch(&def, options.resource_version, options.send_initial_events);
     match start {
         Ok(start) => {
             tokio::spawn(async move {
@@ -276,14 +284,62 @@ mod tests {
             ..Default::default()
         };
         let cases = [
-            (event(EventType::Added, None, cm("shop", "web")), None, Some(EventType::Added)),
+            (
+                event(EventType::Added, None, cm("shop", "web")),
+                None,
+                Some(EventType::Added),
+            ),
             (event(EventType::Added, None, cm("shop", "db")), None, None),
-            (event(EventType::Added, None, cm("other", "web")), Some("shop"), None),
-            (event(EventType::Modified, Some(cm("shop", "web")), cm("shop", "web")), None, Some(EventType::Modified)),
-            (event(EventType::Modified, Some(cm("shop", "db")), cm("shop", "web")), None, Some(EventType::Added)),
-            (event(EventType::Modified, Some(cm("shop", "web")), cm("shop", "db")), None, Some(EventType::Deleted)),
-            (event(EventType::Modified, Some(cm("shop", "db")), cm("shop", "db")), None, None),
-            (event(EventType::Deleted, Some(cm("shop", "web")), cm("shop", "web")), Some("shop"), Some(EventType::Deleted)),
+            (
+                event(EventType::Added, None, cm("other", "web")),
+                Some("shop"),
+                None,
+            ),
+            (
+                event(
+                    EventType::Modified,
+                    Some(cm("shop", "web")),
+                    cm("shop", "web"),
+                ),
+                None,
+                Some(EventType::Modified),
+            ),
+            (
+                event(
+                    EventType::Modified,
+                    Some(cm("shop", "db")),
+                    cm("shop", "web"),
+                ),
+                None,
+                Some(EventType::Added),
+            ),
+            (
+                event(
+                    EventType::Modified,
+                    Some(cm("shop", "web")),
+                    cm("shop", "db"),
+                ),
+                None,
+                Some(EventType::Deleted),
+            ),
+            (
+                event(
+                    EventType::Modified,
+                    Some(cm("shop", "db")),
+                    cm("shop", "db"),
+                ),
+                None,
+                None,
+            ),
+            (
+                event(
+                    EventType::Deleted,
+                    Some(cm("shop", "web")),
+                    cm("shop", "web"),
+                ),
+                Some("shop"),
+                Some(EventType::Deleted),
+            ),
         ];
         for (i, (ev, ns, want)) in cases.iter().enumerate() {
             assert_eq!(translate(ev, *ns, &web).map(|(k, _)| k), *want, "case {i}");
@@ -294,12 +350,38 @@ mod tests {
     fn options_validate_streaming_lists() {
         let parse = |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap());
         assert!(parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan").is_ok());
-        assert_eq!(parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true").unwrap_err().code, 422);
-        assert_eq!(parse("watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan").unwrap_err().code, 422);
-        assert_eq!(parse("watch=true&resourceVersionMatch=Exact").unwrap_err().code, 422);
-        assert_eq!(parse("watch=true&timeoutSeconds=abc").unwrap_err().code, 400);
+        assert_eq!(
+            parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true")
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert_eq!(
+            parse("watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert_eq!(
+            parse("watch=true&resourceVersionMatch=Exact")
+                .unwrap_err()
+                .code,
+            422
+        );
+        assert_eq!(
+            parse("watch=true&timeoutSeconds=abc").unwrap_err().code,
+            400
+        );
         assert_eq!(parse("watch=true&resourceVersion=x").unwrap_err().code, 400);
-        assert_eq!(parse("watch=true&allowWatchBookmarks=maybe").unwrap_err().code, 400);
-        assert_eq!(parse("watch=true&labelSelector=a+in+b").unwrap_err().code, 400);
+        assert_eq!(
+            parse("watch=true&allowWatchBookmarks=maybe")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            parse("watch=true&labelSelector=a+in+b").unwrap_err().code,
+            400
+        );
     }
 }

@@ -25,7 +25,9 @@ pub async fn sim_with(tweak: impl FnOnce(&mut SimConfig)) -> SimCluster {
         ..SimConfig::named("test")
     };
     tweak(&mut config);
-    SimCluster::start(config).await.expect("simulated cluster starts")
+    SimCluster::start(config)
+        .await
+        .expect("simulated cluster starts")
 }
 
 /// Polls `check` every 20 ms until it returns Some, or panics after `within`.
@@ -39,14 +41,21 @@ where
         if let Some(value) = check().await {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// Runs kubectl against `server` and returns its output (blocking call on a worker thread).
 pub async fn kubectl(server: &str, args: &[&str]) -> Output {
-    let mut full = vec!["--server".to_string(), server.to_string(), "--request-timeout=20s".into()];
+    let mut full = vec![
+        "--server".to_string(),
+        server.to_string(),
+        "--request-timeout=20s".into(),
+    ];
     full.extend(args.iter().map(|s| s.to_string()));
     tokio::task::spawn_blocking(move || {
         Command::new("kubectl")
@@ -64,8 +73,14 @@ pub async fn kubectl(server: &str, args: &[&str]) -> Output {
 pub fn ok(output: &Output) -> String {
     let stdout = String::from_utf8_lossy(&output.stdout).to_string();
     let stderr = String::from_utf8_lossy(&output.stderr).to_string();
-    assert!(output.status.success(), "kubectl failed: {stderr}\n{stdout}");
-    assert!(stderr.trim().is_empty(), "kubectl wrote to stderr: {stderr}");
+    assert!(
+        output.status.success(),
+        "kubectl failed: {stderr}\n{stdout}"
+    );
+    assert!(
+        stderr.trim().is_empty(),
+        "kubectl wrote to stderr: {stderr}"
+    );
     stdout
 }
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs the whole kube-pulse test suite. Installs what the tests need first
+# (idempotent), then checks formatting and lints, then runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+
+apt_install() {
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo apt-get update -qq && sudo apt-get install -y -qq "$@"
+  else
+    apt-get update -qq && apt-get install -y -qq "$@"
+  fi
+}
+
+# kubectl: tests/kubectl.rs drives the real client against the simulator.
+if ! command -v kubectl >/dev/null 2>&1; then
+  log "installing kubectl"
+  apt_install kubectl || apt_install kubernetes-client || {
+    echo "error: kubectl is required by tests/kubectl.rs and could not be installed" >&2
+    exit 1
+  }
+fi
+
+if cargo fmt --version >/dev/null 2>&1; then
+  log "cargo fmt --check"
+  cargo fmt --all -- --check
+else
+  echo "warning: rustfmt is not installed; skipping the format check" >&2
+fi
+
+if cargo clippy --version >/dev/null 2>&1; then
+  log "cargo clippy"
+  cargo clippy --locked --all-targets -- -D warnings
+else
+  echo "warning: clippy is not installed; skipping lints" >&2
+fi
+
+log "cargo test"
+cargo test --locked --no-fail-fast "$@"

@@ -1,0 +1,223 @@
+//! The real binary: help texts, `sim`, `demo` and `serve` start, answer and
+//! stop cleanly on SIGTERM; bad configuration fails with a clear message.
+
+mod common;
+
+use std::process::Command;
+
+use common::{http, spawn_binary, terminate, wait_for_url};
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        vec!["--help"],
+        vec!["sim", "--help"],
+        vec!["demo", "--help"],
+        vec!["serve", "--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Usage:"), "{args:?}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn sim_serves_kubernetes_and_stops_on_sigterm() {
+    let mut child = spawn_binary(&[
+        "sim",
+        "--listen",
+        "127.0.0.1:0",
+        "--app",
+        "shop/web:2",
+        "--token",
+        "t0k",
+    ]);
+    let url = wait_for_url(&mut child);
+    let client = http();
+    let version: serde_json::Value = client
+        .get(format!("{url}/version"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(version["major"], "1");
+    let denied = client
+        .get(format!("{url}/apis/apps/v1/deployments"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
+    let list: serde_json::Value = client
+        .get(format!("{url}/apis/apps/v1/deployments"))
+        .bearer_auth("t0k")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["items"][0]["metadata"]["name"], "web");
+    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}
+
+#[tokio::test]
+async fn demo_starts_clusters_and_stops_on_sigterm() {
+    let mut child = spawn_binary(&["demo", "--listen", "127.0.0.1:0", "--clusters", "3"]);
+    let url = wait_for_url(&mut child);
+    let client = http();
+    let livez = client.get(format!("{url}/livez")).send().await.unwrap();
+    assert_eq!(livez.status(), 200);
+    assert_eq!(livez.text().await.unwrap(), "OK");
+    let index = client
+        .get(format!("{url}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(index.contains("kube-pulse demo"));
+    let clusters: serde_json::Value = client
+        .get(format!("{url}/api/v1/clusters"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let clusters = clusters["clusters"].as_array().unwrap().clone();
+    let names: Vec<&str> = clusters
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dev", "staging", "prod"]);
+    for cluster in &clusters {
+        let server = cluster["server"].as_str().unwrap();
+        let list: serde_json::Value = client
+            .get(format!("{server}/apis/apps/v1/namespaces/shop/deployments"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            list["items"].as_array().unwrap().len(),
+            2,
+            "{server}: web and cart"
+        );
+    }
+    // Each cluster's control API is mounted on the gateway.
+    let faults = client
+        .put(format!("{url}/_sim/clusters/dev/faults"))
+        .json(&serde_json::json!({"notReady": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(faults.status(), 200);
+    let dev = clusters[0]["server"].as_str().unwrap();
+    assert_eq!(
+        client
+            .get(format!("{dev}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        500
+    );
+    let missing = client.get(format!("{url}/nope")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: serde_json::Value = missing.json().await.unwrap();
+    assert_eq!(body["error"], "not_found");
+    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}
+
+#[tokio::test]
+async fn serve_registers_kubeconfig_contexts() {
+    let dir = std::env::temp_dir().join(format!("kube-pulse-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:9'}\nusers:\n- name: u\n  user: {token: x}\ncontexts:\n- name: east\n  context: {cluster: c, user: u}\n- name: west\n  context: {cluster: c, user: u}\ncurrent-context: east\n",
+    )
+    .unwrap();
+    let path = kubeconfig.to_str().unwrap();
+    let mut child = spawn_binary(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--kubeconfig",
+        path,
+        "--context",
+        "west",
+    ]);
+    let url = wait_for_url(&mut child);
+    let clusters: serde_json::Value = http()
+        .get(format!("{url}/api/v1/clusters"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(clusters["clusters"][0]["name"], "west");
+    assert_eq!(clusters["clusters"].as_array().unwrap().len(), 1);
+    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn serve_rejects_bad_configuration_clearly() {
+    let dir = std::env::temp_dir().join(format!("kube-pulse-cli-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "clusters:\n- name: a\n").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["serve".into()],
+            "serve needs --config FILE or --kubeconfig PATH",
+        ),
+        (
+            vec!["serve".into(), "--config".into(), bad.display().to_string()],
+            "needs kubeconfig (+ context) or server",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--config".into(),
+                "/nonexistent/kube-pulse.yaml".into(),
+            ],
+            "cannot read /nonexistent/kube-pulse.yaml",
+        ),
+        (
+            vec!["sim".into(), "--app".into(), "nonsense".into()],
+            "must look like NAMESPACE/NAME[:REPLICAS]",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
+            .args(&args)
+            .env_remove("KUBECONFIG")
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}

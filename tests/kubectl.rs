@@ -1,0 +1,165 @@
+//! kubectl against the simulator: get, get -w, create -f, apply, scale,
+//! set image, delete — all without errors.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{eventually, kubectl, ok, sim};
+use kube_pulse::sim::{WorkloadSeed, workload_manifest};
+
+const MANIFEST: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  namespace: shop
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+      - name: api
+        image: registry.example/api:1
+"#;
+
+#[tokio::test]
+async fn kubectl_create_get_scale_and_delete() {
+    let sim = sim().await;
+    let server = sim.url();
+    let dir = std::env::temp_dir().join(format!("kube-pulse-kubectl-{}", sim.addr().port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("api.yaml");
+    std::fs::write(&file, MANIFEST).unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = ok(&kubectl(&server, &["create", "-f", file]).await);
+    assert_eq!(out.trim(), "deployment.apps/api created");
+    let out = ok(&kubectl(&server, &["get", "deployments", "-n", "shop"]).await);
+    assert!(out.lines().any(|l| l.starts_with("api ")), "{out}");
+    let out = ok(&kubectl(&server, &["get", "namespaces", "-o", "name"]).await);
+    assert!(
+        out.contains("namespace/shop") && out.contains("namespace/default"),
+        "{out}"
+    );
+
+    let out = ok(&kubectl(
+        &server,
+        &["scale", "deployment", "api", "-n", "shop", "--replicas=4"],
+    )
+    .await);
+    assert_eq!(out.trim(), "deployment.apps/api scaled");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "set",
+            "image",
+            "deployment/api",
+            "-n",
+            "shop",
+            "api=registry.example/api:2",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "deployment.apps/api image updated");
+    let jsonpath = "-o=jsonpath={.spec.replicas} {.spec.template.spec.containers[0].image} {.metadata.generation}";
+    let out = ok(&kubectl(
+        &server,
+        &["get", "deployment", "api", "-n", "shop", jsonpath],
+    )
+    .await);
+    assert_eq!(out.trim(), "4 registry.example/api:2 3");
+    // The emulated controller converges status on the new spec.
+    let ready = "-o=jsonpath={.status.readyReplicas}/{.status.updatedReplicas}/{.status.observedGeneration}";
+    eventually(Duration::from_secs(20), "rollout done", || {
+        let server = server.clone();
+        async move {
+            let out = kubectl(&server, &["get", "deployment", "api", "-n", "shop", ready]).await;
+            (String::from_utf8_lossy(&out.stdout).trim() == "4/4/3").then_some(())
+        }
+    })
+    .await;
+
+    let out = ok(&kubectl(&server, &["apply", "--server-side", "-f", file]).await);
+    assert_eq!(out.trim(), "deployment.apps/api serverside-applied");
+    let out = ok(&kubectl(&server, &["delete", "deployment", "api", "-n", "shop"]).await);
+    assert_eq!(out.trim(), "deployment.apps \"api\" deleted");
+    let out = kubectl(&server, &["get", "deployment", "api", "-n", "shop"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NotFound"));
+
+    let out = ok(&kubectl(&server, &["delete", "namespace", "shop"]).await);
+    assert_eq!(out.trim(), "namespace \"shop\" deleted");
+    sim.shutdown().await;
+}
+
+// Multi-threaded: the test blocks on kubectl's output while the simulator serves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
+    let sim = sim().await;
+    let seed = WorkloadSeed {
+        kind: "Deployment".into(),
+        namespace: "shop".into(),
+        name: "web".into(),
+        replicas: 1,
+        image: "registry.example/web:1".into(),
+    };
+    sim.apply(&workload_manifest(&seed)).unwrap();
+    let mut child = Command::new("kubectl")
+        .args([
+            "--server",
+            &sim.url(),
+            "get",
+            "deployments",
+            "-n",
+            "shop",
+            "-w",
+            "-o",
+            "name",
+            "--request-timeout=30s",
+        ])
+        .env("KUBECONFIG", "/dev/null")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("initial listing");
+    assert_eq!(first, "deployment.apps/web");
+    // Wait for kubectl's watch to be open, then make a change.
+    eventually(Duration::from_secs(20), "kubectl watching", || async {
+        (sim.stats().count("apps/deployments", "watch") >= 1).then_some(())
+    })
+    .await;
+    let mut manifest = workload_manifest(&seed);
+    manifest["metadata"]["name"] = "api".into();
+    sim.apply(&manifest).unwrap();
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &String| l == "deployment.apps/api") {
+        lines.push(
+            rx.recv_timeout(Duration::from_secs(20))
+                .expect("the change arrives"),
+        );
+    }
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.trim().is_empty(),
+        "kubectl -w wrote errors: {stderr}"
+    );
+    sim.shutdown().await;
+}

@@ -41,6 +41,12 @@ async fn kubectl_create_get_scale_and_delete() {
     let out = ok(&kubectl(&server, &["create", "-f", file]).await);
     assert_eq!(out.trim(), "deployment.apps/api created");
     let out = ok(&kubectl(&server, &["get", "deployments", "-n", "shop"]).await);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{out}"
+    );
     assert!(out.lines().any(|l| l.starts_with("api ")), "{out}");
     let out = ok(&kubectl(&server, &["get", "namespaces", "-o", "name"]).await);
     assert!(
@@ -119,8 +125,6 @@ async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
             "-n",
             "shop",
             "-w",
-            "-o",
-            "name",
             "--request-timeout=30s",
         ])
         .env("KUBECONFIG", "/dev/null")
@@ -135,10 +139,18 @@ async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
             let _ = tx.send(line);
         }
     });
-    let first = rx
+    // Table output: a header, then one row per object and per change.
+    let header = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("initial listing");
-    assert_eq!(first, "deployment.apps/web");
+    assert!(
+        header.starts_with("NAME") && header.contains("READY"),
+        "{header}"
+    );
+    let first = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("initial row");
+    assert!(first.starts_with("web "), "{first}");
     // Wait for kubectl's watch to be open, then make a change.
     eventually(Duration::from_secs(20), "kubectl watching", || async {
         (sim.stats().count("apps/deployments", "watch") >= 1).then_some(())
@@ -147,12 +159,12 @@ async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
     let mut manifest = workload_manifest(&seed);
     manifest["metadata"]["name"] = "api".into();
     sim.apply(&manifest).unwrap();
-    let mut lines = Vec::new();
-    while !lines.iter().any(|l: &String| l == "deployment.apps/api") {
-        lines.push(
-            rx.recv_timeout(Duration::from_secs(20))
-                .expect("the change arrives"),
-        );
+    let mut lines: Vec<String> = Vec::new();
+    while !lines.iter().any(|l| l.starts_with("api ")) {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) => lines.push(line),
+            Err(_) => panic!("the change did not arrive; kubectl printed {lines:?}"),
+        }
     }
     let _ = child.kill();
     let output = child.wait_with_output().unwrap();

@@ -255,7 +255,7 @@ fn json_response(code: StatusCode, value: &impl serde::Serialize) -> Response {
     (code, axum::Json(value)).into_response()
 }
 
-fn list_body(def: &ResourceDef, page: super::store::ListPage) -> Value {
+fn list_body(def: &ResourceDef, page: super::store::ListPage, as_table: bool) -> Value {
     let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
     if let Some(token) = page.continue_token {
         metadata["continue"] = json!(token);
@@ -264,6 +264,9 @@ fn list_body(def: &ResourceDef, page: super::store::ListPage) -> Value {
         metadata["remainingItemCount"] = json!(remaining);
     }
     let items: Vec<&Value> = page.items.iter().map(|o| o.as_ref()).collect();
+    if as_table {
+        return super::table::table(def, &items, metadata, chrono::Utc::now());
+    }
     json!({
         "kind": format!("{}List", def.kind),
         "apiVersion": def.api_version(),
@@ -332,10 +335,13 @@ async fn dispatch(
     params.check_field_validation()?;
     let ns = namespace.as_deref();
     let dry_run = params.dry_run()?;
+    let as_table =
+        super::table::wants_table(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     match target {
         Target::Collection { .. } => match verb {
             "watch" => {
-                let options = WatchOptions::from_params(&params)?;
+                let mut options = WatchOptions::from_params(&params)?;
+                options.as_table = as_table;
                 Ok(watch::serve(shared.clone(), def, namespace, options))
             }
             "list" => {
@@ -368,7 +374,10 @@ async fn dispatch(
                     shared
                         .store
                         .list(&def, ns, &selection, from, limit, params.str("continue"))?;
-                Ok(json_response(StatusCode::OK, &list_body(&def, page)))
+                Ok(json_response(
+                    StatusCode::OK,
+                    &list_body(&def, page, as_table),
+                ))
             }
             "create" => {
                 if def.namespaced && ns.is_none() {
@@ -408,7 +417,7 @@ async fn dispatch(
                     continue_token: None,
                     remaining: None,
                 };
-                Ok(json_response(StatusCode::OK, &list_body(&def, page)))
+                Ok(json_response(StatusCode::OK, &list_body(&def, page, false)))
             }
             _ => Err(ApiError::method_not_allowed(&def.group_resource())),
         },

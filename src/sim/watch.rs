@@ -36,6 +36,8 @@ pub struct WatchOptions {
     pub bookmarks: bool,
     pub send_initial_events: bool,
     pub timeout: Option<Duration>,
+    /// Send objects as one-row `Table`s (kubectl's `get -w`).
+    pub as_table: bool,
 }
 
 impl WatchOptions {
@@ -71,6 +73,7 @@ impl WatchOptions {
             bookmarks,
             send_initial_events,
             timeout: params.u64("timeoutSeconds")?.map(Duration::from_secs),
+            as_table: false,
         })
     }
 }
@@ -181,6 +184,19 @@ async fn send(shared: &Shared, tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result
     tx.send(bytes).await.map_err(|_| End::ClientGone)
 }
 
+/// Encodes an object event, as a one-row Table when the client asked for one.
+fn object_line(kind: &str, obj: &Value, def: &ResourceDef, options: &WatchOptions) -> Bytes {
+    if options.as_table {
+        let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()});
+        line(
+            kind,
+            &super::table::table(def, &[obj], meta, chrono::Utc::now()),
+        )
+    } else {
+        line(kind, obj)
+    }
+}
+
 async fn run(
     shared: &Arc<Shared>,
     def: &ResourceDef,
@@ -192,7 +208,7 @@ async fn run(
     let result: Result<(), End> = async {
         let visible = |o: &Value| namespace.is_none_or(|ns| namespace_of(o) == ns) && options.selection.matches(o);
         for obj in start.initial.iter().filter(|o| visible(o)) {
-            send(shared, tx, line("ADDED", obj)).await?;
+            send(shared, tx, object_line("ADDED", obj, def, options)).await?;
         }
         if options.send_initial_events {
             send(shared, tx, bookmark(def, start.resource_version, true)).await?;
@@ -200,7 +216,7 @@ async fn run(
         let mut last_rv = start.resource_version;
         for event in &start.backlog {
             if let Some((kind, obj)) = translate(event, namespace, &options.selection) {
-                send(shared, tx, line(kind.as_str(), &obj)).await?;
+                send(shared, tx, object_line(kind.as_str(), &obj, def, options)).await?;
             }
         }
         let mut receiver = start.receiver;
@@ -241,7 +257,7 @@ async fn run(
                             continue;
                         }
                         if let Some((kind, obj)) = translate(&event, namespace, &options.selection) {
-                            send(shared, tx, line(kind.as_str(), &obj)).await?;
+                            send(shared, tx, object_line(kind.as_str(), &obj, def, options)).await?;
                         }
                     }
                     // Too slow to keep up: end the watch, as the apiserver does; the

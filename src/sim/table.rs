@@ -1,0 +1,190 @@
+//! `meta.k8s.io/v1 Table` output, which `kubectl get` asks for
+//! (`Accept: application/json;as=Table;…`): the same columns the apiserver
+//! prints for the built-in kinds, NAME and AGE for everything else.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::resources::ResourceDef;
+
+/// Whether an `Accept` header asks for a Table.
+pub fn wants_table(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| {
+        a.split(',')
+            .next()
+            .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
+    })
+}
+
+/// Age the way kubectl prints it (`45s`, `3m12s`, `2d4h`, …).
+pub fn human_age(seconds: i64) -> String {
+    let s = seconds.max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    match s {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 && s % 60 != 0 => format!("{m}m{}s", s % 60),
+        _ if m < 180 => format!("{m}m"),
+        _ if h < 8 && m % 60 != 0 => format!("{h}h{}m", m % 60),
+        _ if h < 48 => format!("{h}h"),
+        _ if d < 8 && h % 24 != 0 => format!("{d}d{}h", h % 24),
+        _ if d < 730 => format!("{d}d"),
+        _ => format!("{}y", d / 365),
+    }
+}
+
+fn column(name: &str, kind: &str, priority: u8) -> Value {
+    let format = if name == "Name" { "name" } else { "" };
+    json!({"name": name, "type": kind, "format": format, "description": "", "priority": priority})
+}
+
+fn columns(def: &ResourceDef) -> Vec<Value> {
+    let mut cols = vec![column("Name", "string", 0)];
+    match def.kind.as_str() {
+        "Deployment" => cols.extend([
+            column("Ready", "string", 0),
+            column("Up-to-date", "integer", 0),
+            column("Available", "integer", 0),
+        ]),
+        "StatefulSet" => cols.push(column("Ready", "string", 0)),
+        "Namespace" => cols.push(column("Status", "string", 0)),
+        "ConfigMap" => cols.push(column("Data", "integer", 0)),
+        _ => {}
+    }
+    cols.push(column("Age", "string", 0));
+    if matches!(def.kind.as_str(), "Deployment" | "StatefulSet") {
+        cols.extend([
+            column("Containers", "string", 1),
+            column("Images", "string", 1),
+        ]);
+    }
+    cols
+}
+
+fn int(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or(json!(""));
+    let created = obj
+        .pointer("/metadata/creationTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+        .map(|t| human_age((now - t).num_seconds()))
+        .unwrap_or_else(|| "<unknown>".into());
+    let containers = |field: &str| {
+        obj.pointer("/spec/template/spec/containers")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(|c| c[field].as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    let ready = format!(
+        "{}/{}",
+        int(obj, "/status/readyReplicas"),
+        obj.pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+    );
+    let mut row = vec![name];
+    match def.kind.as_str() {
+        "Deployment" => row.extend([
+            json!(ready),
+            json!(int(obj, "/status/updatedReplicas")),
+            json!(int(obj, "/status/availableReplicas")),
+        ]),
+        "StatefulSet" => row.push(json!(ready)),
+        "Namespace" => row.push(
+            obj.pointer("/status/phase")
+                .cloned()
+                .unwrap_or(json!("Active")),
+        ),
+        "ConfigMap" => {
+            let data = obj["data"].as_object().map_or(0, |m| m.len())
+                + obj["binaryData"].as_object().map_or(0, |m| m.len());
+            row.push(json!(data));
+        }
+        _ => {}
+    }
+    row.push(json!(created));
+    if matches!(def.kind.as_str(), "Deployment" | "StatefulSet") {
+        row.extend([json!(containers("name")), json!(containers("image"))]);
+    }
+    row
+}
+
+/// The row object: `PartialObjectMetadata` (kubectl reads namespace and name from it).
+fn row_object(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// A Table of `items`; `list_meta` is the list's metadata (resourceVersion, continue).
+pub fn table(def: &ResourceDef, items: &[&Value], list_meta: Value, now: DateTime<Utc>) -> Value {
+    let rows: Vec<Value> = items
+        .iter()
+        .map(|obj| json!({"cells": cells(def, obj, now), "object": row_object(obj)}))
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": columns(def),
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::resources::Catalog;
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        let cases = [
+            (5, "5s"),
+            (119, "119s"),
+            (150, "2m30s"),
+            (600, "10m"),
+            (3 * 3600 + 120, "3h2m"),
+            (30 * 3600, "30h"),
+            (3 * 86_400 + 7200, "3d2h"),
+            (40 * 86_400, "40d"),
+            (800 * 86_400, "2y"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(human_age(secs), want, "{secs}");
+        }
+    }
+
+    #[test]
+    fn deployment_rows() {
+        let catalog = Catalog::new(vec![]);
+        let def = catalog.find("apps", "v1", "deployments").unwrap();
+        let now: DateTime<Utc> = "2026-01-01T00:10:00Z".parse().unwrap();
+        let obj = json!({
+            "metadata": {"name": "web", "namespace": "shop", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}},
+            "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}
+        });
+        let t = table(def, &[&obj], json!({"resourceVersion": "5"}), now);
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["web", "2/3", 3, 2, "10m", "web", "nginx:1"])
+        );
+        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
+        assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "shop");
+        assert!(wants_table(Some(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        )));
+        assert!(!wants_table(Some("application/json")));
+        assert!(!wants_table(None));
+    }
+}

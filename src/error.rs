@@ -1,5 +1,5 @@
 //! The crate's error type and its one mapping to an HTTP response
-//! (status + JSON body `{"error": CODE, "message": TEXT}`).
+//! (status + JSON body `{"code": CODE, "message": TEXT}`).
 
 use std::path::PathBuf;
 
@@ -70,7 +70,7 @@ impl IntoResponse for Error {
         }
         (
             status,
-            Json(json!({"error": self.code(), "message": self.to_string()})),
+            Json(json!({"code": self.code(), "message": self.to_string()})),
         )
             .into_response()
     }

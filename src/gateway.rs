@@ -91,7 +91,7 @@ mod tests {
             .await
             .unwrap();
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(json["error"], "not_found");
+        assert_eq!(json["code"], "not_found");
         assert_eq!(json["message"], "not found: no route for GET /nope");
 
         let response = app(state)

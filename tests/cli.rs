@@ -137,7 +137,7 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
     let missing = client.get(format!("{url}/nope")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     let body: serde_json::Value = missing.json().await.unwrap();
-    assert_eq!(body["error"], "not_found");
+    assert_eq!(body["code"], "not_found");
     let status = tokio::task::spawn_blocking(move || terminate(&mut child))
         .await
         .unwrap();

@@ -23,7 +23,7 @@ use super::faults::Faults;
 fn bad_request(message: impl Into<String>) -> Response {
     (
         StatusCode::BAD_REQUEST,
-        axum::Json(json!({"error": "bad_request", "message": message.into()})),
+        axum::Json(json!({"code": "bad_request", "message": message.into()})),
     )
         .into_response()
 }

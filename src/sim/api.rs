@@ -421,34 +421,54 @@ async fn dispatch(
             }
             _ => Err(ApiError::method_not_allowed(&def.group_resource())),
         },
-        Target::Object { name, sub, .. } => match sub {
-            None => {
-                object_verb(
-                    shared, &def, ns, &name, verb, &params, headers, body, dry_run,
-                )
-                .await
+        Target::Object { name, sub, .. } => {
+            let request = ObjectRequest {
+                shared,
+                def: &def,
+                ns,
+                name: &name,
+                verb,
+                params: &params,
+                headers,
+                body,
+                dry_run,
+            };
+            match sub {
+                None => object_verb(request).await,
+                Some(Sub::Status) => status_verb(request),
+                Some(Sub::Scale) => scale_verb(request),
             }
-            Some(Sub::Status) => status_verb(
-                shared, &def, ns, &name, verb, &params, headers, body, dry_run,
-            ),
-            Some(Sub::Scale) => scale_verb(shared, &def, ns, &name, verb, headers, body, dry_run),
-        },
+        }
         Target::Discovery { .. } => unreachable!("handled above"),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn object_verb(
-    shared: &Arc<Shared>,
-    def: &ResourceDef,
-    ns: Option<&str>,
-    name: &str,
-    verb: &str,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
+/// One request on a single object (or its subresource), as the verb handlers see it.
+#[derive(Clone, Copy)]
+struct ObjectRequest<'a> {
+    shared: &'a Arc<Shared>,
+    def: &'a ResourceDef,
+    ns: Option<&'a str>,
+    name: &'a str,
+    verb: &'a str,
+    params: &'a Params,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
     dry_run: bool,
-) -> ApiResult<Response> {
+}
+
+async fn object_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
+    let ObjectRequest {
+        shared,
+        def,
+        ns,
+        name,
+        verb,
+        headers,
+        body,
+        dry_run,
+        ..
+    } = r;
     let store = &shared.store;
     match verb {
         "get" => Ok(json_response(StatusCode::OK, &store.get(def, ns, name)?)),
@@ -457,17 +477,7 @@ async fn object_verb(
             let updated = store.update(def, ns, name, obj, UpdateScope::Main, dry_run)?;
             Ok(json_response(StatusCode::OK, &updated))
         }
-        "patch" => patch_object(
-            shared,
-            def,
-            ns,
-            name,
-            UpdateScope::Main,
-            params,
-            headers,
-            body,
-            dry_run,
-        ),
+        "patch" => patch_object(r, UpdateScope::Main),
         "delete" => {
             let pre = delete_preconditions(body)?;
             match store.delete(def, ns, name, &pre, dry_run)? {
@@ -516,18 +526,18 @@ fn delete_preconditions(body: &[u8]) -> ApiResult<Preconditions> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn patch_object(
-    shared: &Arc<Shared>,
-    def: &ResourceDef,
-    ns: Option<&str>,
-    name: &str,
-    scope: UpdateScope,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-    dry_run: bool,
-) -> ApiResult<Response> {
+fn patch_object(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response> {
+    let ObjectRequest {
+        shared,
+        def,
+        ns,
+        name,
+        params,
+        headers,
+        body,
+        dry_run,
+        ..
+    } = r;
     let kind = PatchKind::from_content_type(&media_type(headers))?;
     let document = patch::parse_body(kind, body)?;
     if kind == PatchKind::Apply {
@@ -566,18 +576,18 @@ fn patch_object(
     Ok(json_response(StatusCode::OK, &updated))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn status_verb(
-    shared: &Arc<Shared>,
-    def: &ResourceDef,
-    ns: Option<&str>,
-    name: &str,
-    verb: &str,
-    params: &Params,
-    headers: &HeaderMap,
-    body: &[u8],
-    dry_run: bool,
-) -> ApiResult<Response> {
+fn status_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
+    let ObjectRequest {
+        shared,
+        def,
+        ns,
+        name,
+        verb,
+        headers,
+        body,
+        dry_run,
+        ..
+    } = r;
     match verb {
         "get" => Ok(json_response(
             StatusCode::OK,
@@ -590,17 +600,7 @@ fn status_verb(
                 .update(def, ns, name, obj, UpdateScope::Status, dry_run)?;
             Ok(json_response(StatusCode::OK, &updated))
         }
-        "patch" => patch_object(
-            shared,
-            def,
-            ns,
-            name,
-            UpdateScope::Status,
-            params,
-            headers,
-            body,
-            dry_run,
-        ),
+        "patch" => patch_object(r, UpdateScope::Status),
         _ => Err(ApiError::method_not_allowed(&format!(
             "{}/status",
             def.group_resource()
@@ -639,17 +639,18 @@ fn scale_of(obj: &Value) -> Value {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn scale_verb(
-    shared: &Arc<Shared>,
-    def: &ResourceDef,
-    ns: Option<&str>,
-    name: &str,
-    verb: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-    dry_run: bool,
-) -> ApiResult<Response> {
+fn scale_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
+    let ObjectRequest {
+        shared,
+        def,
+        ns,
+        name,
+        verb,
+        headers,
+        body,
+        dry_run,
+        ..
+    } = r;
     let requested_scale = |current: &Value| -> ApiResult<Value> {
         match verb {
             "update" => decode_body(headers, body),

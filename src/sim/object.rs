@@ -115,15 +115,19 @@ fn random_suffix() -> String {
         .collect()
 }
 
+/// `spec` of an object, created empty when missing.
+fn spec_mut(obj: &mut Value) -> &mut Value {
+    obj.as_object_mut()
+        .expect("checked to be an object")
+        .entry("spec")
+        .or_insert_with(|| json!({}))
+}
+
 /// Defaults the apiserver fills in for the built-in kinds.
 fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
     match (def.group.as_str(), def.kind.as_str()) {
         ("apps", "Deployment") => {
-            let spec = obj
-                .as_object_mut()
-                .unwrap()
-                .entry("spec")
-                .or_insert_with(|| json!({}));
+            let spec = spec_mut(obj);
             if let Some(spec) = spec.as_object_mut() {
                 spec.entry("replicas").or_insert(json!(1));
                 spec.entry("progressDeadlineSeconds").or_insert(json!(600));
@@ -135,11 +139,7 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             }
         }
         ("apps", "StatefulSet") => {
-            let spec = obj
-                .as_object_mut()
-                .unwrap()
-                .entry("spec")
-                .or_insert_with(|| json!({}));
+            let spec = spec_mut(obj);
             if let Some(spec) = spec.as_object_mut() {
                 spec.entry("replicas").or_insert(json!(1));
                 spec.entry("podManagementPolicy")

@@ -13,6 +13,7 @@ pub mod scenario;
 pub mod serve;
 pub mod shutdown;
 pub mod sim;
+pub mod status;
 pub mod telemetry;
 
 pub use error::{Error, Result};

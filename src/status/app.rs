@@ -1,0 +1,563 @@
+//! The application status machine (the blog seed). An app is the
+//! Deployments and StatefulSets of one namespace that share an app label.
+//! Its stable state comes from reading workload status with kstatus-grade
+//! care; a transitional state from an active task (filled in by tasks) wins
+//! over it in `state`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use serde::Serialize;
+
+use super::Lifecycle;
+
+/// Default label that groups workloads into an app.
+pub const DEFAULT_APP_LABEL: &str = "app.kubernetes.io/name";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AppPhase {
+    Running,
+    Degraded,
+    Stopped,
+    NotExisted,
+    Panic,
+}
+
+impl std::fmt::Display for AppPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// kstatus-style verdict on one workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum WorkloadHealth {
+    Current,
+    InProgress,
+    Failed,
+    Terminating,
+}
+
+/// What the app machine needs of one Deployment or StatefulSet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workload {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The app it belongs to: the app label's value, else its own name.
+    pub app: String,
+    pub generation: i64,
+    pub observed_generation: i64,
+    pub expected: i32,
+    pub replicas: i32,
+    pub updated: i32,
+    pub ready: i32,
+    pub available: i32,
+    /// Message of a `ProgressDeadlineExceeded` condition.
+    pub failure: Option<String>,
+    pub terminating: bool,
+    pub images: Vec<String>,
+}
+
+fn app_of(labels: Option<&BTreeMap<String, String>>, label: &str, name: &str) -> String {
+    labels
+        .and_then(|l| l.get(label))
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| name.to_string())
+}
+
+fn images(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
+    spec.map(|s| {
+        s.containers
+            .iter()
+            .filter_map(|c| c.image.clone())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+impl Workload {
+    pub fn from_deployment(d: &Deployment, app_label: &str) -> Self {
+        let meta = &d.metadata;
+        let name = meta.name.clone().unwrap_or_default();
+        let spec = &d.spec;
+        let status = d.status.as_ref();
+        let failure = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| {
+                cs.iter().find(|c| {
+                    c.type_.as_deref() == Some("Progressing")
+                        && c.status.as_deref() == Some("False")
+                        && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+                })
+            })
+            .map(|c| {
+                c.message
+                    .clone()
+                    .unwrap_or_else(|| "ProgressDeadlineExceeded".into())
+            });
+        Self {
+            kind: "Deployment".into(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            app: app_of(meta.labels.as_ref(), app_label, &name),
+            name,
+            generation: meta.generation.unwrap_or(0),
+            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+            expected: spec.replicas.unwrap_or(1),
+            replicas: status.and_then(|s| s.replicas).unwrap_or(0),
+            updated: status.and_then(|s| s.updated_replicas).unwrap_or(0),
+            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+            available: status.and_then(|s| s.available_replicas).unwrap_or(0),
+            failure,
+            terminating: meta.deletion_timestamp.is_some(),
+            images: images(spec.template.spec.as_ref()),
+        }
+    }
+
+    pub fn from_statefulset(s: &StatefulSet, app_label: &str) -> Self {
+        let meta = &s.metadata;
+        let name = meta.name.clone().unwrap_or_default();
+        let spec = &s.spec;
+        let status = s.status.as_ref();
+        Self {
+            kind: "StatefulSet".into(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            app: app_of(meta.labels.as_ref(), app_label, &name),
+            name,
+            generation: meta.generation.unwrap_or(0),
+            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+            expected: spec.replicas.unwrap_or(1),
+            replicas: status.map(|s| s.replicas).unwrap_or(0),
+            updated: status.and_then(|s| s.updated_replicas).unwrap_or(0),
+            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
+            available: status.and_then(|s| s.available_replicas).unwrap_or(0),
+            failure: None,
+            terminating: meta.deletion_timestamp.is_some(),
+            images: images(spec.template.spec.as_ref()),
+        }
+    }
+
+    /// kstatus order: terminating, generation not observed, failed, then the
+    /// replica comparisons; with a human message.
+    pub fn health(&self) -> (WorkloadHealth, String) {
+        let e = self.expected;
+        if self.terminating {
+            return (WorkloadHealth::Terminating, "being deleted".into());
+        }
+        if self.observed_generation < self.generation {
+            return (
+                WorkloadHealth::InProgress,
+                format!(
+                    "waiting for the controller to observe generation {}",
+                    self.generation
+                ),
+            );
+        }
+        if let Some(failure) = &self.failure {
+            return (WorkloadHealth::Failed, failure.clone());
+        }
+        if self.updated < e {
+            return (
+                WorkloadHealth::InProgress,
+                format!("rollout waiting: {} of {e} updated", self.updated),
+            );
+        }
+        if self.replicas > e {
+            return (
+                WorkloadHealth::InProgress,
+                format!("{} old replicas pending termination", self.replicas - e),
+            );
+        }
+        if self.ready < e {
+            return (
+                WorkloadHealth::InProgress,
+                format!("{}/{e} ready", self.ready),
+            );
+        }
+        if self.available < e {
+            return (
+                WorkloadHealth::InProgress,
+                format!("{}/{e} available", self.available),
+            );
+        }
+        (WorkloadHealth::Current, format!("{}/{e} ready", self.ready))
+    }
+}
+
+/// One workload as shown in the app document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadView {
+    pub kind: String,
+    pub name: String,
+    pub expected: i32,
+    pub ready: i32,
+    pub updated: i32,
+    pub available: i32,
+    pub health: WorkloadHealth,
+    pub message: String,
+    pub images: Vec<String>,
+}
+
+/// A user task's transitional state, set by the tasks module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveTask {
+    pub id: String,
+    /// `Starting`, `Stopping`, `Deleting`, `Updating`.
+    pub state: String,
+    pub status: String,
+    pub progress: u8,
+}
+
+/// The `apps/{cluster}/{namespace}/{app}` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppStatus {
+    pub cluster: String,
+    pub namespace: String,
+    pub app: String,
+    /// The stable state's lifecycle (`phase` is the stable state).
+    #[serde(flatten)]
+    pub lifecycle: Lifecycle<AppPhase>,
+    /// What a person sees: the active task's transitional state, else `phase`.
+    pub state: String,
+    pub task: Option<ActiveTask>,
+    pub expected: i32,
+    pub ready: i32,
+    pub workloads: Vec<WorkloadView>,
+}
+
+/// The stable state of an app: phase, reason, message.
+pub fn stable_state(
+    namespace_exists: bool,
+    workloads: &[&Workload],
+) -> (AppPhase, &'static str, String) {
+    if !namespace_exists {
+        return (
+            AppPhase::NotExisted,
+            "NamespaceNotFound",
+            "the namespace does not exist".into(),
+        );
+    }
+    if workloads.is_empty() {
+        return (
+            AppPhase::Stopped,
+            "NoWorkloads",
+            "no Deployment or StatefulSet".into(),
+        );
+    }
+    let expected: i32 = workloads.iter().map(|w| w.expected).sum();
+    let ready: i32 = workloads.iter().map(|w| w.ready.min(w.expected)).sum();
+    let healths: Vec<(WorkloadHealth, String)> = workloads.iter().map(|w| w.health()).collect();
+    let failure = workloads
+        .iter()
+        .zip(&healths)
+        .find(|(_, (h, _))| *h == WorkloadHealth::Failed)
+        .map(|(w, (_, m))| format!("{} {}: {m}", w.kind, w.name));
+    if expected == 0 {
+        let leftover: i32 = workloads.iter().map(|w| w.replicas).sum();
+        let message = if leftover > 0 {
+            format!("scaled to 0, {leftover} replicas terminating")
+        } else {
+            "scaled to 0".into()
+        };
+        return (AppPhase::Stopped, "ScaledToZero", message);
+    }
+    if ready == 0
+        && let Some(failure) = failure.clone()
+    {
+        return (AppPhase::Panic, "ProgressDeadlineExceeded", failure);
+    }
+    if ready >= expected {
+        // Serving everything it should; a rollout may still be under way.
+        let rolling = workloads
+            .iter()
+            .zip(&healths)
+            .find(|(_, (h, _))| *h != WorkloadHealth::Current)
+            .map(|(w, (_, m))| format!(" ({} {}: {m})", w.kind, w.name))
+            .unwrap_or_default();
+        return (
+            AppPhase::Running,
+            "AllReady",
+            format!("{ready}/{expected} ready{rolling}"),
+        );
+    }
+    if let Some(failure) = failure {
+        return (
+            AppPhase::Degraded,
+            "ProgressDeadlineExceeded",
+            format!("{ready}/{expected} ready; {failure}"),
+        );
+    }
+    let reason = if workloads.iter().any(|w| w.updated < w.expected) {
+        "RolloutInProgress"
+    } else {
+        "ReplicasNotReady"
+    };
+    let detail = workloads
+        .iter()
+        .zip(&healths)
+        .find(|(_, (h, _))| *h != WorkloadHealth::Current)
+        .map(|(w, (_, m))| format!(" ({} {}: {m})", w.kind, w.name))
+        .unwrap_or_default();
+    (
+        AppPhase::Degraded,
+        reason,
+        format!("{ready}/{expected} ready{detail}"),
+    )
+}
+
+impl AppStatus {
+    pub fn new(cluster: &str, namespace: &str, app: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            cluster: cluster.into(),
+            namespace: namespace.into(),
+            app: app.into(),
+            lifecycle: Lifecycle::new(
+                AppPhase::Stopped,
+                "NoWorkloads",
+                "no Deployment or StatefulSet",
+                now,
+            ),
+            state: "Stopped".into(),
+            task: None,
+            expected: 0,
+            ready: 0,
+            workloads: Vec::new(),
+        }
+    }
+
+    /// The machine: recomputes the stable state from the app's workloads.
+    pub fn observe(
+        mut self,
+        namespace_exists: bool,
+        workloads: &[&Workload],
+        now: DateTime<Utc>,
+    ) -> Self {
+        let (phase, reason, message) = stable_state(namespace_exists, workloads);
+        self.lifecycle.set(phase, reason, message, now);
+        let mut sorted: Vec<&&Workload> = workloads.iter().collect();
+        sorted.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
+        self.workloads = sorted
+            .iter()
+            .map(|w| {
+                let (health, message) = w.health();
+                WorkloadView {
+                    kind: w.kind.clone(),
+                    name: w.name.clone(),
+                    expected: w.expected,
+                    ready: w.ready,
+                    updated: w.updated,
+                    available: w.available,
+                    health,
+                    message,
+                    images: w.images.clone(),
+                }
+            })
+            .collect();
+        self.expected = workloads.iter().map(|w| w.expected).sum();
+        self.ready = workloads.iter().map(|w| w.ready.min(w.expected)).sum();
+        self.state = match &self.task {
+            Some(task) => task.state.clone(),
+            None => phase.to_string(),
+        };
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(expected: i32, status: serde_json::Value) -> Workload {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop", "generation": 2, "labels": {DEFAULT_APP_LABEL: "shop-web"}},
+            "spec": {"replicas": expected, "selector": {}, "template": {"spec": {"containers": [{"name": "web", "image": "web:1"}]}}},
+            "status": status,
+        }))
+        .unwrap();
+        Workload::from_deployment(&d, DEFAULT_APP_LABEL)
+    }
+
+    fn ok(expected: i32, ready: i32) -> serde_json::Value {
+        json!({"observedGeneration": 2, "replicas": expected, "updatedReplicas": expected, "readyReplicas": ready, "availableReplicas": ready})
+    }
+
+    fn deadline() -> serde_json::Value {
+        json!({"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"web-1\" has timed out progressing."})
+    }
+
+    #[test]
+    fn reads_workloads_like_kstatus() {
+        let w = deployment(3, ok(3, 3));
+        assert_eq!(w.app, "shop-web");
+        assert_eq!(w.images, ["web:1"]);
+        let cases = [
+            (ok(3, 3), WorkloadHealth::Current, "3/3 ready"),
+            (
+                json!({"observedGeneration": 1}),
+                WorkloadHealth::InProgress,
+                "waiting for the controller to observe generation 2",
+            ),
+            (
+                json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1, "readyReplicas": 3}),
+                WorkloadHealth::InProgress,
+                "rollout waiting: 1 of 3 updated",
+            ),
+            (
+                json!({"observedGeneration": 2, "replicas": 4, "updatedReplicas": 3, "readyReplicas": 3}),
+                WorkloadHealth::InProgress,
+                "1 old replicas pending termination",
+            ),
+            (ok(3, 2), WorkloadHealth::InProgress, "2/3 ready"),
+            (
+                json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "availableReplicas": 1}),
+                WorkloadHealth::InProgress,
+                "1/3 available",
+            ),
+            (
+                json!({"observedGeneration": 2, "conditions": [deadline()]}),
+                WorkloadHealth::Failed,
+                "ReplicaSet \"web-1\" has timed out progressing.",
+            ),
+        ];
+        for (status, health, message) in cases {
+            let w = deployment(3, status.clone());
+            assert_eq!(w.health(), (health, message.to_string()), "{status}");
+        }
+    }
+
+    #[test]
+    fn stable_states() {
+        let running = deployment(3, ok(3, 3));
+        let partial = deployment(3, ok(3, 1));
+        let zero_ready = deployment(3, ok(3, 0));
+        let scaled_down = deployment(0, json!({"observedGeneration": 2}));
+        let draining = deployment(0, json!({"observedGeneration": 2, "replicas": 2}));
+        let mut failed_status = ok(3, 0);
+        failed_status["conditions"] = json!([deadline()]);
+        let failed = deployment(3, failed_status);
+        let mut stuck_status = ok(3, 2);
+        stuck_status["conditions"] = json!([deadline()]);
+        let stuck = deployment(3, stuck_status);
+        let rolling = deployment(
+            3,
+            json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1, "readyReplicas": 1}),
+        );
+        let cases: Vec<(&str, bool, Vec<&Workload>, AppPhase, &str)> = vec![
+            (
+                "namespace gone",
+                false,
+                vec![&running],
+                AppPhase::NotExisted,
+                "NamespaceNotFound",
+            ),
+            (
+                "no workloads",
+                true,
+                vec![],
+                AppPhase::Stopped,
+                "NoWorkloads",
+            ),
+            (
+                "scaled to zero",
+                true,
+                vec![&scaled_down],
+                AppPhase::Stopped,
+                "ScaledToZero",
+            ),
+            (
+                "scaled to zero, pods leaving",
+                true,
+                vec![&draining],
+                AppPhase::Stopped,
+                "ScaledToZero",
+            ),
+            (
+                "all ready",
+                true,
+                vec![&running],
+                AppPhase::Running,
+                "AllReady",
+            ),
+            (
+                "some ready",
+                true,
+                vec![&partial],
+                AppPhase::Degraded,
+                "ReplicasNotReady",
+            ),
+            (
+                "none ready, no failure",
+                true,
+                vec![&zero_ready],
+                AppPhase::Degraded,
+                "ReplicasNotReady",
+            ),
+            (
+                "rolling",
+                true,
+                vec![&rolling],
+                AppPhase::Degraded,
+                "RolloutInProgress",
+            ),
+            (
+                "none ready and failed",
+                true,
+                vec![&failed],
+                AppPhase::Panic,
+                "ProgressDeadlineExceeded",
+            ),
+            (
+                "stuck rollout, old pods serve",
+                true,
+                vec![&stuck],
+                AppPhase::Degraded,
+                "ProgressDeadlineExceeded",
+            ),
+            (
+                "two workloads, one short",
+                true,
+                vec![&running, &partial],
+                AppPhase::Degraded,
+                "ReplicasNotReady",
+            ),
+            (
+                "running and stopped",
+                true,
+                vec![&running, &scaled_down],
+                AppPhase::Running,
+                "AllReady",
+            ),
+        ];
+        for (name, ns, workloads, phase, reason) in cases {
+            let (p, r, _) = stable_state(ns, &workloads);
+            assert_eq!((p, r), (phase, reason), "{name}");
+        }
+        let (_, _, message) = stable_state(true, &[&partial]);
+        assert_eq!(message, "1/3 ready (Deployment web: 1/3 ready)");
+    }
+
+    #[test]
+    fn app_document() {
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let w = deployment(3, ok(3, 2));
+        let app = AppStatus::new("c", "shop", "shop-web", now).observe(true, &[&w], now);
+        assert_eq!(app.state, "Degraded");
+        assert_eq!((app.expected, app.ready), (3, 2));
+        let doc = serde_json::to_value(&app).unwrap();
+        assert_eq!(doc["phase"], "Degraded");
+        assert_eq!(doc["workloads"][0]["health"], "InProgress");
+        assert_eq!(doc["task"], serde_json::Value::Null);
+        // An unchanged observation leaves the document unchanged.
+        let again = app
+            .clone()
+            .observe(true, &[&w], now + chrono::Duration::seconds(5));
+        assert_eq!(again, app);
+    }
+}

@@ -1,0 +1,410 @@
+//! The cluster status machine: `Pending` → `Initializing` → `Healthy`;
+//! `Unhealthy` with a reason; `Degraded` when reachable but some synced
+//! resources fail; `Removed`. Success and failure thresholds keep a single
+//! lost probe from flapping the phase.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Lifecycle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ClusterPhase {
+    Pending,
+    Initializing,
+    Healthy,
+    Degraded,
+    Unhealthy,
+    Removed,
+}
+
+impl std::fmt::Display for ClusterPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// Why a probe failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ProbeFailure {
+    Disconnected,
+    Unauthorized,
+    ApiServerNotReady,
+    TLSError,
+    Timeout,
+}
+
+impl ProbeFailure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeFailure::Disconnected => "Disconnected",
+            ProbeFailure::Unauthorized => "Unauthorized",
+            ProbeFailure::ApiServerNotReady => "ApiServerNotReady",
+            ProbeFailure::TLSError => "TLSError",
+            ProbeFailure::Timeout => "Timeout",
+        }
+    }
+}
+
+/// Consecutive probe results needed to change between up and down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Thresholds {
+    pub success: u32,
+    pub failure: u32,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self {
+            success: 1,
+            failure: 2,
+        }
+    }
+}
+
+/// The latest probe, as shown in the document.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeInfo {
+    pub latency_ms: Option<u64>,
+    pub last_probe_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub server_version: Option<String>,
+    pub consecutive_successes: u32,
+    pub consecutive_failures: u32,
+}
+
+/// Sync states of the cluster's resources, summed up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceCounts {
+    pub total: u32,
+    pub synced: u32,
+    pub failing: u32,
+}
+
+/// The `clusters/{name}` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterStatus {
+    pub name: String,
+    pub server: String,
+    #[serde(flatten)]
+    pub lifecycle: Lifecycle<ClusterPhase>,
+    pub probe: ProbeInfo,
+    pub resources: ResourceCounts,
+}
+
+/// What the engine tells the cluster machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClusterInput {
+    /// The source started; the first probe is on its way.
+    Started,
+    ProbeSucceeded {
+        latency_ms: u64,
+        version: Option<String>,
+    },
+    ProbeFailed {
+        failure: ProbeFailure,
+        message: String,
+        latency_ms: Option<u64>,
+    },
+    Resources(ResourceCounts),
+    Removed,
+}
+
+impl ClusterStatus {
+    pub fn new(name: &str, server: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            name: name.into(),
+            server: server.into(),
+            lifecycle: Lifecycle::new(
+                ClusterPhase::Pending,
+                "Registered",
+                "not contacted yet",
+                now,
+            ),
+            probe: ProbeInfo::default(),
+            resources: ResourceCounts::default(),
+        }
+    }
+
+    pub fn phase(&self) -> ClusterPhase {
+        self.lifecycle.phase
+    }
+
+    fn is_up(&self) -> bool {
+        matches!(self.phase(), ClusterPhase::Healthy | ClusterPhase::Degraded)
+    }
+
+    /// Healthy or Degraded, from the resource counts.
+    fn set_up(&mut self, now: DateTime<Utc>) {
+        let latency = self.probe.latency_ms.unwrap_or(0);
+        let r = self.resources;
+        if r.failing > 0 {
+            self.lifecycle.set(
+                ClusterPhase::Degraded,
+                "ResourcesFailing",
+                format!("{} of {} synced resources failing", r.failing, r.total),
+                now,
+            );
+        } else {
+            self.lifecycle.set(
+                ClusterPhase::Healthy,
+                "Ready",
+                format!(
+                    "apiserver ready ({latency} ms), {}/{} resources syncing",
+                    r.synced, r.total
+                ),
+                now,
+            );
+        }
+    }
+
+    /// The machine: the next state for one input.
+    pub fn step(mut self, input: ClusterInput, thresholds: Thresholds, now: DateTime<Utc>) -> Self {
+        if self.phase() == ClusterPhase::Removed {
+            return self;
+        }
+        match input {
+            ClusterInput::Started => {
+                if self.phase() == ClusterPhase::Pending {
+                    self.lifecycle.set(
+                        ClusterPhase::Initializing,
+                        "Probing",
+                        "first probe running",
+                        now,
+                    );
+                }
+            }
+            ClusterInput::ProbeSucceeded {
+                latency_ms,
+                version,
+            } => {
+                let p = &mut self.probe;
+                p.consecutive_successes += 1;
+                p.consecutive_failures = 0;
+                p.latency_ms = Some(latency_ms);
+                p.last_probe_at = Some(now);
+                if version.is_some() {
+                    p.server_version = version;
+                }
+                let recovering = self.phase() == ClusterPhase::Unhealthy
+                    && self.probe.consecutive_successes < thresholds.success.max(1);
+                if recovering {
+                    let message = format!(
+                        "recovering: {}/{} probes succeeded",
+                        self.probe.consecutive_successes, thresholds.success
+                    );
+                    let reason = self.lifecycle.reason.clone();
+                    self.lifecycle
+                        .set(ClusterPhase::Unhealthy, &reason, message, now);
+                } else {
+                    self.set_up(now);
+                }
+            }
+            ClusterInput::ProbeFailed {
+                failure,
+                message,
+                latency_ms,
+            } => {
+                let p = &mut self.probe;
+                p.consecutive_failures += 1;
+                p.consecutive_successes = 0;
+                p.latency_ms = latency_ms;
+                p.last_probe_at = Some(now);
+                p.last_error = Some(message.clone());
+                let failures = p.consecutive_failures;
+                if self.is_up() && failures < thresholds.failure.max(1) {
+                    // Below the threshold: keep the phase, say what happened.
+                    let (phase, reason) = (self.phase(), self.lifecycle.reason.clone());
+                    let text = format!(
+                        "probe failed ({failures}/{}): {message}",
+                        thresholds.failure
+                    );
+                    self.lifecycle.set(phase, &reason, text, now);
+                } else {
+                    self.lifecycle
+                        .set(ClusterPhase::Unhealthy, failure.as_str(), message, now);
+                }
+            }
+            ClusterInput::Resources(counts) => {
+                self.resources = counts;
+                if self.is_up() {
+                    self.set_up(now);
+                }
+            }
+            ClusterInput::Removed => {
+                self.lifecycle.set(
+                    ClusterPhase::Removed,
+                    "Unregistered",
+                    "removed from the configuration",
+                    now,
+                );
+            }
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
+    }
+
+    fn ok() -> ClusterInput {
+        ClusterInput::ProbeSucceeded {
+            latency_ms: 3,
+            version: Some("v1.32.0".into()),
+        }
+    }
+
+    fn fail(failure: ProbeFailure) -> ClusterInput {
+        ClusterInput::ProbeFailed {
+            failure,
+            message: "boom".into(),
+            latency_ms: None,
+        }
+    }
+
+    fn counts(total: u32, failing: u32) -> ClusterInput {
+        ClusterInput::Resources(ResourceCounts {
+            total,
+            synced: total - failing,
+            failing,
+        })
+    }
+
+    /// Runs inputs from a fresh cluster and returns "Phase (Reason)" after each.
+    fn run(inputs: Vec<ClusterInput>, thresholds: Thresholds) -> Vec<String> {
+        let mut state = ClusterStatus::new("c", "http://c", t(0));
+        inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, input)| {
+                state = state.clone().step(input, thresholds, t(i as i64 + 1));
+                state.lifecycle.label(true)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn phases_and_reasons() {
+        let th = Thresholds {
+            success: 2,
+            failure: 3,
+        };
+        use ProbeFailure::*;
+        let cases: Vec<(&str, Vec<ClusterInput>, Vec<&str>)> = vec![
+            (
+                "first contact",
+                vec![ClusterInput::Started, ok()],
+                vec!["Initializing (Probing)", "Healthy (Ready)"],
+            ),
+            (
+                "unreachable from the start",
+                vec![ClusterInput::Started, fail(Disconnected)],
+                vec!["Initializing (Probing)", "Unhealthy (Disconnected)"],
+            ),
+            (
+                "one lost probe does not flap",
+                vec![ok(), fail(Timeout), fail(Timeout), ok()],
+                vec![
+                    "Healthy (Ready)",
+                    "Healthy (Ready)",
+                    "Healthy (Ready)",
+                    "Healthy (Ready)",
+                ],
+            ),
+            (
+                "failure threshold",
+                vec![
+                    ok(),
+                    fail(Disconnected),
+                    fail(Disconnected),
+                    fail(Disconnected),
+                ],
+                vec![
+                    "Healthy (Ready)",
+                    "Healthy (Ready)",
+                    "Healthy (Ready)",
+                    "Unhealthy (Disconnected)",
+                ],
+            ),
+            (
+                "success threshold on recovery",
+                vec![fail(Unauthorized), ok(), ok()],
+                vec![
+                    "Unhealthy (Unauthorized)",
+                    "Unhealthy (Unauthorized)",
+                    "Healthy (Ready)",
+                ],
+            ),
+            (
+                "reason follows the latest failure",
+                vec![fail(Disconnected), fail(TLSError), fail(ApiServerNotReady)],
+                vec![
+                    "Unhealthy (Disconnected)",
+                    "Unhealthy (TLSError)",
+                    "Unhealthy (ApiServerNotReady)",
+                ],
+            ),
+            (
+                "degraded while resources fail",
+                vec![ok(), counts(4, 1), counts(4, 0)],
+                vec![
+                    "Healthy (Ready)",
+                    "Degraded (ResourcesFailing)",
+                    "Healthy (Ready)",
+                ],
+            ),
+            (
+                "resource counts alone do not make an unreachable cluster degraded",
+                vec![fail(Timeout), counts(4, 4)],
+                vec!["Unhealthy (Timeout)", "Unhealthy (Timeout)"],
+            ),
+            (
+                "removed is final",
+                vec![ok(), ClusterInput::Removed, ok()],
+                vec![
+                    "Healthy (Ready)",
+                    "Removed (Unregistered)",
+                    "Removed (Unregistered)",
+                ],
+            ),
+        ];
+        for (name, inputs, want) in cases {
+            assert_eq!(run(inputs, th), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn probe_details_and_history() {
+        let th = Thresholds::default();
+        let s = ClusterStatus::new("c", "http://c", t(0))
+            .step(ok(), th, t(1))
+            .step(fail(ProbeFailure::Disconnected), th, t(2))
+            .step(fail(ProbeFailure::Disconnected), th, t(3));
+        assert_eq!(s.probe.last_error.as_deref(), Some("boom"));
+        assert_eq!(s.probe.server_version.as_deref(), Some("v1.32.0"));
+        assert_eq!(s.probe.consecutive_failures, 2);
+        assert_eq!(s.lifecycle.since, t(3));
+        let history: Vec<(&str, &str)> = s
+            .lifecycle
+            .history
+            .iter()
+            .map(|h| (h.to.as_str(), h.reason.as_str()))
+            .collect();
+        assert_eq!(
+            history,
+            [("Healthy", "Ready"), ("Unhealthy", "Disconnected")]
+        );
+        let doc = serde_json::to_value(&s).unwrap();
+        assert_eq!(doc["phase"], "Unhealthy");
+        assert_eq!(doc["reason"], "Disconnected");
+        assert_eq!(doc["probe"]["lastError"], "boom");
+    }
+}

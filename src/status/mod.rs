@@ -1,0 +1,12 @@
+//! Status machines, the product: pure functions `(state, input, now) → state`
+//! for member clusters, sync registries and applications
+//! (`sources ──Observation──▶ [status machines] ──▶ hub`).
+//!
+//! No sockets, clocks or locks here: the engine feeds inputs and the time.
+
+pub mod app;
+pub mod cluster;
+pub mod lifecycle;
+pub mod sync;
+
+pub use lifecycle::{Lifecycle, Transition};

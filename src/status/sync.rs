@@ -1,0 +1,379 @@
+//! The sync status machine, one per cluster × resource (the seed's "pending,
+//! syncing"): `Pending` → `Listing` → `Syncing`; `Error` with a reason →
+//! `Backoff` until the next retry; `Stopped` while the cluster is unhealthy
+//! or once the resource leaves the registry.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Lifecycle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum SyncPhase {
+    Pending,
+    Listing,
+    Syncing,
+    Error,
+    Backoff,
+    Stopped,
+}
+
+impl std::fmt::Display for SyncPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// A resource, as topics name it (`core` for the core group).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Gvr {
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+}
+
+impl Gvr {
+    pub fn new(group: &str, version: &str, resource: &str) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+        }
+    }
+
+    /// `apps/v1/deployments`, `core/v1/namespaces`.
+    pub fn path(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        format!("{group}/{}/{}", self.version, self.resource)
+    }
+}
+
+/// The `clusters/{c}/sync/{g}/{v}/{r}` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStatus {
+    pub cluster: String,
+    pub resource: Gvr,
+    #[serde(flatten)]
+    pub lifecycle: Lifecycle<SyncPhase>,
+    /// Objects in the cache (while listing: listed so far).
+    pub objects: u64,
+    pub resource_version: Option<String>,
+    pub last_event_at: Option<DateTime<Utc>>,
+    pub retry_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
+/// What the source and the engine tell the sync machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncInput {
+    ListStarted,
+    Listed {
+        count: u64,
+    },
+    ListDone {
+        count: u64,
+        resource_version: Option<String>,
+    },
+    Event {
+        count: u64,
+        resource_version: Option<String>,
+    },
+    Failed {
+        reason: String,
+        message: String,
+    },
+    BackingOff {
+        until: DateTime<Utc>,
+    },
+    ClusterDown,
+    ClusterUp,
+    Removed,
+}
+
+impl SyncStatus {
+    pub fn new(cluster: &str, resource: Gvr, now: DateTime<Utc>) -> Self {
+        Self {
+            cluster: cluster.into(),
+            resource,
+            lifecycle: Lifecycle::new(
+                SyncPhase::Pending,
+                "Waiting",
+                "waiting for the first list",
+                now,
+            ),
+            objects: 0,
+            resource_version: None,
+            last_event_at: None,
+            retry_at: None,
+            last_error: None,
+        }
+    }
+
+    pub fn phase(&self) -> SyncPhase {
+        self.lifecycle.phase
+    }
+
+    /// Counted as failing by the cluster machine.
+    pub fn is_failing(&self) -> bool {
+        matches!(self.phase(), SyncPhase::Error | SyncPhase::Backoff)
+    }
+
+    fn stopped_for_cluster(&self) -> bool {
+        self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "ClusterUnhealthy"
+    }
+
+    pub fn step(mut self, input: SyncInput, now: DateTime<Utc>) -> Self {
+        if self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "RemovedFromRegistry" {
+            return self;
+        }
+        match input {
+            SyncInput::ListStarted => {
+                let reason = if self.resource_version.is_some() {
+                    "Relist"
+                } else {
+                    "InitialList"
+                };
+                self.objects = 0;
+                self.retry_at = None;
+                self.lifecycle
+                    .set(SyncPhase::Listing, reason, "listing", now);
+            }
+            SyncInput::Listed { count } => {
+                self.objects = count;
+                if self.phase() == SyncPhase::Listing {
+                    let reason = self.lifecycle.reason.clone();
+                    self.lifecycle.set(
+                        SyncPhase::Listing,
+                        &reason,
+                        format!("{count} objects listed so far"),
+                        now,
+                    );
+                }
+            }
+            SyncInput::ListDone {
+                count,
+                resource_version,
+            }
+            | SyncInput::Event {
+                count,
+                resource_version,
+            } => {
+                let listed = self.phase() == SyncPhase::Listing;
+                self.objects = count;
+                if resource_version.is_some() {
+                    self.resource_version = resource_version;
+                }
+                if !listed {
+                    self.last_event_at = Some(now);
+                }
+                self.retry_at = None;
+                self.lifecycle.set(
+                    SyncPhase::Syncing,
+                    "Watching",
+                    format!("{count} objects, watching for changes"),
+                    now,
+                );
+            }
+            SyncInput::Failed { reason, message } => {
+                self.last_error = Some(message.clone());
+                if !self.stopped_for_cluster() {
+                    self.lifecycle.set(SyncPhase::Error, &reason, message, now);
+                }
+            }
+            SyncInput::BackingOff { until } => {
+                self.retry_at = Some(until);
+                if self.phase() == SyncPhase::Error {
+                    let reason = self.lifecycle.reason.clone();
+                    let message = format!(
+                        "{}; retrying at {}",
+                        self.lifecycle.message,
+                        until.format("%H:%M:%S")
+                    );
+                    self.lifecycle
+                        .set(SyncPhase::Backoff, &reason, message, now);
+                }
+            }
+            SyncInput::ClusterDown => {
+                if self.phase() != SyncPhase::Stopped {
+                    self.lifecycle.set(
+                        SyncPhase::Stopped,
+                        "ClusterUnhealthy",
+                        "the cluster is unreachable",
+                        now,
+                    );
+                }
+            }
+            SyncInput::ClusterUp => {
+                if self.stopped_for_cluster() {
+                    self.lifecycle.set(
+                        SyncPhase::Pending,
+                        "ClusterRecovered",
+                        "waiting for the watch to resume",
+                        now,
+                    );
+                }
+            }
+            SyncInput::Removed => {
+                self.lifecycle.set(
+                    SyncPhase::Stopped,
+                    "RemovedFromRegistry",
+                    "no sync registry names this resource any more",
+                    now,
+                );
+            }
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
+    }
+
+    fn failed(reason: &str) -> SyncInput {
+        SyncInput::Failed {
+            reason: reason.into(),
+            message: format!("{reason} happened"),
+        }
+    }
+
+    fn done(count: u64) -> SyncInput {
+        SyncInput::ListDone {
+            count,
+            resource_version: Some("7".into()),
+        }
+    }
+
+    fn run(inputs: Vec<SyncInput>) -> Vec<String> {
+        let mut s = SyncStatus::new("c", Gvr::new("apps", "v1", "deployments"), t(0));
+        inputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, input)| {
+                s = s.clone().step(input, t(i as i64 + 1));
+                format!("{} ({}) {}", s.phase(), s.lifecycle.reason, s.objects)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn phases_and_reasons() {
+        let backoff = SyncInput::BackingOff { until: t(30) };
+        let cases: Vec<(&str, Vec<SyncInput>, Vec<&str>)> = vec![
+            (
+                "initial list then watch",
+                vec![
+                    SyncInput::ListStarted,
+                    SyncInput::Listed { count: 500 },
+                    done(800),
+                    SyncInput::Event {
+                        count: 801,
+                        resource_version: None,
+                    },
+                ],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Listing (InitialList) 500",
+                    "Syncing (Watching) 800",
+                    "Syncing (Watching) 801",
+                ],
+            ),
+            (
+                "forbidden then backoff",
+                vec![SyncInput::ListStarted, failed("Forbidden"), backoff.clone()],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Error (Forbidden) 0",
+                    "Backoff (Forbidden) 0",
+                ],
+            ),
+            (
+                "expired relists",
+                vec![
+                    SyncInput::ListStarted,
+                    done(3),
+                    failed("Expired"),
+                    SyncInput::ListStarted,
+                    done(3),
+                ],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 3",
+                    "Error (Expired) 3",
+                    "Listing (Relist) 0",
+                    "Syncing (Watching) 3",
+                ],
+            ),
+            (
+                "cluster down stops, errors meanwhile keep it stopped, recovery waits for the watch",
+                vec![
+                    done(2),
+                    SyncInput::ClusterDown,
+                    failed("Disconnected"),
+                    backoff.clone(),
+                    SyncInput::ClusterUp,
+                    SyncInput::ListStarted,
+                ],
+                vec![
+                    "Syncing (Watching) 2",
+                    "Stopped (ClusterUnhealthy) 2",
+                    "Stopped (ClusterUnhealthy) 2",
+                    "Stopped (ClusterUnhealthy) 2",
+                    "Pending (ClusterRecovered) 2",
+                    "Listing (Relist) 0",
+                ],
+            ),
+            (
+                "removed from the registry is final",
+                vec![done(1), SyncInput::Removed, SyncInput::ListStarted],
+                vec![
+                    "Syncing (Watching) 1",
+                    "Stopped (RemovedFromRegistry) 1",
+                    "Stopped (RemovedFromRegistry) 1",
+                ],
+            ),
+            (
+                "other reasons",
+                vec![failed("NotServed"), failed("Throttled"), failed("Timeout")],
+                vec![
+                    "Error (NotServed) 0",
+                    "Error (Throttled) 0",
+                    "Error (Timeout) 0",
+                ],
+            ),
+        ];
+        for (name, inputs, want) in cases {
+            assert_eq!(run(inputs), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn document_fields() {
+        let s = SyncStatus::new("c", Gvr::new("", "v1", "namespaces"), t(0))
+            .step(SyncInput::ListStarted, t(1))
+            .step(done(4), t(2))
+            .step(
+                SyncInput::Event {
+                    count: 5,
+                    resource_version: Some("9".into()),
+                },
+                t(3),
+            );
+        assert_eq!(s.resource.path(), "core/v1/namespaces");
+        assert_eq!(s.last_event_at, Some(t(3)));
+        assert_eq!(s.resource_version.as_deref(), Some("9"));
+        assert!(!s.is_failing());
+        let doc = serde_json::to_value(&s).unwrap();
+        assert_eq!(doc["phase"], "Syncing");
+        assert_eq!(doc["objects"], 5);
+    }
+}

@@ -9,6 +9,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod gateway;
+pub mod hub;
 pub mod scenario;
 pub mod serve;
 pub mod shutdown;

@@ -1,0 +1,482 @@
+//! The hub: in-memory state keyed by topic (`sources → engine → [hub] →
+//! transports`). It assigns per-topic revisions and a hub-wide sequence
+//! within a process epoch, keeps a bounded replay log, computes each change's
+//! JSON merge patch once, and fans changes out to subscriptions through a
+//! pattern index. A slow subscription never blocks it: its queue is bounded
+//! and, when full, the topics it missed are resent as fresh snapshots.
+
+pub mod patch;
+pub mod topic;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+
+pub use topic::Pattern;
+use topic::PatternIndex;
+
+/// What happened to a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    /// First document of a topic.
+    Snapshot,
+    /// A change to an existing document (see `patch`).
+    Patch,
+    Removed,
+}
+
+/// One published change, shared by every subscriber.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    pub topic: String,
+    pub rev: u64,
+    pub seq: u64,
+    pub kind: ChangeKind,
+    /// The document after the change (None when removed).
+    pub doc: Option<Arc<Value>>,
+    /// RFC 7386 merge patch from the previous revision (for `Patch`).
+    pub patch: Option<Arc<Value>>,
+    pub at: DateTime<Utc>,
+}
+
+/// A topic's current document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopicDoc {
+    pub topic: String,
+    pub rev: u64,
+    pub doc: Arc<Value>,
+}
+
+/// What a subscription yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    Change(Arc<Change>),
+    /// The subscriber fell behind on this topic: here is its latest state
+    /// (None: the topic is gone).
+    Resync {
+        topic: String,
+        current: Option<TopicDoc>,
+    },
+}
+
+/// Sizes of the hub's bounded structures.
+#[derive(Debug, Clone, Copy)]
+pub struct HubConfig {
+    /// Changes kept for resume.
+    pub log_size: usize,
+    /// Changes queued per subscription before it falls back to snapshots.
+    pub subscriber_queue: usize,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        Self {
+            log_size: 10_000,
+            subscriber_queue: 1024,
+        }
+    }
+}
+
+struct Entry {
+    rev: u64,
+    doc: Arc<Value>,
+}
+
+/// Per-subscription state the publisher writes to.
+struct Slot {
+    tx: mpsc::Sender<Arc<Change>>,
+    lagged: Arc<Lagged>,
+}
+
+#[derive(Default)]
+struct Lagged {
+    topics: Mutex<BTreeSet<String>>,
+    notify: Notify,
+}
+
+struct Inner {
+    topics: BTreeMap<String, Entry>,
+    seq: u64,
+    log: VecDeque<Arc<Change>>,
+    index: PatternIndex<u64>,
+    slots: HashMap<u64, Slot>,
+    next_id: u64,
+    lag_events: u64,
+}
+
+/// Counters of the hub, for health and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HubStats {
+    pub topics: usize,
+    pub seq: u64,
+    pub subscriptions: usize,
+    /// Changes a full subscription queue turned into a later resync.
+    pub lag_events: u64,
+}
+
+/// The hub. Cheap to share behind an `Arc`.
+pub struct Hub {
+    epoch: String,
+    config: HubConfig,
+    inner: Mutex<Inner>,
+}
+
+impl Hub {
+    pub fn new(config: HubConfig) -> Arc<Self> {
+        let epoch = format!("{:x}", Utc::now().timestamp_micros());
+        Arc::new(Self {
+            epoch,
+            config,
+            inner: Mutex::new(Inner {
+                topics: BTreeMap::new(),
+                seq: 0,
+                log: VecDeque::new(),
+                index: PatternIndex::default(),
+                slots: HashMap::new(),
+                next_id: 0,
+                lag_events: 0,
+            }),
+        })
+    }
+
+    /// Identifies this process lifetime in cursors (`{epoch}-{seq}`).
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    /// Sets a topic's document. Publishes only when it really changed;
+    /// returns the change.
+    pub fn put(&self, topic: &str, doc: Value) -> Option<Arc<Change>> {
+        let mut inner = self.inner.lock();
+        let (kind, rev, patch) = match inner.topics.get(topic) {
+            Some(entry) if *entry.doc == doc => return None,
+            Some(entry) => (
+                ChangeKind::Patch,
+                entry.rev + 1,
+                Some(Arc::new(patch::merge_diff(&entry.doc, &doc))),
+            ),
+            None => (ChangeKind::Snapshot, 1, None),
+        };
+        let doc = Arc::new(doc);
+        inner.topics.insert(
+            topic.to_string(),
+            Entry {
+                rev,
+                doc: doc.clone(),
+            },
+        );
+        Some(self.publish(&mut inner, topic, rev, kind, Some(doc), patch))
+    }
+
+    /// Removes a topic, publishing `removed`.
+    pub fn remove(&self, topic: &str) -> Option<Arc<Change>> {
+        let mut inner = self.inner.lock();
+        let entry = inner.topics.remove(topic)?;
+        Some(self.publish(
+            &mut inner,
+            topic,
+            entry.rev + 1,
+            ChangeKind::Removed,
+            None,
+            None,
+        ))
+    }
+
+    fn publish(
+        &self,
+        inner: &mut Inner,
+        topic: &str,
+        rev: u64,
+        kind: ChangeKind,
+        doc: Option<Arc<Value>>,
+        patch: Option<Arc<Value>>,
+    ) -> Arc<Change> {
+        inner.seq += 1;
+        let change = Arc::new(Change {
+            topic: topic.to_string(),
+            rev,
+            seq: inner.seq,
+            kind,
+            doc,
+            patch,
+            at: Utc::now(),
+        });
+        inner.log.push_back(change.clone());
+        while inner.log.len() > self.config.log_size {
+            inner.log.pop_front();
+        }
+        let mut ids = inner.index.matches(topic);
+        ids.sort_unstable();
+        ids.dedup();
+        let mut lagged = 0;
+        for id in ids {
+            let Some(slot) = inner.slots.get(&id) else {
+                continue;
+            };
+            let mut missed = slot.lagged.topics.lock();
+            // Once a topic is behind, its later changes wait for the resync too.
+            if missed.contains(topic) || slot.tx.try_send(change.clone()).is_err() {
+                missed.insert(topic.to_string());
+                lagged += 1;
+                drop(missed);
+                slot.lagged.notify.notify_one();
+            }
+        }
+        inner.lag_events += lagged;
+        change
+    }
+
+    pub fn get(&self, topic: &str) -> Option<TopicDoc> {
+        let inner = self.inner.lock();
+        inner.topics.get(topic).map(|e| TopicDoc {
+            topic: topic.to_string(),
+            rev: e.rev,
+            doc: e.doc.clone(),
+        })
+    }
+
+    /// Current documents of every topic matching any of `patterns`, in topic order.
+    pub fn list(&self, patterns: &[Pattern]) -> Vec<TopicDoc> {
+        let inner = self.inner.lock();
+        Self::matching(&inner, patterns)
+    }
+
+    fn matching(inner: &Inner, patterns: &[Pattern]) -> Vec<TopicDoc> {
+        inner
+            .topics
+            .iter()
+            .filter(|(t, _)| patterns.iter().any(|p| p.matches(t)))
+            .map(|(t, e)| TopicDoc {
+                topic: t.clone(),
+                rev: e.rev,
+                doc: e.doc.clone(),
+            })
+            .collect()
+    }
+
+    /// Changes after `seq` still in the log, or None when some are gone.
+    pub fn changes_since(&self, seq: u64) -> Option<Vec<Arc<Change>>> {
+        let inner = self.inner.lock();
+        let oldest = inner.log.front().map(|c| c.seq).unwrap_or(inner.seq + 1);
+        if seq > inner.seq || seq + 1 < oldest {
+            return None;
+        }
+        Some(inner.log.iter().filter(|c| c.seq > seq).cloned().collect())
+    }
+
+    /// Subscribes to `patterns`: the current snapshot plus every later
+    /// change, with no gap between the two.
+    pub fn subscribe(self: &Arc<Self>, patterns: Vec<Pattern>) -> Subscription {
+        let mut inner = self.inner.lock();
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let (tx, rx) = mpsc::channel(self.config.subscriber_queue.max(1));
+        let lagged = Arc::new(Lagged::default());
+        for p in &patterns {
+            inner.index.insert(p, id);
+        }
+        inner.slots.insert(
+            id,
+            Slot {
+                tx,
+                lagged: lagged.clone(),
+            },
+        );
+        let snapshot = Self::matching(&inner, &patterns);
+        let seq = inner.seq;
+        Subscription {
+            id,
+            hub: self.clone(),
+            patterns,
+            snapshot,
+            seq,
+            rx,
+            lagged,
+        }
+    }
+
+    fn unsubscribe(&self, id: u64, patterns: &[Pattern]) {
+        let mut inner = self.inner.lock();
+        for p in patterns {
+            inner.index.remove(p, &id);
+        }
+        inner.slots.remove(&id);
+    }
+
+    pub fn stats(&self) -> HubStats {
+        let inner = self.inner.lock();
+        HubStats {
+            topics: inner.topics.len(),
+            seq: inner.seq,
+            subscriptions: inner.slots.len(),
+            lag_events: inner.lag_events,
+        }
+    }
+}
+
+/// A live subscription; dropping it unsubscribes.
+pub struct Subscription {
+    id: u64,
+    hub: Arc<Hub>,
+    patterns: Vec<Pattern>,
+    snapshot: Vec<TopicDoc>,
+    seq: u64,
+    rx: mpsc::Receiver<Arc<Change>>,
+    lagged: Arc<Lagged>,
+}
+
+impl Subscription {
+    /// The matching documents at subscription time.
+    pub fn snapshot(&self) -> &[TopicDoc] {
+        &self.snapshot
+    }
+
+    /// Hub sequence at subscription time (later changes have larger ones).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The next change, or a resync of a topic this subscription fell behind on.
+    pub async fn next(&mut self) -> Option<Delivery> {
+        loop {
+            match self.rx.try_recv() {
+                Ok(change) => return Some(Delivery::Change(change)),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            let missed = self.lagged.topics.lock().pop_first();
+            if let Some(topic) = missed {
+                let current = self.hub.get(&topic);
+                return Some(Delivery::Resync { topic, current });
+            }
+            tokio::select! {
+                change = self.rx.recv() => return change.map(Delivery::Change),
+                _ = self.lagged.notify.notified() => {}
+            }
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.hub.unsubscribe(self.id, &self.patterns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn patterns(p: &[&str]) -> Vec<Pattern> {
+        p.iter().map(|s| Pattern::parse(s).unwrap()).collect()
+    }
+
+    #[test]
+    fn revisions_patches_and_no_op_puts() {
+        let hub = Hub::new(HubConfig::default());
+        let first = hub
+            .put("clusters/a", json!({"phase": "Pending", "n": 1}))
+            .unwrap();
+        assert_eq!(
+            (first.kind, first.rev, first.seq),
+            (ChangeKind::Snapshot, 1, 1)
+        );
+        assert!(
+            hub.put("clusters/a", json!({"phase": "Pending", "n": 1}))
+                .is_none()
+        );
+        let second = hub
+            .put("clusters/a", json!({"phase": "Healthy", "n": 1}))
+            .unwrap();
+        assert_eq!(
+            (second.kind, second.rev, second.seq),
+            (ChangeKind::Patch, 2, 2)
+        );
+        assert_eq!(*second.patch.clone().unwrap(), json!({"phase": "Healthy"}));
+        let removed = hub.remove("clusters/a").unwrap();
+        assert_eq!((removed.kind, removed.rev), (ChangeKind::Removed, 3));
+        assert!(hub.get("clusters/a").is_none());
+        assert!(hub.remove("clusters/a").is_none());
+    }
+
+    #[test]
+    fn replay_log_is_bounded() {
+        let hub = Hub::new(HubConfig {
+            log_size: 3,
+            subscriber_queue: 8,
+        });
+        for i in 0..5 {
+            hub.put("t/x", json!({"i": i}));
+        }
+        assert_eq!(hub.changes_since(2).unwrap().len(), 3);
+        assert!(hub.changes_since(1).is_none(), "seq 2 fell out of the log");
+        assert_eq!(hub.changes_since(5).unwrap().len(), 0);
+        assert!(hub.changes_since(9).is_none(), "a future cursor is unknown");
+    }
+
+    #[tokio::test]
+    async fn subscriptions_get_snapshot_then_matching_changes_once() {
+        let hub = Hub::new(HubConfig::default());
+        hub.put("clusters/a", json!({"p": 1}));
+        hub.put("apps/a/shop/web", json!({"p": 1}));
+        let mut sub = hub.subscribe(patterns(&["clusters/*", "clusters/**"]));
+        assert_eq!(sub.snapshot().len(), 1);
+        hub.put("apps/a/shop/web", json!({"p": 2}));
+        hub.put("clusters/a", json!({"p": 2}));
+        match sub.next().await.unwrap() {
+            Delivery::Change(c) => assert_eq!((c.topic.as_str(), c.rev), ("clusters/a", 2)),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            sub.rx.try_recv().is_err(),
+            "overlapping patterns deliver once"
+        );
+        assert_eq!(hub.stats().subscriptions, 1);
+        drop(sub);
+        assert_eq!(hub.stats().subscriptions, 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_turns_into_a_resync_of_the_latest_state() {
+        let hub = Hub::new(HubConfig {
+            log_size: 100,
+            subscriber_queue: 2,
+        });
+        let mut sub = hub.subscribe(patterns(&["**"]));
+        for i in 0..10 {
+            hub.put("apps/a/b/c", json!({"i": i}));
+        }
+        hub.put("clusters/z", json!({"ok": true}));
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(sub.next().await.unwrap());
+        }
+        assert!(matches!(&got[0], Delivery::Change(c) if c.rev == 1));
+        assert!(matches!(&got[1], Delivery::Change(c) if c.rev == 2));
+        let resyncs: Vec<(String, u64)> = got[2..]
+            .iter()
+            .map(|d| match d {
+                Delivery::Resync { topic, current } => {
+                    (topic.clone(), current.as_ref().unwrap().rev)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            resyncs,
+            [
+                ("apps/a/b/c".to_string(), 10),
+                ("clusters/z".to_string(), 1)
+            ]
+        );
+        assert!(hub.stats().lag_events >= 9);
+    }
+}

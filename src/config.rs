@@ -19,6 +19,59 @@ pub struct FileConfig {
     /// Listen address; the `--listen` flag wins when both are given.
     pub listen: Option<SocketAddr>,
     pub clusters: Vec<ClusterSpec>,
+    /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
+    #[serde(default)]
+    pub sync_registries: Vec<crate::sources::SyncRegistry>,
+    /// Label whose value groups workloads into apps.
+    pub app_label: Option<String>,
+    #[serde(default)]
+    pub probe: ProbeSettings,
+}
+
+/// How member apiservers are probed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ProbeSettings {
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+    /// Consecutive successes before an unhealthy cluster counts as healthy again.
+    pub success_threshold: u32,
+    /// Consecutive failures before a healthy cluster counts as unhealthy.
+    pub failure_threshold: u32,
+}
+
+impl Default for ProbeSettings {
+    fn default() -> Self {
+        Self {
+            interval_seconds: 5,
+            timeout_seconds: 3,
+            success_threshold: 1,
+            failure_threshold: 2,
+        }
+    }
+}
+
+impl FileConfig {
+    /// The pipeline settings this file describes.
+    pub fn pipeline(&self) -> crate::pipeline::PipelineConfig {
+        let mut source = crate::sources::SourceConfig {
+            probe_interval: std::time::Duration::from_secs(self.probe.interval_seconds.max(1)),
+            probe_timeout: std::time::Duration::from_secs(self.probe.timeout_seconds.max(1)),
+            ..Default::default()
+        };
+        if let Some(label) = &self.app_label {
+            source.app_label = label.clone();
+        }
+        crate::pipeline::PipelineConfig {
+            source,
+            thresholds: crate::status::cluster::Thresholds {
+                success: self.probe.success_threshold.max(1),
+                failure: self.probe.failure_threshold.max(1),
+            },
+            registries: self.sync_registries.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// One member cluster.

@@ -13,9 +13,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::gateway::{self, ClusterInfo, GatewayState};
+use crate::gateway::{self, GatewayState};
+use crate::hub::Hub;
+use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::scenario;
 use crate::sim::{ConvergeConfig, SimCluster, SimConfig};
+use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
 
 /// Options of the demo.
 #[derive(Debug, Clone)]
@@ -71,22 +74,26 @@ pub async fn start_clusters(
     Ok(clusters)
 }
 
+/// A simulated cluster as the index page lists it.
+#[derive(Debug, Clone)]
+struct ClusterLink {
+    name: String,
+    server: String,
+}
+
 /// The demo's routes: the gateway plus an index page and each cluster's control API.
-pub fn app(clusters: &[SimCluster]) -> Router {
-    let infos: Vec<ClusterInfo> = clusters
+pub fn app(clusters: &[SimCluster], hub: Arc<Hub>) -> Router {
+    let links: Vec<ClusterLink> = clusters
         .iter()
-        .map(|c| ClusterInfo {
+        .map(|c| ClusterLink {
             name: c.name().into(),
             server: c.url(),
         })
         .collect();
-    let state = Arc::new(GatewayState {
-        clusters: infos.clone(),
-    });
     let mut router = Router::new()
         .route("/", get(index))
-        .with_state(Arc::new(infos))
-        .merge(gateway::app(state));
+        .with_state(Arc::new(links))
+        .merge(gateway::app(Arc::new(GatewayState { hub })));
     for cluster in clusters {
         router = router.nest(
             &format!("/_sim/clusters/{}", cluster.name()),
@@ -96,7 +103,29 @@ pub fn app(clusters: &[SimCluster]) -> Router {
     router
 }
 
-async fn index(State(clusters): State<Arc<Vec<ClusterInfo>>>) -> Response {
+/// The sync registry of the demo: config maps everywhere, besides the built-ins.
+pub fn registries() -> Vec<SyncRegistry> {
+    vec![SyncRegistry {
+        name: Some("demo".into()),
+        clusters: vec!["*".into()],
+        resources: vec![SyncResource::all("", "v1", "configmaps")],
+    }]
+}
+
+/// Pipeline settings of the demo: quick probes so faults show within seconds.
+pub fn pipeline_config() -> PipelineConfig {
+    PipelineConfig {
+        source: SourceConfig {
+            probe_interval: std::time::Duration::from_secs(2),
+            probe_timeout: std::time::Duration::from_secs(1),
+            ..SourceConfig::default()
+        },
+        registries: registries(),
+        ..PipelineConfig::default()
+    }
+}
+
+async fn index(State(clusters): State<Arc<Vec<ClusterLink>>>) -> Response {
     let mut rows = String::new();
     for c in clusters.iter() {
         let _ = write!(
@@ -116,7 +145,8 @@ async fn index(State(clusters): State<Arc<Vec<ClusterInfo>>>) -> Response {
          <body><h1>kube-pulse demo</h1><p>Simulated member clusters running in this process \
          (the scenario scales, breaks and heals them):</p>\
          <table><tr><th>cluster</th><th>server</th><th>try</th><th>control API</th></tr>{rows}</table>\
-         <p>Gateway API: <a href=\"/api/v1/clusters\">/api/v1/clusters</a> · <a href=\"/livez\">/livez</a></p></body></html>"
+         <p>Gateway API: <a href=\"/api/v1/clusters\">/api/v1/clusters</a> · \
+         <a href=\"/api/v1/apps\">/api/v1/apps</a> · <a href=\"/livez\">/livez</a></p></body></html>"
     ))
     .into_response()
 }
@@ -128,7 +158,15 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let clusters = start_clusters(&options, &shutdown).await?;
-    let router = app(&clusters);
+    let members = clusters
+        .iter()
+        .map(|c| Member {
+            name: c.name().into(),
+            config: c.kube_config(),
+        })
+        .collect();
+    let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
+    let router = app(&clusters, pipeline.hub().clone());
     let clusters = Arc::new(clusters);
     let scenario_task = options.scenario.then(|| {
         let clusters = clusters.clone();
@@ -140,6 +178,7 @@ pub async fn run(
     if let Some(task) = scenario_task {
         let _ = task.await;
     }
+    pipeline.stop().await;
     if let Ok(clusters) = Arc::try_unwrap(clusters) {
         for cluster in clusters {
             cluster.shutdown().await;

@@ -33,6 +33,8 @@ pub enum Error {
     Serve(#[source] std::io::Error),
     #[error("not found: {0}")]
     NotFound(String),
+    #[error("bad request: {0}")]
+    BadRequest(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -48,12 +50,14 @@ impl Error {
             Error::Simulator { .. } => "simulator",
             Error::Serve(_) => "serve",
             Error::NotFound(_) => "not_found",
+            Error::BadRequest(_) => "bad_request",
         }
     }
 
     fn status(&self) -> StatusCode {
         match self {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Config { .. } | Error::Cluster { .. } | Error::Kubeconfig(_) => {
                 StatusCode::BAD_REQUEST
             }

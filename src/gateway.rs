@@ -1,48 +1,35 @@
-//! The gateway's HTTP surface (`transports` and `health` will hang here):
-//! `fn app(state) -> Router`, so tests can call it without a socket, and
-//! `serve` to run it on a listener until shutdown.
+//! The gateway's HTTP surface: REST snapshots over the hub and `/livez`
+//! (transports and full health checks hang here too). `fn app(state) ->
+//! Router`, so tests can call it without a socket, and `serve` to run it on a
+//! listener until shutdown.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
 use axum::http::{Method, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-
-/// A member cluster as the gateway knows it.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ClusterInfo {
-    pub name: String,
-    pub server: String,
-}
+use crate::hub::Hub;
 
 /// State shared by every request.
-#[derive(Debug, Default)]
 pub struct GatewayState {
-    pub clusters: Vec<ClusterInfo>,
+    pub hub: Arc<Hub>,
 }
 
 /// The gateway's routes.
 pub fn app(state: Arc<GatewayState>) -> Router {
     Router::new()
         .route("/livez", get(livez))
-        .route("/api/v1/clusters", get(clusters))
+        .merge(crate::rest::router(state.hub.clone()))
         .fallback(not_found)
-        .with_state(state)
 }
 
 async fn livez() -> Response {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "OK").into_response()
-}
-
-async fn clusters(State(state): State<Arc<GatewayState>>) -> Response {
-    axum::Json(serde_json::json!({"clusters": state.clusters})).into_response()
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {
@@ -62,50 +49,131 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
+    use serde_json::{Value, json};
     use tower::ServiceExt;
 
+    async fn call(app: &Router, path: &str) -> (StatusCode, Value) {
+        let response = app
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let value = serde_json::from_slice(&body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
+        (status, value)
+    }
+
     #[tokio::test]
-    async fn livez_and_unknown_paths() {
-        let state = Arc::new(GatewayState {
-            clusters: vec![ClusterInfo {
-                name: "a".into(),
-                server: "http://x".into(),
-            }],
-        });
-        let response = app(state.clone())
-            .oneshot(Request::get("/livez").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let body = axum::body::to_bytes(response.into_body(), 1024)
-            .await
-            .unwrap();
-        assert_eq!(&body[..], b"OK");
-
-        let response = app(state.clone())
-            .oneshot(Request::get("/nope").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::NOT_FOUND);
-        let body = axum::body::to_bytes(response.into_body(), 1024)
-            .await
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(json["code"], "not_found");
-        assert_eq!(json["message"], "not found: no route for GET /nope");
-
-        let response = app(state)
-            .oneshot(
-                Request::get("/api/v1/clusters")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
-        let body = axum::body::to_bytes(response.into_body(), 1024)
-            .await
-            .unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(json["clusters"][0]["name"], "a");
+    async fn rest_reads_the_hub_and_names_bad_input() {
+        let hub = Hub::new(Default::default());
+        hub.put(
+            "clusters/a",
+            json!({"name": "a", "phase": "Healthy", "history": [{"to": "Healthy"}]}),
+        );
+        hub.put(
+            "clusters/a/sync/apps/v1/deployments",
+            json!({"phase": "Syncing"}),
+        );
+        hub.put("apps/a/shop/web", json!({"app": "web", "phase": "Running"}));
+        hub.put("apps/a/other/db", json!({"app": "db", "phase": "Stopped"}));
+        let app = app(Arc::new(GatewayState { hub }));
+        type Check = Box<dyn Fn(&Value) -> bool>;
+        let cases: Vec<(&str, StatusCode, Check)> = vec![
+            ("/livez", StatusCode::OK, Box::new(|v| v == "OK")),
+            (
+                "/api/v1/clusters",
+                StatusCode::OK,
+                Box::new(|v| v["items"][0]["name"] == "a"),
+            ),
+            (
+                "/api/v1/clusters/a",
+                StatusCode::OK,
+                Box::new(|v| v["phase"] == "Healthy"),
+            ),
+            (
+                "/api/v1/clusters/nope",
+                StatusCode::NOT_FOUND,
+                Box::new(|v| v["code"] == "not_found"),
+            ),
+            (
+                "/api/v1/clusters/a/sync",
+                StatusCode::OK,
+                Box::new(|v| v["items"].as_array().unwrap().len() == 1),
+            ),
+            (
+                "/api/v1/clusters/nope/sync",
+                StatusCode::NOT_FOUND,
+                Box::new(|v| v["code"] == "not_found"),
+            ),
+            (
+                "/api/v1/apps",
+                StatusCode::OK,
+                Box::new(|v| v["items"].as_array().unwrap().len() == 2),
+            ),
+            (
+                "/api/v1/apps?cluster=a&namespace=shop",
+                StatusCode::OK,
+                Box::new(|v| v["items"].as_array().unwrap().len() == 1),
+            ),
+            (
+                "/api/v1/apps?cluster=zz",
+                StatusCode::NOT_FOUND,
+                Box::new(|v| v["message"].as_str().unwrap().contains("zz")),
+            ),
+            (
+                "/api/v1/apps?colour=red",
+                StatusCode::BAD_REQUEST,
+                Box::new(|v| v["message"].as_str().unwrap().contains("colour")),
+            ),
+            (
+                "/api/v1/apps?namespace=a*",
+                StatusCode::BAD_REQUEST,
+                Box::new(|v| v["code"] == "bad_request"),
+            ),
+            (
+                "/api/v1/apps/a/shop/web",
+                StatusCode::OK,
+                Box::new(|v| v["phase"] == "Running"),
+            ),
+            (
+                "/api/v1/apps/a/shop/nope",
+                StatusCode::NOT_FOUND,
+                Box::new(|v| v["code"] == "not_found"),
+            ),
+            (
+                "/api/v1/history?topic=clusters/a",
+                StatusCode::OK,
+                Box::new(|v| v["history"][0]["to"] == "Healthy" && v["rev"] == 1),
+            ),
+            (
+                "/api/v1/history",
+                StatusCode::BAD_REQUEST,
+                Box::new(|v| v["code"] == "bad_request"),
+            ),
+            (
+                "/api/v1/history?topic=clusters/*",
+                StatusCode::BAD_REQUEST,
+                Box::new(|v| v["code"] == "bad_request"),
+            ),
+            (
+                "/api/v1/history?topic=clusters/zz",
+                StatusCode::NOT_FOUND,
+                Box::new(|v| v["code"] == "not_found"),
+            ),
+            (
+                "/nope",
+                StatusCode::NOT_FOUND,
+                Box::new(|v| v["message"] == "not found: no route for GET /nope"),
+            ),
+        ];
+        for (path, status, check) in cases {
+            let (got, body) = call(&app, path).await;
+            assert_eq!(got, status, "{path}: {body}");
+            assert!(check(&body), "{path}: {body}");
+        }
     }
 }

@@ -7,13 +7,17 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod engine;
 pub mod error;
 pub mod gateway;
 pub mod hub;
+pub mod pipeline;
+pub mod rest;
 pub mod scenario;
 pub mod serve;
 pub mod shutdown;
 pub mod sim;
+pub mod sources;
 pub mod status;
 pub mod telemetry;
 

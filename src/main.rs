@@ -62,12 +62,17 @@ async fn main() -> anyhow::Result<()> {
             demo::run(listener, options, shutdown).await?;
         }
         Command::Serve(args) => {
-            let (clusters, file_listen) = match (&args.config, &args.kubeconfig) {
+            let (clusters, file_listen, pipeline) = match (&args.config, &args.kubeconfig) {
                 (Some(path), _) => {
                     let file = config::load_file(path)?;
-                    (file.clusters, file.listen)
+                    let pipeline = file.pipeline();
+                    (file.clusters, file.listen, pipeline)
                 }
-                (None, Some(path)) => (config::from_kubeconfig(path, &args.contexts)?, None),
+                (None, Some(path)) => (
+                    config::from_kubeconfig(path, &args.contexts)?,
+                    None,
+                    Default::default(),
+                ),
                 (None, None) => {
                     anyhow::bail!("serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)")
                 }
@@ -80,7 +85,7 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             println!("kube-pulse listening on http://{}/", listener.local_addr()?);
-            serve::run(listener, clusters, shutdown).await?;
+            serve::run(listener, clusters, pipeline, shutdown).await?;
         }
     }
     Ok(())

@@ -8,23 +8,31 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::ClusterSpec;
 use crate::error::Result;
-use crate::gateway::{self, ClusterInfo, GatewayState};
+use crate::gateway::{self, GatewayState};
+use crate::pipeline::{Member, Pipeline, PipelineConfig};
 
-/// Resolves every member's client configuration, then serves until shutdown.
+/// Resolves every member's client configuration, starts the pipeline, then
+/// serves until shutdown.
 pub async fn run(
     listener: TcpListener,
     clusters: Vec<ClusterSpec>,
+    config: PipelineConfig,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let mut infos = Vec::new();
+    let mut members = Vec::new();
     for spec in &clusters {
-        let config = spec.kube_config().await?;
-        tracing::info!(cluster = %spec.name, server = %config.cluster_url, "member cluster registered");
-        infos.push(ClusterInfo {
+        let kube_config = spec.kube_config().await?;
+        tracing::info!(cluster = %spec.name, server = %kube_config.cluster_url, "member cluster registered");
+        members.push(Member {
             name: spec.name.clone(),
-            server: config.cluster_url.to_string(),
+            config: kube_config,
         });
     }
-    let app = gateway::app(Arc::new(GatewayState { clusters: infos }));
-    gateway::serve(listener, app, shutdown).await
+    let pipeline = Pipeline::start(members, config, &shutdown).await?;
+    let app = gateway::app(Arc::new(GatewayState {
+        hub: pipeline.hub().clone(),
+    }));
+    let served = gateway::serve(listener, app, shutdown.clone()).await;
+    pipeline.stop().await;
+    served
 }

@@ -94,14 +94,14 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         .json()
         .await
         .unwrap();
-    let clusters = clusters["clusters"].as_array().unwrap().clone();
+    let clusters = clusters["items"].as_array().unwrap().clone();
     let names: Vec<&str> = clusters
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["dev", "staging", "prod"]);
+    assert_eq!(names, ["dev", "prod", "staging"]);
     for cluster in &clusters {
-        let server = cluster["server"].as_str().unwrap();
+        let server = cluster["server"].as_str().unwrap().trim_end_matches('/');
         let list: serde_json::Value = client
             .get(format!("{server}/apis/apps/v1/namespaces/shop/deployments"))
             .send()
@@ -124,7 +124,10 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(faults.status(), 200);
-    let dev = clusters[0]["server"].as_str().unwrap();
+    let dev = clusters[0]["server"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('/');
     assert_eq!(
         client
             .get(format!("{dev}/readyz"))
@@ -134,6 +137,23 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
             .status(),
         500
     );
+    // The gateway sees the fault through its probes, as it would on a real cluster.
+    common::eventually(std::time::Duration::from_secs(30), "dev unhealthy", || {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let dev: serde_json::Value = client
+                .get(format!("{url}/api/v1/clusters/dev"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (dev["phase"] == "Unhealthy" && dev["reason"] == "ApiServerNotReady").then_some(())
+        }
+    })
+    .await;
     let missing = client.get(format!("{url}/nope")).send().await.unwrap();
     assert_eq!(missing.status(), 404);
     let body: serde_json::Value = missing.json().await.unwrap();
@@ -173,8 +193,8 @@ async fn serve_registers_kubeconfig_contexts() {
         .json()
         .await
         .unwrap();
-    assert_eq!(clusters["clusters"][0]["name"], "west");
-    assert_eq!(clusters["clusters"].as_array().unwrap().len(), 1);
+    assert_eq!(clusters["items"][0]["name"], "west");
+    assert_eq!(clusters["items"].as_array().unwrap().len(), 1);
     let status = tokio::task::spawn_blocking(move || terminate(&mut child))
         .await
         .unwrap();

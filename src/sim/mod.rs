@@ -150,8 +150,7 @@ impl Shared {
     }
 }
 
-/// Paths a real apiserver serves to anonymous clients; auth and the `status`
-/// fault do not apply to them.
+/// Paths a real apiserver serves to anonymous clients.
 fn is_public(path: &str) -> bool {
     matches!(path, "/livez" | "/readyz" | "/healthz" | "/version")
 }
@@ -173,19 +172,7 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
         tokio::time::sleep(Duration::from_millis(current.latency_ms)).await;
     }
     let path = request.uri().path().to_string();
-    if is_public(&path) {
-        return next.run(request).await;
-    }
-    if let Some(token) = &shared.token {
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if presented != Some(token.as_str()) {
-            return ApiError::unauthorized().into_response();
-        }
-    }
+    // The status fault stands for a broken apiserver or proxy: everything answers it.
     if let Some(code) = current.status
         && current
             .status_path_prefix
@@ -193,6 +180,22 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             .is_none_or(|prefix| path.starts_with(prefix))
     {
         return injected_error(code).into_response();
+    }
+    if let Some(token) = &shared.token {
+        let presented = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.strip_prefix("Bearer ").unwrap_or(""));
+        // As on a real apiserver: public paths allow anonymous requests, but a
+        // credential that fails authentication is refused everywhere.
+        let allowed = match presented {
+            None => is_public(&path),
+            Some(t) => t == token,
+        };
+        if !allowed {
+            return ApiError::unauthorized().into_response();
+        }
     }
     next.run(request).await
 }

@@ -272,6 +272,14 @@ pub fn stable_state(
     {
         return (AppPhase::Panic, "ProgressDeadlineExceeded", failure);
     }
+    if let Some(failure) = failure {
+        // A failed rollout is shown even while old replicas keep serving.
+        return (
+            AppPhase::Degraded,
+            "ProgressDeadlineExceeded",
+            format!("{ready}/{expected} ready; {failure}"),
+        );
+    }
     if ready >= expected {
         // Serving everything it should; a rollout may still be under way.
         let rolling = workloads
@@ -284,13 +292,6 @@ pub fn stable_state(
             AppPhase::Running,
             "AllReady",
             format!("{ready}/{expected} ready{rolling}"),
-        );
-    }
-    if let Some(failure) = failure {
-        return (
-            AppPhase::Degraded,
-            "ProgressDeadlineExceeded",
-            format!("{ready}/{expected} ready; {failure}"),
         );
     }
     let reason = if workloads.iter().any(|w| w.updated < w.expected) {
@@ -329,6 +330,21 @@ impl AppStatus {
             ready: 0,
             workloads: Vec::new(),
         }
+    }
+
+    /// A newly seen app, starting in its observed state (no transition recorded).
+    pub fn first_seen(
+        cluster: &str,
+        namespace: &str,
+        app: &str,
+        namespace_exists: bool,
+        workloads: &[&Workload],
+        now: DateTime<Utc>,
+    ) -> Self {
+        let (phase, reason, message) = stable_state(namespace_exists, workloads);
+        let mut status = Self::new(cluster, namespace, app, now);
+        status.lifecycle = Lifecycle::new(phase, reason, message, now);
+        status.observe(namespace_exists, workloads, now)
     }
 
     /// The machine: recomputes the stable state from the app's workloads.

@@ -25,8 +25,9 @@ impl std::fmt::Display for SyncPhase {
 }
 
 /// A resource, as topics name it (`core` for the core group).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 pub struct Gvr {
+    #[serde(default)]
     pub group: String,
     pub version: String,
     pub resource: String,
@@ -66,6 +67,10 @@ pub struct SyncStatus {
     pub last_event_at: Option<DateTime<Utc>>,
     pub retry_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
+    /// Set when the cluster went down while this resource was syncing and
+    /// its watch has reported no failure since: it resumes when the cluster does.
+    #[serde(skip)]
+    resume_syncing: bool,
 }
 
 /// What the source and the engine tell the sync machine.
@@ -111,6 +116,7 @@ impl SyncStatus {
             last_event_at: None,
             retry_at: None,
             last_error: None,
+            resume_syncing: false,
         }
     }
 
@@ -118,9 +124,15 @@ impl SyncStatus {
         self.lifecycle.phase
     }
 
-    /// Counted as failing by the cluster machine.
+    /// Counted as failing by the cluster machine: API-level errors only.
+    /// Connectivity (`Disconnected`, `Timeout`, `TLSError`) is the probe's to
+    /// judge, and `Expired` is a relist in progress.
     pub fn is_failing(&self) -> bool {
         matches!(self.phase(), SyncPhase::Error | SyncPhase::Backoff)
+            && !matches!(
+                self.lifecycle.reason.as_str(),
+                "Disconnected" | "Timeout" | "TLSError" | "Expired" | "StreamEnded"
+            )
     }
 
     fn stopped_for_cluster(&self) -> bool {
@@ -132,6 +144,8 @@ impl SyncStatus {
             return self;
         }
         match input {
+            // While the cluster is down, retries do not leave `Stopped` until one succeeds.
+            SyncInput::ListStarted | SyncInput::Listed { .. } if self.stopped_for_cluster() => {}
             SyncInput::ListStarted => {
                 let reason = if self.resource_version.is_some() {
                     "Relist"
@@ -181,6 +195,7 @@ impl SyncStatus {
             }
             SyncInput::Failed { reason, message } => {
                 self.last_error = Some(message.clone());
+                self.resume_syncing = false;
                 if !self.stopped_for_cluster() {
                     self.lifecycle.set(SyncPhase::Error, &reason, message, now);
                 }
@@ -200,6 +215,7 @@ impl SyncStatus {
             }
             SyncInput::ClusterDown => {
                 if self.phase() != SyncPhase::Stopped {
+                    self.resume_syncing = self.phase() == SyncPhase::Syncing;
                     self.lifecycle.set(
                         SyncPhase::Stopped,
                         "ClusterUnhealthy",
@@ -209,7 +225,12 @@ impl SyncStatus {
                 }
             }
             SyncInput::ClusterUp => {
-                if self.stopped_for_cluster() {
+                if self.stopped_for_cluster() && self.resume_syncing {
+                    // The watch stayed open through the outage and never failed.
+                    let message = format!("{} objects, watching for changes", self.objects);
+                    self.lifecycle
+                        .set(SyncPhase::Syncing, "Watching", message, now);
+                } else if self.stopped_for_cluster() {
                     self.lifecycle.set(
                         SyncPhase::Pending,
                         "ClusterRecovered",

@@ -136,3 +136,68 @@ pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Starts sources + engine + hub over the given simulated clusters, with
+/// quick probes (every 200 ms, 500 ms timeout) and thresholds 1 / 3.
+pub async fn pipeline(
+    sims: &[&SimCluster],
+    registries: Vec<kube_pulse::sources::SyncRegistry>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> std::sync::Arc<kube_pulse::pipeline::Pipeline> {
+    use kube_pulse::pipeline::{Member, Pipeline, PipelineConfig};
+    let members = sims
+        .iter()
+        .map(|s| Member {
+            name: s.name().into(),
+            config: s.kube_config(),
+        })
+        .collect();
+    let config = PipelineConfig {
+        source: kube_pulse::sources::SourceConfig {
+            probe_interval: Duration::from_millis(200),
+            probe_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+        thresholds: kube_pulse::status::cluster::Thresholds {
+            success: 1,
+            failure: 3,
+        },
+        registries,
+        ..Default::default()
+    };
+    Pipeline::start(members, config, shutdown)
+        .await
+        .expect("pipeline starts")
+}
+
+/// Waits until the hub document of `topic` satisfies `check`, returning it.
+pub async fn doc_where(
+    hub: &kube_pulse::hub::Hub,
+    topic: &str,
+    within: Duration,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let current = hub.get(topic).map(|d| (*d.doc).clone());
+        if let Some(doc) = &current
+            && check(doc)
+        {
+            return doc.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting on {topic}; last document: {current:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `phase (reason)` of a status document.
+pub fn label(doc: &serde_json::Value) -> String {
+    format!(
+        "{} ({})",
+        doc["phase"].as_str().unwrap_or("?"),
+        doc["reason"].as_str().unwrap_or("?")
+    )
+}

@@ -1,0 +1,302 @@
+//! The engine: the single task between sources and the hub
+//! (`sources ──Observation──▶ [engine: status machines] ──▶ hub`). It keeps
+//! per-cluster models (workloads, namespaces, sync states), runs the status
+//! machines, and puts the resulting documents into the hub, which publishes
+//! only real changes — so a relist that changes nothing publishes nothing.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::{Hub, topic};
+use crate::sources::Observation;
+use crate::status::app::{AppStatus, Workload};
+use crate::status::cluster::{
+    ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
+};
+use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
+
+type WorkloadKey = (&'static str, String, String);
+
+struct ClusterModel {
+    status: ClusterStatus,
+    syncs: BTreeMap<Gvr, SyncStatus>,
+    workloads: HashMap<WorkloadKey, Workload>,
+    /// None until the first namespace list completed.
+    namespaces: Option<BTreeSet<String>>,
+    apps: BTreeMap<(String, String), AppStatus>,
+}
+
+/// The engine's state; `apply` is its whole behaviour (and what tests drive).
+pub struct Engine {
+    hub: Arc<Hub>,
+    thresholds: Thresholds,
+    clusters: BTreeMap<String, ClusterModel>,
+}
+
+fn to_doc<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).expect("status documents always serialize")
+}
+
+impl Engine {
+    pub fn new(hub: Arc<Hub>, thresholds: Thresholds) -> Self {
+        Self {
+            hub,
+            thresholds,
+            clusters: BTreeMap::new(),
+        }
+    }
+
+    /// Applies one observation at time `now`.
+    pub fn apply(&mut self, observation: Observation, now: DateTime<Utc>) {
+        match observation {
+            Observation::Registered { cluster, server } => {
+                let model = self
+                    .clusters
+                    .entry(cluster.clone())
+                    .or_insert_with(|| ClusterModel {
+                        status: ClusterStatus::new(&cluster, &server, now),
+                        syncs: BTreeMap::new(),
+                        workloads: HashMap::new(),
+                        namespaces: None,
+                        apps: BTreeMap::new(),
+                    });
+                model.status.server = server;
+                self.publish_cluster(&cluster);
+            }
+            Observation::Unregistered { cluster } => {
+                self.cluster_input(&cluster, ClusterInput::Removed, now);
+                if let Some(model) = self.clusters.remove(&cluster) {
+                    for gvr in model.syncs.keys() {
+                        self.hub.remove(&topic::sync(&cluster, &gvr.path()));
+                    }
+                    for (ns, app) in model.apps.keys() {
+                        self.hub.remove(&topic::app(&cluster, ns, app));
+                    }
+                }
+            }
+            Observation::Cluster { cluster, input } => self.cluster_input(&cluster, input, now),
+            Observation::Sync {
+                cluster,
+                resource,
+                input,
+            } => self.sync_input(&cluster, resource, input, now),
+            Observation::WorkloadsListed {
+                cluster,
+                kind,
+                items,
+            } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let mut touched: BTreeSet<(String, String)> = model.apps.keys().cloned().collect();
+                model.workloads.retain(|(k, _, _), _| *k != kind);
+                for w in items {
+                    touched.insert((w.namespace.clone(), w.app.clone()));
+                    model
+                        .workloads
+                        .insert((kind, w.namespace.clone(), w.name.clone()), w);
+                }
+                self.refresh_apps(&cluster, touched, now);
+            }
+            Observation::WorkloadApplied { cluster, workload } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let kind: &'static str = if workload.kind == "Deployment" {
+                    "Deployment"
+                } else {
+                    "StatefulSet"
+                };
+                let key = (kind, workload.namespace.clone(), workload.name.clone());
+                let mut touched =
+                    BTreeSet::from([(workload.namespace.clone(), workload.app.clone())]);
+                if let Some(old) = model.workloads.insert(key, workload) {
+                    // The app label may have changed: refresh the old app too.
+                    touched.insert((old.namespace, old.app));
+                }
+                self.refresh_apps(&cluster, touched, now);
+            }
+            Observation::WorkloadDeleted {
+                cluster,
+                kind,
+                namespace,
+                name,
+            } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                if let Some(old) = model.workloads.remove(&(kind, namespace, name)) {
+                    self.refresh_apps(&cluster, BTreeSet::from([(old.namespace, old.app)]), now);
+                }
+            }
+            Observation::NamespacesListed { cluster, names } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                model.namespaces = Some(names.into_iter().collect());
+                let touched = model.apps.keys().cloned().collect();
+                self.refresh_apps(&cluster, touched, now);
+            }
+            Observation::NamespaceApplied { cluster, name } => {
+                self.namespace_event(&cluster, &name, true, now)
+            }
+            Observation::NamespaceDeleted { cluster, name } => {
+                self.namespace_event(&cluster, &name, false, now)
+            }
+        }
+    }
+
+    fn cluster_input(&mut self, cluster: &str, input: ClusterInput, now: DateTime<Utc>) {
+        let thresholds = self.thresholds;
+        let Some(model) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        let before = model.status.phase();
+        model.status = model.status.clone().step(input, thresholds, now);
+        let after = model.status.phase();
+        let sync_input = match (before, after) {
+            (b, ClusterPhase::Unhealthy) if b != ClusterPhase::Unhealthy => {
+                Some(SyncInput::ClusterDown)
+            }
+            (ClusterPhase::Unhealthy, ClusterPhase::Healthy | ClusterPhase::Degraded) => {
+                Some(SyncInput::ClusterUp)
+            }
+            _ => None,
+        };
+        if let Some(input) = sync_input {
+            let gvrs: Vec<Gvr> = model.syncs.keys().cloned().collect();
+            for gvr in gvrs {
+                self.step_sync(cluster, &gvr, input.clone(), now);
+            }
+        }
+        self.recount(cluster, now);
+        self.publish_cluster(cluster);
+    }
+
+    fn step_sync(&mut self, cluster: &str, gvr: &Gvr, input: SyncInput, now: DateTime<Utc>) {
+        let Some(model) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        let sync = model
+            .syncs
+            .remove(gvr)
+            .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now));
+        let sync = sync.step(input, now);
+        self.hub
+            .put(&topic::sync(cluster, &gvr.path()), to_doc(&sync));
+        model.syncs.insert(gvr.clone(), sync);
+    }
+
+    fn sync_input(&mut self, cluster: &str, gvr: Gvr, input: SyncInput, now: DateTime<Utc>) {
+        if !self.clusters.contains_key(cluster) {
+            return;
+        }
+        self.step_sync(cluster, &gvr, input, now);
+        self.recount(cluster, now);
+        self.publish_cluster(cluster);
+    }
+
+    /// Feeds the cluster machine the current sync counts when they changed.
+    fn recount(&mut self, cluster: &str, now: DateTime<Utc>) {
+        let thresholds = self.thresholds;
+        let Some(model) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        let active = model.syncs.values().filter(|s| {
+            !(s.phase() == SyncPhase::Stopped && s.lifecycle.reason == "RemovedFromRegistry")
+        });
+        let mut counts = ResourceCounts::default();
+        for s in active {
+            counts.total += 1;
+            if s.phase() == SyncPhase::Syncing {
+                counts.synced += 1;
+            }
+            if s.is_failing() {
+                counts.failing += 1;
+            }
+        }
+        if counts != model.status.resources {
+            model.status =
+                model
+                    .status
+                    .clone()
+                    .step(ClusterInput::Resources(counts), thresholds, now);
+        }
+    }
+
+    fn publish_cluster(&self, cluster: &str) {
+        if let Some(model) = self.clusters.get(cluster) {
+            self.hub
+                .put(&topic::cluster(cluster), to_doc(&model.status));
+        }
+    }
+
+    fn namespace_event(&mut self, cluster: &str, name: &str, exists: bool, now: DateTime<Utc>) {
+        let Some(model) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        let namespaces = model.namespaces.get_or_insert_with(BTreeSet::new);
+        let changed = if exists {
+            namespaces.insert(name.to_string())
+        } else {
+            namespaces.remove(name)
+        };
+        if changed {
+            let touched = model
+                .apps
+                .keys()
+                .filter(|(ns, _)| ns == name)
+                .cloned()
+                .collect();
+            self.refresh_apps(cluster, touched, now);
+        }
+    }
+
+    /// Recomputes the given apps of a cluster and publishes those that changed.
+    fn refresh_apps(
+        &mut self,
+        cluster: &str,
+        apps: BTreeSet<(String, String)>,
+        now: DateTime<Utc>,
+    ) {
+        let Some(model) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        for (ns, app) in apps {
+            let workloads: Vec<&Workload> = model
+                .workloads
+                .values()
+                .filter(|w| w.namespace == ns && w.app == app)
+                .collect();
+            let ns_exists = model
+                .namespaces
+                .as_ref()
+                .is_none_or(|set| set.contains(&ns));
+            let next = match model.apps.remove(&(ns.clone(), app.clone())) {
+                Some(current) => current.observe(ns_exists, &workloads, now),
+                None => AppStatus::first_seen(cluster, &ns, &app, ns_exists, &workloads, now),
+            };
+            self.hub.put(&topic::app(cluster, &ns, &app), to_doc(&next));
+            model.apps.insert((ns, app), next);
+        }
+    }
+}
+
+/// Runs the engine until shutdown or until every source is gone.
+pub async fn run(
+    mut engine: Engine,
+    mut rx: mpsc::Receiver<Observation>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let observation = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            o = rx.recv() => match o { Some(o) => o, None => return },
+        };
+        engine.apply(observation, Utc::now());
+    }
+}

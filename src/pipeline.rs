@@ -1,0 +1,121 @@
+//! Wires sources, engine and hub for a set of member clusters: the running
+//! gateway core that `serve` and `demo` share.
+
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{self, Engine};
+use crate::hub::{Hub, HubConfig};
+use crate::sources::{ClusterSource, Observation, SourceConfig, SyncRegistry, resources_for};
+use crate::status::cluster::Thresholds;
+
+/// Observations waiting for the engine; sources wait when it is full.
+const OBSERVATION_QUEUE: usize = 4096;
+
+/// A member cluster to watch.
+#[derive(Clone)]
+pub struct Member {
+    pub name: String,
+    pub config: kube::Config,
+}
+
+/// Settings of the pipeline.
+#[derive(Debug, Clone, Default)]
+pub struct PipelineConfig {
+    pub source: SourceConfig,
+    pub thresholds: Thresholds,
+    pub hub: HubConfig,
+    pub registries: Vec<SyncRegistry>,
+}
+
+/// Sources + engine + hub, running.
+pub struct Pipeline {
+    hub: Arc<Hub>,
+    sources: Mutex<Vec<ClusterSource>>,
+    registries: Mutex<Vec<SyncRegistry>>,
+    engine: Mutex<Option<JoinHandle<()>>>,
+    token: CancellationToken,
+}
+
+impl Pipeline {
+    /// Starts the engine and one source per member.
+    pub async fn start(
+        members: Vec<Member>,
+        config: PipelineConfig,
+        shutdown: &CancellationToken,
+    ) -> crate::Result<Arc<Self>> {
+        let token = shutdown.child_token();
+        let hub = Hub::new(config.hub);
+        let (tx, rx) = mpsc::channel::<Observation>(OBSERVATION_QUEUE);
+        let engine = tokio::spawn(engine::run(
+            Engine::new(hub.clone(), config.thresholds),
+            rx,
+            token.clone(),
+        ));
+        let mut sources = Vec::new();
+        for member in members {
+            let mut kube_config = member.config.clone();
+            // Sources report errors and back off themselves; client-side
+            // retries of 429/503 would only delay what the status shows.
+            kube_config.default_retry = false;
+            let server = kube_config.cluster_url.to_string();
+            let client =
+                kube::Client::try_from(kube_config).map_err(|e| crate::Error::Cluster {
+                    cluster: member.name.clone(),
+                    message: format!("cannot build a client: {e}"),
+                })?;
+            let resources = resources_for(&member.name, &config.registries);
+            let source = ClusterSource::start(
+                &member.name,
+                &server,
+                client,
+                resources,
+                config.source.clone(),
+                tx.clone(),
+                &token,
+            )
+            .await;
+            sources.push(source);
+        }
+        Ok(Arc::new(Self {
+            hub,
+            sources: Mutex::new(sources),
+            registries: Mutex::new(config.registries),
+            engine: Mutex::new(Some(engine)),
+            token,
+        }))
+    }
+
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Replaces the sync registries: each cluster starts and stops watches to match.
+    pub async fn set_registries(&self, registries: Vec<SyncRegistry>) {
+        let mut sources = self.sources.lock().await;
+        for source in sources.iter_mut() {
+            let resources = resources_for(source.name(), &registries);
+            source.set_resources(resources).await;
+        }
+        *self.registries.lock().await = registries;
+    }
+
+    pub async fn registries(&self) -> Vec<SyncRegistry> {
+        self.registries.lock().await.clone()
+    }
+
+    /// Stops every source and the engine, and waits for them.
+    pub async fn stop(&self) {
+        self.token.cancel();
+        let sources: Vec<ClusterSource> = std::mem::take(&mut *self.sources.lock().await);
+        for source in sources {
+            source.stop().await;
+        }
+        if let Some(engine) = self.engine.lock().await.take() {
+            let _ = engine.await;
+        }
+    }
+}

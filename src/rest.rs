@@ -1,0 +1,167 @@
+//! The REST read side: snapshots of clusters, sync states and apps, and the
+//! transition history of any topic (`hub ──▶ [REST]`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+use crate::hub::{Hub, Pattern, topic};
+
+/// Parses a query string, refusing parameters the endpoint does not take.
+fn query(raw: Option<String>, allowed: &[&str]) -> Result<HashMap<String, String>> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
+        .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
+    let mut out = HashMap::new();
+    for (key, value) in pairs {
+        if !allowed.contains(&key.as_str()) {
+            return Err(Error::BadRequest(format!(
+                "unknown query parameter {key:?}; this endpoint takes: {}",
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            )));
+        }
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+fn segment(name: &str, value: &str) -> Result<()> {
+    let ok = !value.is_empty()
+        && value.len() <= 253
+        && !value.contains(['/', '*'])
+        && !value.chars().any(char::is_whitespace);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadRequest(format!(
+            "{name} {value:?} is not a valid name"
+        )))
+    }
+}
+
+fn items(hub: &Hub, pattern: &str) -> Vec<Value> {
+    let pattern = Pattern::parse(pattern).expect("built-in patterns parse");
+    hub.list(&[pattern])
+        .into_iter()
+        .map(|d| (*d.doc).clone())
+        .collect()
+}
+
+fn one(hub: &Hub, topic: &str, what: &str) -> Result<Value> {
+    hub.get(topic)
+        .map(|d| (*d.doc).clone())
+        .ok_or_else(|| Error::NotFound(format!("{what} does not exist")))
+}
+
+/// The read routes, over the hub.
+pub fn router(hub: Arc<Hub>) -> Router {
+    Router::new()
+        .route("/api/v1/clusters", get(clusters))
+        .route("/api/v1/clusters/{name}", get(cluster))
+        .route("/api/v1/clusters/{name}/sync", get(cluster_sync))
+        .route("/api/v1/apps", get(apps))
+        .route("/api/v1/apps/{cluster}/{namespace}/{app}", get(app))
+        .route("/api/v1/history", get(history))
+        .with_state(hub)
+}
+
+async fn clusters(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Result<Json<Value>> {
+    query(q, &[])?;
+    Ok(Json(json!({"items": items(&hub, "clusters/*")})))
+}
+
+async fn cluster(State(hub): State<Arc<Hub>>, Path(name): Path<String>) -> Result<Json<Value>> {
+    segment("cluster", &name)?;
+    Ok(Json(one(
+        &hub,
+        &topic::cluster(&name),
+        &format!("cluster {name:?}"),
+    )?))
+}
+
+async fn cluster_sync(
+    State(hub): State<Arc<Hub>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>> {
+    segment("cluster", &name)?;
+    one(&hub, &topic::cluster(&name), &format!("cluster {name:?}"))?;
+    Ok(Json(
+        json!({"items": items(&hub, &format!("clusters/{name}/sync/**"))}),
+    ))
+}
+
+async fn apps(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Result<Json<Value>> {
+    let q = query(q, &["cluster", "namespace"])?;
+    let cluster = match q.get("cluster") {
+        Some(c) => {
+            segment("cluster", c)?;
+            one(&hub, &topic::cluster(c), &format!("cluster {c:?}"))?;
+            c.as_str()
+        }
+        None => "*",
+    };
+    let namespace = match q.get("namespace") {
+        Some(ns) => {
+            segment("namespace", ns)?;
+            ns.as_str()
+        }
+        None => "*",
+    };
+    Ok(Json(
+        json!({"items": items(&hub, &format!("apps/{cluster}/{namespace}/*"))}),
+    ))
+}
+
+async fn app(
+    State(hub): State<Arc<Hub>>,
+    Path((cluster, namespace, app)): Path<(String, String, String)>,
+) -> Result<Json<Value>> {
+    segment("cluster", &cluster)?;
+    segment("namespace", &namespace)?;
+    segment("app", &app)?;
+    let what = format!("app {cluster}/{namespace}/{app}");
+    Ok(Json(one(
+        &hub,
+        &topic::app(&cluster, &namespace, &app),
+        &what,
+    )?))
+}
+
+async fn history(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Response {
+    let result = (|| {
+        let q = query(q, &["topic"])?;
+        let topic = q.get("topic").ok_or_else(|| {
+            Error::BadRequest("the topic parameter is required, e.g. ?topic=clusters/prod".into())
+        })?;
+        let pattern = Pattern::parse(topic).map_err(Error::BadRequest)?;
+        if !pattern.is_exact() {
+            return Err(Error::BadRequest(format!(
+                "topic {topic:?} must name one topic, without wildcards"
+            )));
+        }
+        let doc = hub
+            .get(topic)
+            .ok_or_else(|| Error::NotFound(format!("topic {topic:?} does not exist")))?;
+        Ok(json!({
+            "topic": doc.topic,
+            "rev": doc.rev,
+            "phase": doc.doc.get("phase"),
+            "since": doc.doc.get("since"),
+            "history": doc.doc.get("history").cloned().unwrap_or(json!([])),
+        }))
+    })();
+    match result {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,372 @@
+//! One kube-rs watcher per resource per cluster, reporting its sync state
+//! and, for workloads and namespaces, the objects the app machine needs.
+//!
+//! On any error except an in-stream 410 (which the watcher answers with an
+//! immediate relist) the watch reports `Error`, waits kube-runtime's
+//! `DefaultBackoff`, reporting `Backoff`, and starts over with a fresh list,
+//! so a recovered sync is always confirmed by a completed list.
+
+use std::collections::HashSet;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject};
+use kube::discovery::ApiResource;
+use kube::runtime::watcher::{self, DefaultBackoff, Event};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::classify;
+use super::{Observation, SourceConfig, SyncResource};
+use crate::status::app::Workload;
+use crate::status::sync::{Gvr, SyncInput};
+
+/// How often sync progress (object counts, last event time) is reported at most.
+const SYNC_REPORT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What a watch learned besides its sync state.
+pub enum Step<K> {
+    /// A completed (re)list: the whole current set.
+    Reset(Vec<K>),
+    Applied(K),
+    Deleted(K),
+}
+
+fn key<K: Resource>(obj: &K) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// Ends a watch attempt: why, as (reason, message).
+fn failure(err: &watcher::Error) -> (String, String) {
+    match err {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => {
+            let (reason, message) = classify::sync_reason(e);
+            (reason.to_string(), message)
+        }
+        watcher::Error::WatchError(status) => {
+            let (reason, message) = classify::sync_reason(&kube::Error::Api(status.clone()));
+            (reason.to_string(), message)
+        }
+        watcher::Error::NoResourceVersion => (
+            "NoResourceVersion".into(),
+            "the server sent no resourceVersion (does the resource support watch?)".into(),
+        ),
+    }
+}
+
+/// Reports one observation; false when the engine is gone.
+async fn report(tx: &mpsc::Sender<Observation>, observation: Observation) -> bool {
+    tx.send(observation).await.is_ok()
+}
+
+/// Sleeps through one backoff step, reporting it. False on shutdown.
+async fn back_off(
+    cluster: &str,
+    gvr: &Gvr,
+    backoff: &mut DefaultBackoff,
+    tx: &mpsc::Sender<Observation>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let delay = backoff.next().unwrap_or(Duration::from_secs(30));
+    let until = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
+    let input = SyncInput::BackingOff { until };
+    if !report(tx, Observation::sync(cluster, gvr, input)).await {
+        return false;
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(delay) => true,
+    }
+}
+
+/// Drives a watcher for `api` until shutdown, forever recovering.
+#[allow(clippy::too_many_arguments)]
+pub async fn drive<K, F>(
+    cluster: String,
+    gvr: Gvr,
+    api: Api<K>,
+    config: watcher::Config,
+    tx: mpsc::Sender<Observation>,
+    shutdown: CancellationToken,
+    mut on_step: F,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: FnMut(Step<K>) -> Vec<Observation>,
+{
+    let sync = |input| Observation::sync(&cluster, &gvr, input);
+    let mut backoff = DefaultBackoff::default();
+    loop {
+        let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
+        let mut known: HashSet<String> = HashSet::new();
+        let mut listing: Vec<K> = Vec::new();
+        let mut listing_keys: HashSet<String> = HashSet::new();
+        let mut last_rv: Option<String> = None;
+        let mut unreported = false;
+        let mut ticker = tokio::time::interval(SYNC_REPORT_INTERVAL);
+        let failed: (String, String) = loop {
+            let item = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = ticker.tick() => {
+                    if unreported {
+                        unreported = false;
+                        let input = SyncInput::Event { count: known.len() as u64, resource_version: last_rv.clone() };
+                        if !report(&tx, sync(input)).await { return; }
+                    }
+                    continue;
+                }
+                item = stream.next() => item,
+            };
+            let mut out: Vec<Observation> = Vec::new();
+            match item {
+                None => break ("StreamEnded".into(), "the watch stream ended".into()),
+                Some(Ok(Event::Init)) => {
+                    listing.clear();
+                    listing_keys.clear();
+                    out.push(sync(SyncInput::ListStarted));
+                }
+                Some(Ok(Event::InitApply(obj))) => {
+                    listing_keys.insert(key(&obj));
+                    listing.push(obj);
+                    if listing.len() % 500 == 0 {
+                        out.push(sync(SyncInput::Listed {
+                            count: listing.len() as u64,
+                        }));
+                    }
+                }
+                Some(Ok(Event::InitDone)) => {
+                    known = std::mem::take(&mut listing_keys);
+                    last_rv = listing
+                        .iter()
+                        .filter_map(|o| o.resource_version())
+                        .max_by_key(|rv| rv.parse::<u64>().unwrap_or(0));
+                    out.extend(on_step(Step::Reset(std::mem::take(&mut listing))));
+                    out.push(sync(SyncInput::ListDone {
+                        count: known.len() as u64,
+                        resource_version: last_rv.clone(),
+                    }));
+                    backoff = DefaultBackoff::default();
+                    unreported = false;
+                }
+                Some(Ok(Event::Apply(obj))) => {
+                    known.insert(key(&obj));
+                    last_rv = obj.resource_version().or(last_rv);
+                    out.extend(on_step(Step::Applied(obj)));
+                    unreported = true;
+                }
+                Some(Ok(Event::Delete(obj))) => {
+                    known.remove(&key(&obj));
+                    last_rv = obj.resource_version().or(last_rv);
+                    out.extend(on_step(Step::Deleted(obj)));
+                    unreported = true;
+                }
+                Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
+                    // The watcher relists at once; say why the list restarts.
+                    out.push(sync(SyncInput::Failed {
+                        reason: "Expired".into(),
+                        message: status.message.clone(),
+                    }));
+                }
+                Some(Err(err)) => break failure(&err),
+            }
+            for observation in out {
+                if !report(&tx, observation).await {
+                    return;
+                }
+            }
+        };
+        let (reason, message) = failed;
+        tracing::debug!(cluster = %cluster, resource = %gvr.path(), %reason, %message, "watch failed");
+        if !report(&tx, sync(SyncInput::Failed { reason, message })).await {
+            return;
+        }
+        if !back_off(&cluster, &gvr, &mut backoff, &tx, &shutdown).await {
+            return;
+        }
+    }
+}
+
+fn scoped<K>(client: kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    }
+}
+
+fn watcher_config(resource: &SyncResource, config: &SourceConfig) -> watcher::Config {
+    let mut wc = watcher::Config::default();
+    if let Some(selector) = &resource.label_selector {
+        wc = wc.labels(selector);
+    }
+    if let Some(page) = config.page_size {
+        wc = wc.page_size(page);
+    }
+    wc
+}
+
+/// Runs the watch of one resource until `shutdown`.
+pub async fn run(
+    cluster: String,
+    client: kube::Client,
+    resource: SyncResource,
+    config: SourceConfig,
+    tx: mpsc::Sender<Observation>,
+    shutdown: CancellationToken,
+) {
+    let gvr = resource.gvr.clone();
+    let wc = watcher_config(&resource, &config);
+    let ns = resource.namespace.as_deref();
+    let app_label = config.app_label.clone();
+    match (
+        gvr.group.as_str(),
+        gvr.version.as_str(),
+        gvr.resource.as_str(),
+    ) {
+        ("apps", "v1", "deployments") => {
+            let c = cluster.clone();
+            let api: Api<Deployment> = scoped(client, ns);
+            drive(cluster, gvr, api, wc, tx, shutdown, move |step| {
+                workload_steps(&c, "Deployment", step, |d| {
+                    Workload::from_deployment(d, &app_label)
+                })
+            })
+            .await
+        }
+        ("apps", "v1", "statefulsets") => {
+            let c = cluster.clone();
+            let api: Api<StatefulSet> = scoped(client, ns);
+            drive(cluster, gvr, api, wc, tx, shutdown, move |step| {
+                workload_steps(&c, "StatefulSet", step, |s| {
+                    Workload::from_statefulset(s, &app_label)
+                })
+            })
+            .await
+        }
+        ("", "v1", "namespaces") => {
+            let c = cluster.clone();
+            let api: Api<Namespace> = Api::all(client);
+            drive(cluster, gvr, api, wc, tx, shutdown, move |step| {
+                namespace_steps(&c, step)
+            })
+            .await
+        }
+        _ => run_dynamic(cluster, client, resource, wc, tx, shutdown).await,
+    }
+}
+
+fn workload_steps<K: Resource>(
+    cluster: &str,
+    kind: &'static str,
+    step: Step<K>,
+    summarize: impl Fn(&K) -> Workload,
+) -> Vec<Observation> {
+    let cluster = cluster.to_string();
+    match step {
+        Step::Reset(items) => vec![Observation::WorkloadsListed {
+            cluster,
+            kind,
+            items: items.iter().map(summarize).collect(),
+        }],
+        Step::Applied(obj) => vec![Observation::WorkloadApplied {
+            cluster,
+            workload: summarize(&obj),
+        }],
+        Step::Deleted(obj) => vec![Observation::WorkloadDeleted {
+            cluster,
+            kind,
+            namespace: obj.namespace().unwrap_or_default(),
+            name: obj.name_any(),
+        }],
+    }
+}
+
+fn namespace_steps(cluster: &str, step: Step<Namespace>) -> Vec<Observation> {
+    let cluster = cluster.to_string();
+    match step {
+        Step::Reset(items) => vec![Observation::NamespacesListed {
+            cluster,
+            names: items.iter().map(|n| n.name_any()).collect(),
+        }],
+        Step::Applied(ns) => vec![Observation::NamespaceApplied {
+            cluster,
+            name: ns.name_any(),
+        }],
+        Step::Deleted(ns) => vec![Observation::NamespaceDeleted {
+            cluster,
+            name: ns.name_any(),
+        }],
+    }
+}
+
+/// Finds the resource through discovery, then watches it as dynamic objects.
+async fn run_dynamic(
+    cluster: String,
+    client: kube::Client,
+    resource: SyncResource,
+    wc: watcher::Config,
+    tx: mpsc::Sender<Observation>,
+    shutdown: CancellationToken,
+) {
+    let gvr = resource.gvr.clone();
+    let mut backoff = DefaultBackoff::default();
+    let found: ApiResource = loop {
+        let gv = kube::core::GroupVersion::gv(&gvr.group, &gvr.version);
+        let discovered = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            d = kube::discovery::pinned_group(&client, &gv) => d,
+        };
+        let (reason, message) = match discovered {
+            Ok(group) => {
+                let hit = group
+                    .versioned_resources(&gvr.version)
+                    .into_iter()
+                    .find(|(ar, _)| ar.plural == gvr.resource);
+                match hit {
+                    Some((ar, caps)) if caps.supports_operation(kube::discovery::verbs::WATCH) => {
+                        break ar;
+                    }
+                    Some(_) => (
+                        "NotServed".to_string(),
+                        format!("{} cannot be watched", gvr.path()),
+                    ),
+                    None => (
+                        "NotServed".to_string(),
+                        format!("{} is not served by this cluster", gvr.path()),
+                    ),
+                }
+            }
+            Err(kube::Error::Discovery(e)) => ("NotServed".to_string(), classify::describe(&e)),
+            Err(e) => {
+                let (reason, message) = classify::sync_reason(&e);
+                (reason.to_string(), message)
+            }
+        };
+        if !report(
+            &tx,
+            Observation::sync(&cluster, &gvr, SyncInput::Failed { reason, message }),
+        )
+        .await
+        {
+            return;
+        }
+        if !back_off(&cluster, &gvr, &mut backoff, &tx, &shutdown).await {
+            return;
+        }
+    };
+    let api: Api<DynamicObject> = match &resource.namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &found),
+        None => Api::all_with(client, &found),
+    };
+    drive(cluster, gvr, api, wc, tx, shutdown, |_| Vec::new()).await
+}

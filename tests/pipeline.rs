@@ -1,0 +1,447 @@
+//! Sources + engine + hub against simulated clusters through real kube-rs:
+//! every fault leads to the expected phase and reason and recovery leads
+//! back; thresholds hold; a 410 relist changes no app; registry changes
+//! start and stop watches; one watch per resource per cluster.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{doc_where, label, pipeline, sim_with};
+use kube_pulse::hub::Pattern;
+use kube_pulse::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
+use kube_pulse::sources::{SyncRegistry, SyncResource};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn seed(name: &str, replicas: u32) -> WorkloadSeed {
+    WorkloadSeed {
+        kind: "Deployment".into(),
+        namespace: "shop".into(),
+        name: name.into(),
+        replicas,
+        image: format!("registry.example/{name}:1"),
+    }
+}
+
+async fn member(name: &str) -> SimCluster {
+    sim_with(|c| {
+        c.name = name.into();
+        c.workloads = vec![seed("web", 2)];
+    })
+    .await
+}
+
+fn is(phase: &'static str, reason: &'static str) -> impl Fn(&Value) -> bool {
+    move |d| d["phase"] == phase && d["reason"] == reason
+}
+
+#[tokio::test]
+async fn healthy_clusters_sync_and_apps_run_with_one_watch_per_resource() {
+    let shutdown = CancellationToken::new();
+    let (a, b) = (member("a").await, member("b").await);
+    let p = pipeline(&[&a, &b], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    for c in ["a", "b"] {
+        let doc = doc_where(&hub, &format!("clusters/{c}"), WAIT, is("Healthy", "Ready")).await;
+        assert_eq!(doc["probe"]["serverVersion"], "v1.32.0-kube-pulse-sim");
+        assert!(doc["probe"]["latencyMs"].is_u64());
+        doc_where(&hub, &format!("clusters/{c}"), WAIT, |d| {
+            d["resources"]["synced"] == 3
+        })
+        .await;
+        for r in [
+            "apps/v1/deployments",
+            "apps/v1/statefulsets",
+            "core/v1/namespaces",
+        ] {
+            doc_where(
+                &hub,
+                &format!("clusters/{c}/sync/{r}"),
+                WAIT,
+                is("Syncing", "Watching"),
+            )
+            .await;
+        }
+        let app = doc_where(
+            &hub,
+            &format!("apps/{c}/shop/web"),
+            WAIT,
+            is("Running", "AllReady"),
+        )
+        .await;
+        assert_eq!(app["state"], "Running");
+        assert_eq!(app["message"], "2/2 ready");
+    }
+    // However many subscribers there are, each cluster serves one watch per resource.
+    let subscribers: Vec<_> = (0..200)
+        .map(|i| {
+            hub.subscribe(vec![
+                Pattern::parse(if i % 2 == 0 {
+                    "clusters/**"
+                } else {
+                    "apps/*/shop/*"
+                })
+                .unwrap(),
+            ])
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for sim in [&a, &b] {
+        let stats = sim.stats();
+        for r in ["apps/deployments", "apps/statefulsets", "core/namespaces"] {
+            assert_eq!(stats.count(r, "watch"), 1, "{} {r}: {stats:?}", sim.name());
+            assert_eq!(stats.count(r, "list"), 1, "{} {r}", sim.name());
+        }
+        assert_eq!(stats.open_watches, 3);
+    }
+    assert_eq!(hub.stats().subscriptions, 200);
+    drop(subscribers);
+    p.stop().await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_fault_shows_up_with_its_reason_and_recovery_follows() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "clusters/a", WAIT, is("Healthy", "Ready")).await;
+    let cases: Vec<(&str, Faults, &'static str)> = vec![
+        (
+            "refused connections",
+            Faults {
+                refuse: true,
+                ..Faults::default()
+            },
+            "Disconnected",
+        ),
+        (
+            "bad credentials",
+            Faults {
+                status: Some(401),
+                ..Faults::default()
+            },
+            "Unauthorized",
+        ),
+        (
+            "readyz failing",
+            Faults {
+                not_ready: true,
+                ..Faults::default()
+            },
+            "ApiServerNotReady",
+        ),
+        (
+            "server errors",
+            Faults {
+                status: Some(500),
+                ..Faults::default()
+            },
+            "ApiServerNotReady",
+        ),
+        (
+            "stalled server",
+            Faults {
+                stall: true,
+                ..Faults::default()
+            },
+            "Timeout",
+        ),
+    ];
+    for (name, faults, reason) in cases {
+        a.set_faults(faults);
+        let doc = doc_where(&hub, "clusters/a", WAIT, is("Unhealthy", reason)).await;
+        assert!(doc["probe"]["lastError"].is_string(), "{name}: {doc}");
+        // While unreachable, its syncs are stopped rather than flapping.
+        if reason == "Disconnected" {
+            doc_where(
+                &hub,
+                "clusters/a/sync/apps/v1/deployments",
+                WAIT,
+                is("Stopped", "ClusterUnhealthy"),
+            )
+            .await;
+        }
+        a.heal();
+        doc_where(&hub, "clusters/a", WAIT, |d| {
+            d["phase"] == "Healthy" && d["resources"]["synced"] == 3
+        })
+        .await;
+        doc_where(
+            &hub,
+            "clusters/a/sync/apps/v1/deployments",
+            WAIT,
+            is("Syncing", "Watching"),
+        )
+        .await;
+    }
+    let history = hub.get("clusters/a").unwrap().doc["history"].clone();
+    let reasons: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["to"] == "Unhealthy")
+        .map(|h| h["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "Disconnected",
+            "Unauthorized",
+            "ApiServerNotReady",
+            "ApiServerNotReady",
+            "Timeout"
+        ]
+    );
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_denied_resource_fails_its_sync_and_degrades_the_cluster() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    a.set_deny(["apps/deployments"]);
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    let sync = doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
+        d["reason"] == "Forbidden" && (d["phase"] == "Error" || d["phase"] == "Backoff")
+    })
+    .await;
+    assert!(
+        sync["lastError"].as_str().unwrap().contains("forbidden"),
+        "{sync}"
+    );
+    let cluster = doc_where(&hub, "clusters/a", WAIT, is("Degraded", "ResourcesFailing")).await;
+    assert_eq!(cluster["resources"]["failing"], 1);
+    assert_eq!(cluster["message"], "1 of 3 synced resources failing");
+    doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
+        d["phase"] == "Backoff" && d["retryAt"].is_string()
+    })
+    .await;
+    a.set_deny(Vec::<String>::new());
+    doc_where(
+        &hub,
+        "clusters/a/sync/apps/v1/deployments",
+        Duration::from_secs(40),
+        is("Syncing", "Watching"),
+    )
+    .await;
+    doc_where(&hub, "clusters/a", WAIT, is("Healthy", "Ready")).await;
+    doc_where(&hub, "apps/a/shop/web", WAIT, is("Running", "AllReady")).await;
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_single_lost_probe_does_not_flap_the_cluster() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "clusters/a", WAIT, is("Healthy", "Ready")).await;
+    // Fail only /readyz, for exactly one probe.
+    a.set_faults(Faults {
+        status: Some(500),
+        status_path_prefix: Some("/readyz".into()),
+        ..Faults::default()
+    });
+    let doc = doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["probe"]["consecutiveFailures"] == 1
+    })
+    .await;
+    a.heal();
+    assert_eq!(label(&doc), "Healthy (Ready)");
+    assert!(
+        doc["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("probe failed (1/3)"),
+        "{doc}"
+    );
+    let doc = doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["probe"]["consecutiveSuccesses"].as_u64() >= Some(2)
+    })
+    .await;
+    assert_eq!(label(&doc), "Healthy (Ready)");
+    let history = doc["history"].as_array().unwrap();
+    assert!(
+        history.iter().all(|h| h["to"] != "Unhealthy"),
+        "{history:?}"
+    );
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_forced_relist_changes_no_app() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "apps/a/shop/web", WAIT, is("Running", "AllReady")).await;
+    doc_where(
+        &hub,
+        "clusters/a/sync/apps/v1/deployments",
+        WAIT,
+        is("Syncing", "Watching"),
+    )
+    .await;
+    let mut apps = hub.subscribe(vec![Pattern::parse("apps/**").unwrap()]);
+    let history_before = hub.get("apps/a/shop/web").unwrap().doc["history"].clone();
+    let lists_before = a.stats().count("apps/deployments", "list");
+    a.expire_watches();
+    // The deployments watch relists: Error (Expired), Listing, Syncing again.
+    doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
+        d["phase"] == "Syncing"
+            && d["history"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["reason"] == "Expired")
+    })
+    .await;
+    common::eventually(WAIT, "a relist", || async {
+        (a.stats().count("apps/deployments", "list") > lists_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let delivered = tokio::time::timeout(Duration::from_millis(200), apps.next()).await;
+    assert!(
+        delivered.is_err(),
+        "an unchanged app was republished: {delivered:?}"
+    );
+    assert_eq!(
+        hub.get("apps/a/shop/web").unwrap().doc["history"],
+        history_before
+    );
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn registry_changes_start_and_stop_watches() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["resources"]["total"] == 3 && d["resources"]["synced"] == 3
+    })
+    .await;
+    assert_eq!(a.stats().count("core/configmaps", "watch"), 0);
+    let registry = SyncRegistry {
+        name: Some("cm".into()),
+        clusters: vec!["a".into()],
+        resources: vec![
+            SyncResource::all("", "v1", "configmaps"),
+            SyncResource::all("example.com", "v1", "widgets"),
+        ],
+    };
+    p.set_registries(vec![registry]).await;
+    doc_where(
+        &hub,
+        "clusters/a/sync/core/v1/configmaps",
+        WAIT,
+        is("Syncing", "Watching"),
+    )
+    .await;
+    // A resource the cluster does not serve is reported, not silently skipped.
+    doc_where(&hub, "clusters/a/sync/example.com/v1/widgets", WAIT, |d| {
+        d["reason"] == "NotServed"
+    })
+    .await;
+    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 5).await;
+    common::eventually(WAIT, "a configmaps watch", || async {
+        (a.stats().count("core/configmaps", "watch") == 1).then_some(())
+    })
+    .await;
+    p.set_registries(vec![]).await;
+    doc_where(
+        &hub,
+        "clusters/a/sync/core/v1/configmaps",
+        WAIT,
+        is("Stopped", "RemovedFromRegistry"),
+    )
+    .await;
+    doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["resources"]["total"] == 3 && d["phase"] == "Healthy"
+    })
+    .await;
+    common::eventually(WAIT, "the configmaps watch closed", || async {
+        (a.stats().open_watches == 3).then_some(())
+    })
+    .await;
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn apps_follow_their_workloads_through_every_stable_state() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    let topic = "apps/a/shop/web";
+    doc_where(&hub, topic, WAIT, is("Running", "AllReady")).await;
+
+    let mut scaled = workload_manifest(&seed("web", 4));
+    a.apply(&scaled).unwrap();
+    doc_where(&hub, topic, WAIT, |d| d["phase"] == "Degraded").await;
+    doc_where(&hub, topic, WAIT, |d| {
+        d["phase"] == "Running" && d["expected"] == 4 && d["ready"] == 4
+    })
+    .await;
+
+    scaled["spec"]["replicas"] = json!(0);
+    a.apply(&scaled).unwrap();
+    doc_where(&hub, topic, WAIT, |d| {
+        d["phase"] == "Stopped" && d["message"] == "scaled to 0"
+    })
+    .await;
+
+    // A broken image scaled up: nothing gets ready and the rollout times out.
+    a.set_failing_images(["registry.example/web:broken"]);
+    let mut broken = workload_manifest(&seed("web", 2));
+    broken["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("registry.example/web:broken");
+    broken["spec"]["progressDeadlineSeconds"] = json!(1);
+    a.apply(&broken).unwrap();
+    let panic = doc_where(&hub, topic, WAIT, is("Panic", "ProgressDeadlineExceeded")).await;
+    assert!(
+        panic["message"]
+            .as_str()
+            .unwrap()
+            .contains("timed out progressing"),
+        "{panic}"
+    );
+
+    let ns = a.store().catalog().namespaces().clone();
+    a.store()
+        .delete(&ns, None, "shop", &Default::default(), false)
+        .unwrap();
+    doc_where(&hub, topic, WAIT, is("NotExisted", "NamespaceNotFound")).await;
+    a.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}))
+        .unwrap();
+    doc_where(&hub, topic, WAIT, is("Stopped", "NoWorkloads")).await;
+
+    let history: Vec<String> = hub.get(topic).unwrap().doc["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["to"].as_str().unwrap().to_string())
+        .collect();
+    for phase in ["Running", "Degraded", "Stopped", "Panic", "NotExisted"] {
+        assert!(
+            history.iter().any(|h| h == phase),
+            "{phase} missing from {history:?}"
+        );
+    }
+    p.stop().await;
+    a.shutdown().await;
+}

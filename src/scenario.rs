@@ -1,13 +1,16 @@
 //! The demo scenario: a fixed, repeating script that scales, rolls out,
 //! breaks and heals the simulated member clusters, so every status machine
 //! has something to show. Steps act on the simulator directly, as the
-//! cluster's own users and failures would.
+//! cluster's own users and failures would; the gateway sees them only
+//! through kube-rs over HTTP.
 
 use std::time::Duration;
 
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
+use crate::sim::object::UpdateScope;
+use crate::sim::{ApiError, Faults, SimCluster, WorkloadSeed, workload_manifest};
 
 /// One thing that happens to a cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +25,16 @@ pub enum Action {
         name: &'static str,
         image: &'static str,
     },
+    /// Roll a workload to an image whose pods never get ready (20 s deadline).
+    Break {
+        namespace: &'static str,
+        name: &'static str,
+    },
+    DeleteNamespace(&'static str),
+    /// Recreate a namespace and its seeded workloads.
+    RestoreNamespace(&'static str),
+    /// RBAC: deny these `group/resource[:verb]` rules (empty: allow everything).
+    Deny(Vec<&'static str>),
     Faults(Faults),
     Heal,
 }
@@ -34,8 +47,8 @@ pub struct Step {
     pub action: Action,
 }
 
-/// An image the scenario marks as failing: its pods never become ready.
-pub const BROKEN_IMAGE: &str = "registry.example/cart:broken";
+/// An image whose pods never become ready.
+pub const BROKEN_IMAGE: &str = "registry.example/broken:1";
 
 /// The workloads each demo cluster starts with.
 pub fn seed_workloads() -> Vec<WorkloadSeed> {
@@ -66,72 +79,96 @@ pub fn seed_workloads() -> Vec<WorkloadSeed> {
     ]
 }
 
-/// The script, repeated for as long as the demo runs.
+const DEV: usize = 0;
+const STAGING: usize = 1;
+const PROD: usize = 2;
+
+/// The script, repeated for as long as the demo runs (about four minutes a round).
 pub fn script() -> Vec<Step> {
+    use Action::*;
     let s = |secs, cluster, action| Step {
         after: Duration::from_secs(secs),
         cluster,
         action,
     };
     vec![
+        // Scaling up and down.
         s(
             8,
-            2,
-            Action::Scale {
+            PROD,
+            Scale {
                 namespace: "shop",
                 name: "web",
                 replicas: 5,
             },
         ),
+        // A rollout.
         s(
             10,
-            1,
-            Action::Image {
+            STAGING,
+            Image {
                 namespace: "shop",
                 name: "cart",
                 image: "registry.example/cart:1.1",
             },
         ),
+        // dev refuses connections for a while: Unhealthy (Disconnected).
         s(
             10,
-            0,
-            Action::Faults(Faults {
+            DEV,
+            Faults(crate::sim::Faults {
                 refuse: true,
-                ..Faults::default()
+                ..Default::default()
             }),
         ),
-        s(20, 0, Action::Heal),
+        s(20, DEV, Heal),
+        // An app with nothing ready and a failed rollout: Panic.
         s(
             5,
-            2,
-            Action::Image {
-                namespace: "shop",
-                name: "cart",
-                image: BROKEN_IMAGE,
+            PROD,
+            Scale {
+                namespace: "analytics",
+                name: "ingest",
+                replicas: 0,
             },
         ),
         s(
-            45,
-            2,
-            Action::Image {
-                namespace: "shop",
-                name: "cart",
-                image: "registry.example/cart:1.0",
+            5,
+            PROD,
+            Break {
+                namespace: "analytics",
+                name: "ingest",
             },
         ),
+        // A denied resource: sync Error (Forbidden), cluster Degraded.
+        s(10, STAGING, Deny(vec!["core/configmaps"])),
+        s(35, STAGING, Deny(vec![])),
+        s(
+            5,
+            PROD,
+            Image {
+                namespace: "analytics",
+                name: "ingest",
+                image: "registry.example/ingest:3.2",
+            },
+        ),
+        // A namespace deleted and recreated: NotExisted, then back.
+        s(10, DEV, DeleteNamespace("analytics")),
+        s(20, DEV, RestoreNamespace("analytics")),
+        // staging stalls: Unhealthy (Timeout).
         s(
             10,
-            1,
-            Action::Faults(Faults {
-                not_ready: true,
-                ..Faults::default()
+            STAGING,
+            Faults(crate::sim::Faults {
+                stall: true,
+                ..Default::default()
             }),
         ),
-        s(15, 1, Action::Heal),
+        s(20, STAGING, Heal),
         s(
             5,
-            2,
-            Action::Scale {
+            PROD,
+            Scale {
                 namespace: "shop",
                 name: "web",
                 replicas: 3,
@@ -139,78 +176,36 @@ pub fn script() -> Vec<Step> {
         ),
         s(
             5,
-            0,
-            Action::Scale {
-                namespace: "analytics",
-                name: "ingest",
-                replicas: 0,
-            },
-        ),
-        s(
-            20,
-            0,
-            Action::Scale {
-                namespace: "analytics",
-                name: "ingest",
-                replicas: 2,
-            },
-        ),
-        s(
-            5,
-            1,
-            Action::Image {
+            STAGING,
+            Image {
                 namespace: "shop",
                 name: "cart",
                 image: "registry.example/cart:1.0",
             },
         ),
+        s(
+            20,
+            DEV,
+            Scale {
+                namespace: "shop",
+                name: "web",
+                replicas: 3,
+            },
+        ),
     ]
 }
 
-fn apply(cluster: &SimCluster, action: &Action) {
-    let workload = |namespace: &str, name: &str| {
-        seed_workloads()
-            .into_iter()
-            .find(|w| w.namespace == namespace && w.name == name)
-    };
-    let result = match action {
-        Action::Faults(faults) => {
-            cluster.set_faults(faults.clone());
-            Ok(())
-        }
-        Action::Heal => {
-            cluster.heal();
-            Ok(())
-        }
-        Action::Scale {
-            namespace,
-            name,
-            replicas,
-        } => update(cluster, namespace, name, |m| {
-            m["spec"]["replicas"] = (*replicas).into();
-        }),
-        Action::Image {
-            namespace,
-            name,
-            image,
-        } => update(cluster, namespace, name, |m| {
-            m["spec"]["template"]["spec"]["containers"][0]["image"] = (*image).into();
-        }),
-    };
-    if let Err(err) = result {
-        // A workload someone deleted meanwhile comes back from its seed.
-        if let Action::Scale {
-            namespace, name, ..
-        }
-        | Action::Image {
-            namespace, name, ..
-        } = action
-            && let Some(seed) = workload(namespace, name)
-        {
-            let _ = cluster.apply(&workload_manifest(&seed));
-        }
-        tracing::debug!(cluster = cluster.name(), cause = %err, "scenario step skipped");
-    }
+fn workload_def(
+    cluster: &SimCluster,
+    namespace: &str,
+    name: &str,
+) -> Option<crate::sim::ResourceDef> {
+    let store = cluster.store();
+    ["deployments", "statefulsets"]
+        .iter()
+        .filter_map(|p| store.catalog().find("apps", "v1", p))
+        .find(|d| store.get(d, Some(namespace), name).is_ok())
+        .cloned()
 }
 
 fn update(
@@ -218,22 +213,14 @@ fn update(
     namespace: &str,
     name: &str,
     change: impl FnOnce(&mut serde_json::Value),
-) -> Result<(), crate::sim::ApiError> {
-    let store = cluster.store();
-    let catalog = store.catalog();
-    let def = ["deployments", "statefulsets"]
-        .iter()
-        .filter_map(|p| catalog.find("apps", "v1", p))
-        .find(|d| store.get(d, Some(namespace), name).is_ok())
-        .cloned()
-        .ok_or_else(|| {
-            crate::sim::ApiError::bad_request(format!("no workload {namespace}/{name}"))
-        })?;
-    store.mutate(
+) -> Result<(), ApiError> {
+    let def = workload_def(cluster, namespace, name)
+        .ok_or_else(|| ApiError::bad_request(format!("no workload {namespace}/{name}")))?;
+    cluster.store().mutate(
         &def,
         Some(namespace),
         name,
-        crate::sim::object::UpdateScope::Main,
+        UpdateScope::Main,
         false,
         |current| {
             let mut next = current.clone();
@@ -241,6 +228,52 @@ fn update(
             Ok(next)
         },
     )?;
+    Ok(())
+}
+
+fn restore_namespace(cluster: &SimCluster, namespace: &str) -> Result<(), ApiError> {
+    cluster.apply(
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+    )?;
+    for seed in seed_workloads().iter().filter(|w| w.namespace == namespace) {
+        cluster.apply(&workload_manifest(seed))?;
+    }
+    Ok(())
+}
+
+/// Performs one action on a cluster.
+pub fn apply(cluster: &SimCluster, action: &Action) -> Result<(), ApiError> {
+    match action {
+        Action::Faults(faults) => cluster.set_faults(faults.clone()),
+        Action::Heal => cluster.heal(),
+        Action::Deny(rules) => cluster.set_deny(rules.iter().copied()),
+        Action::Scale {
+            namespace,
+            name,
+            replicas,
+        } => update(cluster, namespace, name, |m| {
+            m["spec"]["replicas"] = json!(replicas);
+        })?,
+        Action::Image {
+            namespace,
+            name,
+            image,
+        } => update(cluster, namespace, name, |m| {
+            m["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+        })?,
+        Action::Break { namespace, name } => update(cluster, namespace, name, |m| {
+            m["spec"]["template"]["spec"]["containers"][0]["image"] = json!(BROKEN_IMAGE);
+            m["spec"]["progressDeadlineSeconds"] = json!(20);
+            m["spec"]["replicas"] = json!(2);
+        })?,
+        Action::DeleteNamespace(namespace) => {
+            let ns = cluster.store().catalog().namespaces().clone();
+            cluster
+                .store()
+                .delete(&ns, None, namespace, &Default::default(), false)?;
+        }
+        Action::RestoreNamespace(namespace) => restore_namespace(cluster, namespace)?,
+    }
     Ok(())
 }
 
@@ -255,9 +288,17 @@ pub async fn run(clusters: &[SimCluster], shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(step.after) => {}
             }
-            if let Some(cluster) = clusters.get(step.cluster) {
-                tracing::info!(cluster = cluster.name(), action = ?step.action, "scenario");
-                apply(cluster, &step.action);
+            let Some(cluster) = clusters.get(step.cluster) else {
+                continue;
+            };
+            tracing::info!(cluster = cluster.name(), action = ?step.action, "scenario");
+            if let Err(err) = apply(cluster, &step.action) {
+                // Someone changed the cluster meanwhile (kubectl works on it too):
+                // put the seeded state back and go on.
+                tracing::info!(cluster = cluster.name(), cause = %err, "scenario step skipped; reseeding");
+                for ns in ["shop", "analytics"] {
+                    let _ = restore_namespace(cluster, ns);
+                }
             }
         }
     }
@@ -266,46 +307,55 @@ pub async fn run(clusters: &[SimCluster], shutdown: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::SimConfig;
 
     #[test]
-    fn script_targets_seeded_workloads_and_heals_every_fault() {
+    fn script_targets_seeded_workloads_and_undoes_every_fault() {
         let seeds = seed_workloads();
         let mut faulted = std::collections::HashSet::new();
+        let mut denied = std::collections::HashSet::new();
+        let mut deleted = std::collections::HashSet::new();
         for step in script() {
-            match step.action {
+            match &step.action {
                 Action::Scale {
                     namespace, name, ..
                 }
                 | Action::Image {
                     namespace, name, ..
-                } => {
+                }
+                | Action::Break { namespace, name } => {
                     assert!(
                         seeds
                             .iter()
-                            .any(|w| w.namespace == namespace && w.name == name),
+                            .any(|w| w.namespace == *namespace && w.name == *name),
                         "{name}"
                     );
                 }
-                Action::Faults(_) => {
-                    faulted.insert(step.cluster);
-                }
-                Action::Heal => {
-                    assert!(faulted.remove(&step.cluster), "heal without fault");
-                }
+                Action::Faults(_) => assert!(faulted.insert(step.cluster)),
+                Action::Heal => assert!(faulted.remove(&step.cluster), "heal without fault"),
+                Action::Deny(rules) if rules.is_empty() => assert!(denied.remove(&step.cluster)),
+                Action::Deny(_) => assert!(denied.insert(step.cluster)),
+                Action::DeleteNamespace(ns) => assert!(deleted.insert((step.cluster, *ns))),
+                Action::RestoreNamespace(ns) => assert!(deleted.remove(&(step.cluster, *ns))),
             }
             assert!(step.cluster < 3);
         }
-        assert!(faulted.is_empty(), "every fault is healed within one round");
+        assert!(
+            faulted.is_empty() && denied.is_empty() && deleted.is_empty(),
+            "every round ends healed"
+        );
     }
 
     #[tokio::test]
     async fn actions_change_the_cluster() {
-        let cluster = SimCluster::start(crate::sim::SimConfig {
+        let cluster = SimCluster::start(SimConfig {
             workloads: seed_workloads(),
-            ..crate::sim::SimConfig::named("t")
+            ..SimConfig::named("t")
         })
         .await
         .unwrap();
+        let catalog = cluster.store().catalog().clone();
+        let deploy = catalog.find("apps", "v1", "deployments").unwrap().clone();
         apply(
             &cluster,
             &Action::Scale {
@@ -313,15 +363,12 @@ mod tests {
                 name: "web",
                 replicas: 7,
             },
+        )
+        .unwrap();
+        assert_eq!(
+            cluster.store().get(&deploy, Some("shop"), "web").unwrap()["spec"]["replicas"],
+            7
         );
-        let def = cluster
-            .store()
-            .catalog()
-            .find("apps", "v1", "deployments")
-            .unwrap()
-            .clone();
-        let web = cluster.store().get(&def, Some("shop"), "web").unwrap();
-        assert_eq!(web["spec"]["replicas"], 7);
         apply(
             &cluster,
             &Action::Image {
@@ -329,13 +376,9 @@ mod tests {
                 name: "db",
                 image: "pg:17",
             },
-        );
-        let sts = cluster
-            .store()
-            .catalog()
-            .find("apps", "v1", "statefulsets")
-            .unwrap()
-            .clone();
+        )
+        .unwrap();
+        let sts = catalog.find("apps", "v1", "statefulsets").unwrap().clone();
         let db = cluster.store().get(&sts, Some("shop"), "db").unwrap();
         assert_eq!(
             db["spec"]["template"]["spec"]["containers"][0]["image"],
@@ -343,14 +386,37 @@ mod tests {
         );
         apply(
             &cluster,
+            &Action::Break {
+                namespace: "shop",
+                name: "cart",
+            },
+        )
+        .unwrap();
+        let cart = cluster.store().get(&deploy, Some("shop"), "cart").unwrap();
+        assert_eq!(cart["spec"]["progressDeadlineSeconds"], 20);
+        apply(
+            &cluster,
             &Action::Faults(Faults {
                 not_ready: true,
                 ..Faults::default()
             }),
-        );
+        )
+        .unwrap();
         assert!(cluster.faults().not_ready);
-        apply(&cluster, &Action::Heal);
+        apply(&cluster, &Action::Heal).unwrap();
         assert_eq!(cluster.faults(), Faults::default());
+        apply(&cluster, &Action::DeleteNamespace("analytics")).unwrap();
+        assert!(
+            apply(
+                &cluster,
+                &Action::Scale {
+                    namespace: "nowhere",
+                    name: "x",
+                    replicas: 1
+                }
+            )
+            .is_err()
+        );
         cluster.shutdown().await;
     }
 }

@@ -88,7 +88,11 @@ pub struct ClusterSpec {
     pub token: Option<String>,
     pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
-    #[serde(default)]
+    #[serde(
+        default,
+        rename = "insecureSkipTLSVerify",
+        alias = "insecureSkipTlsVerify"
+    )]
     pub insecure_skip_tls_verify: bool,
 }
 
@@ -328,6 +332,28 @@ mod tests {
         let config = load_file(&ok).unwrap();
         assert_eq!(config.clusters[0].name, "a");
         assert_eq!(config.listen.unwrap().port(), 9000);
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config.example.yaml");
+        let config = load_file(&path).unwrap();
+        assert_eq!(config.clusters.len(), 3);
+        assert_eq!(config.sync_registries.len(), 2);
+        let pipeline = config.pipeline();
+        assert_eq!(
+            pipeline.source.probe_interval,
+            std::time::Duration::from_secs(5)
+        );
+        assert_eq!(pipeline.thresholds.failure, 2);
+        assert_eq!(
+            crate::sources::resources_for("prod-eu", &pipeline.registries).len(),
+            2
+        );
+        assert_eq!(
+            crate::sources::resources_for("lab", &pipeline.registries).len(),
+            1
+        );
     }
 
     #[test]

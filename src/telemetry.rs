@@ -12,7 +12,7 @@ pub enum LogFormat {
 /// Installs the global subscriber; logs go to stderr.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,kube_client=warn,kube_runtime=warn,hyper=warn"));
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_client=off,kube_runtime=warn,hyper=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -34,6 +34,8 @@ pub enum Action {
     /// Recreate a namespace and its seeded workloads.
     RestoreNamespace(&'static str),
     /// RBAC: deny these `group/resource[:verb]` rules (empty: allow everything).
+    /// Open watches are closed too, as their periodic timeout would, so the
+    /// new rules take effect when clients re-watch.
     Deny(Vec<&'static str>),
     Faults(Faults),
     Heal,
@@ -246,7 +248,10 @@ pub fn apply(cluster: &SimCluster, action: &Action) -> Result<(), ApiError> {
     match action {
         Action::Faults(faults) => cluster.set_faults(faults.clone()),
         Action::Heal => cluster.heal(),
-        Action::Deny(rules) => cluster.set_deny(rules.iter().copied()),
+        Action::Deny(rules) => {
+            cluster.set_deny(rules.iter().copied());
+            cluster.close_watches();
+        }
         Action::Scale {
             namespace,
             name,

@@ -82,7 +82,7 @@ struct ClusterLink {
 }
 
 /// The demo's routes: the gateway plus an index page and each cluster's control API.
-pub fn app(clusters: &[SimCluster], hub: Arc<Hub>) -> Router {
+pub fn app(clusters: &[SimCluster], hub: Arc<Hub>, shutdown: &CancellationToken) -> Router {
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
@@ -93,7 +93,11 @@ pub fn app(clusters: &[SimCluster], hub: Arc<Hub>) -> Router {
     let mut router = Router::new()
         .route("/", get(index))
         .with_state(Arc::new(links))
-        .merge(gateway::app(Arc::new(GatewayState { hub })));
+        .merge(gateway::app(GatewayState::new(
+            hub,
+            Default::default(),
+            shutdown.clone(),
+        )));
     for cluster in clusters {
         router = router.nest(
             &format!("/_sim/clusters/{}", cluster.name()),
@@ -166,7 +170,7 @@ pub async fn run(
         })
         .collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
-    let router = app(&clusters, pipeline.hub().clone());
+    let router = app(&clusters, pipeline.hub().clone(), &shutdown);
     let clusters = Arc::new(clusters);
     let scenario_task = options.scenario.then(|| {
         let clusters = clusters.clone();

@@ -14,10 +14,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::hub::Hub;
+use crate::transports::{TransportConfig, Transports};
 
 /// State shared by every request.
 pub struct GatewayState {
     pub hub: Arc<Hub>,
+    pub transports: Arc<Transports>,
+}
+
+impl GatewayState {
+    /// State over `hub`; push sessions end when `shutdown` is cancelled.
+    pub fn new(
+        hub: Arc<Hub>,
+        transports: TransportConfig,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let transports = Transports::new(hub.clone(), transports, shutdown);
+        Arc::new(Self { hub, transports })
+    }
 }
 
 /// The gateway's routes.
@@ -25,6 +39,7 @@ pub fn app(state: Arc<GatewayState>) -> Router {
     Router::new()
         .route("/livez", get(livez))
         .merge(crate::rest::router(state.hub.clone()))
+        .merge(crate::transports::router(state.transports.clone()))
         .fallback(not_found)
 }
 
@@ -80,7 +95,11 @@ mod tests {
         );
         hub.put("apps/a/shop/web", json!({"app": "web", "phase": "Running"}));
         hub.put("apps/a/other/db", json!({"app": "db", "phase": "Stopped"}));
-        let app = app(Arc::new(GatewayState { hub }));
+        let app = app(GatewayState::new(
+            hub,
+            Default::default(),
+            CancellationToken::new(),
+        ));
         type Check = Box<dyn Fn(&Value) -> bool>;
         let cases: Vec<(&str, StatusCode, Check)> = vec![
             ("/livez", StatusCode::OK, Box::new(|v| v == "OK")),

@@ -12,6 +12,7 @@ pub mod error;
 pub mod gateway;
 pub mod hub;
 pub mod pipeline;
+pub mod protocol;
 pub mod rest;
 pub mod scenario;
 pub mod serve;
@@ -20,5 +21,6 @@ pub mod sim;
 pub mod sources;
 pub mod status;
 pub mod telemetry;
+pub mod transports;
 
 pub use error::{Error, Result};

@@ -1,8 +1,6 @@
 //! `kube-pulse serve`: the gateway for real member clusters, from a
 //! kubeconfig or a config file.
 
-use std::sync::Arc;
-
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -29,9 +27,11 @@ pub async fn run(
         });
     }
     let pipeline = Pipeline::start(members, config, &shutdown).await?;
-    let app = gateway::app(Arc::new(GatewayState {
-        hub: pipeline.hub().clone(),
-    }));
+    let app = gateway::app(GatewayState::new(
+        pipeline.hub().clone(),
+        Default::default(),
+        shutdown.clone(),
+    ));
     let served = gateway::serve(listener, app, shutdown.clone()).await;
     pipeline.stop().await;
     served

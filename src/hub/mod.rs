@@ -9,7 +9,9 @@ pub mod patch;
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
 
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
@@ -32,17 +34,49 @@ pub enum ChangeKind {
 }
 
 /// One published change, shared by every subscriber.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Serialize)]
 pub struct Change {
     pub topic: String,
     pub rev: u64,
     pub seq: u64,
+    /// `{epoch}-{seq}`: where a client resumes from.
+    pub cursor: String,
     pub kind: ChangeKind,
     /// The document after the change (None when removed).
     pub doc: Option<Arc<Value>>,
     /// RFC 7386 merge patch from the previous revision (for `Patch`).
     pub patch: Option<Arc<Value>>,
     pub at: DateTime<Utc>,
+    /// Encodings made once and shared by every subscriber (see `transports`).
+    #[serde(skip)]
+    pub encoded: EncodeCache,
+}
+
+impl PartialEq for Change {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            &self.topic,
+            self.rev,
+            self.seq,
+            self.kind,
+            &self.doc,
+            &self.patch,
+        ) == (
+            &other.topic,
+            other.rev,
+            other.seq,
+            other.kind,
+            &other.doc,
+            &other.patch,
+        )
+    }
+}
+
+/// Lazily encoded forms of a change: the JSON message and its SSE frame.
+#[derive(Debug, Default)]
+pub struct EncodeCache {
+    pub json: OnceLock<Bytes>,
+    pub sse: OnceLock<Bytes>,
 }
 
 /// A topic's current document.
@@ -151,9 +185,20 @@ impl Hub {
         &self.epoch
     }
 
+    /// The cursor of a hub sequence number.
+    pub fn cursor(&self, seq: u64) -> String {
+        format!("{}-{seq}", self.epoch)
+    }
+
+    /// The current hub sequence.
+    pub fn seq(&self) -> u64 {
+        self.inner.lock().seq
+    }
+
     /// Sets a topic's document. Publishes only when it really changed;
     /// returns the change.
-    pub fn put(&self, topic: &str, doc: Value) -> Option<Arc<Change>> {
+    pub fn put(&self, topic: &str, mut doc: Value) -> Option<Arc<Change>> {
+        patch::strip_nulls(&mut doc);
         let mut inner = self.inner.lock();
         let (kind, rev, patch) = match inner.topics.get(topic) {
             Some(entry) if *entry.doc == doc => return None,
@@ -203,10 +248,12 @@ impl Hub {
             topic: topic.to_string(),
             rev,
             seq: inner.seq,
+            cursor: self.cursor(inner.seq),
             kind,
             doc,
             patch,
             at: Utc::now(),
+            encoded: EncodeCache::default(),
         });
         inner.log.push_back(change.clone());
         while inner.log.len() > self.config.log_size {

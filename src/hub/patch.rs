@@ -2,6 +2,20 @@
 
 use serde_json::{Map, Value};
 
+/// Removes object members whose value is `null`, recursively (arrays keep
+/// their elements). Merge patches use `null` for "delete", so documents
+/// without null members are exactly what patches can reproduce.
+pub fn strip_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
 /// The merge patch that turns `old` into `new`. Objects are diffed key by
 /// key; anything else (arrays included) is replaced whole; a removed key
 /// becomes `null`.

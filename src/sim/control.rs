@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Json, State};
+use axum::body::Bytes;
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,10 +28,10 @@ fn bad_request(message: impl Into<String>) -> Response {
         .into_response()
 }
 
-fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, Box<Response>> {
-    payload
-        .map(|Json(v)| v)
-        .map_err(|e| Box::new(bad_request(e.body_text())))
+/// Parses a JSON body whatever its `Content-Type`, so `curl -d '{…}'` works.
+fn body<T: serde::de::DeserializeOwned>(payload: Bytes) -> Result<T, Box<Response>> {
+    serde_json::from_slice(&payload)
+        .map_err(|e| Box::new(bad_request(format!("invalid JSON body: {e}"))))
 }
 
 /// The control routes; mount under `/_sim` (or `/_sim/clusters/{name}`).
@@ -63,11 +63,8 @@ async fn get_faults(State(shared): State<Arc<Shared>>) -> Response {
 
 /// `PUT /faults`: the faults to apply (a [`Faults`] document); an extra
 /// `healAfterMs` clears them again after that many milliseconds.
-async fn put_faults(
-    State(shared): State<Arc<Shared>>,
-    payload: Result<Json<serde_json::Value>, JsonRejection>,
-) -> Response {
-    let value = match body(payload) {
+async fn put_faults(State(shared): State<Arc<Shared>>, payload: Bytes) -> Response {
+    let value: serde_json::Value = match body(payload) {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -124,11 +121,8 @@ async fn get_deny(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(json!({"rules": *shared.deny.read()})).into_response()
 }
 
-async fn put_deny(
-    State(shared): State<Arc<Shared>>,
-    payload: Result<Json<DenyRequest>, JsonRejection>,
-) -> Response {
-    let request = match body(payload) {
+async fn put_deny(State(shared): State<Arc<Shared>>, payload: Bytes) -> Response {
+    let request = match body::<DenyRequest>(payload) {
         Ok(v) => v,
         Err(r) => return *r,
     };
@@ -152,11 +146,8 @@ async fn get_failing(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(json!({"images": *shared.failing_images.read()})).into_response()
 }
 
-async fn put_failing(
-    State(shared): State<Arc<Shared>>,
-    payload: Result<Json<ImagesRequest>, JsonRejection>,
-) -> Response {
-    let request = match body(payload) {
+async fn put_failing(State(shared): State<Arc<Shared>>, payload: Bytes) -> Response {
+    let request = match body::<ImagesRequest>(payload) {
         Ok(v) => v,
         Err(r) => return *r,
     };

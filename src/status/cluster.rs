@@ -67,10 +67,14 @@ impl Default for Thresholds {
 #[serde(rename_all = "camelCase")]
 pub struct ProbeInfo {
     pub latency_ms: Option<u64>,
+    /// Kept out of the document: it would publish a change on every probe.
+    #[serde(skip)]
     pub last_probe_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     pub server_version: Option<String>,
+    /// Counted up to the success threshold (then it stops changing).
     pub consecutive_successes: u32,
+    /// Counted up to the failure threshold.
     pub consecutive_failures: u32,
 }
 
@@ -139,7 +143,6 @@ impl ClusterStatus {
 
     /// Healthy or Degraded, from the resource counts.
     fn set_up(&mut self, now: DateTime<Utc>) {
-        let latency = self.probe.latency_ms.unwrap_or(0);
         let r = self.resources;
         if r.failing > 0 {
             self.lifecycle.set(
@@ -153,7 +156,7 @@ impl ClusterStatus {
                 ClusterPhase::Healthy,
                 "Ready",
                 format!(
-                    "apiserver ready ({latency} ms), {}/{} resources syncing",
+                    "apiserver ready, {}/{} resources syncing",
                     r.synced, r.total
                 ),
                 now,
@@ -182,7 +185,8 @@ impl ClusterStatus {
                 version,
             } => {
                 let p = &mut self.probe;
-                p.consecutive_successes += 1;
+                p.consecutive_successes =
+                    (p.consecutive_successes + 1).min(thresholds.success.max(1));
                 p.consecutive_failures = 0;
                 p.latency_ms = Some(latency_ms);
                 p.last_probe_at = Some(now);
@@ -209,7 +213,8 @@ impl ClusterStatus {
                 latency_ms,
             } => {
                 let p = &mut self.probe;
-                p.consecutive_failures += 1;
+                p.consecutive_failures =
+                    (p.consecutive_failures + 1).min(thresholds.failure.max(1));
                 p.consecutive_successes = 0;
                 p.latency_ms = latency_ms;
                 p.last_probe_at = Some(now);

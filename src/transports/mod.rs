@@ -1,0 +1,151 @@
+//! Push transports: Server-Sent Events and WebSocket over the hub
+//! (`hub ──Change──▶ [transports] ──▶ browsers / curl`). Both speak the
+//! protocol in `crate::protocol` (documented in `docs/PROTOCOL.md`): fresh
+//! snapshots or a replay from a cursor, `synced`, then changes. They read
+//! from the hub and never block it; a subscriber that falls behind gets the
+//! latest snapshot of the topics it missed, and one that stops reading for
+//! longer than the write timeout is closed.
+
+mod session;
+pub mod sse;
+pub mod ws;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::Hub;
+
+/// Limits and timings of the transports.
+#[derive(Debug, Clone)]
+pub struct TransportConfig {
+    /// Interval of SSE comment heartbeats and WebSocket pings.
+    pub heartbeat: Duration,
+    /// A session whose writes are blocked this long is closed (slow consumer).
+    pub write_timeout: Duration,
+    /// A WebSocket that sends nothing (not even pongs) this long is closed.
+    pub ws_idle_timeout: Duration,
+    /// Reconnect delay suggested to SSE clients (`retry:`).
+    pub sse_retry: Duration,
+    /// Open SSE + WebSocket sessions at most.
+    pub max_connections: usize,
+    pub max_subscriptions_per_socket: usize,
+    /// Topic patterns per SSE request or per WebSocket subscribe.
+    pub max_topics_per_request: usize,
+    pub max_ws_message_bytes: usize,
+    /// Subscribe operations per second per WebSocket (burst of the same size).
+    pub max_subscribes_per_second: u32,
+    /// Extra allowed WebSocket origins (`*` for any); same-origin and loopback
+    /// origins are always allowed.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat: Duration::from_secs(15),
+            write_timeout: Duration::from_secs(10),
+            ws_idle_timeout: Duration::from_secs(60),
+            sse_retry: Duration::from_secs(2),
+            max_connections: 10_000,
+            max_subscriptions_per_socket: 100,
+            max_topics_per_request: 50,
+            max_ws_message_bytes: 64 * 1024,
+            max_subscribes_per_second: 20,
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+/// Counters of the transports (exported as metrics later on).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sse_sessions: AtomicU64,
+    pub ws_sessions: AtomicU64,
+    pub messages_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    /// Topics resent as a snapshot because a subscriber fell behind.
+    pub collapses: AtomicU64,
+    pub slow_consumer_closes: AtomicU64,
+    pub rejected_connections: AtomicU64,
+}
+
+/// A snapshot of [`Counters`].
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CounterValues {
+    pub sse_sessions: u64,
+    pub ws_sessions: u64,
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    pub collapses: u64,
+    pub slow_consumer_closes: u64,
+    pub rejected_connections: u64,
+}
+
+impl Counters {
+    pub fn values(&self) -> CounterValues {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CounterValues {
+            sse_sessions: get(&self.sse_sessions),
+            ws_sessions: get(&self.ws_sessions),
+            messages_sent: get(&self.messages_sent),
+            bytes_sent: get(&self.bytes_sent),
+            collapses: get(&self.collapses),
+            slow_consumer_closes: get(&self.slow_consumer_closes),
+            rejected_connections: get(&self.rejected_connections),
+        }
+    }
+
+    fn sent(&self, bytes: usize) {
+        self.messages_sent.fetch_add(1, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+/// Everything a transport session needs.
+pub struct Transports {
+    pub hub: Arc<Hub>,
+    pub config: TransportConfig,
+    pub counters: Counters,
+    connections: Arc<Semaphore>,
+    /// Cancelled at shutdown: every session ends itself.
+    pub shutdown: CancellationToken,
+}
+
+impl Transports {
+    pub fn new(hub: Arc<Hub>, config: TransportConfig, shutdown: CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            hub,
+            connections: Arc::new(Semaphore::new(config.max_connections)),
+            config,
+            counters: Counters::default(),
+            shutdown,
+        })
+    }
+
+    /// A connection slot, or None when the limit is reached.
+    fn admit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let permit = self.connections.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            self.counters
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        permit
+    }
+}
+
+/// The push routes: `/api/v1/events` (SSE) and `/api/v1/ws` (WebSocket).
+pub fn router(transports: Arc<Transports>) -> Router {
+    Router::new()
+        .route("/api/v1/events", get(sse::events))
+        .route("/api/v1/ws", get(ws::upgrade))
+        .with_state(transports)
+}

@@ -1,0 +1,163 @@
+//! What both transports do the same way: open a hub subscription, decide
+//! between a replay from the client's cursor and fresh snapshots, and turn
+//! deliveries into encoded messages.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::Transports;
+use crate::hub::{Delivery, Pattern, Subscription};
+use crate::protocol::{self, Cursor, Synced};
+
+/// A started subscription: its first messages, then live deliveries.
+pub struct Started {
+    pub subscription: Subscription,
+    /// Snapshots or replayed changes, each with its cursor and type.
+    pub initial: Vec<Message>,
+    pub synced: Synced,
+}
+
+/// One encoded message with what SSE framing needs.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub kind: &'static str,
+    pub cursor: String,
+    pub json: Bytes,
+    /// The cached SSE frame, for hub changes shared by every subscriber.
+    pub sse: Option<Bytes>,
+}
+
+/// Parses topic patterns, naming the first bad one.
+pub fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, String> {
+    if raw.is_empty() {
+        return Err("at least one topic is required, e.g. topic=clusters/*".into());
+    }
+    if raw.len() > max {
+        return Err(format!(
+            "at most {max} topics per request, got {}",
+            raw.len()
+        ));
+    }
+    raw.iter().map(|t| Pattern::parse(t)).collect()
+}
+
+/// Subscribes and prepares the initial messages: a replay when `since` is a
+/// cursor of this process still in the log, else fresh snapshots (with the
+/// reason in `synced`).
+pub fn start(transports: &Transports, patterns: Vec<Pattern>, since: Option<&str>) -> Started {
+    let hub = &transports.hub;
+    let subscription = hub.subscribe(patterns.clone());
+    let at = subscription.seq();
+    let now = hub.cursor(at);
+    let fallback = |reason: Option<String>, subscription: Subscription| {
+        let initial: Vec<Message> = subscription
+            .snapshot()
+            .iter()
+            .map(|doc| Message {
+                kind: "snapshot",
+                cursor: now.clone(),
+                json: protocol::snapshot_json(doc, &now),
+                sse: None,
+            })
+            .collect();
+        let synced = Synced {
+            cursor: now.clone(),
+            resumed: false,
+            reason,
+            count: initial.len(),
+        };
+        Started {
+            subscription,
+            initial,
+            synced,
+        }
+    };
+    let Some(raw) = since else {
+        return fallback(None, subscription);
+    };
+    let cursor = match Cursor::parse(raw) {
+        Ok(c) => c,
+        Err(e) => {
+            return fallback(
+                Some(format!("invalid cursor: {e}; sending fresh snapshots")),
+                subscription,
+            );
+        }
+    };
+    if cursor.epoch != hub.epoch() {
+        return fallback(
+            Some(format!(
+                "cursor {raw:?} is from another gateway process; sending fresh snapshots"
+            )),
+            subscription,
+        );
+    }
+    let Some(changes) = hub.changes_since(cursor.seq) else {
+        return fallback(
+            Some(format!(
+                "cursor {raw:?} is older than the replay log; sending fresh snapshots"
+            )),
+            subscription,
+        );
+    };
+    let initial: Vec<Message> = changes
+        .iter()
+        .filter(|c| c.seq <= at && patterns.iter().any(|p| p.matches(&c.topic)))
+        .map(|c| change_message(c))
+        .collect();
+    let synced = Synced {
+        cursor: now,
+        resumed: true,
+        reason: None,
+        count: initial.len(),
+    };
+    Started {
+        subscription,
+        initial,
+        synced,
+    }
+}
+
+fn change_message(change: &crate::hub::Change) -> Message {
+    let json = protocol::change_json(change);
+    let sse = change
+        .encoded
+        .sse
+        .get_or_init(|| super::sse::frame(&change.cursor, protocol::change_type(change), &json))
+        .clone();
+    Message {
+        kind: protocol::change_type(change),
+        cursor: change.cursor.clone(),
+        json,
+        sse: Some(sse),
+    }
+}
+
+/// The next message of a subscription (None when the hub is gone).
+pub async fn next(transports: &Transports, subscription: &mut Subscription) -> Option<Message> {
+    match subscription.next().await? {
+        Delivery::Change(change) => Some(change_message(&change)),
+        Delivery::Resync { topic, current } => {
+            transports
+                .counters
+                .collapses
+                .fetch_add(1, Ordering::Relaxed);
+            let cursor = transports.hub.cursor(transports.hub.seq());
+            Some(match current {
+                Some(doc) => Message {
+                    kind: "snapshot",
+                    json: protocol::snapshot_json(&doc, &cursor),
+                    cursor,
+                    sse: None,
+                },
+                None => Message {
+                    kind: "removed",
+                    json: protocol::removed_json(&topic, &cursor),
+                    cursor,
+                    sse: None,
+                },
+            })
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Server-Sent Events: `GET /api/v1/events?topic=…&topic=…[&since=CURSOR]`.
+//! `id:` is the cursor, `event:` the message type, `data:` one JSON line;
+//! comment heartbeats keep proxies from closing the stream; `Last-Event-ID`
+//! (or `since`) resumes. Pleasant from `curl -N`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::Transports;
+use super::session::{self, Message};
+use crate::error::Error;
+use crate::protocol;
+
+/// Longest accepted query string.
+const MAX_QUERY: usize = 16 * 1024;
+
+/// One SSE event.
+pub fn frame(id: &str, event: &str, data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + id.len() + event.len() + 24);
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b"\nevent: ");
+    out.extend_from_slice(event.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+fn message_frame(m: &Message) -> Bytes {
+    m.sse
+        .clone()
+        .unwrap_or_else(|| frame(&m.cursor, m.kind, &m.json))
+}
+
+struct Request {
+    topics: Vec<String>,
+    since: Option<String>,
+}
+
+fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
+    let raw = raw.unwrap_or("");
+    if raw.len() > MAX_QUERY {
+        return Err(Error::BadRequest(format!(
+            "the query string is longer than {MAX_QUERY} bytes"
+        )));
+    }
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
+        .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
+    let mut request = Request {
+        topics: Vec::new(),
+        since: None,
+    };
+    for (key, value) in pairs {
+        match key.as_str() {
+            "topic" => request.topics.push(value),
+            "since" => request.since = Some(value),
+            other => {
+                return Err(Error::BadRequest(format!(
+                    "unknown query parameter {other:?}; this endpoint takes topic (repeatable) and since"
+                )));
+            }
+        }
+    }
+    Ok(request)
+}
+
+/// Handles `GET /api/v1/events`.
+pub async fn events(
+    State(t): State<Arc<Transports>>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let request = match parse_query(query.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let patterns = match session::patterns(&request.topics, t.config.max_topics_per_request) {
+        Ok(p) => p,
+        Err(e) => return Error::BadRequest(e).into_response(),
+    };
+    let Some(permit) = t.admit() else {
+        let body = axum::Json(
+            serde_json::json!({"code": "too_many_connections", "message": "the gateway is at its connection limit; retry later"}),
+        );
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "5")],
+            body,
+        )
+            .into_response();
+    };
+    let last_event_id = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+    let since = last_event_id.or(request.since);
+    let started = session::start(&t, patterns, since.as_deref());
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    let transports = t.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        transports
+            .counters
+            .sse_sessions
+            .fetch_add(1, Ordering::Relaxed);
+        run(&transports, started, &tx).await;
+        transports
+            .counters
+            .sse_sessions
+            .fetch_sub(1, Ordering::Relaxed);
+    });
+    let body = Body::from_stream(futures::StreamExt::map(
+        ReceiverStream::new(rx),
+        Ok::<_, std::convert::Infallible>,
+    ));
+    let mut response = (StatusCode::OK, body).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// Why a session stopped writing.
+enum Stop {
+    Closed,
+    Slow,
+}
+
+async fn send(t: &Transports, tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Stop> {
+    let len = bytes.len();
+    match tokio::time::timeout(t.config.write_timeout, tx.send(bytes)).await {
+        Ok(Ok(())) => {
+            t.counters.sent(len);
+            Ok(())
+        }
+        Ok(Err(_)) => Err(Stop::Closed),
+        Err(_) => Err(Stop::Slow),
+    }
+}
+
+async fn run(t: &Transports, started: session::Started, tx: &mpsc::Sender<Bytes>) {
+    let session::Started {
+        mut subscription,
+        initial,
+        synced,
+    } = started;
+    let result: Result<(), Stop> = async {
+        let retry = format!("retry: {}\n\n", t.config.sse_retry.as_millis());
+        send(t, tx, Bytes::from(retry)).await?;
+        for message in &initial {
+            send(t, tx, message_frame(message)).await?;
+        }
+        let synced_frame = frame(&synced.cursor, "synced", &protocol::synced_json(&synced));
+        send(t, tx, synced_frame).await?;
+        let mut heartbeat = tokio::time::interval(t.config.heartbeat);
+        heartbeat.reset();
+        loop {
+            tokio::select! {
+                _ = t.shutdown.cancelled() => return Ok(()),
+                _ = tx.closed() => return Err(Stop::Closed),
+                _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n")).await?,
+                message = session::next(t, &mut subscription) => match message {
+                    Some(m) => send(t, tx, message_frame(&m)).await?,
+                    None => return Ok(()),
+                },
+            }
+        }
+    }
+    .await;
+    if let Err(Stop::Slow) = result {
+        t.counters
+            .slow_consumer_closes
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!("SSE subscriber closed: it did not read for longer than the write timeout");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_and_queries() {
+        assert_eq!(
+            &frame("e-1", "patch", b"{}")[..],
+            b"id: e-1\nevent: patch\ndata: {}\n\n"
+        );
+        let r = parse_query(Some("topic=clusters%2F*&topic=apps/**&since=e-3"))
+            .ok()
+            .unwrap();
+        assert_eq!(r.topics, ["clusters/*", "apps/**"]);
+        assert_eq!(r.since.as_deref(), Some("e-3"));
+        assert!(parse_query(Some("topics=x")).is_err());
+        assert!(parse_query(Some(&"topic=a&".repeat(3000))).is_err());
+    }
+}

@@ -1,0 +1,464 @@
+//! WebSocket: `GET /api/v1/ws`. Clients send `subscribe` / `unsubscribe` /
+//! `ping` operations; many subscriptions share one socket and every server
+//! message carries its subscription id (`sub`). A reader task handles
+//! operations, one forwarder per subscription feeds a bounded outbox, and a
+//! writer owns the socket; protocol pings keep it alive.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::Transports;
+use super::session;
+use crate::protocol::{self, ClientOp, close};
+
+/// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
+const OUTBOX: usize = 64;
+/// Longest accepted subscription id.
+const MAX_ID_LEN: usize = 128;
+
+/// Whether a browser `Origin` may open a socket: none given (not a browser),
+/// the same origin, a loopback origin, or one the configuration allows.
+pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return headers.get(header::ORIGIN).is_none();
+    };
+    if allowed
+        .iter()
+        .any(|a| a == "*" || a.eq_ignore_ascii_case(origin))
+    {
+        return true;
+    }
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .unwrap_or("");
+    let host = if authority.starts_with('[') {
+        authority
+            .split(']')
+            .next()
+            .map(|h| format!("{h}]"))
+            .unwrap_or_default()
+    } else {
+        authority.split(':').next().unwrap_or("").to_string()
+    };
+    if matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]") {
+        return true;
+    }
+    let same_host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    same_host.is_some_and(|h| !authority.is_empty() && h.eq_ignore_ascii_case(authority))
+}
+
+/// Handles the upgrade request: origin and connection limits first.
+pub async fn upgrade(
+    State(t): State<Arc<Transports>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if !origin_allowed(&headers, &t.config.allowed_origins) {
+        let body = axum::Json(
+            json!({"code": "forbidden_origin", "message": "this Origin may not open a WebSocket here; configure allowed origins"}),
+        );
+        return (StatusCode::FORBIDDEN, body).into_response();
+    }
+    let Some(permit) = t.admit() else {
+        let body = axum::Json(
+            json!({"code": "too_many_connections", "message": "the gateway is at its connection limit; retry later"}),
+        );
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, "5")],
+            body,
+        )
+            .into_response();
+    };
+    let max = t.config.max_ws_message_bytes;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        // Mostly server→client: small read buffer, modest write buffer.
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(16 * 1024)
+        .on_upgrade(move |socket| async move {
+            let _permit = permit;
+            t.counters.ws_sessions.fetch_add(1, Ordering::Relaxed);
+            run(t.clone(), socket).await;
+            t.counters.ws_sessions.fetch_sub(1, Ordering::Relaxed);
+        })
+}
+
+enum Out {
+    Text(Bytes),
+    Ping,
+    Close(u16, String),
+}
+
+/// A token bucket for subscribe operations.
+struct Bucket {
+    tokens: f64,
+    rate: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn new(rate: u32) -> Self {
+        Self {
+            tokens: rate as f64,
+            rate: rate.max(1) as f64,
+            last: Instant::now(),
+        }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        self.tokens =
+            (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(self.rate);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Owns the socket's sending half.
+async fn write(
+    t: Arc<Transports>,
+    mut sink: futures::stream::SplitSink<WebSocket, Message>,
+    mut outbox: mpsc::Receiver<Out>,
+    slow: CancellationToken,
+) {
+    while let Some(out) = outbox.recv().await {
+        let (message, len, closing) = match out {
+            Out::Text(bytes) => {
+                let len = bytes.len();
+                match Utf8Bytes::try_from(bytes) {
+                    Ok(text) => (Message::Text(text), len, false),
+                    Err(_) => continue,
+                }
+            }
+            Out::Ping => (Message::Ping(Bytes::new()), 0, false),
+            Out::Close(code, reason) => (
+                Message::Close(Some(CloseFrame {
+                    code,
+                    reason: reason.into(),
+                })),
+                0,
+                true,
+            ),
+        };
+        match tokio::time::timeout(t.config.write_timeout, sink.send(message)).await {
+            Ok(Ok(())) if len > 0 => t.counters.sent(len),
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                slow.cancel();
+                return;
+            }
+        }
+        if closing {
+            return;
+        }
+    }
+    let _ = sink.close().await;
+}
+
+fn error(code: &str, message: &str, id: Option<&str>) -> Out {
+    Out::Text(protocol::error_json(code, message, id))
+}
+
+/// Feeds one subscription into the outbox until it ends or the socket is slow.
+fn forward(
+    t: Arc<Transports>,
+    id: String,
+    started: session::Started,
+    outbox: mpsc::Sender<Out>,
+    slow: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let id_json = serde_json::to_vec(&id).expect("strings encode");
+        let session::Started {
+            mut subscription,
+            initial,
+            synced,
+        } = started;
+        let push = |bytes: Bytes| {
+            let outbox = outbox.clone();
+            let t = t.clone();
+            let slow = slow.clone();
+            async move {
+                match tokio::time::timeout(t.config.write_timeout, outbox.send(Out::Text(bytes)))
+                    .await
+                {
+                    Ok(Ok(())) => true,
+                    Ok(Err(_)) => false,
+                    Err(_) => {
+                        slow.cancel();
+                        false
+                    }
+                }
+            }
+        };
+        for message in &initial {
+            if !push(protocol::with_subscription(&id_json, &message.json)).await {
+                return;
+            }
+        }
+        if !push(protocol::with_subscription(
+            &id_json,
+            &protocol::synced_json(&synced),
+        ))
+        .await
+        {
+            return;
+        }
+        loop {
+            let message = tokio::select! {
+                _ = t.shutdown.cancelled() => return,
+                m = session::next(&t, &mut subscription) => m,
+            };
+            let Some(message) = message else { return };
+            if !push(protocol::with_subscription(&id_json, &message.json)).await {
+                return;
+            }
+        }
+    })
+}
+
+/// The close code for a read error.
+fn close_for(err: &axum::Error) -> (u16, String) {
+    let text = err.to_string();
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("too long") || lower.contains("space limit") || lower.contains("too big") {
+        (close::TOO_BIG, "message too big".into())
+    } else if lower.contains("utf-8") || lower.contains("utf8") {
+        (close::INVALID_PAYLOAD, "text frames must be UTF-8".into())
+    } else {
+        (close::INVALID_PAYLOAD, "protocol error".into())
+    }
+}
+
+async fn run(t: Arc<Transports>, socket: WebSocket) {
+    let (sink, mut stream) = socket.split();
+    let (outbox, outbox_rx) = mpsc::channel::<Out>(OUTBOX);
+    let slow = CancellationToken::new();
+    let writer = tokio::spawn(write(t.clone(), sink, outbox_rx, slow.clone()));
+    let mut subscriptions: HashMap<String, JoinHandle<()>> = HashMap::new();
+    let mut bucket = Bucket::new(t.config.max_subscribes_per_second);
+    let mut last_seen = Instant::now();
+    let mut ping = tokio::time::interval(t.config.heartbeat);
+    ping.reset();
+    let reply = |out: Out| outbox.try_send(out).is_ok();
+    let close: Option<(u16, String)> = loop {
+        tokio::select! {
+            _ = t.shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
+            _ = slow.cancelled() => {
+                t.counters.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
+                break Some((close::SLOW_CONSUMER, "slow consumer: messages were not read in time".into()));
+            }
+            _ = ping.tick() => {
+                if last_seen.elapsed() > t.config.ws_idle_timeout {
+                    break Some((close::GOING_AWAY, "idle timeout".into()));
+                }
+                let _ = outbox.try_send(Out::Ping);
+            }
+            frame = stream.next() => {
+                let frame = match frame {
+                    None => break None,
+                    Some(Err(e)) => break Some(close_for(&e)),
+                    Some(Ok(frame)) => frame,
+                };
+                last_seen = Instant::now();
+                let out = match frame {
+                    Message::Text(text) => handle(&t, text.as_str(), &mut subscriptions, &mut bucket, &outbox, &slow),
+                    Message::Binary(_) => Some(error("binary_not_supported", "send operations as JSON text frames", None)),
+                    Message::Ping(_) | Message::Pong(_) => None,
+                    Message::Close(_) => break None,
+                };
+                if let Some(out) = out
+                    && !reply(out)
+                {
+                    slow.cancel();
+                }
+            }
+        }
+    };
+    for (_, task) in subscriptions.drain() {
+        task.abort();
+    }
+    if let Some((code, reason)) = close {
+        let _ = tokio::time::timeout(
+            t.config.write_timeout,
+            outbox.send(Out::Close(code, reason)),
+        )
+        .await;
+    }
+    drop(outbox);
+    let _ = writer.await;
+}
+
+/// Handles one client operation; returns the reply, if any.
+fn handle(
+    t: &Arc<Transports>,
+    text: &str,
+    subscriptions: &mut HashMap<String, JoinHandle<()>>,
+    bucket: &mut Bucket,
+    outbox: &mpsc::Sender<Out>,
+    slow: &CancellationToken,
+) -> Option<Out> {
+    let value: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(error(
+                "invalid_json",
+                &format!("the message is not JSON: {e}"),
+                None,
+            ));
+        }
+    };
+    let id = value.get("id").and_then(|v| v.as_str()).map(str::to_string);
+    let op = match value.get("op").and_then(|v| v.as_str()) {
+        Some("subscribe" | "unsubscribe" | "ping") => {
+            match serde_json::from_value::<ClientOp>(value) {
+                Ok(op) => op,
+                Err(e) => return Some(error("invalid_op", &e.to_string(), id.as_deref())),
+            }
+        }
+        Some(other) => {
+            return Some(error(
+                "unknown_op",
+                &format!("unknown op {other:?}; use subscribe, unsubscribe or ping"),
+                id.as_deref(),
+            ));
+        }
+        None => {
+            return Some(error(
+                "invalid_op",
+                "an operation needs an \"op\" field",
+                id.as_deref(),
+            ));
+        }
+    };
+    match op {
+        ClientOp::Subscribe { id, topics, since } => {
+            if id.is_empty() || id.len() > MAX_ID_LEN {
+                return Some(error(
+                    "invalid_id",
+                    &format!("a subscription id has 1 to {MAX_ID_LEN} characters"),
+                    None,
+                ));
+            }
+            subscriptions.retain(|_, task| !task.is_finished());
+            if subscriptions.contains_key(&id) {
+                return Some(error(
+                    "duplicate_id",
+                    &format!("subscription {id:?} exists; unsubscribe first"),
+                    Some(&id),
+                ));
+            }
+            if subscriptions.len() >= t.config.max_subscriptions_per_socket {
+                let message = format!(
+                    "at most {} subscriptions per socket",
+                    t.config.max_subscriptions_per_socket
+                );
+                return Some(error("too_many_subscriptions", &message, Some(&id)));
+            }
+            if !bucket.take() {
+                let message = format!(
+                    "at most {} subscribe operations per second",
+                    t.config.max_subscribes_per_second
+                );
+                return Some(error("rate_limited", &message, Some(&id)));
+            }
+            let patterns = match session::patterns(&topics, t.config.max_topics_per_request) {
+                Ok(p) => p,
+                Err(e) => return Some(error("bad_pattern", &e, Some(&id))),
+            };
+            let started = session::start(t, patterns, since.as_deref());
+            let task = forward(t.clone(), id.clone(), started, outbox.clone(), slow.clone());
+            subscriptions.insert(id, task);
+            None
+        }
+        ClientOp::Unsubscribe { id } => match subscriptions.remove(&id) {
+            Some(task) => {
+                task.abort();
+                None
+            }
+            None => Some(error(
+                "unknown_subscription",
+                &format!("no subscription {id:?}"),
+                Some(&id),
+            )),
+        },
+        ClientOp::Ping { id } => {
+            let mut body = json!({"type": "heartbeat", "cursor": t.hub.cursor(t.hub.seq())});
+            if let Some(id) = id {
+                body["id"] = json!(id);
+            }
+            Some(Out::Text(Bytes::from(
+                serde_json::to_vec(&body).expect("encodes"),
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, host.parse().unwrap());
+        if let Some(o) = origin {
+            h.insert(header::ORIGIN, o.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn origins() {
+        let allowed = vec!["https://karpor.example.com".to_string()];
+        let cases = [
+            (None, "gw:8080", true),
+            (Some("http://gw:8080"), "gw:8080", true),
+            (Some("http://localhost:3000"), "gw:8080", true),
+            (Some("http://127.0.0.1:5173"), "gw:8080", true),
+            (Some("http://[::1]:5173"), "gw:8080", true),
+            (Some("https://karpor.example.com"), "gw:8080", true),
+            (Some("https://evil.example"), "gw:8080", false),
+            (Some("http://gw:8081"), "gw:8080", false),
+            (Some("null"), "gw:8080", false),
+        ];
+        for (origin, host, want) in cases {
+            assert_eq!(
+                origin_allowed(&headers(origin, host), &allowed),
+                want,
+                "{origin:?}"
+            );
+        }
+        assert!(origin_allowed(
+            &headers(Some("https://evil.example"), "gw"),
+            &["*".to_string()]
+        ));
+    }
+
+    #[test]
+    fn bucket_limits_bursts() {
+        let mut b = Bucket::new(3);
+        assert!(b.take() && b.take() && b.take());
+        assert!(!b.take());
+    }
+}

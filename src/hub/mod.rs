@@ -527,3 +527,49 @@ mod tests {
         assert!(hub.stats().lag_events >= 9);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-5i64..5).prop_map(Value::from),
+            "[a-c]{0,2}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map("[a-d]", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn document() -> impl Strategy<Value = Value> {
+        prop::collection::btree_map("[a-e]", json_value(), 0..5)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    proptest! {
+        /// Applying every published patch, in order, to the first snapshot
+        /// gives exactly the hub's current document after each change.
+        #[test]
+        fn patches_compose_to_the_current_document(docs in prop::collection::vec(document(), 1..12)) {
+            let hub = Hub::new(HubConfig::default());
+            let mut replica: Option<Value> = None;
+            for doc in docs {
+                let Some(change) = hub.put("t/x", doc) else { continue };
+                match change.kind {
+                    ChangeKind::Snapshot => replica = Some((*change.doc.clone().unwrap()).clone()),
+                    ChangeKind::Patch => json_patch::merge(replica.as_mut().unwrap(), change.patch.as_ref().unwrap()),
+                    ChangeKind::Removed => unreachable!(),
+                }
+                prop_assert_eq!(replica.as_ref().unwrap(), &*hub.get("t/x").unwrap().doc);
+            }
+        }
+    }
+}

@@ -201,3 +201,161 @@ pub fn label(doc: &serde_json::Value) -> String {
         doc["reason"].as_str().unwrap_or("?")
     )
 }
+
+/// A gateway over `hub` on 127.0.0.1:0; returns its base URL and the shutdown
+/// token that stops it (push sessions end with it).
+pub async fn gateway(
+    hub: std::sync::Arc<kube_pulse::hub::Hub>,
+    config: kube_pulse::transports::TransportConfig,
+) -> (
+    String,
+    tokio_util::sync::CancellationToken,
+    std::sync::Arc<kube_pulse::gateway::GatewayState>,
+    tokio::task::JoinHandle<()>,
+) {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let state = kube_pulse::gateway::GatewayState::new(hub, config, shutdown.clone());
+    let app = kube_pulse::gateway::app(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move {
+        kube_pulse::gateway::serve(listener, app, token)
+            .await
+            .unwrap();
+    });
+    (url, shutdown, state, task)
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: String,
+    pub event: String,
+    pub data: serde_json::Value,
+}
+
+/// A minimal SSE reader over a streaming HTTP response.
+pub struct SseReader {
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buffer: String,
+    pub comments: usize,
+}
+
+impl SseReader {
+    /// Opens `GET {url}` (with an optional Last-Event-ID) and checks the SSE headers.
+    pub async fn open(url: &str, last_event_id: Option<&str>) -> Self {
+        let client = reqwest::Client::new();
+        let mut request = client.get(url);
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{url}");
+        let headers = response.headers();
+        assert_eq!(headers["content-type"], "text/event-stream");
+        assert_eq!(headers["cache-control"], "no-cache");
+        assert_eq!(headers["x-accel-buffering"], "no");
+        Self {
+            stream: Box::pin(response.bytes_stream()),
+            buffer: String::new(),
+            comments: 0,
+        }
+    }
+
+    /// The next event, None when the stream ended; panics after `within`.
+    pub async fn next_within(&mut self, within: Duration) -> Option<SseEvent> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = SseEvent {
+                    id: String::new(),
+                    event: "message".into(),
+                    data: serde_json::Value::Null,
+                };
+                let mut is_event = false;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        event.id = v.into();
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        event.event = v.into();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        event.data = serde_json::from_str(v).expect("data is one JSON line");
+                        is_event = true;
+                    } else if line.starts_with(':') {
+                        self.comments += 1;
+                    }
+                }
+                if is_event {
+                    return Some(event);
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next())
+                .await
+                .expect("an SSE event within the deadline");
+            match chunk {
+                Some(Ok(bytes)) => self.buffer.push_str(std::str::from_utf8(&bytes).unwrap()),
+                _ => return None,
+            }
+        }
+    }
+
+    pub async fn next(&mut self) -> SseEvent {
+        self.next_within(Duration::from_secs(20))
+            .await
+            .expect("the stream goes on")
+    }
+
+    /// Events up to and including `synced`.
+    pub async fn until_synced(&mut self) -> Vec<SseEvent> {
+        let mut events = Vec::new();
+        loop {
+            let e = self.next().await;
+            let done = e.event == "synced";
+            events.push(e);
+            if done {
+                return events;
+            }
+        }
+    }
+}
+
+/// Applies protocol messages to a local copy of documents, as a client does.
+#[derive(Debug, Default)]
+pub struct Replica {
+    pub docs: std::collections::BTreeMap<String, (u64, serde_json::Value)>,
+}
+
+impl Replica {
+    pub fn apply(&mut self, message: &serde_json::Value) {
+        let topic = message["topic"].as_str().unwrap_or("").to_string();
+        let rev = message["rev"].as_u64().unwrap_or(0);
+        match message["type"].as_str().unwrap() {
+            "snapshot" => {
+                self.docs.insert(topic, (rev, message["doc"].clone()));
+            }
+            "patch" => {
+                let (have, doc) = self
+                    .docs
+                    .get_mut(&topic)
+                    .expect("a patch follows a snapshot");
+                if rev <= *have {
+                    return;
+                }
+                assert_eq!(
+                    rev,
+                    *have + 1,
+                    "patches arrive in revision order for {topic}"
+                );
+                json_patch::merge(doc, &message["patch"]);
+                *have = rev;
+            }
+            "removed" => {
+                self.docs.remove(&topic);
+            }
+            _ => {}
+        }
+    }
+}

@@ -100,6 +100,35 @@ pub struct DemoArgs {
     /// Milliseconds between workload controller steps.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
+    #[command(flatten)]
+    pub push: PushArgs,
+}
+
+/// Settings of the push transports shared by `demo` and `serve`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// Browser origin allowed to open WebSockets and read REST/SSE cross-origin
+    /// (repeatable; `*` for any). Same-origin and loopback origins are always allowed.
+    #[arg(
+        long = "allow-origin",
+        value_name = "ORIGIN",
+        env = "KUBE_PULSE_ALLOW_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allow_origins: Vec<String>,
+    /// Most SSE + WebSocket sessions at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+}
+
+impl PushArgs {
+    pub fn to_config(&self) -> crate::transports::TransportConfig {
+        crate::transports::TransportConfig {
+            allowed_origins: self.allow_origins.clone(),
+            max_connections: self.max_connections.max(1),
+            ..Default::default()
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -116,6 +145,8 @@ pub struct ServeArgs {
     /// Context to use (repeatable); all contexts when omitted.
     #[arg(long = "context", value_name = "NAME", requires = "kubeconfig")]
     pub contexts: Vec<String>,
+    #[command(flatten)]
+    pub push: PushArgs,
 }
 
 /// Parses `NAMESPACE/NAME[:REPLICAS]`.

@@ -28,6 +28,7 @@ pub struct DemoOptions {
     /// Whether the scenario plays.
     pub scenario: bool,
     pub converge: ConvergeConfig,
+    pub transports: crate::transports::TransportConfig,
 }
 
 impl Default for DemoOptions {
@@ -36,6 +37,7 @@ impl Default for DemoOptions {
             clusters: 3,
             scenario: true,
             converge: ConvergeConfig::default(),
+            transports: Default::default(),
         }
     }
 }
@@ -82,7 +84,12 @@ struct ClusterLink {
 }
 
 /// The demo's routes: the gateway plus an index page and each cluster's control API.
-pub fn app(clusters: &[SimCluster], hub: Arc<Hub>, shutdown: &CancellationToken) -> Router {
+pub fn app(
+    clusters: &[SimCluster],
+    hub: Arc<Hub>,
+    transports: crate::transports::TransportConfig,
+    shutdown: &CancellationToken,
+) -> Router {
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
@@ -95,7 +102,7 @@ pub fn app(clusters: &[SimCluster], hub: Arc<Hub>, shutdown: &CancellationToken)
         .with_state(Arc::new(links))
         .merge(gateway::app(GatewayState::new(
             hub,
-            Default::default(),
+            transports,
             shutdown.clone(),
         )));
     for cluster in clusters {
@@ -170,7 +177,12 @@ pub async fn run(
         })
         .collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
-    let router = app(&clusters, pipeline.hub().clone(), &shutdown);
+    let router = app(
+        &clusters,
+        pipeline.hub().clone(),
+        options.transports.clone(),
+        &shutdown,
+    );
     let clusters = Arc::new(clusters);
     let scenario_task = options.scenario.then(|| {
         let clusters = clusters.clone();

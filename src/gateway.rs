@@ -34,13 +34,40 @@ impl GatewayState {
     }
 }
 
-/// The gateway's routes.
+/// The gateway's routes. Origins listed in the transport configuration may
+/// also read the REST and SSE endpoints cross-origin (CORS, GET only).
 pub fn app(state: Arc<GatewayState>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/livez", get(livez))
         .merge(crate::rest::router(state.hub.clone()))
         .merge(crate::transports::router(state.transports.clone()))
-        .fallback(not_found)
+        .fallback(not_found);
+    match cors(&state.transports.config.allowed_origins) {
+        Some(layer) => router.layer(layer),
+        None => router,
+    }
+}
+
+fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| o.parse().ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                "last-event-id".parse().expect("valid header name"),
+            ]),
+    )
 }
 
 async fn livez() -> Response {
@@ -80,6 +107,36 @@ mod tests {
         let value = serde_json::from_slice(&body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
         (status, value)
+    }
+
+    #[tokio::test]
+    async fn configured_origins_get_cors_headers() {
+        let config = TransportConfig {
+            allowed_origins: vec!["https://karpor.example.com".into()],
+            ..Default::default()
+        };
+        let app = app(GatewayState::new(
+            Hub::new(Default::default()),
+            config,
+            CancellationToken::new(),
+        ));
+        let request = |origin: &str| {
+            Request::get("/api/v1/clusters")
+                .header("origin", origin)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let allowed = app
+            .clone()
+            .oneshot(request("https://karpor.example.com"))
+            .await
+            .unwrap();
+        assert_eq!(
+            allowed.headers()["access-control-allow-origin"],
+            "https://karpor.example.com"
+        );
+        let other = app.oneshot(request("https://evil.example")).await.unwrap();
+        assert!(other.headers().get("access-control-allow-origin").is_none());
     }
 
     #[tokio::test]

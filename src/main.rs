@@ -58,6 +58,7 @@ async fn main() -> anyhow::Result<()> {
                     tick: std::time::Duration::from_millis(args.tick_ms.max(10)),
                     ..Default::default()
                 },
+                transports: args.push.to_config(),
             };
             demo::run(listener, options, shutdown).await?;
         }
@@ -85,7 +86,14 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             println!("kube-pulse listening on http://{}/", listener.local_addr()?);
-            serve::run(listener, clusters, pipeline, shutdown).await?;
+            serve::run(
+                listener,
+                clusters,
+                pipeline,
+                args.push.to_config(),
+                shutdown,
+            )
+            .await?;
         }
     }
     Ok(())

@@ -15,6 +15,7 @@ pub async fn run(
     listener: TcpListener,
     clusters: Vec<ClusterSpec>,
     config: PipelineConfig,
+    transports: crate::transports::TransportConfig,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let mut members = Vec::new();
@@ -29,7 +30,7 @@ pub async fn run(
     let pipeline = Pipeline::start(members, config, &shutdown).await?;
     let app = gateway::app(GatewayState::new(
         pipeline.hub().clone(),
-        Default::default(),
+        transports,
         shutdown.clone(),
     ));
     let served = gateway::serve(listener, app, shutdown.clone()).await;

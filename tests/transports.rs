@@ -394,7 +394,7 @@ async fn bad_websocket_input_gets_an_error_and_the_session_goes_on() {
     hub.put("clusters/a", json!({"n": 0}));
     let config = TransportConfig {
         max_subscriptions_per_socket: 2,
-        max_subscribes_per_second: 3,
+        max_subscribes_per_second: 5,
         max_ws_message_bytes: 1024,
         ..TransportConfig::default()
     };
@@ -476,6 +476,32 @@ async fn bad_websocket_input_gets_an_error_and_the_session_goes_on() {
     hub.put("clusters/a", json!({"n": 1}));
     let m = ws_next(&mut ws).await.unwrap();
     assert_eq!(m["type"], "patch");
+    // Hammering subscribe past the rate limit ends in a policy close.
+    let mut hammer = ws_connect(&url).await;
+    let mut code = None;
+    for i in 0..200 {
+        let sent = hammer
+            .send(Message::Text(
+                json!({"op": "subscribe", "id": format!("h{i}"), "topics": ["zzz"]})
+                    .to_string()
+                    .into(),
+            ))
+            .await;
+        if sent.is_err() {
+            break;
+        }
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        match ws_next(&mut hammer).await {
+            Ok(_) => continue,
+            Err(c) => {
+                code = c;
+                break;
+            }
+        }
+    }
+    assert_eq!(code, Some(1008));
     // An oversize frame closes with 1009.
     ws.send(Message::Text("x".repeat(4096).into()))
         .await

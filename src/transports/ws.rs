@@ -104,11 +104,15 @@ enum Out {
     Close(u16, String),
 }
 
+/// Refused subscribes in a row after which a socket is closed (policy).
+const MAX_REFUSED_IN_A_ROW: u32 = 20;
+
 /// A token bucket for subscribe operations.
 struct Bucket {
     tokens: f64,
     rate: f64,
     last: Instant,
+    refused_in_a_row: u32,
 }
 
 impl Bucket {
@@ -117,6 +121,7 @@ impl Bucket {
             tokens: rate as f64,
             rate: rate.max(1) as f64,
             last: Instant::now(),
+            refused_in_a_row: 0,
         }
     }
 
@@ -127,8 +132,10 @@ impl Bucket {
         self.last = now;
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
+            self.refused_in_a_row = 0;
             true
         } else {
+            self.refused_in_a_row += 1;
             false
         }
     }
@@ -293,13 +300,16 @@ async fn run(t: Arc<Transports>, socket: WebSocket) {
                 {
                     slow.cancel();
                 }
+                if bucket.refused_in_a_row >= MAX_REFUSED_IN_A_ROW {
+                    break Some((close::POLICY, "subscribe rate limit exceeded repeatedly".into()));
+                }
             }
         }
     };
     for (_, task) in subscriptions.drain() {
         task.abort();
     }
-    if let Some((code, reason)) = close {
+    if let Some((code, reason)) = close.clone() {
         let _ = tokio::time::timeout(
             t.config.write_timeout,
             outbox.send(Out::Close(code, reason)),
@@ -308,6 +318,18 @@ async fn run(t: Arc<Transports>, socket: WebSocket) {
     }
     drop(outbox);
     let _ = writer.await;
+    if close.is_some() {
+        // Finish the closing handshake: read (and drop) what the client still
+        // sends until its close frame, so the socket is not reset under it.
+        let drain = async {
+            while let Some(Ok(frame)) = stream.next().await {
+                if matches!(frame, Message::Close(_)) {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
+    }
 }
 
 /// Handles one client operation; returns the reply, if any.
@@ -361,6 +383,13 @@ fn handle(
                     None,
                 ));
             }
+            if !bucket.take() {
+                let message = format!(
+                    "at most {} subscribe operations per second",
+                    t.config.max_subscribes_per_second
+                );
+                return Some(error("rate_limited", &message, Some(&id)));
+            }
             subscriptions.retain(|_, task| !task.is_finished());
             if subscriptions.contains_key(&id) {
                 return Some(error(
@@ -375,13 +404,6 @@ fn handle(
                     t.config.max_subscriptions_per_socket
                 );
                 return Some(error("too_many_subscriptions", &message, Some(&id)));
-            }
-            if !bucket.take() {
-                let message = format!(
-                    "at most {} subscribe operations per second",
-                    t.config.max_subscribes_per_second
-                );
-                return Some(error("rate_limited", &message, Some(&id)));
             }
             let patterns = match session::patterns(&topics, t.config.max_topics_per_request) {
                 Ok(p) => p,
@@ -460,5 +482,7 @@ mod tests {
         let mut b = Bucket::new(3);
         assert!(b.take() && b.take() && b.take());
         assert!(!b.take());
+        assert!(!b.take());
+        assert_eq!(b.refused_in_a_row, 2);
     }
 }

@@ -629,3 +629,40 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
     p.stop().await;
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn heartbeats_flow_and_silent_sockets_are_closed() {
+    let hub = Hub::new(HubConfig::default());
+    hub.put("clusters/a", json!({"n": 0}));
+    let config = TransportConfig {
+        heartbeat: Duration::from_millis(100),
+        ws_idle_timeout: Duration::from_millis(400),
+        ..TransportConfig::default()
+    };
+    let (url, stop, _state, _server) = gateway(hub.clone(), config).await;
+    let mut sse = SseReader::open(&format!("{url}/api/v1/events?topic=clusters/*"), None).await;
+    sse.until_synced().await;
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    hub.put("clusters/a", json!({"n": 1}));
+    sse.next().await;
+    assert!(
+        sse.comments >= 2,
+        "SSE comment heartbeats: {}",
+        sse.comments
+    );
+    // A WebSocket client that never reads never answers pings: closed as idle.
+    let mut ws = ws_connect(&url).await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let mut pings = 0;
+    let code = loop {
+        match tokio::time::timeout(WAIT, ws.next()).await.unwrap() {
+            Some(Ok(Message::Ping(_))) => pings += 1,
+            Some(Ok(Message::Close(frame))) => break frame.map(|f| u16::from(f.code)),
+            Some(Ok(_)) => {}
+            _ => break None,
+        }
+    };
+    assert_eq!(code, Some(1001));
+    assert!(pings >= 1, "the server pinged before giving up");
+    stop.cancel();
+}

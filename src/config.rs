@@ -26,6 +26,18 @@ pub struct FileConfig {
     pub app_label: Option<String>,
     #[serde(default)]
     pub probe: ProbeSettings,
+    #[serde(default)]
+    pub health: HealthSettings,
+}
+
+/// The gateway's own health endpoints.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HealthSettings {
+    /// `seed` (default) or `kubernetes` output on `/livez` and `/readyz`.
+    pub format: crate::health::Format,
+    /// External stores the `Storage` check calls.
+    pub storage: Vec<crate::health::checks::StorageEndpoint>,
 }
 
 /// How member apiservers are probed.
@@ -230,6 +242,12 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         });
     }
     check_unique(&config.clusters, path)?;
+    for endpoint in &config.health.storage {
+        endpoint.validate().map_err(|message| Error::Config {
+            path: path.to_path_buf(),
+            message,
+        })?;
+    }
     Ok(config)
 }
 
@@ -316,6 +334,14 @@ mod tests {
                 "unknown field",
             ),
             ("clusters: [\n", "invalid configuration"),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nhealth:\n  storage:\n  - {name: es, url: 'https://es:9200'}\n",
+                "must be an http:// URL",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nhealth:\n  format: pretty\n",
+                "unknown variant",
+            ),
         ];
         for (i, (text, want)) in cases.iter().enumerate() {
             let path = write(&dir, &format!("c{i}.yaml"), text);

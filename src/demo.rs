@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::gateway::{self, GatewayState};
-use crate::hub::Hub;
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::scenario;
 use crate::sim::{ConvergeConfig, SimCluster, SimConfig};
@@ -86,10 +85,12 @@ struct ClusterLink {
 /// The demo's routes: the gateway plus an index page and each cluster's control API.
 pub fn app(
     clusters: &[SimCluster],
-    hub: Arc<Hub>,
+    pipeline: &Arc<Pipeline>,
     transports: crate::transports::TransportConfig,
     shutdown: &CancellationToken,
 ) -> Router {
+    let hub = pipeline.hub().clone();
+    let health = gateway::health_for(pipeline, Default::default(), Vec::new());
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
@@ -103,6 +104,7 @@ pub fn app(
         .merge(gateway::app(GatewayState::new(
             hub,
             transports,
+            health,
             shutdown.clone(),
         )));
     for cluster in clusters {
@@ -177,12 +179,7 @@ pub async fn run(
         })
         .collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
-    let router = app(
-        &clusters,
-        pipeline.hub().clone(),
-        options.transports.clone(),
-        &shutdown,
-    );
+    let router = app(&clusters, &pipeline, options.transports.clone(), &shutdown);
     let clusters = Arc::new(clusters);
     let scenario_task = options.scenario.then(|| {
         let clusters = clusters.clone();

@@ -1,5 +1,5 @@
-//! The gateway's HTTP surface: REST snapshots over the hub and `/livez`
-//! (transports and full health checks hang here too). `fn app(state) ->
+//! The gateway's HTTP surface: REST snapshots, the push transports and the
+//! health endpoints. `fn app(state) ->
 //! Router`, so tests can call it without a socket, and `serve` to run it on a
 //! listener until shutdown.
 
@@ -8,11 +8,11 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{Method, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+use crate::health::Health;
 use crate::hub::Hub;
 use crate::transports::{TransportConfig, Transports};
 
@@ -20,6 +20,7 @@ use crate::transports::{TransportConfig, Transports};
 pub struct GatewayState {
     pub hub: Arc<Hub>,
     pub transports: Arc<Transports>,
+    pub health: Arc<Health>,
 }
 
 impl GatewayState {
@@ -27,10 +28,36 @@ impl GatewayState {
     pub fn new(
         hub: Arc<Hub>,
         transports: TransportConfig,
+        health: Health,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let transports = Transports::new(hub.clone(), transports, shutdown);
-        Arc::new(Self { hub, transports })
+        Arc::new(Self {
+            hub,
+            transports,
+            health: Arc::new(health),
+        })
+    }
+}
+
+/// Health of a gateway over `pipeline`: `/livez` pings, `/readyz` checks
+/// Ping, Server, Syncer and Storage.
+pub fn health_for(
+    pipeline: &Arc<crate::pipeline::Pipeline>,
+    format: crate::health::Format,
+    storage: Vec<crate::health::checks::StorageEndpoint>,
+) -> Health {
+    use crate::health::checks::{Ping, Server, Storage, Syncer};
+    Health {
+        livez: vec![Arc::new(Ping)],
+        readyz: vec![
+            Arc::new(Ping),
+            Arc::new(Server(pipeline.clone())),
+            Arc::new(Syncer(pipeline.clone())),
+            Arc::new(Storage::new(storage)),
+        ],
+        format,
+        timeout: std::time::Duration::from_secs(5),
     }
 }
 
@@ -38,7 +65,7 @@ impl GatewayState {
 /// also read the REST and SSE endpoints cross-origin (CORS, GET only).
 pub fn app(state: Arc<GatewayState>) -> Router {
     let router = Router::new()
-        .route("/livez", get(livez))
+        .merge(crate::health::router(state.health.clone()))
         .merge(crate::rest::router(state.hub.clone()))
         .merge(crate::transports::router(state.transports.clone()))
         .fallback(not_found);
@@ -70,10 +97,6 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
     )
 }
 
-async fn livez() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "OK").into_response()
-}
-
 async fn not_found(method: Method, uri: Uri) -> Response {
     Error::NotFound(format!("no route for {method} {}", uri.path())).into_response()
 }
@@ -93,6 +116,15 @@ mod tests {
     use axum::http::{Request, StatusCode};
     use serde_json::{Value, json};
     use tower::ServiceExt;
+
+    fn ping_only() -> Health {
+        Health {
+            livez: vec![Arc::new(crate::health::checks::Ping)],
+            readyz: vec![Arc::new(crate::health::checks::Ping)],
+            format: Default::default(),
+            timeout: std::time::Duration::from_secs(1),
+        }
+    }
 
     async fn call(app: &Router, path: &str) -> (StatusCode, Value) {
         let response = app
@@ -118,6 +150,7 @@ mod tests {
         let app = app(GatewayState::new(
             Hub::new(Default::default()),
             config,
+            ping_only(),
             CancellationToken::new(),
         ));
         let request = |origin: &str| {
@@ -155,6 +188,7 @@ mod tests {
         let app = app(GatewayState::new(
             hub,
             Default::default(),
+            ping_only(),
             CancellationToken::new(),
         ));
         type Check = Box<dyn Fn(&Value) -> bool>;

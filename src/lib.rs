@@ -10,6 +10,7 @@ pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod gateway;
+pub mod health;
 pub mod hub;
 pub mod pipeline;
 pub mod protocol;

@@ -63,15 +63,16 @@ async fn main() -> anyhow::Result<()> {
             demo::run(listener, options, shutdown).await?;
         }
         Command::Serve(args) => {
-            let (clusters, file_listen, pipeline) = match (&args.config, &args.kubeconfig) {
+            let (clusters, file_listen, pipeline, health) = match (&args.config, &args.kubeconfig) {
                 (Some(path), _) => {
                     let file = config::load_file(path)?;
                     let pipeline = file.pipeline();
-                    (file.clusters, file.listen, pipeline)
+                    (file.clusters, file.listen, pipeline, file.health)
                 }
                 (None, Some(path)) => (
                     config::from_kubeconfig(path, &args.contexts)?,
                     None,
+                    Default::default(),
                     Default::default(),
                 ),
                 (None, None) => {
@@ -91,6 +92,7 @@ async fn main() -> anyhow::Result<()> {
                 clusters,
                 pipeline,
                 args.push.to_config(),
+                health,
                 shutdown,
             )
             .await?;

@@ -37,6 +37,8 @@ pub struct Pipeline {
     sources: Mutex<Vec<ClusterSource>>,
     registries: Mutex<Vec<SyncRegistry>>,
     engine: Mutex<Option<JoinHandle<()>>>,
+    /// Kept to see how full the engine's queue is (health).
+    tx: mpsc::Sender<Observation>,
     token: CancellationToken,
 }
 
@@ -85,6 +87,7 @@ impl Pipeline {
             sources: Mutex::new(sources),
             registries: Mutex::new(config.registries),
             engine: Mutex::new(Some(engine)),
+            tx,
             token,
         }))
     }
@@ -105,6 +108,53 @@ impl Pipeline {
 
     pub async fn registries(&self) -> Vec<SyncRegistry> {
         self.registries.lock().await.clone()
+    }
+
+    /// The `Server` health check: the engine runs and keeps up with its sources.
+    pub fn check_engine(&self) -> Result<(), String> {
+        let finished = self
+            .engine
+            .try_lock()
+            .map(|e| e.as_ref().is_none_or(|t| t.is_finished()));
+        if matches!(finished, Ok(true)) {
+            return Err("the status engine is not running".into());
+        }
+        if self.tx.capacity() == 0 {
+            return Err(format!(
+                "the status engine is {OBSERVATION_QUEUE} observations behind"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `Syncer` health check: every member cluster has an answer (up or
+    /// down) and its probe and watches run.
+    pub async fn check_syncer(&self) -> Result<(), String> {
+        let sources = self.sources.lock().await;
+        let mut problems = Vec::new();
+        for source in sources.iter() {
+            let phase = self
+                .hub
+                .get(&crate::hub::topic::cluster(source.name()))
+                .and_then(|d| {
+                    d.doc
+                        .get("phase")
+                        .and_then(|p| p.as_str())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            if matches!(phase.as_str(), "" | "Pending" | "Initializing") {
+                problems.push(format!("cluster {} has not answered yet", source.name()));
+            }
+            if let Some(stopped) = source.stopped_task() {
+                problems.push(format!("cluster {}: {stopped} stopped", source.name()));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 
     /// Stops every source and the engine, and waits for them.

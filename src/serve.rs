@@ -16,6 +16,7 @@ pub async fn run(
     clusters: Vec<ClusterSpec>,
     config: PipelineConfig,
     transports: crate::transports::TransportConfig,
+    health: crate::config::HealthSettings,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let mut members = Vec::new();
@@ -28,9 +29,11 @@ pub async fn run(
         });
     }
     let pipeline = Pipeline::start(members, config, &shutdown).await?;
+    let checks = gateway::health_for(&pipeline, health.format, health.storage);
     let app = gateway::app(GatewayState::new(
         pipeline.hub().clone(),
         transports,
+        checks,
         shutdown.clone(),
     ));
     let served = gateway::serve(listener, app, shutdown.clone()).await;

@@ -448,3 +448,67 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
     p.stop().await;
     a.shutdown().await;
 }
+
+#[tokio::test]
+async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
+    use kube_pulse::gateway::{self, GatewayState};
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    // Unreachable from the start: no answer yet, then "Unhealthy" is an answer.
+    a.set_faults(Faults {
+        stall: true,
+        ..Faults::default()
+    });
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let health = gateway::health_for(&p, Default::default(), vec![]);
+    let state = GatewayState::new(
+        p.hub().clone(),
+        Default::default(),
+        health,
+        shutdown.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(gateway::serve(
+        listener,
+        gateway::app(state),
+        shutdown.clone(),
+    ));
+    let client = common::http();
+    let readyz = |path: &'static str| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let r = client.get(format!("{url}{path}")).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The first probe is still waiting on the stalled server (500 ms timeout).
+    let (status, body) = readyz("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        body,
+        "[+] Ping ok\n[+] Server ok\n[-] Syncer fail\n[+] Storage ok\nhealth check failed\n"
+    );
+    let (_, reason) = readyz("/readyz/syncer").await;
+    assert_eq!(
+        reason,
+        "internal server error: cluster a has not answered yet\n"
+    );
+    doc_where(p.hub(), "clusters/a", WAIT, is("Unhealthy", "Timeout")).await;
+    let (status, body) = readyz("/readyz").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            200,
+            "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n"
+        )
+    );
+    assert_eq!(readyz("/livez").await, (200, "OK".to_string()));
+    assert_eq!(readyz("/healthz").await, (200, "ok".to_string()));
+    a.heal();
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+    p.stop().await;
+    a.shutdown().await;
+}

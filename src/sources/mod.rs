@@ -253,6 +253,17 @@ impl ClusterSource {
         }
     }
 
+    /// The first task of this source that ended although it should run, if any.
+    pub fn stopped_task(&self) -> Option<String> {
+        if self.probe.is_finished() {
+            return Some("the probe".into());
+        }
+        self.watches
+            .iter()
+            .find(|(_, w)| w.task.is_finished())
+            .map(|(gvr, _)| format!("the {} watch", gvr.path()))
+    }
+
     /// Stops the probe and every watch, and waits for them.
     pub async fn stop(self) {
         self.token.cancel();

@@ -214,7 +214,13 @@ pub async fn gateway(
     tokio::task::JoinHandle<()>,
 ) {
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let state = kube_pulse::gateway::GatewayState::new(hub, config, shutdown.clone());
+    let health = kube_pulse::health::Health {
+        livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+        readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+        format: Default::default(),
+        timeout: Duration::from_secs(1),
+    };
+    let state = kube_pulse::gateway::GatewayState::new(hub, config, health, shutdown.clone());
     let app = kube_pulse::gateway::app(state.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());

@@ -1,0 +1,345 @@
+//! Health endpoints beside the data flow: `/livez`, `/readyz`, `/healthz`
+//! and `/{endpoint}/{check}`, built from pluggable [`Check`]s. Two output
+//! formats over the same checks: the seed's (Karpor's expected output, the
+//! default on `/livez` and `/readyz`) and the Kubernetes apiserver's, byte
+//! for byte (always on `/healthz`; on all three with `format: kubernetes`).
+
+pub mod checks;
+mod format;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::future::BoxFuture;
+
+pub use format::Format;
+
+/// One health check: a name and an async probe that explains a failure.
+pub trait Check: Send + Sync {
+    /// Shown as `[+] Name ok` (seed format) or `[+]name ok` (Kubernetes format).
+    fn name(&self) -> &str;
+    /// Ok, or why not (shown only by `/readyz/{name}` and the log).
+    fn check(&self) -> BoxFuture<'_, Result<(), String>>;
+}
+
+/// The checks of each endpoint and how they are shown.
+pub struct Health {
+    pub livez: Vec<Arc<dyn Check>>,
+    pub readyz: Vec<Arc<dyn Check>>,
+    /// Format of `/livez` and `/readyz` (`/healthz` is always Kubernetes).
+    pub format: Format,
+    /// Each check gets at most this long.
+    pub timeout: Duration,
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub name: String,
+    pub result: Result<(), String>,
+}
+
+impl Health {
+    /// Runs `checks` concurrently, each bounded by the timeout, in order.
+    pub async fn run(&self, checks: &[Arc<dyn Check>]) -> Vec<Outcome> {
+        let runs = checks.iter().map(|c| async move {
+            let result = match tokio::time::timeout(self.timeout, c.check()).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
+            };
+            if let Err(reason) = &result {
+                tracing::warn!(check = c.name(), %reason, "health check failed");
+            }
+            Outcome {
+                name: c.name().to_string(),
+                result,
+            }
+        });
+        futures::future::join_all(runs).await
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// The health routes.
+pub fn router(health: Arc<Health>) -> Router {
+    Router::new()
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .route("/healthz", get(healthz))
+        .route("/livez/{name}", get(livez_one))
+        .route("/readyz/{name}", get(readyz_one))
+        .route("/healthz/{name}", get(readyz_one))
+        .with_state(health)
+}
+
+async fn endpoint(
+    health: &Health,
+    name: &str,
+    checks: &[Arc<dyn Check>],
+    format: Format,
+    seed_verbose: bool,
+    query: Option<&str>,
+) -> Response {
+    let query = format::Query::parse(query);
+    let selected: Vec<Arc<dyn Check>> = checks
+        .iter()
+        .filter(|c| !query.excludes(format, c.name()))
+        .cloned()
+        .collect();
+    let outcomes = health.run(&selected).await;
+    let (status, body) = format.render(name, checks, &outcomes, &query, seed_verbose);
+    text(status, body)
+}
+
+async fn livez(State(h): State<Arc<Health>>, RawQuery(q): RawQuery) -> Response {
+    endpoint(&h, "livez", &h.livez, h.format, false, q.as_deref()).await
+}
+
+async fn readyz(State(h): State<Arc<Health>>, RawQuery(q): RawQuery) -> Response {
+    endpoint(&h, "readyz", &h.readyz, h.format, true, q.as_deref()).await
+}
+
+async fn healthz(State(h): State<Arc<Health>>, RawQuery(q): RawQuery) -> Response {
+    endpoint(
+        &h,
+        "healthz",
+        &h.readyz,
+        Format::Kubernetes,
+        false,
+        q.as_deref(),
+    )
+    .await
+}
+
+async fn one(h: &Health, checks: &[Arc<dyn Check>], name: &str) -> Response {
+    let Some(check) = checks.iter().find(|c| c.name().eq_ignore_ascii_case(name)) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("no health check named {name:?}\n"),
+        );
+    };
+    match &h.run(std::slice::from_ref(check)).await[0].result {
+        Ok(()) => text(StatusCode::OK, "ok".into()),
+        Err(reason) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal server error: {reason}\n"),
+        ),
+    }
+}
+
+async fn livez_one(State(h): State<Arc<Health>>, Path(name): Path<String>) -> Response {
+    one(&h, &h.livez, &name).await
+}
+
+async fn readyz_one(State(h): State<Arc<Health>>, Path(name): Path<String>) -> Response {
+    one(&h, &h.readyz, &name).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    struct Fixed(&'static str, Result<(), String>);
+
+    impl Check for Fixed {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn check(&self) -> BoxFuture<'_, Result<(), String>> {
+            let result = self.1.clone();
+            Box::pin(async move { result })
+        }
+    }
+
+    struct Hangs;
+
+    impl Check for Hangs {
+        fn name(&self) -> &str {
+            "Storage"
+        }
+        fn check(&self) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn health(format: Format, syncer: Result<(), String>) -> Arc<Health> {
+        let check = |name: &'static str, r: Result<(), String>| -> Arc<dyn Check> {
+            Arc::new(Fixed(name, r))
+        };
+        Arc::new(Health {
+            livez: vec![check("Ping", Ok(()))],
+            readyz: vec![
+                check("Ping", Ok(())),
+                check("Server", Ok(())),
+                check("Syncer", syncer),
+                check("Storage", Ok(())),
+            ],
+            format,
+            timeout: Duration::from_millis(200),
+        })
+    }
+
+    async fn get(h: Arc<Health>, path: &str) -> (u16, String, String, String) {
+        let response = router(h)
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let ct = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let nosniff = response.headers()["x-content-type-options"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (
+            status,
+            String::from_utf8(body.to_vec()).unwrap(),
+            ct,
+            nosniff,
+        )
+    }
+
+    #[tokio::test]
+    async fn exact_bodies_for_every_case() {
+        let down = || Err::<(), String>("cluster prod has not answered yet".to_string());
+        type Case = (Format, Result<(), String>, &'static str, u16, &'static str);
+        let cases: Vec<Case> = vec![
+            // The seed's format.
+            (Format::Seed, Ok(()), "/livez", 200, "OK"),
+            (
+                Format::Seed,
+                Ok(()),
+                "/livez?verbose",
+                200,
+                "[+] Ping ok\nhealth check passed\n",
+            ),
+            (
+                Format::Seed,
+                Ok(()),
+                "/readyz",
+                200,
+                "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n",
+            ),
+            (
+                Format::Seed,
+                down(),
+                "/readyz",
+                503,
+                "[+] Ping ok\n[+] Server ok\n[-] Syncer fail\n[+] Storage ok\nhealth check failed\n",
+            ),
+            (
+                Format::Seed,
+                down(),
+                "/readyz?excludes=Syncer,Storage",
+                200,
+                "[+] Ping ok\n[+] Server ok\nhealth check passed\n",
+            ),
+            // The apiserver's format, always on /healthz.
+            (Format::Seed, Ok(()), "/healthz", 200, "ok"),
+            (
+                Format::Seed,
+                Ok(()),
+                "/healthz?verbose",
+                200,
+                "[+]ping ok\n[+]server ok\n[+]syncer ok\n[+]storage ok\nhealthz check passed\n",
+            ),
+            (
+                Format::Seed,
+                down(),
+                "/healthz",
+                500,
+                "[+]ping ok\n[+]server ok\n[-]syncer failed: reason withheld\n[+]storage ok\nhealthz check failed\n",
+            ),
+            (Format::Kubernetes, Ok(()), "/livez", 200, "ok"),
+            (
+                Format::Kubernetes,
+                Ok(()),
+                "/readyz?verbose=true",
+                200,
+                "[+]ping ok\n[+]server ok\n[+]syncer ok\n[+]storage ok\nreadyz check passed\n",
+            ),
+            (
+                Format::Kubernetes,
+                down(),
+                "/readyz",
+                500,
+                "[+]ping ok\n[+]server ok\n[-]syncer failed: reason withheld\n[+]storage ok\nreadyz check failed\n",
+            ),
+            (
+                Format::Kubernetes,
+                down(),
+                "/readyz?exclude=syncer&exclude=etcd&verbose",
+                200,
+                "[+]ping ok\n[+]server ok\n[+]syncer excluded: ok\n[+]storage ok\nwarn: some health checks cannot be excluded: no matches for \"etcd\"\nreadyz check passed\n",
+            ),
+            // One check, with the real reason.
+            (Format::Seed, Ok(()), "/readyz/Syncer", 200, "ok"),
+            (
+                Format::Seed,
+                down(),
+                "/readyz/syncer",
+                500,
+                "internal server error: cluster prod has not answered yet\n",
+            ),
+            (Format::Seed, Ok(()), "/livez/ping", 200, "ok"),
+            (
+                Format::Seed,
+                Ok(()),
+                "/readyz/etcd",
+                404,
+                "no health check named \"etcd\"\n",
+            ),
+        ];
+        for (format, syncer, path, status, body) in cases {
+            let (got_status, got_body, ct, nosniff) = get(health(format, syncer), path).await;
+            assert_eq!(
+                (got_status, got_body.as_str()),
+                (status, body),
+                "{format:?} {path}"
+            );
+            assert_eq!(ct, "text/plain; charset=utf-8");
+            assert_eq!(nosniff, "nosniff");
+        }
+    }
+
+    #[tokio::test]
+    async fn checks_run_with_a_timeout() {
+        let h = Arc::new(Health {
+            livez: vec![],
+            readyz: vec![Arc::new(Fixed("Ping", Ok(()))), Arc::new(Hangs)],
+            format: Format::Seed,
+            timeout: Duration::from_millis(50),
+        });
+        let (status, body, _, _) = get(h.clone(), "/readyz").await;
+        assert_eq!(
+            (status, body.as_str()),
+            (503, "[+] Ping ok\n[-] Storage fail\nhealth check failed\n")
+        );
+        let (_, body, _, _) = get(h, "/readyz/storage").await;
+        assert_eq!(body, "internal server error: no answer within 50 ms\n");
+    }
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole kube-pulse test suite. Installs what the tests need first
-# (idempotent), then checks formatting and lints, then runs every test.
+# (idempotent: kubectl from apt, kubernetes-validate from PyPI), then checks
+# formatting and lints, then runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,21 @@ if ! command -v kubectl >/dev/null 2>&1; then
     echo "error: kubectl is required by tests/kubectl.rs and could not be installed" >&2
     exit 1
   }
+fi
+
+# kubernetes-validate: tests/deploy.rs checks the manifests against the
+# Kubernetes schemas offline (the package ships them).
+PY_SCRIPTS="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)"
+if [ -n "$PY_SCRIPTS" ]; then
+  export PATH="$PY_SCRIPTS:$PATH"
+fi
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  log "installing kubernetes-validate (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate || {
+    echo "error: kubernetes-validate is required by tests/deploy.rs and could not be installed" >&2
+    exit 1
+  }
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 fi
 
 if cargo fmt --version >/dev/null 2>&1; then

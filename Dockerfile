@@ -1,0 +1,13 @@
+# Multi-stage build: a static-ish release binary on a small non-root runtime.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+RUN cargo build --release --locked && strip target/release/kube-pulse
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/kube-pulse /usr/local/bin/kube-pulse
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/kube-pulse"]
+CMD ["serve", "--config", "/etc/kube-pulse/config.yaml"]

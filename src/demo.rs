@@ -101,8 +101,9 @@ pub fn app(
     let mut router = Router::new()
         .route("/", get(index))
         .with_state(Arc::new(links))
-        .merge(gateway::app(GatewayState::new(
+        .merge(gateway::app(GatewayState::with_metrics(
             hub,
+            pipeline.metrics().clone(),
             transports,
             health,
             shutdown.clone(),

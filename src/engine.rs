@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::{Hub, topic};
+use crate::metrics::{Metrics, WatchLabels};
 use crate::sources::Observation;
 use crate::status::app::{AppStatus, Workload};
 use crate::status::cluster::{
@@ -33,6 +34,7 @@ struct ClusterModel {
 /// The engine's state; `apply` is its whole behaviour (and what tests drive).
 pub struct Engine {
     hub: Arc<Hub>,
+    metrics: Option<Arc<Metrics>>,
     thresholds: Thresholds,
     clusters: BTreeMap<String, ClusterModel>,
 }
@@ -45,13 +47,58 @@ impl Engine {
     pub fn new(hub: Arc<Hub>, thresholds: Thresholds) -> Self {
         Self {
             hub,
+            metrics: None,
             thresholds,
             clusters: BTreeMap::new(),
         }
     }
 
+    /// Records probe latencies and watch lists/errors in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn record(&self, observation: &Observation) {
+        let Some(m) = &self.metrics else { return };
+        match observation {
+            Observation::Cluster { cluster, input } => {
+                let latency = match input {
+                    ClusterInput::ProbeSucceeded { latency_ms, .. } => Some(*latency_ms),
+                    ClusterInput::ProbeFailed { latency_ms, .. } => *latency_ms,
+                    _ => None,
+                };
+                if let Some(ms) = latency {
+                    m.observe_probe(cluster, std::time::Duration::from_millis(ms));
+                }
+            }
+            Observation::Sync {
+                cluster,
+                resource,
+                input,
+            } => {
+                let labels = |reason: &str| WatchLabels {
+                    cluster: cluster.clone(),
+                    resource: resource.path(),
+                    reason: reason.into(),
+                };
+                match input {
+                    SyncInput::ListStarted => {
+                        m.watch_lists.get_or_create(&labels("")).inc();
+                    }
+                    SyncInput::Failed { reason, .. } => {
+                        m.watch_errors.get_or_create(&labels(reason)).inc();
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Applies one observation at time `now`.
     pub fn apply(&mut self, observation: Observation, now: DateTime<Utc>) {
+        self.record(&observation);
         match observation {
             Observation::Registered { cluster, server } => {
                 let model = self

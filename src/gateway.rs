@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::hub::Hub;
+use crate::metrics::{HttpLabels, Metrics};
 use crate::transports::{TransportConfig, Transports};
 
 /// State shared by every request.
@@ -21,21 +22,35 @@ pub struct GatewayState {
     pub hub: Arc<Hub>,
     pub transports: Arc<Transports>,
     pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl GatewayState {
-    /// State over `hub`; push sessions end when `shutdown` is cancelled.
+    /// State over `hub` with metrics of its own; push sessions end when
+    /// `shutdown` is cancelled.
     pub fn new(
         hub: Arc<Hub>,
         transports: TransportConfig,
         health: Health,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        let transports = Transports::new(hub.clone(), transports, shutdown);
+        Self::with_metrics(hub, Metrics::new(), transports, health, shutdown)
+    }
+
+    /// State sharing `metrics` with the pipeline that feeds `hub`.
+    pub fn with_metrics(
+        hub: Arc<Hub>,
+        metrics: Arc<Metrics>,
+        transports: TransportConfig,
+        health: Health,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let transports = Transports::new(hub.clone(), transports, metrics.clone(), shutdown);
         Arc::new(Self {
             hub,
             transports,
             health: Arc::new(health),
+            metrics,
         })
     }
 }
@@ -65,10 +80,18 @@ pub fn health_for(
 /// also read the REST and SSE endpoints cross-origin (CORS, GET only).
 pub fn app(state: Arc<GatewayState>) -> Router {
     let router = Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(metrics).with_state(state.clone()),
+        )
         .merge(crate::health::router(state.health.clone()))
         .merge(crate::rest::router(state.hub.clone()))
         .merge(crate::transports::router(state.transports.clone()))
-        .fallback(not_found);
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.metrics.clone(),
+            count_requests,
+        ));
     match cors(&state.transports.config.allowed_origins) {
         Some(layer) => router.layer(layer),
         None => router,
@@ -95,6 +118,43 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
                 "last-event-id".parse().expect("valid header name"),
             ]),
     )
+}
+
+/// `GET /metrics`: Prometheus text format.
+async fn metrics(axum::extract::State(state): axum::extract::State<Arc<GatewayState>>) -> Response {
+    let body = state
+        .metrics
+        .render(&state.hub, state.transports.counters.values());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// Counts HTTP requests by route template (not raw path) and status.
+async fn count_requests(
+    axum::extract::State(metrics): axum::extract::State<Arc<Metrics>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let response = next.run(request).await;
+    let labels = HttpLabels {
+        method,
+        route,
+        status: response.status().as_u16(),
+    };
+    metrics.http_requests.get_or_create(&labels).inc();
+    response
 }
 
 async fn not_found(method: Method, uri: Uri) -> Response {

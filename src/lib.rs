@@ -12,6 +12,7 @@ pub mod error;
 pub mod gateway;
 pub mod health;
 pub mod hub;
+pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod rest;

@@ -34,6 +34,7 @@ pub struct PipelineConfig {
 /// Sources + engine + hub, running.
 pub struct Pipeline {
     hub: Arc<Hub>,
+    metrics: Arc<crate::metrics::Metrics>,
     sources: Mutex<Vec<ClusterSource>>,
     registries: Mutex<Vec<SyncRegistry>>,
     engine: Mutex<Option<JoinHandle<()>>>,
@@ -52,11 +53,9 @@ impl Pipeline {
         let token = shutdown.child_token();
         let hub = Hub::new(config.hub);
         let (tx, rx) = mpsc::channel::<Observation>(OBSERVATION_QUEUE);
-        let engine = tokio::spawn(engine::run(
-            Engine::new(hub.clone(), config.thresholds),
-            rx,
-            token.clone(),
-        ));
+        let metrics = crate::metrics::Metrics::new();
+        let engine = Engine::new(hub.clone(), config.thresholds).with_metrics(metrics.clone());
+        let engine = tokio::spawn(engine::run(engine, rx, token.clone()));
         let mut sources = Vec::new();
         for member in members {
             let mut kube_config = member.config.clone();
@@ -84,6 +83,7 @@ impl Pipeline {
         }
         Ok(Arc::new(Self {
             hub,
+            metrics,
             sources: Mutex::new(sources),
             registries: Mutex::new(config.registries),
             engine: Mutex::new(Some(engine)),
@@ -94,6 +94,11 @@ impl Pipeline {
 
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+
+    /// The metrics the engine records into; share them with the gateway.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// Replaces the sync registries: each cluster starts and stops watches to match.

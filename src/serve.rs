@@ -30,8 +30,9 @@ pub async fn run(
     }
     let pipeline = Pipeline::start(members, config, &shutdown).await?;
     let checks = gateway::health_for(&pipeline, health.format, health.storage);
-    let app = gateway::app(GatewayState::new(
+    let app = gateway::app(GatewayState::with_metrics(
         pipeline.hub().clone(),
+        pipeline.metrics().clone(),
         transports,
         checks,
         shutdown.clone(),

@@ -137,6 +137,46 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
             .status(),
         500
     );
+    // Metrics are there and move.
+    let scrape = |client: reqwest::Client, url: String| async move {
+        client
+            .get(format!("{url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let value = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no series {series}"))
+    };
+    let first = scrape(client.clone(), url.clone()).await;
+    for series in [
+        "kube_pulse_cluster_phase{cluster=\"dev\",phase=\"Healthy\"}",
+        "kube_pulse_sync_phase{cluster=\"prod\",resource=\"apps/v1/deployments\",phase=\"Syncing\"}",
+        "kube_pulse_http_requests_total{method=\"GET\",route=\"/livez\",status=\"200\"}",
+        "kube_pulse_sessions{transport=\"sse\"}",
+        "kube_pulse_probe_latency_seconds_count{cluster=\"dev\"}",
+        "kube_pulse_watch_lists_total{cluster=\"dev\",resource=\"apps/v1/deployments\",reason=\"\"}",
+    ] {
+        value(&first, series);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let second = scrape(client.clone(), url.clone()).await;
+    let probes = "kube_pulse_probe_latency_seconds_count{cluster=\"dev\"}";
+    assert!(
+        value(&second, probes) > value(&first, probes),
+        "probes keep being measured"
+    );
+    assert!(
+        value(&second, "kube_pulse_hub_changes_total")
+            >= value(&first, "kube_pulse_hub_changes_total")
+    );
     // The gateway sees the fault through its probes, as it would on a real cluster.
     common::eventually(std::time::Duration::from_secs(30), "dev unhealthy", || {
         let client = client.clone();

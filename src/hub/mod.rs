@@ -153,6 +153,8 @@ pub struct HubStats {
     pub subscriptions: usize,
     /// Changes a full subscription queue turned into a later resync.
     pub lag_events: u64,
+    /// Changes in the replay log.
+    pub log_len: usize,
 }
 
 /// The hub. Cheap to share behind an `Arc`.
@@ -364,6 +366,7 @@ impl Hub {
             seq: inner.seq,
             subscriptions: inner.slots.len(),
             lag_events: inner.lag_events,
+            log_len: inner.log.len(),
         }
     }
 }

@@ -77,7 +77,7 @@ pub struct Counters {
 }
 
 /// A snapshot of [`Counters`].
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct CounterValues {
     pub sse_sessions: u64,
@@ -112,6 +112,7 @@ impl Counters {
 /// Everything a transport session needs.
 pub struct Transports {
     pub hub: Arc<Hub>,
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub config: TransportConfig,
     pub counters: Counters,
     connections: Arc<Semaphore>,
@@ -120,9 +121,15 @@ pub struct Transports {
 }
 
 impl Transports {
-    pub fn new(hub: Arc<Hub>, config: TransportConfig, shutdown: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        hub: Arc<Hub>,
+        config: TransportConfig,
+        metrics: Arc<crate::metrics::Metrics>,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
         Arc::new(Self {
             hub,
+            metrics,
             connections: Arc::new(Semaphore::new(config.max_connections)),
             config,
             counters: Counters::default(),

@@ -26,6 +26,8 @@ pub struct Message {
     pub json: Bytes,
     /// The cached SSE frame, for hub changes shared by every subscriber.
     pub sse: Option<Bytes>,
+    /// When the hub published it (live changes only), for the delivery-lag metric.
+    pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Parses topic patterns, naming the first bad one.
@@ -59,6 +61,7 @@ pub fn start(transports: &Transports, patterns: Vec<Pattern>, since: Option<&str
                 cursor: now.clone(),
                 json: protocol::snapshot_json(doc, &now),
                 sse: None,
+                at: None,
             })
             .collect();
         let synced = Synced {
@@ -131,6 +134,7 @@ fn change_message(change: &crate::hub::Change) -> Message {
         cursor: change.cursor.clone(),
         json,
         sse: Some(sse),
+        at: Some(change.at),
     }
 }
 
@@ -150,12 +154,14 @@ pub async fn next(transports: &Transports, subscription: &mut Subscription) -> O
                     json: protocol::snapshot_json(&doc, &cursor),
                     cursor,
                     sse: None,
+                    at: None,
                 },
                 None => Message {
                     kind: "removed",
                     json: protocol::removed_json(&topic, &cursor),
                     cursor,
                     sse: None,
+                    at: None,
                 },
             })
         }

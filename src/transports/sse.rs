@@ -174,7 +174,12 @@ async fn run(t: &Transports, started: session::Started, tx: &mpsc::Sender<Bytes>
                 _ = tx.closed() => return Err(Stop::Closed),
                 _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n")).await?,
                 message = session::next(t, &mut subscription) => match message {
-                    Some(m) => send(t, tx, message_frame(&m)).await?,
+                    Some(m) => {
+                        send(t, tx, message_frame(&m)).await?;
+                        if let Some(at) = m.at {
+                            t.metrics.observe_delivery(at);
+                        }
+                    }
                     None => return Ok(()),
                 },
             }

@@ -241,6 +241,9 @@ fn forward(
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
                 return;
             }
+            if let Some(at) = message.at {
+                t.metrics.observe_delivery(at);
+            }
         }
     })
 }

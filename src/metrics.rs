@@ -1,0 +1,308 @@
+//! Prometheus metrics, registered in one place and served at `/metrics`
+//! (text format). Instruments that count events are updated where the
+//! events happen (engine, transports, HTTP layer); gauges of state (phases,
+//! sessions, hub sizes) are refreshed from the hub and transports at scrape
+//! time, so nothing is counted twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::hub::{Hub, Pattern};
+use crate::transports::CounterValues;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransportLabels {
+    pub transport: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterPhaseLabels {
+    pub cluster: String,
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub cluster: String,
+    pub resource: String,
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WatchLabels {
+    pub cluster: String,
+    pub resource: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabels {
+    pub cluster: String,
+}
+
+/// Phases a cluster or sync gauge is reported for (1 for the current one).
+const CLUSTER_PHASES: [&str; 6] = [
+    "Pending",
+    "Initializing",
+    "Healthy",
+    "Degraded",
+    "Unhealthy",
+    "Removed",
+];
+const SYNC_PHASES: [&str; 6] = [
+    "Pending", "Listing", "Syncing", "Error", "Backoff", "Stopped",
+];
+
+/// Every metric of the process.
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: Family<HttpLabels, Counter>,
+    pub sessions: Family<TransportLabels, Gauge>,
+    pub subscriptions: Gauge,
+    pub messages_sent: Counter,
+    pub bytes_sent: Counter,
+    pub collapses: Counter,
+    pub slow_consumer_closes: Counter,
+    pub rejected_connections: Counter,
+    pub hub_changes: Counter,
+    pub hub_topics: Gauge,
+    pub replay_log_size: Gauge,
+    /// Seconds from a change entering the hub to its message being handed to a socket.
+    pub delivery_lag: Histogram,
+    pub cluster_phase: Family<ClusterPhaseLabels, Gauge>,
+    pub sync_phase: Family<PhaseLabels, Gauge>,
+    pub watch_lists: Family<WatchLabels, Counter>,
+    pub watch_errors: Family<WatchLabels, Counter>,
+    pub probe_latency: Family<ClusterLabels, Histogram>,
+    /// Totals already folded into the counters above.
+    seen: Mutex<(CounterValues, u64)>,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("kube_pulse");
+        let m = Self {
+            http_requests: Family::default(),
+            sessions: Family::default(),
+            subscriptions: Gauge::default(),
+            messages_sent: Counter::default(),
+            bytes_sent: Counter::default(),
+            collapses: Counter::default(),
+            slow_consumer_closes: Counter::default(),
+            rejected_connections: Counter::default(),
+            hub_changes: Counter::default(),
+            hub_topics: Gauge::default(),
+            replay_log_size: Gauge::default(),
+            delivery_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 18)),
+            cluster_phase: Family::default(),
+            sync_phase: Family::default(),
+            watch_lists: Family::default(),
+            watch_errors: Family::default(),
+            probe_latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 2.0, 14))
+            }),
+            seen: Mutex::new((CounterValues::default(), 0)),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            m.http_requests.clone(),
+        );
+        registry.register(
+            "sessions",
+            "Open push sessions by transport",
+            m.sessions.clone(),
+        );
+        registry.register(
+            "subscriptions",
+            "Open hub subscriptions",
+            m.subscriptions.clone(),
+        );
+        registry.register(
+            "messages_sent",
+            "Push messages written to sessions",
+            m.messages_sent.clone(),
+        );
+        registry.register(
+            "bytes_sent",
+            "Push message bytes written to sessions",
+            m.bytes_sent.clone(),
+        );
+        registry.register(
+            "collapses",
+            "Topics resent as a snapshot to a subscriber that fell behind",
+            m.collapses.clone(),
+        );
+        registry.register(
+            "slow_consumer_closes",
+            "Sessions closed because they did not read in time",
+            m.slow_consumer_closes.clone(),
+        );
+        registry.register(
+            "rejected_connections",
+            "Push sessions refused at the connection limit",
+            m.rejected_connections.clone(),
+        );
+        registry.register(
+            "hub_changes",
+            "Changes published by the hub",
+            m.hub_changes.clone(),
+        );
+        registry.register("hub_topics", "Topics held by the hub", m.hub_topics.clone());
+        registry.register(
+            "replay_log_size",
+            "Changes kept for resume",
+            m.replay_log_size.clone(),
+        );
+        registry.register(
+            "delivery_lag_seconds",
+            "Time from a hub change to its message being written",
+            m.delivery_lag.clone(),
+        );
+        registry.register(
+            "cluster_phase",
+            "1 for the current phase of each member cluster",
+            m.cluster_phase.clone(),
+        );
+        registry.register(
+            "sync_phase",
+            "1 for the current phase of each cluster x resource",
+            m.sync_phase.clone(),
+        );
+        registry.register(
+            "watch_lists",
+            "Lists (initial and relists) started per watched resource",
+            m.watch_lists.clone(),
+        );
+        registry.register(
+            "watch_errors",
+            "Watch and list errors by reason",
+            m.watch_errors.clone(),
+        );
+        registry.register(
+            "probe_latency_seconds",
+            "Latency of member apiserver probes",
+            m.probe_latency.clone(),
+        );
+        let mut m = m;
+        m.registry = registry;
+        Arc::new(m)
+    }
+
+    pub fn observe_probe(&self, cluster: &str, latency: Duration) {
+        self.probe_latency
+            .get_or_create(&ClusterLabels {
+                cluster: cluster.into(),
+            })
+            .observe(latency.as_secs_f64());
+    }
+
+    pub fn observe_delivery(&self, at: chrono::DateTime<chrono::Utc>) {
+        let lag = (chrono::Utc::now() - at)
+            .num_microseconds()
+            .unwrap_or(0)
+            .max(0) as f64
+            / 1e6;
+        self.delivery_lag.observe(lag);
+    }
+
+    /// Refreshes state gauges and folds transport/hub totals, then encodes.
+    pub fn render(&self, hub: &Hub, transports: CounterValues) -> String {
+        let stats = hub.stats();
+        self.subscriptions.set(stats.subscriptions as i64);
+        self.hub_topics.set(stats.topics as i64);
+        self.replay_log_size.set(stats.log_len as i64);
+        for (transport, open) in [
+            ("sse", transports.sse_sessions),
+            ("ws", transports.ws_sessions),
+        ] {
+            self.sessions
+                .get_or_create(&TransportLabels {
+                    transport: transport.into(),
+                })
+                .set(open as i64);
+        }
+        {
+            let mut seen = self.seen.lock();
+            let (old, old_seq) = &mut *seen;
+            self.messages_sent
+                .inc_by(transports.messages_sent.saturating_sub(old.messages_sent));
+            self.bytes_sent
+                .inc_by(transports.bytes_sent.saturating_sub(old.bytes_sent));
+            self.collapses
+                .inc_by(transports.collapses.saturating_sub(old.collapses));
+            self.slow_consumer_closes.inc_by(
+                transports
+                    .slow_consumer_closes
+                    .saturating_sub(old.slow_consumer_closes),
+            );
+            self.rejected_connections.inc_by(
+                transports
+                    .rejected_connections
+                    .saturating_sub(old.rejected_connections),
+            );
+            self.hub_changes.inc_by(stats.seq.saturating_sub(*old_seq));
+            *old = transports;
+            *old_seq = stats.seq;
+        }
+        self.cluster_phase.clear();
+        for doc in hub.list(&[Pattern::parse("clusters/*").expect("valid")]) {
+            let cluster = doc.doc["name"].as_str().unwrap_or("").to_string();
+            let current = doc.doc["phase"].as_str().unwrap_or("");
+            for phase in CLUSTER_PHASES {
+                let labels = ClusterPhaseLabels {
+                    cluster: cluster.clone(),
+                    phase: phase.into(),
+                };
+                self.cluster_phase
+                    .get_or_create(&labels)
+                    .set(i64::from(phase == current));
+            }
+        }
+        self.sync_phase.clear();
+        for doc in hub.list(&[Pattern::parse("clusters/*/sync/**").expect("valid")]) {
+            let cluster = doc.doc["cluster"].as_str().unwrap_or("").to_string();
+            let r = &doc.doc["resource"];
+            let group = r["group"]
+                .as_str()
+                .filter(|g| !g.is_empty())
+                .unwrap_or("core");
+            let resource = format!(
+                "{group}/{}/{}",
+                r["version"].as_str().unwrap_or(""),
+                r["resource"].as_str().unwrap_or("")
+            );
+            let current = doc.doc["phase"].as_str().unwrap_or("");
+            for phase in SYNC_PHASES {
+                let labels = PhaseLabels {
+                    cluster: cluster.clone(),
+                    resource: resource.clone(),
+                    phase: phase.into(),
+                };
+                self.sync_phase
+                    .get_or_create(&labels)
+                    .set(i64::from(phase == current));
+            }
+        }
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String succeeds");
+        out
+    }
+}

@@ -335,8 +335,8 @@ mod tests {
             ),
             ("clusters: [\n", "invalid configuration"),
             (
-                "clusters:\n- {name: a, server: 'https://x'}\nhealth:\n  storage:\n  - {name: es, url: 'https://es:9200'}\n",
-                "must be an http:// URL",
+                "clusters:\n- {name: a, server: 'https://x'}\nhealth:\n  storage:\n  - {name: es, url: 'ftp://es:9200'}\n",
+                "must be an http:// or https:// URL",
             ),
             (
                 "clusters:\n- {name: a, server: 'https://x'}\nhealth:\n  format: pretty\n",

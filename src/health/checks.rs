@@ -55,7 +55,7 @@ impl Check for Syncer {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StorageEndpoint {
     pub name: String,
-    /// An `http://` URL.
+    /// An `http://` or `https://` URL (https verified against the system's roots).
     pub url: String,
     #[serde(default = "default_status")]
     pub expect_status: u16,
@@ -71,9 +71,9 @@ fn default_status() -> u16 {
 
 impl StorageEndpoint {
     pub fn validate(&self) -> Result<(), String> {
-        if !self.url.starts_with("http://") {
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             return Err(format!(
-                "storage check {:?}: url {:?} must be an http:// URL (https is not supported yet)",
+                "storage check {:?}: url {:?} must be an http:// or https:// URL",
                 self.name, self.url
             ));
         }
@@ -93,20 +93,35 @@ impl StorageEndpoint {
 /// `Storage`: every configured store answers as expected; passes when none is configured.
 pub struct Storage {
     endpoints: Vec<StorageEndpoint>,
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Empty<bytes::Bytes>,
-    >,
+    client: hyper_util::client::legacy::Client<HttpsConnector, http_body_util::Empty<bytes::Bytes>>,
 }
+
+type HttpsConnector =
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 
 impl Storage {
     pub fn new(endpoints: Vec<StorageEndpoint>) -> Self {
         if endpoints.is_empty() {
             tracing::info!("no external storage configured; the Storage check passes");
         }
+        let connector = match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
+            Ok(builder) => builder.https_or_http().enable_http1().build(),
+            Err(e) => {
+                // No system roots: http:// still works, https:// fails with a clear error.
+                tracing::warn!(cause = %e, "no system root certificates; https storage checks will fail");
+                let empty = rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth();
+                hyper_rustls::HttpsConnectorBuilder::new()
+                    .with_tls_config(empty)
+                    .https_or_http()
+                    .enable_http1()
+                    .build()
+            }
+        };
         let client =
             hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http();
+                .build(connector);
         Self { endpoints, client }
     }
 
@@ -164,5 +179,79 @@ impl Check for Storage {
                 Err(errors.join("; "))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+
+    async fn store(body: &'static str, status: u16) -> String {
+        let app = axum::Router::new().route(
+            "/_cluster/health",
+            get(move || async move { (axum::http::StatusCode::from_u16(status).unwrap(), body) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/_cluster/health", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+
+    fn es(url: String) -> StorageEndpoint {
+        StorageEndpoint {
+            name: "es".into(),
+            url,
+            expect_status: 200,
+            json_field: Some("status".into()),
+            allowed_values: vec!["green".into(), "yellow".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn storage_checks_call_the_store() {
+        let green = store(r#"{"status":"green"}"#, 200).await;
+        let red = store(r#"{"status":"red"}"#, 200).await;
+        let down = store("{}", 503).await;
+        let garbage = store("<html>", 200).await;
+        let cases = [
+            (es(green.clone()), None),
+            (
+                es(red),
+                Some("es: status is \"red\", expected one of [\"green\", \"yellow\"]"),
+            ),
+            (es(down), Some("es: HTTP 503, expected 200")),
+            (es(garbage), Some("es: the answer is not JSON")),
+            (
+                es("http://127.0.0.1:9/_cluster/health".into()),
+                Some("es: client error (Connect): tcp connect error"),
+            ),
+            // TLS against a plain-HTTP port: the handshake fails, clearly.
+            (
+                es(green.replace("http://", "https://")),
+                Some("es: client error (Connect): received corrupt message"),
+            ),
+        ];
+        for (endpoint, want) in cases {
+            let url = endpoint.url.clone();
+            let result = Storage::new(vec![endpoint]).check().await;
+            match want {
+                None => assert_eq!(result, Ok(()), "{url}"),
+                Some(prefix) => assert!(
+                    result.as_ref().unwrap_err().starts_with(prefix),
+                    "{url}: {result:?}"
+                ),
+            }
+        }
+        assert_eq!(
+            Storage::new(vec![]).check().await,
+            Ok(()),
+            "none configured passes"
+        );
+        assert!(es("ftp://x".into()).validate().is_err());
+        assert!(es("https://es:9200".into()).validate().is_ok());
+        let mut no_values = es("http://es:9200".into());
+        no_values.allowed_values.clear();
+        assert!(no_values.validate().is_err());
     }
 }

@@ -143,23 +143,16 @@ pub fn serve(
             let _ = tx.try_send(line("ERROR", &err.to_status()));
         }
     }
-    let body = Body::from_stream(ReceiverStream::new(rx).map_ok());
+    let body = Body::from_stream(futures::StreamExt::map(
+        ReceiverStream::new(rx),
+        Ok::<_, Infallible>,
+    ));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],
         body,
     )
         .into_response()
-}
-
-trait MapOk {
-    fn map_ok(self) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send;
-}
-
-impl MapOk for ReceiverStream<Bytes> {
-    fn map_ok(self) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
-        futures::StreamExt::map(self, Ok)
-    }
 }
 
 /// Why a watch loop stopped sending.

@@ -159,8 +159,13 @@ async fn index(State(clusters): State<Arc<Vec<ClusterLink>>>) -> Response {
          <body><h1>kube-pulse demo</h1><p>Simulated member clusters running in this process \
          (the scenario scales, breaks and heals them):</p>\
          <table><tr><th>cluster</th><th>server</th><th>try</th><th>control API</th></tr>{rows}</table>\
-         <p>Gateway API: <a href=\"/api/v1/clusters\">/api/v1/clusters</a> · \
-         <a href=\"/api/v1/apps\">/api/v1/apps</a> · <a href=\"/livez\">/livez</a></p></body></html>"
+         <h2>Gateway</h2><ul>\
+         <li>Live stream: <a href=\"/api/v1/events?topic=clusters/*\">/api/v1/events?topic=clusters/*</a> \
+         (<code>curl -N</code> it), WebSocket at <code>/api/v1/ws</code></li>\
+         <li>Snapshots: <a href=\"/api/v1/clusters\">/api/v1/clusters</a> · <a href=\"/api/v1/apps\">/api/v1/apps</a> · \
+         <a href=\"/api/v1/history?topic=clusters/dev\">/api/v1/history?topic=clusters/dev</a></li>\
+         <li>Health: <a href=\"/livez\">/livez</a> · <a href=\"/readyz\">/readyz</a> · <a href=\"/healthz?verbose\">/healthz?verbose</a> · \
+         <a href=\"/metrics\">/metrics</a></li></ul></body></html>"
     ))
     .into_response()
 }

@@ -929,6 +929,14 @@ async fn bad_input_gets_a_status_for_every_verb() {
         ),
         (
             "DELETE",
+            "/apis/apps/v1/namespaces/shop/deployments/web/status".into(),
+            "",
+            json_ct,
+            405,
+            "MethodNotAllowed",
+        ),
+        (
+            "DELETE",
             format!("{cm}/missing"),
             "",
             json_ct,
@@ -1075,5 +1083,38 @@ async fn control_api_over_http() {
         .await
         .unwrap();
     assert_eq!(expired.status(), 200);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_status_subresource_writes_status_only() {
+    let sim = sim_with(|c| c.converge.tick = Duration::from_secs(3600)).await;
+    let api: Api<Deployment> = Api::namespaced(sim.client(), "shop");
+    let web = WorkloadSeed {
+        kind: "Deployment".into(),
+        namespace: "shop".into(),
+        name: "web".into(),
+        replicas: 1,
+        image: "x".into(),
+    };
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(workload_manifest(&web)).unwrap(),
+    )
+    .await
+    .unwrap();
+    let patched = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 9}, "status": {"readyReplicas": 7}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.status.unwrap().ready_replicas, Some(7));
+    assert_eq!(patched.spec.replicas, Some(1), "spec is ignored on /status");
+    assert_eq!(patched.metadata.generation, Some(1));
+    let fetched = api.get_status("web").await.unwrap();
+    assert_eq!(fetched.status.unwrap().ready_replicas, Some(7));
     sim.shutdown().await;
 }

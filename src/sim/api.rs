@@ -434,8 +434,8 @@ async fn dispatch(
                 dry_run,
             };
             match sub {
-                None => object_verb(request).await,
-                Some(Sub::Status) => status_verb(request),
+                None => object_verb(request, UpdateScope::Main),
+                Some(Sub::Status) => object_verb(request, UpdateScope::Status),
                 Some(Sub::Scale) => scale_verb(request),
             }
         }
@@ -457,7 +457,9 @@ struct ObjectRequest<'a> {
     dry_run: bool,
 }
 
-async fn object_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
+/// get / update / patch / delete of an object, or get / update / patch of its
+/// `status` subresource (`scope`).
+fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response> {
     let ObjectRequest {
         shared,
         def,
@@ -474,11 +476,11 @@ async fn object_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
         "get" => Ok(json_response(StatusCode::OK, &store.get(def, ns, name)?)),
         "update" => {
             let obj = decode_body(headers, body)?;
-            let updated = store.update(def, ns, name, obj, UpdateScope::Main, dry_run)?;
+            let updated = store.update(def, ns, name, obj, scope, dry_run)?;
             Ok(json_response(StatusCode::OK, &updated))
         }
-        "patch" => patch_object(r, UpdateScope::Main),
-        "delete" => {
+        "patch" => patch_object(r, scope),
+        "delete" if scope == UpdateScope::Main => {
             let pre = delete_preconditions(body)?;
             match store.delete(def, ns, name, &pre, dry_run)? {
                 Deleted::Terminating(obj) => Ok(json_response(StatusCode::OK, &obj)),
@@ -499,6 +501,10 @@ async fn object_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
                 }
             }
         }
+        _ if scope == UpdateScope::Status => Err(ApiError::method_not_allowed(&format!(
+            "{}/status",
+            def.group_resource()
+        ))),
         _ => Err(ApiError::method_not_allowed(&def.group_resource())),
     }
 }
@@ -574,38 +580,6 @@ fn patch_object(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response>
             patch::apply(kind, current, &document)
         })?;
     Ok(json_response(StatusCode::OK, &updated))
-}
-
-fn status_verb(r: ObjectRequest<'_>) -> ApiResult<Response> {
-    let ObjectRequest {
-        shared,
-        def,
-        ns,
-        name,
-        verb,
-        headers,
-        body,
-        dry_run,
-        ..
-    } = r;
-    match verb {
-        "get" => Ok(json_response(
-            StatusCode::OK,
-            &shared.store.get(def, ns, name)?,
-        )),
-        "update" => {
-            let obj = decode_body(headers, body)?;
-            let updated = shared
-                .store
-                .update(def, ns, name, obj, UpdateScope::Status, dry_run)?;
-            Ok(json_response(StatusCode::OK, &updated))
-        }
-        "patch" => patch_object(r, UpdateScope::Status),
-        _ => Err(ApiError::method_not_allowed(&format!(
-            "{}/status",
-            def.group_resource()
-        ))),
-    }
 }
 
 /// The `autoscaling/v1 Scale` view of a workload.

@@ -79,11 +79,45 @@ fn images(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
     .unwrap_or_default()
 }
 
+/// The fields Deployments and StatefulSets share, read into a [`Workload`].
+struct Parts<'a> {
+    kind: &'static str,
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    expected: Option<i32>,
+    template: &'a k8s_openapi::api::core::v1::PodTemplateSpec,
+    /// Status counters; absent ones count as zero.
+    observed_generation: Option<i64>,
+    replicas: Option<i32>,
+    updated: Option<i32>,
+    ready: Option<i32>,
+    available: Option<i32>,
+    failure: Option<String>,
+}
+
+impl Parts<'_> {
+    fn into_workload(self, app_label: &str) -> Workload {
+        let name = self.meta.name.clone().unwrap_or_default();
+        Workload {
+            kind: self.kind.into(),
+            namespace: self.meta.namespace.clone().unwrap_or_default(),
+            app: app_of(self.meta.labels.as_ref(), app_label, &name),
+            name,
+            generation: self.meta.generation.unwrap_or(0),
+            observed_generation: self.observed_generation.unwrap_or(0),
+            expected: self.expected.unwrap_or(1),
+            replicas: self.replicas.unwrap_or(0),
+            updated: self.updated.unwrap_or(0),
+            ready: self.ready.unwrap_or(0),
+            available: self.available.unwrap_or(0),
+            failure: self.failure,
+            terminating: self.meta.deletion_timestamp.is_some(),
+            images: images(self.template.spec.as_ref()),
+        }
+    }
+}
+
 impl Workload {
     pub fn from_deployment(d: &Deployment, app_label: &str) -> Self {
-        let meta = &d.metadata;
-        let name = meta.name.clone().unwrap_or_default();
-        let spec = &d.spec;
         let status = d.status.as_ref();
         let failure = status
             .and_then(|s| s.conditions.as_ref())
@@ -99,45 +133,37 @@ impl Workload {
                     .clone()
                     .unwrap_or_else(|| "ProgressDeadlineExceeded".into())
             });
-        Self {
-            kind: "Deployment".into(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            app: app_of(meta.labels.as_ref(), app_label, &name),
-            name,
-            generation: meta.generation.unwrap_or(0),
-            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
-            expected: spec.replicas.unwrap_or(1),
-            replicas: status.and_then(|s| s.replicas).unwrap_or(0),
-            updated: status.and_then(|s| s.updated_replicas).unwrap_or(0),
-            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
-            available: status.and_then(|s| s.available_replicas).unwrap_or(0),
+        Parts {
+            kind: "Deployment",
+            meta: &d.metadata,
+            expected: d.spec.replicas,
+            template: &d.spec.template,
+            observed_generation: status.and_then(|s| s.observed_generation),
+            replicas: status.and_then(|s| s.replicas),
+            updated: status.and_then(|s| s.updated_replicas),
+            ready: status.and_then(|s| s.ready_replicas),
+            available: status.and_then(|s| s.available_replicas),
             failure,
-            terminating: meta.deletion_timestamp.is_some(),
-            images: images(spec.template.spec.as_ref()),
         }
+        .into_workload(app_label)
     }
 
+    /// StatefulSets report no failure condition of their own.
     pub fn from_statefulset(s: &StatefulSet, app_label: &str) -> Self {
-        let meta = &s.metadata;
-        let name = meta.name.clone().unwrap_or_default();
-        let spec = &s.spec;
         let status = s.status.as_ref();
-        Self {
-            kind: "StatefulSet".into(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            app: app_of(meta.labels.as_ref(), app_label, &name),
-            name,
-            generation: meta.generation.unwrap_or(0),
-            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
-            expected: spec.replicas.unwrap_or(1),
-            replicas: status.map(|s| s.replicas).unwrap_or(0),
-            updated: status.and_then(|s| s.updated_replicas).unwrap_or(0),
-            ready: status.and_then(|s| s.ready_replicas).unwrap_or(0),
-            available: status.and_then(|s| s.available_replicas).unwrap_or(0),
+        Parts {
+            kind: "StatefulSet",
+            meta: &s.metadata,
+            expected: s.spec.replicas,
+            template: &s.spec.template,
+            observed_generation: status.and_then(|s| s.observed_generation),
+            replicas: status.map(|s| s.replicas),
+            updated: status.and_then(|s| s.updated_replicas),
+            ready: status.and_then(|s| s.ready_replicas),
+            available: status.and_then(|s| s.available_replicas),
             failure: None,
-            terminating: meta.deletion_timestamp.is_some(),
-            images: images(spec.template.spec.as_ref()),
         }
+        .into_workload(app_label)
     }
 
     /// kstatus order: terminating, generation not observed, failed, then the

@@ -5,7 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{http, spawn_binary, terminate, wait_for_url};
+use common::{get_json, http, spawn_binary, terminate, wait_for_url};
 
 #[test]
 fn every_command_has_help() {
@@ -38,14 +38,7 @@ async fn sim_serves_kubernetes_and_stops_on_sigterm() {
     ]);
     let url = wait_for_url(&mut child);
     let client = http();
-    let version: serde_json::Value = client
-        .get(format!("{url}/version"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let version = get_json(&format!("{url}/version")).await;
     assert_eq!(version["major"], "1");
     let denied = client
         .get(format!("{url}/apis/apps/v1/deployments"))
@@ -86,14 +79,7 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert!(index.contains("kube-pulse demo"));
-    let clusters: serde_json::Value = client
-        .get(format!("{url}/api/v1/clusters"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let clusters = get_json(&format!("{url}/api/v1/clusters")).await;
     let clusters = clusters["items"].as_array().unwrap().clone();
     let names: Vec<&str> = clusters
         .iter()
@@ -102,14 +88,10 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
     assert_eq!(names, ["dev", "prod", "staging"]);
     for cluster in &clusters {
         let server = cluster["server"].as_str().unwrap().trim_end_matches('/');
-        let list: serde_json::Value = client
-            .get(format!("{server}/apis/apps/v1/namespaces/shop/deployments"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list = get_json(&format!(
+            "{server}/apis/apps/v1/namespaces/shop/deployments"
+        ))
+        .await;
         assert_eq!(
             list["items"].as_array().unwrap().len(),
             2,
@@ -225,14 +207,7 @@ async fn serve_registers_kubeconfig_contexts() {
         "west",
     ]);
     let url = wait_for_url(&mut child);
-    let clusters: serde_json::Value = http()
-        .get(format!("{url}/api/v1/clusters"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let clusters = get_json(&format!("{url}/api/v1/clusters")).await;
     assert_eq!(clusters["items"][0]["name"], "west");
     assert_eq!(clusters["items"].as_array().unwrap().len(), 1);
     let status = tokio::task::spawn_blocking(move || terminate(&mut child))

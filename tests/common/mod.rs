@@ -92,6 +92,11 @@ pub fn http() -> reqwest::Client {
         .unwrap()
 }
 
+/// GETs `url` and parses the JSON answer (any status).
+pub async fn get_json(url: &str) -> serde_json::Value {
+    http().get(url).send().await.unwrap().json().await.unwrap()
+}
+
 /// The kube-pulse binary, started with `args`, stdout piped.
 pub fn spawn_binary(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_kube-pulse"))

@@ -929,6 +929,14 @@ async fn bad_input_gets_a_status_for_every_verb() {
         ),
         (
             "DELETE",
+            format!("{cm}?labelSelector=a+in+b"),
+            "",
+            json_ct,
+            400,
+            "BadRequest",
+        ),
+        (
+            "DELETE",
             "/apis/apps/v1/namespaces/shop/deployments/web/status".into(),
             "",
             json_ct,
@@ -1116,5 +1124,43 @@ async fn the_status_subresource_writes_status_only() {
     assert_eq!(patched.metadata.generation, Some(1));
     let fetched = api.get_status("web").await.unwrap();
     assert_eq!(fetched.status.unwrap().ready_replicas, Some(7));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_collection_removes_the_selected_objects() {
+    let sim = sim().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
+    create_cms(&api, &["a", "b"]).await;
+    api.create(
+        &PostParams::default(),
+        &configmap("keep", json!({"app": "db"})),
+    )
+    .await
+    .unwrap();
+    let deleted = api
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=web"),
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = deleted
+        .left()
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| o.name_any())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|o| o.name_any())
+        .collect();
+    assert_eq!(left, ["keep"]);
     sim.shutdown().await;
 }

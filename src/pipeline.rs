@@ -36,7 +36,6 @@ pub struct Pipeline {
     hub: Arc<Hub>,
     metrics: Arc<crate::metrics::Metrics>,
     sources: Mutex<Vec<ClusterSource>>,
-    registries: Mutex<Vec<SyncRegistry>>,
     engine: Mutex<Option<JoinHandle<()>>>,
     /// Kept to see how full the engine's queue is (health).
     tx: mpsc::Sender<Observation>,
@@ -85,7 +84,6 @@ impl Pipeline {
             hub,
             metrics,
             sources: Mutex::new(sources),
-            registries: Mutex::new(config.registries),
             engine: Mutex::new(Some(engine)),
             tx,
             token,
@@ -108,11 +106,6 @@ impl Pipeline {
             let resources = resources_for(source.name(), &registries);
             source.set_resources(resources).await;
         }
-        *self.registries.lock().await = registries;
-    }
-
-    pub async fn registries(&self) -> Vec<SyncRegistry> {
-        self.registries.lock().await.clone()
     }
 
     /// The `Server` health check: the engine runs and keeps up with its sources.

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::hub::{Change, ChangeKind, TopicDoc};
 
@@ -155,11 +155,6 @@ pub fn with_subscription(id_json: &[u8], message: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-/// Parses any JSON message (tests and the client use it).
-pub fn parse(bytes: &[u8]) -> Option<Value> {
-    serde_json::from_slice(bytes).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,7 +203,7 @@ mod tests {
     fn subscription_ids_are_spliced_in() {
         let msg = br#"{"type":"patch","rev":2}"#;
         let out = with_subscription(br#""s1""#, msg);
-        let v: Value = serde_json::from_slice(&out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v, json!({"sub": "s1", "type": "patch", "rev": 2}));
     }
 }

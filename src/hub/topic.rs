@@ -78,10 +78,6 @@ impl Pattern {
     pub fn is_exact(&self) -> bool {
         self.segments.iter().all(|s| s != "*" && s != "**")
     }
-
-    pub fn as_string(&self) -> String {
-        self.segments.join("/")
-    }
 }
 
 /// Subscriber ids by pattern, as a trie over segments: matching a topic

@@ -517,35 +517,22 @@ impl Store {
         })?;
         drop(inner);
         let ns_filter = namespace.filter(|_| def.namespaced);
-        let mut matching = table
+        let matching: Vec<(&Key, &Arc<Value>)> = table
             .iter()
             .filter(|((ns, _), _)| ns_filter.is_none_or(|want| want == ns))
             .filter(|(key, _)| start.as_ref().is_none_or(|s| *key > s))
-            .filter(|(_, obj)| selection.matches(obj));
-        let limit = limit.filter(|l| *l > 0);
-        let mut items = Vec::new();
-        let mut last_key = None;
-        for (key, obj) in matching.by_ref() {
-            if limit.is_some_and(|l| items.len() >= l) {
-                break;
-            }
-            items.push(obj.clone());
-            last_key = Some(key.clone());
-        }
-        drop(matching);
-        // Items after the last one returned that still match (remainingItemCount).
-        let remaining = if limit.is_some_and(|l| items.len() >= l) {
-            table
-                .iter()
-                .filter(|((ns, _), _)| ns_filter.is_none_or(|want| want == ns))
-                .filter(|(key, _)| last_key.as_ref().is_none_or(|s| *key > s))
-                .filter(|(_, obj)| selection.matches(obj))
-                .count()
-        } else {
-            0
-        };
-        let continue_token =
-            (remaining > 0).then(|| encode_continue(rv, last_key.as_ref().unwrap()));
+            .filter(|(_, obj)| selection.matches(obj))
+            .collect();
+        let taken = limit
+            .filter(|l| *l > 0)
+            .map_or(matching.len(), |l| l.min(matching.len()));
+        let items = matching[..taken]
+            .iter()
+            .map(|(_, obj)| Arc::clone(obj))
+            .collect();
+        // Matching items after this page (remainingItemCount).
+        let remaining = matching.len() - taken;
+        let continue_token = (remaining > 0).then(|| encode_continue(rv, matching[taken - 1].0));
         Ok(ListPage {
             items,
             resource_version: rv,

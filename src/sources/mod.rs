@@ -198,11 +198,6 @@ impl ClusterSource {
         &self.name
     }
 
-    /// The resources watched now.
-    pub fn resources(&self) -> Vec<SyncResource> {
-        self.watches.values().map(|w| w.resource.clone()).collect()
-    }
-
     /// Makes the running watches match built-ins + `resources`: starts new
     /// ones, stops dropped ones (reported as removed from the registry).
     /// Exactly one watch per resource: the first entry naming it wins.

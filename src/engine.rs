@@ -153,12 +153,11 @@ impl Engine {
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
                 };
-                let kind: &'static str = if workload.kind == "Deployment" {
-                    "Deployment"
-                } else {
-                    "StatefulSet"
-                };
-                let key = (kind, workload.namespace.clone(), workload.name.clone());
+                let key = (
+                    workload.kind,
+                    workload.namespace.clone(),
+                    workload.name.clone(),
+                );
                 let mut touched =
                     BTreeSet::from([(workload.namespace.clone(), workload.app.clone())]);
                 if let Some(old) = model.workloads.insert(key, workload) {

@@ -43,7 +43,7 @@ pub enum WorkloadHealth {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Workload {
-    pub kind: String,
+    pub kind: &'static str,
     pub namespace: String,
     pub name: String,
     /// The app it belongs to: the app label's value, else its own name.
@@ -98,7 +98,7 @@ impl Parts<'_> {
     fn into_workload(self, app_label: &str) -> Workload {
         let name = self.meta.name.clone().unwrap_or_default();
         Workload {
-            kind: self.kind.into(),
+            kind: self.kind,
             namespace: self.meta.namespace.clone().unwrap_or_default(),
             app: app_of(self.meta.labels.as_ref(), app_label, &name),
             name,
@@ -389,7 +389,7 @@ impl AppStatus {
             .map(|w| {
                 let (health, message) = w.health();
                 WorkloadView {
-                    kind: w.kind.clone(),
+                    kind: w.kind.to_string(),
                     name: w.name.clone(),
                     expected: w.expected,
                     ready: w.ready,

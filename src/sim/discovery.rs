@@ -156,11 +156,7 @@ pub async fn openapi_v3_group(
 }
 
 pub async fn openapi_v2() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Json(super::status::ApiError::no_route("/openapi/v2").to_status()),
-    )
-        .into_response()
+    super::status::ApiError::no_route("/openapi/v2").into_response()
 }
 
 fn health_text(name: &str, ok: bool, verbose: bool) -> Response {

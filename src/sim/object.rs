@@ -154,7 +154,6 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             let root = obj.as_object_mut().unwrap();
             root.entry("spec")
                 .or_insert_with(|| json!({"finalizers": ["kubernetes"]}));
-            root.insert("status".into(), json!({"phase": "Active"}));
         }
         _ => {}
     }
@@ -239,6 +238,10 @@ pub fn prepare_create(
         meta.remove("generation");
     }
     apply_defaults(def, &mut obj);
+    if def.kind == "Namespace" {
+        // A new namespace is Active; afterwards its phase belongs to the namespace controller.
+        obj["status"] = json!({"phase": "Active"});
+    }
     validate(def, &name, &obj)?;
     Ok(obj)
 }
@@ -316,19 +319,9 @@ pub fn prepare_update(
             metadata_mut(&mut obj).insert("generation".into(), json!(generation + 1));
         }
     }
-    if def.kind == "Namespace" {
-        // The namespace phase belongs to the namespace controller.
-        obj["status"] = current.get("status").cloned().unwrap_or(json!({}));
-    }
-    apply_defaults_on_update(def, &mut obj);
+    apply_defaults(def, &mut obj);
     validate(def, &name, &obj)?;
     Ok(obj)
-}
-
-fn apply_defaults_on_update(def: &ResourceDef, obj: &mut Value) {
-    if def.kind != "Namespace" {
-        apply_defaults(def, obj);
-    }
 }
 
 /// Whether anything outside `metadata` and `status` differs.
@@ -421,6 +414,23 @@ mod tests {
         .unwrap();
         assert!(name_of(&generated).starts_with("web-"));
         assert_eq!(name_of(&generated).len(), 9);
+    }
+
+    #[test]
+    fn namespaces_start_active_and_updates_keep_their_phase() {
+        let catalog = Catalog::new(vec![]);
+        let def = catalog.namespaces();
+        let mut created =
+            prepare_create(def, None, json!({"metadata": {"name": "shop"}}), now()).unwrap();
+        assert_eq!(created["status"], json!({"phase": "Active"}));
+        assert_eq!(created["spec"], json!({"finalizers": ["kubernetes"]}));
+        created["status"] = json!({"phase": "Terminating"});
+        let mut body = created.clone();
+        body["status"] = json!({"phase": "Active"});
+        body["metadata"]["labels"] = json!({"team": "a"});
+        let updated = prepare_update(def, &created, body, UpdateScope::Main).unwrap();
+        assert_eq!(updated["status"]["phase"], "Terminating");
+        assert_eq!(updated["metadata"]["labels"]["team"], "a");
     }
 
     #[test]

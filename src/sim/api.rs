@@ -311,19 +311,18 @@ async fn dispatch(
     let params = Params::parse(query)?;
     params.bool("watch")?;
     let verb = verb_of(method, &target, &params);
-    if let Target::Discovery { group, version } = &target {
-        if method != Method::GET {
-            return Err(ApiError::method_not_allowed(path));
-        }
-        let list = super::discovery::resource_list(shared, group, version)
-            .ok_or_else(|| ApiError::no_route(path))?;
-        return Ok(json_response(StatusCode::OK, &list));
-    }
     let (def, namespace) = match &target {
         Target::Collection { def, namespace } | Target::Object { def, namespace, .. } => {
             (def.clone(), namespace.clone())
         }
-        Target::Discovery { .. } => unreachable!("handled above"),
+        Target::Discovery { group, version } => {
+            if method != Method::GET {
+                return Err(ApiError::method_not_allowed(path));
+            }
+            let list = super::discovery::resource_list(shared, group, version)
+                .ok_or_else(|| ApiError::no_route(path))?;
+            return Ok(json_response(StatusCode::OK, &list));
+        }
     };
     shared.stats.record(def.stats_key(), verb);
     if verb == "unsupported" {

@@ -102,6 +102,8 @@ pub struct DemoArgs {
     pub tick_ms: u64,
     #[command(flatten)]
     pub push: PushArgs,
+    #[command(flatten)]
+    pub tasks: TaskArgs,
 }
 
 /// Settings of the push transports shared by `demo` and `serve`.
@@ -131,6 +133,30 @@ impl PushArgs {
     }
 }
 
+/// Settings of tasks (user actions on apps) shared by `demo` and `serve`.
+#[derive(Debug, Args)]
+pub struct TaskArgs {
+    /// Deadline of a task that sets no `timeoutSeconds`, in seconds.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub task_timeout: u64,
+    /// How long finished tasks stay readable, in seconds.
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub task_retention: u64,
+    /// Most tasks kept in memory (finished ones make room for new ones).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_tasks: u64,
+}
+
+impl TaskArgs {
+    pub fn to_settings(&self) -> crate::tasks::TaskSettings {
+        crate::tasks::TaskSettings {
+            default_timeout: std::time::Duration::from_secs(self.task_timeout),
+            retention: std::time::Duration::from_secs(self.task_retention),
+            capacity: self.max_tasks as usize,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address of the gateway.
@@ -147,6 +173,8 @@ pub struct ServeArgs {
     pub contexts: Vec<String>,
     #[command(flatten)]
     pub push: PushArgs,
+    #[command(flatten)]
+    pub tasks: TaskArgs,
 }
 
 /// Parses `NAMESPACE/NAME[:REPLICAS]`.

@@ -108,7 +108,8 @@ pub struct ClusterSpec {
     pub insecure_skip_tls_verify: bool,
 }
 
-fn valid_name(name: &str) -> bool {
+/// A DNS-1123 label: what Kubernetes accepts as a namespace or Deployment name.
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
         && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())

@@ -18,6 +18,7 @@ use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::scenario;
 use crate::sim::{ConvergeConfig, SimCluster, SimConfig};
 use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
+use crate::tasks::{TaskSettings, Tasks};
 
 /// Options of the demo.
 #[derive(Debug, Clone)]
@@ -28,6 +29,7 @@ pub struct DemoOptions {
     pub scenario: bool,
     pub converge: ConvergeConfig,
     pub transports: crate::transports::TransportConfig,
+    pub tasks: TaskSettings,
 }
 
 impl Default for DemoOptions {
@@ -37,6 +39,7 @@ impl Default for DemoOptions {
             scenario: true,
             converge: ConvergeConfig::default(),
             transports: Default::default(),
+            tasks: Default::default(),
         }
     }
 }
@@ -86,11 +89,16 @@ struct ClusterLink {
 pub fn app(
     clusters: &[SimCluster],
     pipeline: &Arc<Pipeline>,
+    tasks: &Arc<Tasks>,
     transports: crate::transports::TransportConfig,
     shutdown: &CancellationToken,
 ) -> Router {
-    let hub = pipeline.hub().clone();
-    let health = gateway::health_for(pipeline, Default::default(), Vec::new());
+    let health = gateway::health_for(
+        pipeline,
+        Some(tasks.clone()),
+        Default::default(),
+        Vec::new(),
+    );
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
@@ -101,9 +109,9 @@ pub fn app(
     let mut router = Router::new()
         .route("/", get(index))
         .with_state(Arc::new(links))
-        .merge(gateway::app(GatewayState::with_metrics(
-            hub,
-            pipeline.metrics().clone(),
+        .merge(gateway::app(GatewayState::for_pipeline(
+            pipeline,
+            tasks.clone(),
             transports,
             health,
             shutdown.clone(),
@@ -185,7 +193,14 @@ pub async fn run(
         })
         .collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
-    let router = app(&clusters, &pipeline, options.transports.clone(), &shutdown);
+    let tasks = Tasks::for_pipeline(&pipeline, options.tasks.clone(), &shutdown);
+    let router = app(
+        &clusters,
+        &pipeline,
+        &tasks,
+        options.transports.clone(),
+        &shutdown,
+    );
     let clusters = Arc::new(clusters);
     let scenario_task = options.scenario.then(|| {
         let clusters = clusters.clone();
@@ -197,6 +212,7 @@ pub async fn run(
     if let Some(task) = scenario_task {
         let _ = task.await;
     }
+    tasks.stop().await;
     pipeline.stop().await;
     if let Ok(clusters) = Arc::try_unwrap(clusters) {
         for cluster in clusters {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::hub::{Hub, topic};
 use crate::metrics::{Metrics, WatchLabels};
 use crate::sources::Observation;
-use crate::status::app::{AppStatus, Workload};
+use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::cluster::{
     ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
 };
@@ -29,6 +29,8 @@ struct ClusterModel {
     /// None until the first namespace list completed.
     namespaces: Option<BTreeSet<String>>,
     apps: BTreeMap<(String, String), AppStatus>,
+    /// Active tasks by (namespace, app): the apps' transitional slots.
+    tasks: HashMap<(String, String), ActiveTask>,
 }
 
 /// The engine's state; `apply` is its whole behaviour (and what tests drive).
@@ -110,6 +112,7 @@ impl Engine {
                         workloads: HashMap::new(),
                         namespaces: None,
                         apps: BTreeMap::new(),
+                        tasks: HashMap::new(),
                     });
                 model.status.server = server;
                 self.publish_cluster(&cluster);
@@ -192,6 +195,22 @@ impl Engine {
             }
             Observation::NamespaceDeleted { cluster, name } => {
                 self.namespace_event(&cluster, &name, false, now)
+            }
+            Observation::Task {
+                cluster,
+                namespace,
+                app,
+                task,
+            } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let key = (namespace, app);
+                match task {
+                    Some(task) => model.tasks.insert(key.clone(), task),
+                    None => model.tasks.remove(&key),
+                };
+                self.refresh_apps(&cluster, BTreeSet::from([key]), now);
             }
         }
     }
@@ -322,10 +341,13 @@ impl Engine {
                 .namespaces
                 .as_ref()
                 .is_none_or(|set| set.contains(&ns));
-            let next = match model.apps.remove(&(ns.clone(), app.clone())) {
-                Some(current) => current.observe(ns_exists, &workloads, now),
+            let key = (ns.clone(), app.clone());
+            let mut current = match model.apps.remove(&key) {
+                Some(current) => current,
                 None => AppStatus::first_seen(cluster, &ns, &app, ns_exists, &workloads, now),
             };
+            current.task = model.tasks.get(&key).cloned();
+            let next = current.observe(ns_exists, &workloads, now);
             self.hub.put(&topic::app(cluster, &ns, &app), to_doc(&next));
             model.apps.insert((ns, app), next);
         }

@@ -35,6 +35,10 @@ pub enum Error {
     NotFound(String),
     #[error("bad request: {0}")]
     BadRequest(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("unavailable: {0}")]
+    Unavailable(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -51,6 +55,8 @@ impl Error {
             Error::Serve(_) => "serve",
             Error::NotFound(_) => "not_found",
             Error::BadRequest(_) => "bad_request",
+            Error::Conflict(_) => "conflict",
+            Error::Unavailable(_) => "unavailable",
         }
     }
 
@@ -58,6 +64,8 @@ impl Error {
         match self {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Conflict(_) => StatusCode::CONFLICT,
+            Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Config { .. } | Error::Cluster { .. } | Error::Kubeconfig(_) => {
                 StatusCode::BAD_REQUEST
             }

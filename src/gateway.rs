@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::hub::Hub;
 use crate::metrics::{HttpLabels, Metrics};
+use crate::pipeline::Pipeline;
+use crate::tasks::Tasks;
 use crate::transports::{TransportConfig, Transports};
 
 /// State shared by every request.
@@ -23,6 +25,8 @@ pub struct GatewayState {
     pub transports: Arc<Transports>,
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
+    /// The tasks API, when the gateway runs over member clusters.
+    pub tasks: Option<Arc<Tasks>>,
 }
 
 impl GatewayState {
@@ -34,13 +38,25 @@ impl GatewayState {
         health: Health,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        Self::with_metrics(hub, Metrics::new(), transports, health, shutdown)
+        Self::build(hub, Metrics::new(), None, transports, health, shutdown)
     }
 
-    /// State sharing `metrics` with the pipeline that feeds `hub`.
-    pub fn with_metrics(
+    /// State over a running pipeline (its hub and metrics) with its tasks.
+    pub fn for_pipeline(
+        pipeline: &Pipeline,
+        tasks: Arc<Tasks>,
+        transports: TransportConfig,
+        health: Health,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let (hub, metrics) = (pipeline.hub().clone(), pipeline.metrics().clone());
+        Self::build(hub, metrics, Some(tasks), transports, health, shutdown)
+    }
+
+    fn build(
         hub: Arc<Hub>,
         metrics: Arc<Metrics>,
+        tasks: Option<Arc<Tasks>>,
         transports: TransportConfig,
         health: Health,
         shutdown: CancellationToken,
@@ -51,14 +67,16 @@ impl GatewayState {
             transports,
             health: Arc::new(health),
             metrics,
+            tasks,
         })
     }
 }
 
 /// Health of a gateway over `pipeline`: `/livez` pings, `/readyz` checks
-/// Ping, Server, Syncer and Storage.
+/// Ping, Server (engine and task store), Syncer and Storage.
 pub fn health_for(
-    pipeline: &Arc<crate::pipeline::Pipeline>,
+    pipeline: &Arc<Pipeline>,
+    tasks: Option<Arc<Tasks>>,
     format: crate::health::Format,
     storage: Vec<crate::health::checks::StorageEndpoint>,
 ) -> Health {
@@ -67,7 +85,10 @@ pub fn health_for(
         livez: vec![Arc::new(Ping)],
         readyz: vec![
             Arc::new(Ping),
-            Arc::new(Server(pipeline.clone())),
+            Arc::new(Server {
+                pipeline: pipeline.clone(),
+                tasks,
+            }),
             Arc::new(Syncer(pipeline.clone())),
             Arc::new(Storage::new(storage)),
         ],
@@ -77,7 +98,7 @@ pub fn health_for(
 }
 
 /// The gateway's routes. Origins listed in the transport configuration may
-/// also read the REST and SSE endpoints cross-origin (CORS, GET only).
+/// also use the REST, tasks and SSE endpoints cross-origin (CORS).
 pub fn app(state: Arc<GatewayState>) -> Router {
     let router = Router::new()
         .route(
@@ -87,6 +108,10 @@ pub fn app(state: Arc<GatewayState>) -> Router {
         .merge(crate::health::router(state.health.clone()))
         .merge(crate::rest::router(state.hub.clone()))
         .merge(crate::transports::router(state.transports.clone()))
+        .merge(match &state.tasks {
+            Some(tasks) => crate::tasks::api::router(tasks.clone()),
+            None => Router::new(),
+        })
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
@@ -111,7 +136,7 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET])
+            .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::PATCH])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,

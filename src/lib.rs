@@ -22,6 +22,7 @@ pub mod shutdown;
 pub mod sim;
 pub mod sources;
 pub mod status;
+pub mod tasks;
 pub mod telemetry;
 pub mod transports;
 

@@ -59,6 +59,7 @@ async fn main() -> anyhow::Result<()> {
                     ..Default::default()
                 },
                 transports: args.push.to_config(),
+                tasks: args.tasks.to_settings(),
             };
             demo::run(listener, options, shutdown).await?;
         }
@@ -93,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
                 pipeline,
                 args.push.to_config(),
                 health,
+                args.tasks.to_settings(),
                 shutdown,
             )
             .await?;

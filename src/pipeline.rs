@@ -1,6 +1,7 @@
 //! Wires sources, engine and hub for a set of member clusters: the running
 //! gateway core that `serve` and `demo` share.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::{Mutex, mpsc};
@@ -36,6 +37,9 @@ pub struct Pipeline {
     hub: Arc<Hub>,
     metrics: Arc<crate::metrics::Metrics>,
     sources: Mutex<Vec<ClusterSource>>,
+    /// One client per member, shared with tasks.
+    clients: BTreeMap<String, kube::Client>,
+    app_label: String,
     engine: Mutex<Option<JoinHandle<()>>>,
     /// Kept to see how full the engine's queue is (health).
     tx: mpsc::Sender<Observation>,
@@ -56,6 +60,7 @@ impl Pipeline {
         let engine = Engine::new(hub.clone(), config.thresholds).with_metrics(metrics.clone());
         let engine = tokio::spawn(engine::run(engine, rx, token.clone()));
         let mut sources = Vec::new();
+        let mut clients = BTreeMap::new();
         for member in members {
             let mut kube_config = member.config.clone();
             // Sources report errors and back off themselves; client-side
@@ -67,6 +72,7 @@ impl Pipeline {
                     cluster: member.name.clone(),
                     message: format!("cannot build a client: {e}"),
                 })?;
+            clients.insert(member.name.clone(), client.clone());
             let resources = resources_for(&member.name, &config.registries);
             let source = ClusterSource::start(
                 &member.name,
@@ -84,6 +90,8 @@ impl Pipeline {
             hub,
             metrics,
             sources: Mutex::new(sources),
+            clients,
+            app_label: config.source.app_label.clone(),
             engine: Mutex::new(Some(engine)),
             tx,
             token,
@@ -97,6 +105,21 @@ impl Pipeline {
     /// The metrics the engine records into; share them with the gateway.
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.metrics
+    }
+
+    /// Each member's kube-rs client (the ones the watches use).
+    pub fn clients(&self) -> &BTreeMap<String, kube::Client> {
+        &self.clients
+    }
+
+    /// The label that groups workloads into apps.
+    pub fn app_label(&self) -> &str {
+        &self.app_label
+    }
+
+    /// A sender into the engine, for observations that are not from sources.
+    pub fn observations(&self) -> mpsc::Sender<Observation> {
+        self.tx.clone()
     }
 
     /// Replaces the sync registries: each cluster starts and stops watches to match.

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::hub::{Hub, Pattern, topic};
 
 /// Parses a query string, refusing parameters the endpoint does not take.
-fn query(raw: Option<String>, allowed: &[&str]) -> Result<HashMap<String, String>> {
+pub(crate) fn query(raw: Option<String>, allowed: &[&str]) -> Result<HashMap<String, String>> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
     let mut out = HashMap::new();

@@ -8,6 +8,7 @@ use crate::config::ClusterSpec;
 use crate::error::Result;
 use crate::gateway::{self, GatewayState};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
+use crate::tasks::{TaskSettings, Tasks};
 
 /// Resolves every member's client configuration, starts the pipeline, then
 /// serves until shutdown.
@@ -17,6 +18,7 @@ pub async fn run(
     config: PipelineConfig,
     transports: crate::transports::TransportConfig,
     health: crate::config::HealthSettings,
+    tasks: TaskSettings,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let mut members = Vec::new();
@@ -29,15 +31,22 @@ pub async fn run(
         });
     }
     let pipeline = Pipeline::start(members, config, &shutdown).await?;
-    let checks = gateway::health_for(&pipeline, health.format, health.storage);
-    let app = gateway::app(GatewayState::with_metrics(
-        pipeline.hub().clone(),
-        pipeline.metrics().clone(),
+    let tasks = Tasks::for_pipeline(&pipeline, tasks, &shutdown);
+    let checks = gateway::health_for(
+        &pipeline,
+        Some(tasks.clone()),
+        health.format,
+        health.storage,
+    );
+    let app = gateway::app(GatewayState::for_pipeline(
+        &pipeline,
+        tasks.clone(),
         transports,
         checks,
         shutdown.clone(),
     ));
     let served = gateway::serve(listener, app, shutdown.clone()).await;
+    tasks.stop().await;
     pipeline.stop().await;
     served
 }

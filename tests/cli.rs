@@ -98,6 +98,30 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
             "{server}: web and cart"
         );
     }
+    // Tasks act on the simulated clusters through the gateway.
+    let created = client
+        .post(format!("{url}/api/v1/tasks"))
+        .json(&serde_json::json!({"type": "Stop", "cluster": "prod", "namespace": "shop", "app": "cart"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let task: serde_json::Value = created.json().await.unwrap();
+    let task_url = format!("{url}/api/v1/tasks/{}", task["id"].as_str().unwrap());
+    common::eventually(std::time::Duration::from_secs(30), "Stop succeeds", || {
+        let task_url = task_url.clone();
+        async move { (get_json(&task_url).await["status"] == "Succeeded").then_some(()) }
+    })
+    .await;
+    let cart_url = format!("{url}/api/v1/apps/prod/shop/cart");
+    common::eventually(std::time::Duration::from_secs(10), "cart Stopped", || {
+        let cart_url = cart_url.clone();
+        async move {
+            let cart = get_json(&cart_url).await;
+            (cart["state"] == "Stopped" && cart["task"].is_null()).then_some(())
+        }
+    })
+    .await;
     // Each cluster's control API is mounted on the gateway.
     let faults = client
         .put(format!("{url}/_sim/clusters/dev/faults"))

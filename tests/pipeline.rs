@@ -460,7 +460,7 @@ async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
         ..Faults::default()
     });
     let p = pipeline(&[&a], vec![], &shutdown).await;
-    let health = gateway::health_for(&p, Default::default(), vec![]);
+    let health = gateway::health_for(&p, None, Default::default(), vec![]);
     let state = GatewayState::new(
         p.hub().clone(),
         Default::default(),

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use super::Check;
 use crate::pipeline::Pipeline;
+use crate::tasks::Tasks;
 
 /// `Ping`: the process answers.
 pub struct Ping;
@@ -26,15 +27,25 @@ impl Check for Ping {
     }
 }
 
-/// `Server`: the engine runs and its observation queue is not saturated.
-pub struct Server(pub Arc<Pipeline>);
+/// `Server`: the engine runs and its observation queue is not saturated,
+/// and the task store answers.
+pub struct Server {
+    pub pipeline: Arc<Pipeline>,
+    pub tasks: Option<Arc<Tasks>>,
+}
 
 impl Check for Server {
     fn name(&self) -> &str {
         "Server"
     }
     fn check(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move { self.0.check_engine() })
+        Box::pin(async move {
+            self.pipeline.check_engine()?;
+            match &self.tasks {
+                Some(tasks) => tasks.check().await,
+                None => Ok(()),
+            }
+        })
     }
 }
 

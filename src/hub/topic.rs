@@ -22,6 +22,10 @@ pub fn app(cluster: &str, namespace: &str, app: &str) -> String {
     format!("apps/{cluster}/{namespace}/{app}")
 }
 
+pub fn task(id: &str) -> String {
+    format!("tasks/{id}")
+}
+
 /// A parsed subscription pattern.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Pattern {

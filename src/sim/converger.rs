@@ -63,19 +63,27 @@ impl Pods {
     }
 
     /// One controller step towards `desired` pods of the template `hash`.
-    /// Pods of a failing image are created but never become ready.
+    /// Pods of a failing image are created but never become ready. With
+    /// `recreate` (a Deployment's `Recreate` strategy) a new template first
+    /// removes every old pod; otherwise old ready pods serve until replaced.
     pub fn step(
         &mut self,
         desired: u32,
         hash: u64,
         failing: bool,
+        recreate: bool,
         per_tick: u32,
         now: DateTime<Utc>,
     ) {
         let before = self.counts();
         if hash != self.template_hash {
-            // A new rollout: ready pods of the old template keep serving.
-            self.old += self.new_ready;
+            // A new rollout: ready pods of the old template keep serving,
+            // unless the strategy recreates.
+            self.old = if recreate {
+                0
+            } else {
+                self.old + self.new_ready
+            };
             self.new = 0;
             self.new_ready = 0;
             self.template_hash = hash;
@@ -300,10 +308,12 @@ fn step_all(shared: &Shared, pods: &mut HashMap<String, Pods>, per_tick: u32, no
             live.insert(uid.clone());
             let model = pods.entry(uid).or_insert_with(|| Pods::new(now));
             let is_failing = images(&obj).iter().any(|i| failing.contains(i));
+            let recreate = obj.pointer("/spec/strategy/type") == Some(&json!("Recreate"));
             model.step(
                 desired_replicas(&obj),
                 template_hash(&obj),
                 is_failing,
+                recreate,
                 per_tick,
                 now,
             );
@@ -377,6 +387,7 @@ mod tests {
                     desired_replicas(obj),
                     template_hash(obj),
                     failing,
+                    obj.pointer("/spec/strategy/type") == Some(&json!("Recreate")),
                     1,
                     t(i as i64),
                 );
@@ -437,6 +448,19 @@ mod tests {
         let seen = run_ticks(&mut pods, &bad, true, 4);
         assert_eq!(seen.last(), Some(&(2, 2, 0)));
         assert!(!pods.complete(2));
+    }
+
+    #[test]
+    fn recreate_removes_old_pods_first_so_a_failing_image_serves_nothing() {
+        let mut v1 = deployment(2, "nginx:1");
+        v1["spec"]["strategy"] = json!({"type": "Recreate"});
+        let mut pods = Pods::new(t(0));
+        run_ticks(&mut pods, &v1, false, 4);
+        assert!(pods.complete(2));
+        let mut bad = v1.clone();
+        bad["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:broken");
+        let seen = run_ticks(&mut pods, &bad, true, 3);
+        assert_eq!(seen, [(0, 1, 0), (0, 2, 0), (0, 2, 0)]);
     }
 
     #[test]

@@ -55,6 +55,25 @@ pub fn sync_reason(err: &kube::Error) -> (&'static str, String) {
     }
 }
 
+/// Reason and message for a failed write by a task: the apiserver's own
+/// reason (`Forbidden`, `NotFound`, `AlreadyExists`, …) when it gave one.
+pub fn action_failure(err: &kube::Error) -> (String, String) {
+    match err {
+        kube::Error::Api(status) => {
+            let reason = if status.reason.is_empty() {
+                sync_reason(err).0.to_string()
+            } else {
+                status.reason.clone()
+            };
+            (reason, format!("{} {}", status.code, status.message))
+        }
+        other => {
+            let text = describe(other);
+            (transport_reason(&text).to_string(), text)
+        }
+    }
+}
+
 /// Reason for a failed probe of the member apiserver.
 pub fn probe_failure(err: &kube::Error) -> (ProbeFailure, String) {
     match err {

@@ -19,7 +19,7 @@ use crate::status::app::{DEFAULT_APP_LABEL, Workload};
 use crate::status::cluster::ClusterInput;
 use crate::status::sync::{Gvr, SyncInput};
 
-/// What sources tell the engine.
+/// What sources (and tasks) tell the engine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observation {
     /// A member cluster joins (its source is starting).
@@ -67,6 +67,13 @@ pub enum Observation {
     NamespaceDeleted {
         cluster: String,
         name: String,
+    },
+    /// From tasks, not sources: an app's active task (None: it ended).
+    Task {
+        cluster: String,
+        namespace: String,
+        app: String,
+        task: Option<crate::status::app::ActiveTask>,
     },
 }
 

@@ -219,7 +219,13 @@ impl Workload {
 pub struct WorkloadView {
     pub kind: String,
     pub name: String,
+    /// `metadata.generation` and the one its controller last acted on: the
+    /// counters below describe the current spec only once they are equal.
+    pub generation: i64,
+    pub observed_generation: i64,
     pub expected: i32,
+    /// Pods that exist, ready or not (old ones during a rollout included).
+    pub replicas: i32,
     pub ready: i32,
     pub updated: i32,
     pub available: i32,
@@ -391,7 +397,10 @@ impl AppStatus {
                 WorkloadView {
                     kind: w.kind.to_string(),
                     name: w.name.clone(),
+                    generation: w.generation,
+                    observed_generation: w.observed_generation,
                     expected: w.expected,
+                    replicas: w.replicas,
                     ready: w.ready,
                     updated: w.updated,
                     available: w.available,
@@ -601,5 +610,71 @@ mod tests {
             .clone()
             .observe(true, &[&w], now + chrono::Duration::seconds(5));
         assert_eq!(again, app);
+    }
+
+    #[test]
+    fn an_active_task_shows_its_transitional_state_over_the_stable_one() {
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let running = deployment(3, ok(3, 3));
+        let stopped = deployment(0, json!({"observedGeneration": 2}));
+        let task = |state: &str, progress| ActiveTask {
+            id: "t1".into(),
+            state: state.into(),
+            status: "Running".into(),
+            progress,
+        };
+        // (stable workloads, namespace exists, active task, phase, state)
+        let cases: Vec<(&Workload, bool, Option<ActiveTask>, AppPhase, &str)> = vec![
+            (&running, true, None, AppPhase::Running, "Running"),
+            (
+                &running,
+                true,
+                Some(task("Stopping", 0)),
+                AppPhase::Running,
+                "Stopping",
+            ),
+            (
+                &stopped,
+                true,
+                Some(task("Stopping", 99)),
+                AppPhase::Stopped,
+                "Stopping",
+            ),
+            (&stopped, true, None, AppPhase::Stopped, "Stopped"),
+            (
+                &stopped,
+                true,
+                Some(task("Starting", 10)),
+                AppPhase::Stopped,
+                "Starting",
+            ),
+            (
+                &running,
+                true,
+                Some(task("Updating", 50)),
+                AppPhase::Running,
+                "Updating",
+            ),
+            (
+                &running,
+                false,
+                Some(task("Deleting", 66)),
+                AppPhase::NotExisted,
+                "Deleting",
+            ),
+            (&running, false, None, AppPhase::NotExisted, "NotExisted"),
+        ];
+        for (w, ns, active, phase, state) in cases {
+            let mut app = AppStatus::new("c", "shop", "shop-web", now);
+            app.task = active.clone();
+            let app = app.observe(ns, &[w], now);
+            assert_eq!(
+                (app.lifecycle.phase, app.state.as_str()),
+                (phase, state),
+                "{active:?}"
+            );
+            let doc = serde_json::to_value(&app).unwrap();
+            assert_eq!(doc["task"]["progress"], json!(active.map(|t| t.progress)));
+        }
     }
 }

@@ -1,0 +1,385 @@
+//! The built-in executor: acts on the member cluster through kube-rs, then
+//! follows the app document the watches keep current until the task
+//! succeeds, fails, times out or is cancelled
+//! (`executor ──kube-rs──▶ member ──watch──▶ engine ──▶ hub ──▶ executor`).
+//!
+//! What each type does:
+//! - Stop: scales every workload of the app to 0 and remembers its replica
+//!   count in the [`REPLICAS_ANNOTATION`] annotation.
+//! - Start: scales each workload to `replicas`, else to the remembered
+//!   count, else to its current count when above 0, else to 1.
+//! - Update: sets the image of each workload's first container and/or its
+//!   replicas (a strategic merge patch, as `kubectl set image` sends).
+//! - Delete: deletes the app's workloads, then its namespace when no other
+//!   app lives there (so apps sharing a namespace are never taken along).
+//! - Create: creates the namespace if needed and a Deployment named after
+//!   the app, labelled with the app label.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::model::{Task, TaskStatus, TaskType};
+use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
+use super::{TaskStatus::*, Tasks};
+use crate::hub::{Hub, Pattern};
+
+/// Where Stop remembers a workload's replica count for Start.
+pub const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
+
+/// Why an action failed: a reason word and a message.
+type Failure = (String, String);
+
+fn view(hub: &Hub, topic: &str) -> Option<AppView> {
+    hub.get(topic)
+        .and_then(|d| serde_json::from_value((*d.doc).clone()).ok())
+}
+
+fn failure(err: &kube::Error) -> Failure {
+    crate::sources::classify::action_failure(err)
+}
+
+/// Runs one built-in task to its end.
+pub(super) async fn run(
+    tasks: Arc<Tasks>,
+    task: Task,
+    client: kube::Client,
+    token: CancellationToken,
+) {
+    let topic = task.target.topic();
+    let Ok(pattern) = Pattern::parse(&topic) else {
+        finish(
+            &tasks,
+            &task.id,
+            Failed,
+            "InvalidTarget",
+            format!("{topic:?} is not a topic"),
+        )
+        .await;
+        return;
+    };
+    // Subscribed before acting, so no change the action causes is missed.
+    let mut changes = tasks.hub.subscribe(vec![pattern]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(task.timeout_seconds);
+    let started = tasks
+        .write(&task.id, |t| {
+            t.advance(
+                Running,
+                None,
+                None,
+                Some("acting on the cluster".into()),
+                Utc::now(),
+            )
+            .map_err(crate::Error::Conflict)
+        })
+        .await;
+    if started.is_err() {
+        return; // cancelled before it began
+    }
+    let baseline = view(&tasks.hub, &topic).unwrap_or_default();
+    let acted = tokio::select! {
+        _ = token.cancelled() => return,
+        acted = act(&tasks, &client, &task, &baseline) => acted,
+    };
+    let plan = match acted {
+        Ok(plan) => plan,
+        Err((reason, message)) => {
+            finish(&tasks, &task.id, Failed, &reason, message).await;
+            return;
+        }
+    };
+    tracing::debug!(task = %task.id, ?plan, "acted; following progress");
+    loop {
+        let verdict = progress::evaluate(&plan, view(&tasks.hub, &topic).as_ref());
+        match verdict {
+            Verdict::Progress(p, message) => {
+                let written = tasks
+                    .write(&task.id, |t| {
+                        if !t.status.is_active() {
+                            return Err(crate::Error::Conflict("finished".into()));
+                        }
+                        if p <= t.progress && message == t.message {
+                            return Ok(t.clone());
+                        }
+                        t.advance(
+                            Running,
+                            Some(p.max(t.progress)),
+                            None,
+                            Some(message.clone()),
+                            Utc::now(),
+                        )
+                        .map_err(crate::Error::Conflict)
+                    })
+                    .await;
+                if written.is_err() {
+                    return;
+                }
+            }
+            Verdict::Succeeded(message) => {
+                finish(&tasks, &task.id, Succeeded, "", message).await;
+                return;
+            }
+            Verdict::Failed { reason, message } => {
+                finish(&tasks, &task.id, Failed, &reason, message).await;
+                return;
+            }
+        }
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tokio::time::sleep_until(deadline) => {
+                let last = tasks.get(&task.id).await.map(|t| t.message).unwrap_or_default();
+                let message = format!("not done within {}s; last: {last}", task.timeout_seconds);
+                finish(&tasks, &task.id, Failed, "DeadlineExceeded", message).await;
+                return;
+            }
+            delivery = changes.next() => if delivery.is_none() { return },
+        }
+    }
+}
+
+/// An external task's deadline: fails it unless it ended in time.
+pub(super) async fn expire(tasks: &Tasks, task: &Task, token: CancellationToken) {
+    tokio::select! {
+        _ = token.cancelled() => {}
+        _ = tokio::time::sleep(Duration::from_secs(task.timeout_seconds)) => {
+            let message = format!("no final report within {}s", task.timeout_seconds);
+            finish(tasks, &task.id, Failed, "DeadlineExceeded", message).await;
+        }
+    }
+}
+
+/// Ends a task (unless it already ended, e.g. cancelled meanwhile).
+async fn finish(tasks: &Tasks, id: &str, status: TaskStatus, reason: &str, message: String) {
+    let reason = (!reason.is_empty()).then(|| reason.to_string());
+    let ended = tasks
+        .write(id, |t| {
+            t.advance(
+                status,
+                None,
+                reason.clone(),
+                Some(message.clone()),
+                Utc::now(),
+            )
+            .map_err(crate::Error::Conflict)
+        })
+        .await;
+    match ended {
+        Ok(t) => {
+            tracing::info!(task = %id, status = %t.summary(), message = %t.message, "task finished")
+        }
+        Err(e) => tracing::debug!(task = %id, cause = %e, "task had already ended"),
+    }
+}
+
+fn workload_api(client: &kube::Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
+    let resource = if kind == "StatefulSet" {
+        ApiResource::erase::<StatefulSet>(&())
+    } else {
+        ApiResource::erase::<Deployment>(&())
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+fn spec_replicas(obj: &DynamicObject) -> Option<i32> {
+    obj.data
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .and_then(|r| i32::try_from(r).ok())
+}
+
+fn pods(w: &progress::WorkloadState) -> i32 {
+    w.replicas.max(w.ready)
+}
+
+/// Does the work on the cluster and returns what the watches should show.
+async fn act(
+    tasks: &Tasks,
+    client: &kube::Client,
+    task: &Task,
+    baseline: &AppView,
+) -> Result<Plan, Failure> {
+    let ns = &task.target.namespace;
+    let params = PatchParams::default();
+    let mut targets = Vec::new();
+    match task.kind {
+        TaskType::Stop => {
+            for w in &baseline.workloads {
+                let api = workload_api(client, &w.kind, ns);
+                let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
+                let mut patch = json!({"spec": {"replicas": 0}});
+                if let Some(r) = spec_replicas(&obj).filter(|r| *r > 0) {
+                    patch["metadata"] =
+                        json!({"annotations": {REPLICAS_ANNOTATION: r.to_string()}});
+                }
+                api.patch(&w.name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| failure(&e))?;
+                targets.push(target(w, Some(0)));
+            }
+            Ok(Plan::Stop { workloads: targets })
+        }
+        TaskType::Start => {
+            for w in &baseline.workloads {
+                let api = workload_api(client, &w.kind, ns);
+                let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
+                let remembered = obj
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(REPLICAS_ANNOTATION))
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .filter(|r| *r > 0);
+                let replicas = task
+                    .replicas
+                    .or(remembered)
+                    .or(spec_replicas(&obj).filter(|r| *r > 0))
+                    .unwrap_or(1);
+                let patch = json!({
+                    "metadata": {"annotations": {REPLICAS_ANNOTATION: null}},
+                    "spec": {"replicas": replicas},
+                });
+                api.patch(&w.name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| failure(&e))?;
+                targets.push(target(w, Some(replicas)));
+            }
+            Ok(Plan::Start {
+                workloads: targets,
+                created: false,
+            })
+        }
+        TaskType::Update => {
+            for w in &baseline.workloads {
+                let api = workload_api(client, &w.kind, ns);
+                let mut patch = json!({});
+                if let Some(image) = &task.image {
+                    let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
+                    let container = obj
+                        .data
+                        .pointer("/spec/template/spec/containers/0/name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| {
+                            (
+                                "NoContainer".to_string(),
+                                format!("{} {} has no container to update", w.kind, w.name),
+                            )
+                        })?;
+                    patch = json!({"spec": {"template": {"spec": {"containers": [{"name": container, "image": image}]}}}});
+                }
+                if let Some(replicas) = task.replicas {
+                    patch["spec"]["replicas"] = json!(replicas);
+                }
+                api.patch(&w.name, &params, &Patch::Strategic(&patch))
+                    .await
+                    .map_err(|e| failure(&e))?;
+                targets.push(target(w, task.replicas));
+            }
+            Ok(Plan::Update {
+                workloads: targets,
+                image: task.image.clone(),
+            })
+        }
+        TaskType::Delete => {
+            for w in &baseline.workloads {
+                let api = workload_api(client, &w.kind, ns);
+                match api.delete(&w.name, &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(failure(&e)),
+                }
+                targets.push(target(w, None));
+            }
+            let shared = namespace_is_shared(&tasks.hub, task);
+            if !shared {
+                let namespaces: Api<Namespace> = Api::all(client.clone());
+                match namespaces.delete(ns, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(failure(&e)),
+                }
+            }
+            Ok(Plan::Delete {
+                workloads: targets,
+                namespace: !shared,
+            })
+        }
+        TaskType::Create => {
+            let replicas = task.replicas.unwrap_or(1);
+            create(client, task, &tasks.app_label, replicas).await?;
+            Ok(Plan::Start {
+                workloads: vec![WorkloadTarget {
+                    kind: "Deployment".into(),
+                    name: task.target.app.clone(),
+                    replicas: Some(replicas),
+                    from: 0,
+                }],
+                created: true,
+            })
+        }
+    }
+}
+
+fn target(w: &progress::WorkloadState, replicas: Option<i32>) -> WorkloadTarget {
+    WorkloadTarget {
+        kind: w.kind.clone(),
+        name: w.name.clone(),
+        replicas,
+        from: pods(w),
+    }
+}
+
+/// Whether another app has workloads in the task's namespace.
+fn namespace_is_shared(hub: &Hub, task: &Task) -> bool {
+    let t = &task.target;
+    let pattern = Pattern::parse(&format!("apps/{}/{}/*", t.cluster, t.namespace))
+        .expect("validated names make a pattern");
+    hub.list(&[pattern]).iter().any(|d| {
+        d.doc.get("app").and_then(Value::as_str) != Some(t.app.as_str())
+            && d.doc
+                .get("workloads")
+                .and_then(Value::as_array)
+                .is_some_and(|w| !w.is_empty())
+    })
+}
+
+async fn create(
+    client: &kube::Client,
+    task: &Task,
+    app_label: &str,
+    replicas: i32,
+) -> Result<(), Failure> {
+    let t = &task.target;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": t.namespace}}))
+        .expect("a valid Namespace");
+    match namespaces.create(&PostParams::default(), &namespace).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(failure(&e)),
+    }
+    let labels = json!({ app_label: t.app });
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": t.app, "namespace": t.namespace, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": t.app, "image": task.image}]},
+            },
+        },
+    }))
+    .expect("a valid Deployment");
+    Api::<Deployment>::namespaced(client.clone(), &t.namespace)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .map_err(|e| failure(&e))?;
+    Ok(())
+}

@@ -3,6 +3,9 @@ FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The web UI and client are embedded in the binary (src/web.rs).
+COPY web-demo/index.html web-demo/app.js web-demo/style.css ./web-demo/
+COPY web-demo/client/kube-pulse.js web-demo/client/kube-pulse.d.ts ./web-demo/client/
 RUN cargo build --release --locked && strip target/release/kube-pulse
 
 FROM gcr.io/distroless/cc-debian12:nonroot

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole kube-pulse test suite. Installs what the tests need first
-# (idempotent: kubectl from apt, kubernetes-validate from PyPI), then checks
-# formatting and lints, then runs every test.
+# (idempotent: kubectl and Chromium from apt, kubernetes-validate from PyPI,
+# playwright-core from npm), then checks formatting and lints, then runs the
+# Rust tests, the web client's unit tests and the browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,25 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 fi
 
+# Node.js + npm for the web client's tests; Debian's Chromium for the
+# browser tests (playwright-core drives it; it never downloads a browser).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  log "installing Node.js and npm"
+  apt_install nodejs npm || {
+    echo "error: node and npm are required by the web client's tests" >&2
+    exit 1
+  }
+fi
+CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$CHROMIUM" ]; then
+  log "installing chromium"
+  apt_install chromium || {
+    echo "error: $CHROMIUM is required by the browser tests and could not be installed" >&2
+    exit 1
+  }
+fi
+export CHROMIUM
+
 if cargo fmt --version >/dev/null 2>&1; then
   log "cargo fmt --check"
   cargo fmt --all -- --check
@@ -55,3 +75,11 @@ fi
 
 log "cargo test"
 cargo test --locked --no-fail-fast "$@"
+
+log "web client unit tests"
+(cd web-demo && npm ci --no-audit --no-fund --loglevel=error && npm test)
+
+log "browser tests (headless Chromium against kube-pulse demo)"
+cargo build --locked
+export KUBE_PULSE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kube-pulse"
+(cd web-demo && npm run test:browser)

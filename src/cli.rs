@@ -121,6 +121,14 @@ pub struct PushArgs {
     /// Most SSE + WebSocket sessions at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Serve everything (API, streams, health, UI) under this path, e.g.
+    /// `/pulse` behind another app's origin.
+    #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
+    pub base_path: String,
+}
+
+fn parse_base_path(raw: &str) -> Result<String, String> {
+    crate::web::validate_base_path(raw).map(|()| raw.to_string())
 }
 
 impl PushArgs {

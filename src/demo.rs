@@ -2,12 +2,11 @@
 //! in-process, the scenario that changes them, and the gateway serving
 //! them, all on loopback.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +29,8 @@ pub struct DemoOptions {
     pub converge: ConvergeConfig,
     pub transports: crate::transports::TransportConfig,
     pub tasks: TaskSettings,
+    /// `/` or a prefix such as `/pulse`.
+    pub base_path: String,
 }
 
 impl Default for DemoOptions {
@@ -40,6 +41,7 @@ impl Default for DemoOptions {
             converge: ConvergeConfig::default(),
             transports: Default::default(),
             tasks: Default::default(),
+            base_path: "/".into(),
         }
     }
 }
@@ -85,7 +87,8 @@ struct ClusterLink {
     server: String,
 }
 
-/// The demo's routes: the gateway plus an index page and each cluster's control API.
+/// The demo's routes: the gateway (with the web UI) plus each simulated
+/// cluster's control API and their list.
 pub fn app(
     clusters: &[SimCluster],
     pipeline: &Arc<Pipeline>,
@@ -107,7 +110,7 @@ pub fn app(
         })
         .collect();
     let mut router = Router::new()
-        .route("/", get(index))
+        .route("/_sim/clusters", get(sim_clusters))
         .with_state(Arc::new(links))
         .merge(gateway::app(GatewayState::for_pipeline(
             pipeline,
@@ -147,35 +150,13 @@ pub fn pipeline_config() -> PipelineConfig {
     }
 }
 
-async fn index(State(clusters): State<Arc<Vec<ClusterLink>>>) -> Response {
-    let mut rows = String::new();
-    for c in clusters.iter() {
-        let _ = write!(
-            rows,
-            "<tr><td>{name}</td><td><code>{server}</code></td>\
-             <td><code>kubectl --server {server} get deployments -A</code></td>\
-             <td><a href=\"/_sim/clusters/{name}/faults\">faults</a> · \
-             <a href=\"/_sim/clusters/{name}/stats\">stats</a></td></tr>",
-            name = c.name,
-            server = c.server
-        );
-    }
-    Html(format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kube-pulse demo</title>\
-         <style>body{{font:15px system-ui,sans-serif;margin:2rem;color:#1f2933}}table{{border-collapse:collapse}}\
-         td,th{{padding:.4rem .8rem;border-bottom:1px solid #e4e7eb;text-align:left}}code{{font-size:13px}}</style></head>\
-         <body><h1>kube-pulse demo</h1><p>Simulated member clusters running in this process \
-         (the scenario scales, breaks and heals them):</p>\
-         <table><tr><th>cluster</th><th>server</th><th>try</th><th>control API</th></tr>{rows}</table>\
-         <h2>Gateway</h2><ul>\
-         <li>Live stream: <a href=\"/api/v1/events?topic=clusters/*\">/api/v1/events?topic=clusters/*</a> \
-         (<code>curl -N</code> it), WebSocket at <code>/api/v1/ws</code></li>\
-         <li>Snapshots: <a href=\"/api/v1/clusters\">/api/v1/clusters</a> · <a href=\"/api/v1/apps\">/api/v1/apps</a> · \
-         <a href=\"/api/v1/history?topic=clusters/dev\">/api/v1/history?topic=clusters/dev</a></li>\
-         <li>Health: <a href=\"/livez\">/livez</a> · <a href=\"/readyz\">/readyz</a> · <a href=\"/healthz?verbose\">/healthz?verbose</a> · \
-         <a href=\"/metrics\">/metrics</a></li></ul></body></html>"
-    ))
-    .into_response()
+/// `GET /_sim/clusters`: the simulated clusters, for the page's simulator panel.
+async fn sim_clusters(State(clusters): State<Arc<Vec<ClusterLink>>>) -> Response {
+    let items: Vec<serde_json::Value> = clusters
+        .iter()
+        .map(|c| serde_json::json!({"name": c.name, "server": c.server}))
+        .collect();
+    axum::Json(serde_json::json!({ "items": items })).into_response()
 }
 
 /// Runs the demo on `listener` until `shutdown`, then stops every cluster.
@@ -207,6 +188,7 @@ pub async fn run(
         let shutdown = shutdown.clone();
         tokio::spawn(async move { scenario::run(&clusters, shutdown).await })
     });
+    let router = crate::web::mount(router, &options.base_path);
     let served = gateway::serve(listener, router, shutdown.clone()).await;
     shutdown.cancel();
     if let Some(task) = scenario_task {

@@ -107,6 +107,7 @@ pub fn app(state: Arc<GatewayState>) -> Router {
         )
         .merge(crate::health::router(state.health.clone()))
         .merge(crate::rest::router(state.hub.clone()))
+        .merge(crate::web::router())
         .merge(crate::transports::router(state.transports.clone()))
         .merge(match &state.tasks {
             Some(tasks) => crate::tasks::api::router(tasks.clone()),
@@ -212,17 +213,8 @@ mod tests {
     }
 
     async fn call(app: &Router, path: &str) -> (StatusCode, Value) {
-        let response = app
-            .clone()
-            .oneshot(Request::get(path).body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-            .await
-            .unwrap();
-        let value = serde_json::from_slice(&body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into()));
+        let (status, _, body) = crate::testing::get(app, path).await;
+        let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
         (status, value)
     }
 

@@ -25,5 +25,9 @@ pub mod status;
 pub mod tasks;
 pub mod telemetry;
 pub mod transports;
+pub mod web;
+
+#[cfg(test)]
+mod testing;
 
 pub use error::{Error, Result};

@@ -48,8 +48,9 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
             println!(
-                "kube-pulse demo listening on http://{}/",
-                listener.local_addr()?
+                "kube-pulse demo listening on http://{}{}",
+                listener.local_addr()?,
+                slash(&args.push.base_path)
             );
             let options = demo::DemoOptions {
                 clusters: args.clusters.into(),
@@ -60,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
                 },
                 transports: args.push.to_config(),
                 tasks: args.tasks.to_settings(),
+                base_path: args.push.base_path.clone(),
             };
             demo::run(listener, options, shutdown).await?;
         }
@@ -87,18 +89,29 @@ async fn main() -> anyhow::Result<()> {
             let listener = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            println!("kube-pulse listening on http://{}/", listener.local_addr()?);
-            serve::run(
-                listener,
-                clusters,
+            println!(
+                "kube-pulse listening on http://{}{}",
+                listener.local_addr()?,
+                slash(&args.push.base_path)
+            );
+            let settings = serve::Settings {
                 pipeline,
-                args.push.to_config(),
+                transports: args.push.to_config(),
                 health,
-                args.tasks.to_settings(),
-                shutdown,
-            )
-            .await?;
+                tasks: args.tasks.to_settings(),
+                base_path: args.push.base_path.clone(),
+            };
+            serve::run(listener, clusters, settings, shutdown).await?;
         }
     }
     Ok(())
+}
+
+/// `/` or `{base}/`: where the UI is.
+fn slash(base: &str) -> String {
+    if base == "/" {
+        "/".into()
+    } else {
+        format!("{base}/")
+    }
 }

@@ -10,17 +10,32 @@ use crate::gateway::{self, GatewayState};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::tasks::{TaskSettings, Tasks};
 
+/// How `serve` runs, besides its members.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub pipeline: PipelineConfig,
+    pub transports: crate::transports::TransportConfig,
+    pub health: crate::config::HealthSettings,
+    pub tasks: TaskSettings,
+    /// `/` or a prefix such as `/pulse` (see [`crate::web::mount`]).
+    pub base_path: String,
+}
+
 /// Resolves every member's client configuration, starts the pipeline, then
 /// serves until shutdown.
 pub async fn run(
     listener: TcpListener,
     clusters: Vec<ClusterSpec>,
-    config: PipelineConfig,
-    transports: crate::transports::TransportConfig,
-    health: crate::config::HealthSettings,
-    tasks: TaskSettings,
+    settings: Settings,
     shutdown: CancellationToken,
 ) -> Result<()> {
+    let Settings {
+        pipeline: config,
+        transports,
+        health,
+        tasks,
+        base_path,
+    } = settings;
     let mut members = Vec::new();
     for spec in &clusters {
         let kube_config = spec.kube_config().await?;
@@ -45,6 +60,7 @@ pub async fn run(
         checks,
         shutdown.clone(),
     ));
+    let app = crate::web::mount(app, &base_path);
     let served = gateway::serve(listener, app, shutdown.clone()).await;
     tasks.stop().await;
     pipeline.stop().await;

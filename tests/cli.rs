@@ -78,7 +78,9 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         .text()
         .await
         .unwrap();
-    assert!(index.contains("kube-pulse demo"));
+    assert!(index.contains("ui/app.js"), "the web UI: {index}");
+    let sims = get_json(&format!("{url}/_sim/clusters")).await;
+    assert_eq!(sims["items"].as_array().unwrap().len(), 3);
     let clusters = get_json(&format!("{url}/api/v1/clusters")).await;
     let clusters = clusters["items"].as_array().unwrap().clone();
     let names: Vec<&str> = clusters

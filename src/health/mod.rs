@@ -154,9 +154,6 @@ async fn readyz_one(State(h): State<Arc<Health>>, Path(name): Path<String>) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::body::Body;
-    use axum::http::Request;
-    use tower::ServiceExt;
 
     struct Fixed(&'static str, Result<(), String>);
 
@@ -199,27 +196,13 @@ mod tests {
     }
 
     async fn get(h: Arc<Health>, path: &str) -> (u16, String, String, String) {
-        let response = router(h)
-            .oneshot(Request::get(path).body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let ct = response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .to_string();
-        let nosniff = response.headers()["x-content-type-options"]
-            .to_str()
-            .unwrap()
-            .to_string();
-        let body = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap();
+        let (status, headers, body) = crate::testing::get(&router(h), path).await;
+        let header = |name: &str| headers[name].to_str().unwrap().to_string();
         (
-            status,
-            String::from_utf8(body.to_vec()).unwrap(),
-            ct,
-            nosniff,
+            status.as_u16(),
+            body,
+            header("content-type"),
+            header("x-content-type-options"),
         )
     }
 

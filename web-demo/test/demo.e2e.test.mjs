@@ -1,0 +1,178 @@
+// The demo page in headless Chromium (Debian's, driven by playwright-core)
+// against a real `kube-pulse demo`: every simulated cluster shows, a cluster
+// made unreachable turns Unhealthy (Disconnected) without a reload, Stop
+// shows Stopping with progress then Stopped, and a gateway restart is
+// survived. Run after `cargo build`: KUBE_PULSE_BIN overrides the binary.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+const BIN = process.env.KUBE_PULSE_BIN ?? fileURLToPath(new URL('../../target/debug/kube-pulse', import.meta.url));
+const SHOTS = fileURLToPath(new URL('./screenshots/', import.meta.url));
+const WAIT = 30_000;
+
+async function freePort() {
+  const server = net.createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address();
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+/** Starts `kube-pulse demo` on `port` and resolves once it listens. */
+async function startGateway(port) {
+  const child = spawn(BIN, ['demo', '--listen', `127.0.0.1:${port}`, '--no-scenario', '--tick-ms', '400'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    // Member clusters the tests break log connection errors; keep them out.
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'warn,kube_client=off' },
+  });
+  let out = '';
+  await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${out}`)), WAIT);
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('listening on http://')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`the gateway exited with ${code}: ${out}`)));
+  });
+  return child;
+}
+
+async function stopGateway(child) {
+  if (child.exitCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await once(child, 'exit');
+  clearTimeout(timer);
+}
+
+let port;
+let url;
+let gateway;
+let browser;
+let page;
+const pageErrors = [];
+
+before(async () => {
+  port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  gateway = await startGateway(port);
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  page.on('pageerror', (err) => pageErrors.push(err.message));
+  await page.goto(`${url}/`);
+  // Set once: if the page reloaded, it would be gone.
+  await page.evaluate(() => {
+    window.loadedOnce = true;
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (gateway) await stopGateway(gateway);
+});
+
+const notReloaded = () => page.evaluate(() => window.loadedOnce === true);
+
+test('the page shows every simulated cluster, live', async () => {
+  await page.waitForFunction(
+    () => ['dev', 'staging', 'prod'].every((n) => document.querySelector(`article[data-cluster="${n}"][data-phase="Healthy"]`)),
+    null,
+    { timeout: WAIT },
+  );
+  const names = await page.$$eval('article.cluster h3', (hs) => hs.map((h) => h.textContent));
+  assert.deepEqual(names, ['dev', 'prod', 'staging']);
+  await page.waitForSelector('#connection[data-state="live"]', { timeout: WAIT });
+  await page.waitForSelector('tr[data-topic="apps/prod/shop/web"][data-state="Running"]', { timeout: WAIT });
+  const syncRows = await page.$$eval('article[data-cluster="dev"] .sync tr', (rows) => rows.length);
+  assert.equal(syncRows, 4, 'deployments, statefulsets, configmaps, namespaces');
+});
+
+test('a cluster made unreachable turns Unhealthy (Disconnected) without a reload', async () => {
+  const response = await fetch(`${url}/_sim/clusters/staging/faults`, {
+    method: 'PUT',
+    body: JSON.stringify({ refuse: true }),
+  });
+  assert.equal(response.status, 200);
+  await page.waitForFunction(
+    () => {
+      const card = document.querySelector('article[data-cluster="staging"]');
+      return card?.dataset.phase === 'Unhealthy' && card.querySelector('.why').textContent === 'Disconnected';
+    },
+    null,
+    { timeout: WAIT },
+  );
+  assert.equal(await page.textContent('article[data-cluster="staging"] .phase'), 'Unhealthy');
+  assert.ok(await notReloaded());
+  // The transition is in the log.
+  const log = await page.textContent('#log');
+  assert.match(log, /cluster staging\s*Healthy → Unhealthy\s*Disconnected/);
+});
+
+test('Stop shows Stopping with progress, then Stopped', async () => {
+  const row = 'tr[data-topic="apps/prod/shop/web"]';
+  // Record every state and progress value the row shows, however briefly.
+  await page.evaluate((selector) => {
+    const tr = document.querySelector(selector);
+    window.seen = { states: [], progress: [] };
+    const record = () => {
+      const state = tr.dataset.state;
+      if (window.seen.states.at(-1) !== state) window.seen.states.push(state);
+      const bar = tr.querySelector('.progress');
+      if (!bar.hidden) {
+        const pct = Number.parseInt(bar.querySelector('.pct').textContent, 10);
+        if (window.seen.progress.at(-1) !== pct) window.seen.progress.push(pct);
+      }
+    };
+    new MutationObserver(record).observe(tr, { subtree: true, attributes: true, childList: true, characterData: true });
+  }, row);
+  await page.click(`${row} [data-action="Stop"]`);
+  await page.waitForSelector(`${row}[data-state="Stopped"]`, { timeout: WAIT });
+  const seen = await page.evaluate(() => window.seen);
+  assert.equal(seen.states[0], 'Stopping', JSON.stringify(seen));
+  assert.equal(seen.states.at(-1), 'Stopped', JSON.stringify(seen));
+  assert.ok(seen.progress.some((p) => p > 0 && p < 100), `progress between 0 and 100: ${JSON.stringify(seen)}`);
+  assert.ok(
+    seen.progress.every((p, i) => i === 0 || p >= seen.progress[i - 1]),
+    `progress never goes back: ${JSON.stringify(seen)}`,
+  );
+  assert.equal(await page.isHidden(`${row} .progress`), true, 'no bar once the task ended');
+  assert.equal(await page.isEnabled(`${row} [data-action="Start"]`), true);
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: `${SHOTS}demo.png`, fullPage: true });
+});
+
+test('the page reconnects after a gateway restart and shows the current state', async () => {
+  await stopGateway(gateway);
+  await page.waitForSelector('#connection[data-state="reconnecting"]', { timeout: WAIT });
+  gateway = await startGateway(port);
+  // A new process: fresh simulated clusters, so prod/shop/web runs again and
+  // staging is reachable again; the page must show that without a reload.
+  await page.waitForSelector('#connection[data-state="live"]', { timeout: WAIT });
+  await page.waitForSelector('tr[data-topic="apps/prod/shop/web"][data-state="Running"]', { timeout: WAIT });
+  await page.waitForSelector('article[data-cluster="staging"][data-phase="Healthy"]', { timeout: WAIT });
+  assert.ok(await notReloaded());
+  await page.screenshot({ path: `${SHOTS}after-restart.png`, fullPage: true });
+  assert.deepEqual(pageErrors, []);
+});

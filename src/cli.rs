@@ -104,6 +104,8 @@ pub struct DemoArgs {
     pub push: PushArgs,
     #[command(flatten)]
     pub tasks: TaskArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 /// Settings of the push transports shared by `demo` and `serve`.
@@ -121,6 +123,12 @@ pub struct PushArgs {
     /// Most SSE + WebSocket sessions at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Most sessions per client IP address.
+    #[arg(long, default_value_t = 1000)]
+    pub max_connections_per_ip: usize,
+    /// Most sessions per authenticated subject.
+    #[arg(long, default_value_t = 200)]
+    pub max_connections_per_token: usize,
     /// Serve everything (API, streams, health, UI) under this path, e.g.
     /// `/pulse` behind another app's origin.
     #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
@@ -136,8 +144,104 @@ impl PushArgs {
         crate::transports::TransportConfig {
             allowed_origins: self.allow_origins.clone(),
             max_connections: self.max_connections.max(1),
+            max_connections_per_ip: self.max_connections_per_ip.max(1),
+            max_connections_per_token: self.max_connections_per_token.max(1),
             ..Default::default()
         }
+    }
+}
+
+/// Authentication and TLS, shared by `demo` and `serve` (docs/SECURITY.md).
+#[derive(Debug, Args)]
+pub struct SecurityArgs {
+    /// How callers authenticate.
+    #[arg(long, value_enum, env = "KUBE_PULSE_AUTH", default_value = "none")]
+    pub auth: crate::auth::ModeName,
+    /// Allow `--auth none` on a listener that is not loopback.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// `--auth tokens`: YAML file of tokens (or their SHA-256) with subjects and scopes.
+    #[arg(long, value_name = "PATH", env = "KUBE_PULSE_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// `--auth jwt`: file holding the HS256 secret.
+    #[arg(long, value_name = "PATH")]
+    pub jwt_hs256_secret_file: Option<PathBuf>,
+    /// `--auth jwt`: PEM public key, RSA (RS256) or EC P-256 (ES256); repeatable.
+    #[arg(long = "jwt-public-key", value_name = "PATH")]
+    pub jwt_public_keys: Vec<PathBuf>,
+    /// `--auth jwt`: JWKS file of public keys.
+    #[arg(long, value_name = "PATH")]
+    pub jwt_jwks: Option<PathBuf>,
+    /// `--auth jwt`: required `iss`.
+    #[arg(long)]
+    pub jwt_issuer: Option<String>,
+    /// `--auth jwt`: required `aud`.
+    #[arg(long)]
+    pub jwt_audience: Option<String>,
+    /// `--auth jwt`: clock skew allowed on `exp`/`nbf`, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub jwt_leeway: u64,
+    /// `--auth kubernetes`: kubeconfig of the host cluster (default: in-cluster or KUBECONFIG).
+    #[arg(long, value_name = "PATH")]
+    pub auth_kubeconfig: Option<PathBuf>,
+    /// `--auth kubernetes`: context in that kubeconfig.
+    #[arg(long, requires = "auth_kubeconfig")]
+    pub auth_context: Option<String>,
+    /// `--auth kubernetes`: audience the TokenReview asks for; repeatable.
+    #[arg(long = "token-review-audience", value_name = "AUD")]
+    pub token_review_audiences: Vec<String>,
+    /// `--auth kubernetes`: seconds a review answer is reused (sessions re-check then).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub auth_cache_ttl: u64,
+    /// Accept the token as `?access_token=` on the WebSocket endpoint (it ends up in access logs).
+    #[arg(long)]
+    pub ws_query_token: bool,
+    /// TLS certificate chain (PEM); with --tls-key, serves HTTPS (HTTP/2 and HTTP/1.1).
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "tls_key",
+        env = "KUBE_PULSE_TLS_CERT"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM). Both files are reloaded when they change.
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "tls_cert",
+        env = "KUBE_PULSE_TLS_KEY"
+    )]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl SecurityArgs {
+    pub fn auth_settings(&self) -> crate::auth::AuthSettings {
+        crate::auth::AuthSettings {
+            mode: self.auth,
+            insecure_no_auth: self.insecure_no_auth,
+            tokens_file: self.tokens_file.clone(),
+            jwt: crate::auth::jwt::JwtSettings {
+                hs256_secret: self.jwt_hs256_secret_file.clone(),
+                public_keys: self.jwt_public_keys.clone(),
+                jwks: self.jwt_jwks.clone(),
+                issuer: self.jwt_issuer.clone(),
+                audience: self.jwt_audience.clone(),
+                leeway: self.jwt_leeway,
+            },
+            kubeconfig: self.auth_kubeconfig.clone(),
+            context: self.auth_context.clone(),
+            review_audiences: self.token_review_audiences.clone(),
+            cache_ttl: std::time::Duration::from_secs(self.auth_cache_ttl),
+            query_token: self.ws_query_token,
+        }
+    }
+
+    pub fn tls(&self) -> Option<crate::gateway::TlsSettings> {
+        Some(crate::gateway::TlsSettings {
+            cert: self.tls_cert.clone()?,
+            key: self.tls_key.clone()?,
+            reload_every: std::time::Duration::from_secs(10),
+        })
     }
 }
 
@@ -183,6 +287,8 @@ pub struct ServeArgs {
     pub push: PushArgs,
     #[command(flatten)]
     pub tasks: TaskArgs,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 /// Parses `NAMESPACE/NAME[:REPLICAS]`.

@@ -31,6 +31,8 @@ pub struct DemoOptions {
     pub tasks: TaskSettings,
     /// `/` or a prefix such as `/pulse`.
     pub base_path: String,
+    pub auth: crate::auth::AuthSettings,
+    pub tls: Option<gateway::TlsSettings>,
 }
 
 impl Default for DemoOptions {
@@ -42,6 +44,8 @@ impl Default for DemoOptions {
             transports: Default::default(),
             tasks: Default::default(),
             base_path: "/".into(),
+            auth: Default::default(),
+            tls: None,
         }
     }
 }
@@ -93,6 +97,7 @@ pub fn app(
     clusters: &[SimCluster],
     pipeline: &Arc<Pipeline>,
     tasks: &Arc<Tasks>,
+    auth: Arc<crate::auth::Auth>,
     transports: crate::transports::TransportConfig,
     shutdown: &CancellationToken,
 ) -> Router {
@@ -115,6 +120,7 @@ pub fn app(
         .merge(gateway::app(GatewayState::for_pipeline(
             pipeline,
             tasks.clone(),
+            auth,
             transports,
             health,
             shutdown.clone(),
@@ -175,10 +181,18 @@ pub async fn run(
         .collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
     let tasks = Tasks::for_pipeline(&pipeline, options.tasks.clone(), &shutdown);
+    let auth = match options.auth.build(pipeline.hub().clone()).await {
+        Ok(a) => a,
+        Err(message) => {
+            pipeline.stop().await;
+            return Err(Error::BadRequest(format!("authentication: {message}")));
+        }
+    };
     let router = app(
         &clusters,
         &pipeline,
         &tasks,
+        auth,
         options.transports.clone(),
         &shutdown,
     );
@@ -189,7 +203,10 @@ pub async fn run(
         tokio::spawn(async move { scenario::run(&clusters, shutdown).await })
     });
     let router = crate::web::mount(router, &options.base_path);
-    let served = gateway::serve(listener, router, shutdown.clone()).await;
+    let served = match options.tls.clone() {
+        Some(tls) => gateway::serve_tls(listener, router, tls, shutdown.clone()).await,
+        None => gateway::serve(listener, router, shutdown.clone()).await,
+    };
     shutdown.cancel();
     if let Some(task) = scenario_task {
         let _ = task.await;

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Auth;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::hub::Hub;
@@ -27,6 +28,7 @@ pub struct GatewayState {
     pub metrics: Arc<Metrics>,
     /// The tasks API, when the gateway runs over member clusters.
     pub tasks: Option<Arc<Tasks>>,
+    pub auth: Arc<Auth>,
 }
 
 impl GatewayState {
@@ -38,38 +40,80 @@ impl GatewayState {
         health: Health,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        Self::build(hub, Metrics::new(), None, transports, health, shutdown)
+        Self::with_auth(hub, Auth::none(), transports, health, shutdown)
+    }
+
+    /// State over `hub` whose requests `auth` authenticates.
+    pub fn with_auth(
+        hub: Arc<Hub>,
+        auth: Arc<Auth>,
+        transports: TransportConfig,
+        health: Health,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        let parts = Parts {
+            hub,
+            metrics: Metrics::new(),
+            tasks: None,
+            auth,
+        };
+        Self::build(parts, transports, health, shutdown)
     }
 
     /// State over a running pipeline (its hub and metrics) with its tasks.
     pub fn for_pipeline(
         pipeline: &Pipeline,
         tasks: Arc<Tasks>,
+        auth: Arc<Auth>,
         transports: TransportConfig,
         health: Health,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        let (hub, metrics) = (pipeline.hub().clone(), pipeline.metrics().clone());
-        Self::build(hub, metrics, Some(tasks), transports, health, shutdown)
+        let parts = Parts {
+            hub: pipeline.hub().clone(),
+            metrics: pipeline.metrics().clone(),
+            tasks: Some(tasks),
+            auth,
+        };
+        Self::build(parts, transports, health, shutdown)
     }
 
     fn build(
-        hub: Arc<Hub>,
-        metrics: Arc<Metrics>,
-        tasks: Option<Arc<Tasks>>,
+        parts: Parts,
         transports: TransportConfig,
         health: Health,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
-        let transports = Transports::new(hub.clone(), transports, metrics.clone(), shutdown);
+        let Parts {
+            hub,
+            metrics,
+            tasks,
+            auth,
+        } = parts;
+        let transports = Transports::new(
+            hub.clone(),
+            auth.clone(),
+            transports,
+            metrics.clone(),
+            shutdown,
+        );
         Arc::new(Self {
             hub,
             transports,
             health: Arc::new(health),
             metrics,
             tasks,
+            auth,
         })
     }
+}
+
+/// What a gateway serves, besides its transports and health.
+struct Parts {
+    hub: Arc<Hub>,
+    metrics: Arc<Metrics>,
+    tasks: Option<Arc<Tasks>>,
+    auth: Arc<Auth>,
 }
 
 /// Health of a gateway over `pipeline`: `/livez` pings, `/readyz` checks
@@ -98,21 +142,29 @@ pub fn health_for(
 }
 
 /// The gateway's routes. Origins listed in the transport configuration may
-/// also use the REST, tasks and SSE endpoints cross-origin (CORS).
+/// also use the REST, tasks and SSE endpoints cross-origin (CORS). Health
+/// and the UI's static files are public; data and actions need a principal
+/// (`auth::require`; the WebSocket authenticates its own handshake).
 pub fn app(state: Arc<GatewayState>) -> Router {
-    let router = Router::new()
+    let protected = Router::new()
         .route(
             "/metrics",
             axum::routing::get(metrics).with_state(state.clone()),
         )
-        .merge(crate::health::router(state.health.clone()))
         .merge(crate::rest::router(state.hub.clone()))
-        .merge(crate::web::router())
-        .merge(crate::transports::router(state.transports.clone()))
         .merge(match &state.tasks {
-            Some(tasks) => crate::tasks::api::router(tasks.clone()),
+            Some(tasks) => crate::tasks::api::router(tasks.clone(), state.auth.clone()),
             None => Router::new(),
         })
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.auth.clone(),
+            crate::auth::require,
+        ));
+    let router = Router::new()
+        .merge(protected)
+        .merge(crate::health::router(state.health.clone()))
+        .merge(crate::web::router())
+        .merge(crate::transports::router(state.transports.clone()))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
@@ -146,8 +198,19 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
     )
 }
 
-/// `GET /metrics`: Prometheus text format.
-async fn metrics(axum::extract::State(state): axum::extract::State<Arc<GatewayState>>) -> Response {
+/// `GET /metrics`: Prometheus text format. Its labels name every cluster,
+/// so with authentication on it needs the `*` read grant.
+async fn metrics(
+    axum::extract::State(state): axum::extract::State<Arc<GatewayState>>,
+    axum::Extension(principal): axum::Extension<crate::auth::Principal>,
+) -> Response {
+    if !principal.read.is_all() {
+        return crate::auth::AuthError::Forbidden(format!(
+            "{} may not read metrics: they need the `*` read grant",
+            principal.subject
+        ))
+        .into_response();
+    }
     let body = state
         .metrics
         .render(&state.hub, state.transports.counters.values());
@@ -189,10 +252,88 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 
 /// Serves `app` until `shutdown` is cancelled, then waits for open requests.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> Result<()> {
-    axum::serve(listener, app)
+    // Peer addresses feed the per-IP limits.
+    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(Error::Serve)
+}
+
+/// Where the TLS certificate chain and key are (PEM).
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    /// How often the files are checked for a change (then reloaded).
+    pub reload_every: std::time::Duration,
+}
+
+/// Serves `app` over TLS (HTTP/2 and HTTP/1.1 by ALPN) until `shutdown`;
+/// a changed certificate or key file is loaded without a restart.
+pub async fn serve_tls(
+    listener: TcpListener,
+    app: Router,
+    tls: TlsSettings,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    // rustls picks the process-wide provider: ring, as everywhere in kube-pulse.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+        .await
+        .map_err(|e| Error::Config {
+            path: tls.cert.clone(),
+            message: format!("cannot load the TLS certificate and key: {e}"),
+        })?;
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    let watch = shutdown.clone();
+    tokio::spawn(async move {
+        watch.cancelled().await;
+        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+    });
+    tokio::spawn(reload_tls(config.clone(), tls, shutdown.clone()));
+    let listener = listener.into_std().map_err(Error::Serve)?;
+    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum_server::from_tcp_rustls(listener, config)
+        .map_err(Error::Serve)?
+        .handle(handle)
+        .serve(service)
+        .await
+        .map_err(Error::Serve)
+}
+
+/// Reloads the certificate and key when either file changes.
+async fn reload_tls(
+    config: axum_server::tls_rustls::RustlsConfig,
+    tls: TlsSettings,
+    shutdown: CancellationToken,
+) {
+    let stamp = |tls: &TlsSettings| {
+        let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        (modified(&tls.cert), modified(&tls.key))
+    };
+    let mut last = stamp(&tls);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(tls.reload_every) => {}
+        }
+        let now = stamp(&tls);
+        if now == last {
+            continue;
+        }
+        match config.reload_from_pem_file(&tls.cert, &tls.key).await {
+            Ok(()) => {
+                tracing::info!(cert = %tls.cert.display(), "TLS certificate reloaded");
+                last = now;
+            }
+            // Half-written files: keep serving the old pair and try again.
+            Err(e) => {
+                tracing::warn!(cause = %e, "TLS certificate reload failed; keeping the current one")
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! browsers; health beside. [`sim`] is the Kubernetes API simulator that
 //! stands in for member clusters in tests, benchmarks and the demo.
 
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod demo;

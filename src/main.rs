@@ -44,11 +44,15 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Demo(args) => {
+            let auth = args.security.auth_settings();
+            auth.check_listener(args.listen)
+                .map_err(anyhow::Error::msg)?;
             let listener = TcpListener::bind(args.listen)
                 .await
                 .with_context(|| format!("cannot listen on {}", args.listen))?;
             println!(
-                "kube-pulse demo listening on http://{}{}",
+                "kube-pulse demo listening on {}://{}{}",
+                scheme(&args.security),
                 listener.local_addr()?,
                 slash(&args.push.base_path)
             );
@@ -62,6 +66,8 @@ async fn main() -> anyhow::Result<()> {
                 transports: args.push.to_config(),
                 tasks: args.tasks.to_settings(),
                 base_path: args.push.base_path.clone(),
+                auth,
+                tls: args.security.tls(),
             };
             demo::run(listener, options, shutdown).await?;
         }
@@ -86,11 +92,14 @@ async fn main() -> anyhow::Result<()> {
                 .listen
                 .or(file_listen)
                 .unwrap_or(([0, 0, 0, 0], 8080).into());
+            let auth = args.security.auth_settings();
+            auth.check_listener(addr).map_err(anyhow::Error::msg)?;
             let listener = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             println!(
-                "kube-pulse listening on http://{}{}",
+                "kube-pulse listening on {}://{}{}",
+                scheme(&args.security),
                 listener.local_addr()?,
                 slash(&args.push.base_path)
             );
@@ -100,11 +109,21 @@ async fn main() -> anyhow::Result<()> {
                 health,
                 tasks: args.tasks.to_settings(),
                 base_path: args.push.base_path.clone(),
+                auth,
+                tls: args.security.tls(),
             };
             serve::run(listener, clusters, settings, shutdown).await?;
         }
     }
     Ok(())
+}
+
+fn scheme(security: &kube_pulse::cli::SecurityArgs) -> &'static str {
+    if security.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    }
 }
 
 /// `/` or `{base}/`: where the UI is.

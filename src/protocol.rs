@@ -20,6 +20,11 @@ pub mod close {
     pub const POLICY: u16 = 1008;
     /// A client message exceeded the size limit.
     pub const TOO_BIG: u16 = 1009;
+    /// The session's credential expired or was revoked, or no `auth`
+    /// operation arrived in time on a socket opened without one.
+    pub const UNAUTHORIZED: u16 = 4001;
+    /// The credential's grants changed: reconnect to get the new view.
+    pub const PERMISSIONS_CHANGED: u16 = 4003;
     /// The client did not read its messages for longer than the write timeout.
     pub const SLOW_CONSUMER: u16 = 4008;
 }
@@ -64,6 +69,13 @@ pub enum ClientOp {
         id: String,
     },
     Ping {
+        #[serde(default)]
+        id: Option<String>,
+    },
+    /// Authenticates a socket opened without a token, or renews the token
+    /// of a live one (same subject and grants).
+    Auth {
+        token: String,
         #[serde(default)]
         id: Option<String>,
     },

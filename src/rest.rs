@@ -1,16 +1,19 @@
 //! The REST read side: snapshots of clusters, sync states and apps, and the
-//! transition history of any topic (`hub ──▶ [REST]`).
+//! transition history of any topic (`hub ──▶ [REST]`). Every answer holds
+//! only what the caller's principal may see; what it may not see is 404,
+//! exactly as if it did not exist.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Json};
 use serde_json::{Value, json};
 
+use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, Pattern, topic};
 
@@ -49,16 +52,18 @@ fn segment(name: &str, value: &str) -> Result<()> {
     }
 }
 
-fn items(hub: &Hub, pattern: &str) -> Vec<Value> {
+fn items(hub: &Hub, who: &Principal, pattern: &str) -> Vec<Value> {
     let pattern = Pattern::parse(pattern).expect("built-in patterns parse");
     hub.list(&[pattern])
         .into_iter()
+        .filter(|d| who.can_see(&d.topic, Some(&d.doc)))
         .map(|d| (*d.doc).clone())
         .collect()
 }
 
-fn one(hub: &Hub, topic: &str, what: &str) -> Result<Value> {
+fn one(hub: &Hub, who: &Principal, topic: &str, what: &str) -> Result<Value> {
     hub.get(topic)
+        .filter(|d| who.can_see(&d.topic, Some(&d.doc)))
         .map(|d| (*d.doc).clone())
         .ok_or_else(|| Error::NotFound(format!("{what} does not exist")))
 }
@@ -75,15 +80,24 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .with_state(hub)
 }
 
-async fn clusters(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Result<Json<Value>> {
+async fn clusters(
+    State(hub): State<Arc<Hub>>,
+    Extension(who): Extension<Principal>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>> {
     query(q, &[])?;
-    Ok(Json(json!({"items": items(&hub, "clusters/*")})))
+    Ok(Json(json!({"items": items(&hub, &who, "clusters/*")})))
 }
 
-async fn cluster(State(hub): State<Arc<Hub>>, Path(name): Path<String>) -> Result<Json<Value>> {
+async fn cluster(
+    State(hub): State<Arc<Hub>>,
+    Extension(who): Extension<Principal>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>> {
     segment("cluster", &name)?;
     Ok(Json(one(
         &hub,
+        &who,
         &topic::cluster(&name),
         &format!("cluster {name:?}"),
     )?))
@@ -91,21 +105,31 @@ async fn cluster(State(hub): State<Arc<Hub>>, Path(name): Path<String>) -> Resul
 
 async fn cluster_sync(
     State(hub): State<Arc<Hub>>,
+    Extension(who): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>> {
     segment("cluster", &name)?;
-    one(&hub, &topic::cluster(&name), &format!("cluster {name:?}"))?;
+    one(
+        &hub,
+        &who,
+        &topic::cluster(&name),
+        &format!("cluster {name:?}"),
+    )?;
     Ok(Json(
-        json!({"items": items(&hub, &format!("clusters/{name}/sync/**"))}),
+        json!({"items": items(&hub, &who, &format!("clusters/{name}/sync/**"))}),
     ))
 }
 
-async fn apps(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Result<Json<Value>> {
+async fn apps(
+    State(hub): State<Arc<Hub>>,
+    Extension(who): Extension<Principal>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>> {
     let q = query(q, &["cluster", "namespace"])?;
     let cluster = match q.get("cluster") {
         Some(c) => {
             segment("cluster", c)?;
-            one(&hub, &topic::cluster(c), &format!("cluster {c:?}"))?;
+            one(&hub, &who, &topic::cluster(c), &format!("cluster {c:?}"))?;
             c.as_str()
         }
         None => "*",
@@ -118,12 +142,13 @@ async fn apps(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Result<Json
         None => "*",
     };
     Ok(Json(
-        json!({"items": items(&hub, &format!("apps/{cluster}/{namespace}/*"))}),
+        json!({"items": items(&hub, &who, &format!("apps/{cluster}/{namespace}/*"))}),
     ))
 }
 
 async fn app(
     State(hub): State<Arc<Hub>>,
+    Extension(who): Extension<Principal>,
     Path((cluster, namespace, app)): Path<(String, String, String)>,
 ) -> Result<Json<Value>> {
     segment("cluster", &cluster)?;
@@ -132,12 +157,17 @@ async fn app(
     let what = format!("app {cluster}/{namespace}/{app}");
     Ok(Json(one(
         &hub,
+        &who,
         &topic::app(&cluster, &namespace, &app),
         &what,
     )?))
 }
 
-async fn history(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Response {
+async fn history(
+    State(hub): State<Arc<Hub>>,
+    Extension(who): Extension<Principal>,
+    RawQuery(q): RawQuery,
+) -> Response {
     let result = (|| {
         let q = query(q, &["topic"])?;
         let topic = q.get("topic").ok_or_else(|| {
@@ -151,6 +181,7 @@ async fn history(State(hub): State<Arc<Hub>>, RawQuery(q): RawQuery) -> Response
         }
         let doc = hub
             .get(topic)
+            .filter(|d| who.can_see(&d.topic, Some(&d.doc)))
             .ok_or_else(|| Error::NotFound(format!("topic {topic:?} does not exist")))?;
         Ok(json!({
             "topic": doc.topic,

@@ -19,6 +19,9 @@ pub struct Settings {
     pub tasks: TaskSettings,
     /// `/` or a prefix such as `/pulse` (see [`crate::web::mount`]).
     pub base_path: String,
+    pub auth: crate::auth::AuthSettings,
+    /// HTTPS when set.
+    pub tls: Option<gateway::TlsSettings>,
 }
 
 /// Resolves every member's client configuration, starts the pipeline, then
@@ -35,6 +38,8 @@ pub async fn run(
         health,
         tasks,
         base_path,
+        auth,
+        tls,
     } = settings;
     let mut members = Vec::new();
     for spec in &clusters {
@@ -53,15 +58,33 @@ pub async fn run(
         health.format,
         health.storage,
     );
+    let auth = match auth.build(pipeline.hub().clone()).await {
+        Ok(a) => a,
+        Err(message) => {
+            pipeline.stop().await;
+            return Err(crate::Error::BadRequest(format!(
+                "authentication: {message}"
+            )));
+        }
+    };
+    tracing::info!(
+        mode = auth.mode_name(),
+        tls = tls.is_some(),
+        "gateway security"
+    );
     let app = gateway::app(GatewayState::for_pipeline(
         &pipeline,
         tasks.clone(),
+        auth,
         transports,
         checks,
         shutdown.clone(),
     ));
     let app = crate::web::mount(app, &base_path);
-    let served = gateway::serve(listener, app, shutdown.clone()).await;
+    let served = match tls {
+        Some(tls) => gateway::serve_tls(listener, app, tls, shutdown.clone()).await,
+        None => gateway::serve(listener, app, shutdown.clone()).await,
+    };
     tasks.stop().await;
     pipeline.stop().await;
     served

@@ -70,6 +70,7 @@ impl Env {
         let state = GatewayState::for_pipeline(
             &p,
             tasks.clone(),
+            kube_pulse::auth::Auth::none(),
             Default::default(),
             health,
             shutdown.clone(),

@@ -601,7 +601,12 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
         d["phase"] == "Running"
     })
     .await;
-    let (url, stop, state, _server) = gateway(p.hub().clone(), TransportConfig::default()).await;
+    // 201 subscribers from one address, faster than the per-client rate.
+    let config = TransportConfig {
+        max_subscribes_per_client_second: 10_000,
+        ..TransportConfig::default()
+    };
+    let (url, stop, state, _server) = gateway(p.hub().clone(), config).await;
     let upstream =
         |s: &kube_pulse::sim::StatsSnapshot| (s.total("watch"), s.total("list"), s.open_watches);
     let mut one = SseReader::open(&format!("{url}/api/v1/events?topic=**"), None).await;

@@ -135,7 +135,7 @@ pub async fn drive<K, F>(
                 Some(Ok(Event::InitApply(obj))) => {
                     listing_keys.insert(key(&obj));
                     listing.push(obj);
-                    if listing.len() % 500 == 0 {
+                    if listing.len().is_multiple_of(500) {
                         out.push(sync(SyncInput::Listed {
                             count: listing.len() as u64,
                         }));

@@ -1,29 +1,62 @@
 //! The tasks API (`HTTP ──▶ [api] ──▶ Tasks`): create, list, read, cancel,
 //! and status reports from external executors. Errors are the crate's
-//! `{code, message}` bodies, naming the field at fault.
+//! `{code, message}` bodies, naming the field at fault. Callers see the
+//! tasks of apps they may read (others are 404) and need the write grant of
+//! the app's cluster/namespace to act (403).
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch};
+use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{StatusReport, TaskFilter, TaskRequest, Tasks};
+use crate::auth::{Auth, Principal};
 use crate::error::{Error, Result};
 
-/// The task routes.
-pub fn router(tasks: Arc<Tasks>) -> Router {
+/// What the handlers share.
+#[derive(Clone)]
+struct Api {
+    tasks: Arc<Tasks>,
+    auth: Arc<Auth>,
+}
+
+/// The task routes (behind `auth::require`, which supplies the principal).
+pub fn router(tasks: Arc<Tasks>, auth: Arc<Auth>) -> Router {
     Router::new()
         .route("/api/v1/tasks", get(list).post(create))
         .route("/api/v1/tasks/{id}", get(one).delete(cancel))
         .route("/api/v1/tasks/{id}/status", patch(report))
-        .with_state(tasks)
+        .with_state(Api { tasks, auth })
+}
+
+fn visible(principal: &Principal, task: &super::Task) -> bool {
+    principal
+        .read
+        .allows(&task.target.cluster, Some(&task.target.namespace))
+}
+
+/// The task, if the principal may see it (404 otherwise, as if it did not exist).
+async fn visible_task(api: &Api, principal: &Principal, id: &str) -> Result<super::Task> {
+    let task = api.tasks.get(id).await?;
+    if visible(principal, &task) {
+        Ok(task)
+    } else {
+        Err(Error::NotFound(format!("task {id:?} does not exist")))
+    }
+}
+
+async fn may_act(api: &Api, principal: &Principal, task: &super::Task) -> Result<(), Response> {
+    api.auth
+        .can_write(principal, &task.target.cluster, &task.target.namespace)
+        .await
+        .map_err(IntoResponse::into_response)
 }
 
 /// Parses a JSON body into a 400 that names the field at fault.
@@ -49,9 +82,20 @@ fn task_json(task: &super::Task) -> Value {
     serde_json::to_value(task).expect("tasks always serialize")
 }
 
-async fn create(State(tasks): State<Arc<Tasks>>, bytes: Bytes) -> Result<Response> {
+async fn create(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    bytes: Bytes,
+) -> Result<Response> {
     let request: TaskRequest = body(&bytes, "invalid task")?;
-    let task = tasks.create(request).await?;
+    if let Err(e) = api
+        .auth
+        .can_write(&principal, &request.cluster, &request.namespace)
+        .await
+    {
+        return Ok(e.into_response());
+    }
+    let task = api.tasks.create(request).await?;
     let location = format!("/api/v1/tasks/{}", task.id);
     Ok((
         StatusCode::CREATED,
@@ -69,7 +113,11 @@ fn enum_param<T: DeserializeOwned>(name: &str, value: &str, allowed: &str) -> Re
     })
 }
 
-async fn list(State(tasks): State<Arc<Tasks>>, RawQuery(q): RawQuery) -> Result<Json<Value>> {
+async fn list(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    RawQuery(q): RawQuery,
+) -> Result<Json<Value>> {
     let mut q = crate::rest::query(q, &["cluster", "namespace", "app", "status", "type"])?;
     let filter = TaskFilter {
         cluster: q.remove("cluster"),
@@ -90,25 +138,48 @@ async fn list(State(tasks): State<Arc<Tasks>>, RawQuery(q): RawQuery) -> Result<
             .map(|s| enum_param("type", s, "Create, Start, Stop, Delete, Update"))
             .transpose()?,
     };
-    let items: Vec<Value> = tasks.list(&filter).await?.iter().map(task_json).collect();
+    let items: Vec<Value> = api
+        .tasks
+        .list(&filter)
+        .await?
+        .iter()
+        .filter(|t| visible(&principal, t))
+        .map(task_json)
+        .collect();
     Ok(Json(json!({ "items": items })))
 }
 
-async fn one(State(tasks): State<Arc<Tasks>>, Path(id): Path<String>) -> Result<Json<Value>> {
-    Ok(Json(task_json(&tasks.get(&id).await?)))
+async fn one(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>> {
+    Ok(Json(task_json(&visible_task(&api, &principal, &id).await?)))
 }
 
-async fn cancel(State(tasks): State<Arc<Tasks>>, Path(id): Path<String>) -> Result<Json<Value>> {
-    Ok(Json(task_json(&tasks.cancel(&id).await?)))
+async fn cancel(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Response> {
+    let task = visible_task(&api, &principal, &id).await?;
+    if let Err(denied) = may_act(&api, &principal, &task).await {
+        return Ok(denied);
+    }
+    Ok(Json(task_json(&api.tasks.cancel(&id).await?)).into_response())
 }
 
 async fn report(
-    State(tasks): State<Arc<Tasks>>,
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
     Path(id): Path<String>,
     bytes: Bytes,
-) -> Result<Json<Value>> {
+) -> Result<Response> {
     // 404 before 400: a report for a task that does not exist is about the task.
-    tasks.get(&id).await?;
+    let task = visible_task(&api, &principal, &id).await?;
+    if let Err(denied) = may_act(&api, &principal, &task).await {
+        return Ok(denied);
+    }
     let report: StatusReport = body(&bytes, "invalid status report")?;
-    Ok(Json(task_json(&tasks.report(&id, report).await?)))
+    Ok(Json(task_json(&api.tasks.report(&id, report).await?)).into_response())
 }

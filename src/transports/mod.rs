@@ -6,6 +6,7 @@
 //! latest snapshot of the topics it missed, and one that stops reading for
 //! longer than the write timeout is closed.
 
+pub mod limits;
 mod session;
 pub mod sse;
 pub mod ws;
@@ -15,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 use tokio::sync::Semaphore;
@@ -44,6 +47,13 @@ pub struct TransportConfig {
     /// Extra allowed WebSocket origins (`*` for any); same-origin and loopback
     /// origins are always allowed.
     pub allowed_origins: Vec<String>,
+    /// Open sessions per client IP address.
+    pub max_connections_per_ip: usize,
+    /// Open sessions per authenticated subject (with authentication on).
+    pub max_connections_per_token: usize,
+    /// Subscribe operations (WebSocket subscribes and SSE requests) per
+    /// second per client IP and per subject, across all its sessions.
+    pub max_subscribes_per_client_second: u32,
 }
 
 impl Default for TransportConfig {
@@ -59,6 +69,9 @@ impl Default for TransportConfig {
             max_ws_message_bytes: 64 * 1024,
             max_subscribes_per_second: 20,
             allowed_origins: Vec::new(),
+            max_connections_per_ip: 1000,
+            max_connections_per_token: 200,
+            max_subscribes_per_client_second: 100,
         }
     }
 }
@@ -112,6 +125,8 @@ impl Counters {
 /// Everything a transport session needs.
 pub struct Transports {
     pub hub: Arc<Hub>,
+    pub auth: Arc<crate::auth::Auth>,
+    pub limits: Arc<limits::Limits>,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub config: TransportConfig,
     pub counters: Counters,
@@ -123,12 +138,19 @@ pub struct Transports {
 impl Transports {
     pub fn new(
         hub: Arc<Hub>,
+        auth: Arc<crate::auth::Auth>,
         config: TransportConfig,
         metrics: Arc<crate::metrics::Metrics>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
             hub,
+            auth,
+            limits: limits::Limits::new(
+                config.max_connections_per_ip,
+                config.max_connections_per_token,
+                config.max_subscribes_per_client_second,
+            ),
             metrics,
             connections: Arc::new(Semaphore::new(config.max_connections)),
             config,
@@ -137,22 +159,72 @@ impl Transports {
         })
     }
 
-    /// A connection slot, or None when the limit is reached.
-    fn admit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let permit = self.connections.clone().try_acquire_owned().ok();
-        if permit.is_none() {
+    /// A connection slot for `client` (gateway-wide and per-client limits,
+    /// and its subscribe rate), or the 429 answer.
+    fn admit(&self, client: &limits::Client) -> Result<Admitted, Box<Response>> {
+        let refuse = |message: String| {
             self.counters
                 .rejected_connections
                 .fetch_add(1, Ordering::Relaxed);
-        }
-        permit
+            let body =
+                axum::Json(serde_json::json!({"code": "too_many_connections", "message": message}));
+            Box::new(
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [(header::RETRY_AFTER, "5")],
+                    body,
+                )
+                    .into_response(),
+            )
+        };
+        let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+            return Err(refuse(
+                "the gateway is at its connection limit; retry later".into(),
+            ));
+        };
+        let slot = self.limits.admit(client).map_err(refuse)?;
+        Ok(Admitted {
+            _permit: permit,
+            _slot: slot,
+        })
     }
 }
 
-/// The push routes: `/api/v1/events` (SSE) and `/api/v1/ws` (WebSocket).
+/// A session's places in the connection limits; released on drop.
+struct Admitted {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _slot: limits::Slot,
+}
+
+/// Who a request comes from, for the per-client limits.
+fn client_of(
+    extensions: &axum::http::Extensions,
+    principal: Option<&crate::auth::Principal>,
+    auth: &crate::auth::Auth,
+) -> limits::Client {
+    limits::Client {
+        ip: extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip()),
+        subject: principal
+            .filter(|_| auth.required())
+            .map(|p| p.subject.clone()),
+    }
+}
+
+/// The push routes: `/api/v1/events` (SSE, behind the authentication
+/// middleware) and `/api/v1/ws` (WebSocket, which authenticates its
+/// handshake or an `auth` operation itself).
 pub fn router(transports: Arc<Transports>) -> Router {
+    let auth = transports.auth.clone();
     Router::new()
-        .route("/api/v1/events", get(sse::events))
+        .route(
+            "/api/v1/events",
+            get(sse::events).layer(axum::middleware::from_fn_with_state(
+                auth,
+                crate::auth::require,
+            )),
+        )
         .route("/api/v1/ws", get(ws::upgrade))
         .with_state(transports)
 }

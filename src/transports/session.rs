@@ -1,12 +1,14 @@
 //! What both transports do the same way: open a hub subscription, decide
-//! between a replay from the client's cursor and fresh snapshots, and turn
-//! deliveries into encoded messages.
+//! between a replay from the client's cursor and fresh snapshots, keep only
+//! what the session's principal may see, and turn deliveries into encoded
+//! messages.
 
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
 use super::Transports;
+use crate::auth::Principal;
 use crate::hub::{Delivery, Pattern, Subscription};
 use crate::protocol::{self, Cursor, Synced};
 
@@ -30,6 +32,44 @@ pub struct Message {
     pub at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+/// Why a session's credential no longer holds.
+pub enum Revoked {
+    /// Expired, revoked, or no longer accepted: (WebSocket close code 4001).
+    Expired(String),
+    /// Still valid, but its read grants changed: reconnect (close code 4003).
+    Changed,
+}
+
+/// When the session must check its credential again (its expiry).
+pub fn recheck_at(principal: &Principal) -> Option<tokio::time::Instant> {
+    principal.expires.map(|at| {
+        let left = (at - chrono::Utc::now()).to_std().unwrap_or_default();
+        tokio::time::Instant::now() + left
+    })
+}
+
+/// Sleeps until `at` (forever when None).
+pub async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Authenticates `token` again for a live session of `current`: the same
+/// subject with the same read grants continues (with the new expiry).
+pub async fn recheck(
+    transports: &Transports,
+    token: Option<&str>,
+    current: &Principal,
+) -> Result<Principal, Revoked> {
+    match transports.auth.authenticate(token).await {
+        Err(e) => Err(Revoked::Expired(e.to_string())),
+        Ok(p) if p.subject != current.subject || p.read != current.read => Err(Revoked::Changed),
+        Ok(p) => Ok(p),
+    }
+}
+
 /// Parses topic patterns, naming the first bad one.
 pub fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, String> {
     if raw.is_empty() {
@@ -47,7 +87,12 @@ pub fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, String> {
 /// Subscribes and prepares the initial messages: a replay when `since` is a
 /// cursor of this process still in the log, else fresh snapshots (with the
 /// reason in `synced`).
-pub fn start(transports: &Transports, patterns: Vec<Pattern>, since: Option<&str>) -> Started {
+pub fn start(
+    transports: &Transports,
+    patterns: Vec<Pattern>,
+    since: Option<&str>,
+    principal: &Principal,
+) -> Started {
     let hub = &transports.hub;
     let subscription = hub.subscribe(patterns.clone());
     let at = subscription.seq();
@@ -56,6 +101,7 @@ pub fn start(transports: &Transports, patterns: Vec<Pattern>, since: Option<&str
         let initial: Vec<Message> = subscription
             .snapshot()
             .iter()
+            .filter(|doc| principal.can_see(&doc.topic, Some(&doc.doc)))
             .map(|doc| Message {
                 kind: "snapshot",
                 cursor: now.clone(),
@@ -107,6 +153,7 @@ pub fn start(transports: &Transports, patterns: Vec<Pattern>, since: Option<&str
     let initial: Vec<Message> = changes
         .iter()
         .filter(|c| c.seq <= at && patterns.iter().any(|p| p.matches(&c.topic)))
+        .filter(|c| principal.can_see(&c.topic, c.doc.as_deref()))
         .map(|c| change_message(c))
         .collect();
     let synced = Synced {
@@ -138,17 +185,37 @@ fn change_message(change: &crate::hub::Change) -> Message {
     }
 }
 
-/// The next message of a subscription (None when the hub is gone).
-pub async fn next(transports: &Transports, subscription: &mut Subscription) -> Option<Message> {
-    match subscription.next().await? {
-        Delivery::Change(change) => Some(change_message(&change)),
+/// The next message of a subscription that `principal` may see (None when
+/// the hub is gone).
+pub async fn next(
+    transports: &Transports,
+    subscription: &mut Subscription,
+    principal: &Principal,
+) -> Option<Message> {
+    loop {
+        let delivery = subscription.next().await?;
+        let visible = match &delivery {
+            Delivery::Change(c) => principal.can_see(&c.topic, c.doc.as_deref()),
+            Delivery::Resync { topic, current } => {
+                principal.can_see(topic, current.as_ref().map(|d| &*d.doc))
+            }
+        };
+        if visible {
+            return Some(message(transports, delivery));
+        }
+    }
+}
+
+fn message(transports: &Transports, delivery: Delivery) -> Message {
+    match delivery {
+        Delivery::Change(change) => change_message(&change),
         Delivery::Resync { topic, current } => {
             transports
                 .counters
                 .collapses
                 .fetch_add(1, Ordering::Relaxed);
             let cursor = transports.hub.cursor(transports.hub.seq());
-            Some(match current {
+            match current {
                 Some(doc) => Message {
                     kind: "snapshot",
                     json: protocol::snapshot_json(&doc, &cursor),
@@ -163,7 +230,7 @@ pub async fn next(transports: &Transports, subscription: &mut Subscription) -> O
                     sse: None,
                     at: None,
                 },
-            })
+            }
         }
     }
 }

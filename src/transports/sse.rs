@@ -16,6 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::Transports;
 use super::session::{self, Message};
+use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::protocol;
 
@@ -73,10 +74,13 @@ fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
     Ok(request)
 }
 
-/// Handles `GET /api/v1/events`.
+/// Handles `GET /api/v1/events` (authenticated by the middleware).
 pub async fn events(
     State(t): State<Arc<Transports>>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
+    axum::Extension(principal): axum::Extension<Principal>,
+    axum::Extension(credential): axum::Extension<Credential>,
     RawQuery(query): RawQuery,
 ) -> Response {
     let request = match parse_query(query.as_deref()) {
@@ -87,16 +91,22 @@ pub async fn events(
         Ok(p) => p,
         Err(e) => return Error::BadRequest(e).into_response(),
     };
-    let Some(permit) = t.admit() else {
-        let body = axum::Json(
-            serde_json::json!({"code": "too_many_connections", "message": "the gateway is at its connection limit; retry later"}),
-        );
+    let client = super::client_of(&extensions, Some(&principal), &t.auth);
+    if !t.limits.allow_subscribe(&client) {
+        let body = axum::Json(serde_json::json!({
+            "code": "rate_limited",
+            "message": format!("at most {} subscriptions per second per client", t.config.max_subscribes_per_client_second),
+        }));
         return (
             StatusCode::TOO_MANY_REQUESTS,
-            [(header::RETRY_AFTER, "5")],
+            [(header::RETRY_AFTER, "1")],
             body,
         )
             .into_response();
+    }
+    let permit = match t.admit(&client) {
+        Ok(p) => p,
+        Err(response) => return *response,
     };
     let last_event_id = headers
         .get("last-event-id")
@@ -104,7 +114,7 @@ pub async fn events(
         .filter(|v| !v.is_empty())
         .map(str::to_string);
     let since = last_event_id.or(request.since);
-    let started = session::start(&t, patterns, since.as_deref());
+    let started = session::start(&t, patterns, since.as_deref(), &principal);
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let transports = t.clone();
     tokio::spawn(async move {
@@ -113,7 +123,7 @@ pub async fn events(
             .counters
             .sse_sessions
             .fetch_add(1, Ordering::Relaxed);
-        run(&transports, started, &tx).await;
+        run(&transports, started, &tx, principal, credential).await;
         transports
             .counters
             .sse_sessions
@@ -152,7 +162,13 @@ async fn send(t: &Transports, tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<
     }
 }
 
-async fn run(t: &Transports, started: session::Started, tx: &mpsc::Sender<Bytes>) {
+async fn run(
+    t: &Transports,
+    started: session::Started,
+    tx: &mpsc::Sender<Bytes>,
+    mut principal: Principal,
+    credential: Credential,
+) {
     let session::Started {
         mut subscription,
         initial,
@@ -168,12 +184,30 @@ async fn run(t: &Transports, started: session::Started, tx: &mpsc::Sender<Bytes>
         send(t, tx, synced_frame).await?;
         let mut heartbeat = tokio::time::interval(t.config.heartbeat);
         heartbeat.reset();
+        let mut recheck = session::recheck_at(&principal);
         loop {
             tokio::select! {
                 _ = t.shutdown.cancelled() => return Ok(()),
                 _ = tx.closed() => return Err(Stop::Closed),
                 _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n")).await?,
-                message = session::next(t, &mut subscription) => match message {
+                _ = session::until(recheck) => {
+                    match session::recheck(t, credential.0.as_deref(), &principal).await {
+                        Ok(renewed) => {
+                            principal = renewed;
+                            recheck = session::recheck_at(&principal);
+                        }
+                        Err(revoked) => {
+                            let (code, message) = match revoked {
+                                session::Revoked::Expired(why) => ("token_expired", format!("the session's credential is no longer valid: {why}")),
+                                session::Revoked::Changed => ("permissions_changed", "the session's grants changed; reconnect".to_string()),
+                            };
+                            let json = protocol::error_json(code, &message, None);
+                            let _ = send(t, tx, frame(&t.hub.cursor(t.hub.seq()), "error", &json)).await;
+                            return Ok(());
+                        }
+                    }
+                }
+                message = session::next(t, &mut subscription, &principal) => match message {
                     Some(m) => {
                         send(t, tx, message_frame(&m)).await?;
                         if let Some(at) = m.at {

@@ -21,7 +21,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Transports;
+use super::limits::Bucket;
 use super::session;
+use crate::auth::Principal;
 use crate::protocol::{self, ClientOp, close};
 
 /// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
@@ -61,10 +63,31 @@ pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
     same_host.is_some_and(|h| !authority.is_empty() && h.eq_ignore_ascii_case(authority))
 }
 
-/// Handles the upgrade request: origin and connection limits first.
+/// How long a socket opened without a token may wait before `auth`.
+const AUTH_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The token of a WebSocket handshake: `Authorization: Bearer`, the
+/// `base64url.bearer.authorization.k8s.io.` subprotocol, or (opt-in) `?access_token=`.
+fn handshake_token(t: &Transports, headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    crate::auth::bearer(headers)
+        .or_else(|| crate::auth::ws_protocol_token(headers))
+        .or_else(|| {
+            t.auth.allow_query_token.then(|| {
+                serde_urlencoded::from_str::<Vec<(String, String)>>(query.unwrap_or(""))
+                    .ok()?
+                    .into_iter()
+                    .find(|(k, _)| k == "access_token")
+                    .map(|(_, v)| v)
+            })?
+        })
+}
+
+/// Handles the upgrade request: origin, credential and connection limits first.
 pub async fn upgrade(
     State(t): State<Arc<Transports>>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
     ws: WebSocketUpgrade,
 ) -> Response {
     if !origin_allowed(&headers, &t.config.allowed_origins) {
@@ -73,29 +96,45 @@ pub async fn upgrade(
         );
         return (StatusCode::FORBIDDEN, body).into_response();
     }
-    let Some(permit) = t.admit() else {
-        let body = axum::Json(
-            json!({"code": "too_many_connections", "message": "the gateway is at its connection limit; retry later"}),
-        );
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::RETRY_AFTER, "5")],
-            body,
-        )
-            .into_response();
+    let token = handshake_token(&t, &headers, query.as_deref());
+    let principal = match (&token, t.auth.required()) {
+        (Some(_), _) | (None, false) => match t.auth.authenticate(token.as_deref()).await {
+            Ok(p) => Some(p),
+            Err(e) => return e.into_response(),
+        },
+        // No token: the socket must send an `auth` operation first.
+        (None, true) => None,
+    };
+    let client = super::client_of(&extensions, principal.as_ref(), &t.auth);
+    let admitted = match t.admit(&client) {
+        Ok(a) => a,
+        Err(response) => return *response,
     };
     let max = t.config.max_ws_message_bytes;
-    ws.max_message_size(max)
+    ws.protocols([crate::auth::WS_PROTOCOL])
+        .max_message_size(max)
         .max_frame_size(max)
         // Mostly server→client: small read buffer, modest write buffer.
         .read_buffer_size(4 * 1024)
         .write_buffer_size(16 * 1024)
         .on_upgrade(move |socket| async move {
-            let _permit = permit;
+            let _admitted = admitted;
             t.counters.ws_sessions.fetch_add(1, Ordering::Relaxed);
-            run(t.clone(), socket).await;
+            let session = Session {
+                principal: principal.map(Arc::new),
+                token,
+                client,
+            };
+            run(t.clone(), socket, session).await;
             t.counters.ws_sessions.fetch_sub(1, Ordering::Relaxed);
         })
+}
+
+/// Who a socket belongs to; `principal` is None until an `auth` operation.
+struct Session {
+    principal: Option<Arc<Principal>>,
+    token: Option<String>,
+    client: super::limits::Client,
 }
 
 enum Out {
@@ -106,40 +145,6 @@ enum Out {
 
 /// Refused subscribes in a row after which a socket is closed (policy).
 const MAX_REFUSED_IN_A_ROW: u32 = 20;
-
-/// A token bucket for subscribe operations.
-struct Bucket {
-    tokens: f64,
-    rate: f64,
-    last: Instant,
-    refused_in_a_row: u32,
-}
-
-impl Bucket {
-    fn new(rate: u32) -> Self {
-        Self {
-            tokens: rate as f64,
-            rate: rate.max(1) as f64,
-            last: Instant::now(),
-            refused_in_a_row: 0,
-        }
-    }
-
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        self.tokens =
-            (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(self.rate);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            self.refused_in_a_row = 0;
-            true
-        } else {
-            self.refused_in_a_row += 1;
-            false
-        }
-    }
-}
 
 /// Owns the socket's sending half.
 async fn write(
@@ -192,6 +197,7 @@ fn forward(
     t: Arc<Transports>,
     id: String,
     started: session::Started,
+    principal: Arc<Principal>,
     outbox: mpsc::Sender<Out>,
     slow: CancellationToken,
 ) -> JoinHandle<()> {
@@ -235,7 +241,7 @@ fn forward(
         loop {
             let message = tokio::select! {
                 _ = t.shutdown.cancelled() => return,
-                m = session::next(&t, &mut subscription) => m,
+                m = session::next(&t, &mut subscription, &principal) => m,
             };
             let Some(message) = message else { return };
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
@@ -261,23 +267,56 @@ fn close_for(err: &axum::Error) -> (u16, String) {
     }
 }
 
-async fn run(t: Arc<Transports>, socket: WebSocket) {
+/// A socket's state, owned by its reader loop.
+struct Socket {
+    session: Session,
+    subscriptions: HashMap<String, JoinHandle<()>>,
+    bucket: Bucket,
+    outbox: mpsc::Sender<Out>,
+    slow: CancellationToken,
+}
+
+async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
     let (sink, mut stream) = socket.split();
     let (outbox, outbox_rx) = mpsc::channel::<Out>(OUTBOX);
     let slow = CancellationToken::new();
     let writer = tokio::spawn(write(t.clone(), sink, outbox_rx, slow.clone()));
-    let mut subscriptions: HashMap<String, JoinHandle<()>> = HashMap::new();
-    let mut bucket = Bucket::new(t.config.max_subscribes_per_second);
+    let auth_deadline = session
+        .principal
+        .is_none()
+        .then(|| tokio::time::Instant::now() + AUTH_GRACE);
+    let mut recheck = session.principal.as_deref().and_then(session::recheck_at);
+    let mut s = Socket {
+        session,
+        subscriptions: HashMap::new(),
+        bucket: Bucket::new(t.config.max_subscribes_per_second),
+        outbox: outbox.clone(),
+        slow: slow.clone(),
+    };
     let mut last_seen = Instant::now();
     let mut ping = tokio::time::interval(t.config.heartbeat);
     ping.reset();
     let reply = |out: Out| outbox.try_send(out).is_ok();
     let close: Option<(u16, String)> = loop {
+        let waiting_for_auth = auth_deadline.filter(|_| s.session.principal.is_none());
         tokio::select! {
             _ = t.shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
             _ = slow.cancelled() => {
                 t.counters.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
                 break Some((close::SLOW_CONSUMER, "slow consumer: messages were not read in time".into()));
+            }
+            _ = session::until(waiting_for_auth) => {
+                break Some((close::UNAUTHORIZED, "no auth operation within 10 s".into()));
+            }
+            _ = session::until(recheck) => {
+                let current = s.session.principal.clone().expect("rechecks follow authentication");
+                match session::recheck(&t, s.session.token.as_deref(), &current).await {
+                    Ok(renewed) => {
+                        recheck = session::recheck_at(&renewed);
+                        s.session.principal = Some(Arc::new(renewed));
+                    }
+                    Err(revoked) => break Some(revoked_close(revoked)),
+                }
             }
             _ = ping.tick() => {
                 if last_seen.elapsed() > t.config.ws_idle_timeout {
@@ -293,22 +332,28 @@ async fn run(t: Arc<Transports>, socket: WebSocket) {
                 };
                 last_seen = Instant::now();
                 let out = match frame {
-                    Message::Text(text) => handle(&t, text.as_str(), &mut subscriptions, &mut bucket, &outbox, &slow),
+                    Message::Text(text) => match handle(&t, text.as_str(), &mut s).await {
+                        Ok(out) => out,
+                        Err(close) => break Some(close),
+                    },
                     Message::Binary(_) => Some(error("binary_not_supported", "send operations as JSON text frames", None)),
                     Message::Ping(_) | Message::Pong(_) => None,
                     Message::Close(_) => break None,
                 };
+                recheck = s.session.principal.as_deref().and_then(session::recheck_at);
                 if let Some(out) = out
                     && !reply(out)
                 {
                     slow.cancel();
                 }
-                if bucket.refused_in_a_row >= MAX_REFUSED_IN_A_ROW {
+                if s.bucket.refused_in_a_row >= MAX_REFUSED_IN_A_ROW {
                     break Some((close::POLICY, "subscribe rate limit exceeded repeatedly".into()));
                 }
             }
         }
     };
+    let mut subscriptions = std::mem::take(&mut s.subscriptions);
+    drop(s);
     for (_, task) in subscriptions.drain() {
         task.abort();
     }
@@ -335,19 +380,50 @@ async fn run(t: Arc<Transports>, socket: WebSocket) {
     }
 }
 
-/// Handles one client operation; returns the reply, if any.
-fn handle(
+fn revoked_close(revoked: session::Revoked) -> (u16, String) {
+    match revoked {
+        session::Revoked::Expired(why) => (
+            close::UNAUTHORIZED,
+            truncate(&format!("credential no longer valid: {why}")),
+        ),
+        session::Revoked::Changed => (
+            close::PERMISSIONS_CHANGED,
+            "grants changed; reconnect".into(),
+        ),
+    }
+}
+
+/// Close reasons are at most 123 bytes.
+fn truncate(text: &str) -> String {
+    let mut end = text.len().min(120);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// Handles one client operation: the reply, if any, or the close it calls for.
+async fn handle(
     t: &Arc<Transports>,
     text: &str,
-    subscriptions: &mut HashMap<String, JoinHandle<()>>,
-    bucket: &mut Bucket,
-    outbox: &mpsc::Sender<Out>,
-    slow: &CancellationToken,
-) -> Option<Out> {
+    s: &mut Socket,
+) -> Result<Option<Out>, (u16, String)> {
+    let op = match parse(text) {
+        Ok(op) => op,
+        Err(reply) => return Ok(Some(reply)),
+    };
+    match op {
+        ClientOp::Auth { token, id } => authenticate(t, s, &token, id.as_deref()).await,
+        op => Ok(operate(t, s, op)),
+    }
+}
+
+/// Parses one client operation, or the error reply.
+fn parse(text: &str) -> Result<ClientOp, Out> {
     let value: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
-            return Some(error(
+            return Err(error(
                 "invalid_json",
                 &format!("the message is not JSON: {e}"),
                 None,
@@ -356,29 +432,41 @@ fn handle(
     };
     let id = value.get("id").and_then(|v| v.as_str()).map(str::to_string);
     let op = match value.get("op").and_then(|v| v.as_str()) {
-        Some("subscribe" | "unsubscribe" | "ping") => {
+        Some("subscribe" | "unsubscribe" | "ping" | "auth") => {
             match serde_json::from_value::<ClientOp>(value) {
                 Ok(op) => op,
-                Err(e) => return Some(error("invalid_op", &e.to_string(), id.as_deref())),
+                Err(e) => return Err(error("invalid_op", &e.to_string(), id.as_deref())),
             }
         }
         Some(other) => {
-            return Some(error(
+            return Err(error(
                 "unknown_op",
-                &format!("unknown op {other:?}; use subscribe, unsubscribe or ping"),
+                &format!("unknown op {other:?}; use subscribe, unsubscribe, ping or auth"),
                 id.as_deref(),
             ));
         }
         None => {
-            return Some(error(
+            return Err(error(
                 "invalid_op",
                 "an operation needs an \"op\" field",
                 id.as_deref(),
             ));
         }
     };
+    Ok(op)
+}
+
+/// Subscribe, unsubscribe, ping: the reply, if any.
+fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
     match op {
         ClientOp::Subscribe { id, topics, since } => {
+            let Some(principal) = s.session.principal.clone() else {
+                return Some(error(
+                    "unauthenticated",
+                    "send {\"op\": \"auth\", \"token\": …} before subscribing",
+                    Some(&id),
+                ));
+            };
             if id.is_empty() || id.len() > MAX_ID_LEN {
                 return Some(error(
                     "invalid_id",
@@ -386,22 +474,22 @@ fn handle(
                     None,
                 ));
             }
-            if !bucket.take() {
+            if !s.bucket.take() || !t.limits.allow_subscribe(&s.session.client) {
                 let message = format!(
-                    "at most {} subscribe operations per second",
-                    t.config.max_subscribes_per_second
+                    "at most {} subscribe operations per second per socket, {} per client",
+                    t.config.max_subscribes_per_second, t.config.max_subscribes_per_client_second
                 );
                 return Some(error("rate_limited", &message, Some(&id)));
             }
-            subscriptions.retain(|_, task| !task.is_finished());
-            if subscriptions.contains_key(&id) {
+            s.subscriptions.retain(|_, task| !task.is_finished());
+            if s.subscriptions.contains_key(&id) {
                 return Some(error(
                     "duplicate_id",
                     &format!("subscription {id:?} exists; unsubscribe first"),
                     Some(&id),
                 ));
             }
-            if subscriptions.len() >= t.config.max_subscriptions_per_socket {
+            if s.subscriptions.len() >= t.config.max_subscriptions_per_socket {
                 let message = format!(
                     "at most {} subscriptions per socket",
                     t.config.max_subscriptions_per_socket
@@ -412,12 +500,19 @@ fn handle(
                 Ok(p) => p,
                 Err(e) => return Some(error("bad_pattern", &e, Some(&id))),
             };
-            let started = session::start(t, patterns, since.as_deref());
-            let task = forward(t.clone(), id.clone(), started, outbox.clone(), slow.clone());
-            subscriptions.insert(id, task);
+            let started = session::start(t, patterns, since.as_deref(), &principal);
+            let task = forward(
+                t.clone(),
+                id.clone(),
+                started,
+                principal,
+                s.outbox.clone(),
+                s.slow.clone(),
+            );
+            s.subscriptions.insert(id, task);
             None
         }
-        ClientOp::Unsubscribe { id } => match subscriptions.remove(&id) {
+        ClientOp::Unsubscribe { id } => match s.subscriptions.remove(&id) {
             Some(task) => {
                 task.abort();
                 None
@@ -428,6 +523,7 @@ fn handle(
                 Some(&id),
             )),
         },
+        ClientOp::Auth { .. } => None,
         ClientOp::Ping { id } => {
             let mut body = json!({"type": "heartbeat", "cursor": t.hub.cursor(t.hub.seq())});
             if let Some(id) = id {
@@ -438,6 +534,38 @@ fn handle(
             )))
         }
     }
+}
+
+/// The `auth` operation: authenticates a socket opened without a token, or
+/// renews the token of an authenticated one (same subject and grants, else
+/// the socket closes with 4003).
+async fn authenticate(
+    t: &Arc<Transports>,
+    s: &mut Socket,
+    token: &str,
+    id: Option<&str>,
+) -> Result<Option<Out>, (u16, String)> {
+    let principal = match t.auth.authenticate(Some(token)).await {
+        Ok(p) => p,
+        Err(e) => return Ok(Some(error(e.code(), &e.to_string(), id))),
+    };
+    if let Some(current) = &s.session.principal
+        && (current.subject != principal.subject || current.read != principal.read)
+    {
+        return Err(revoked_close(session::Revoked::Changed));
+    }
+    let mut body = json!({"type": "authenticated", "subject": principal.subject});
+    if let Some(expires) = principal.expires {
+        body["expires"] = json!(expires);
+    }
+    if let Some(id) = id {
+        body["id"] = json!(id);
+    }
+    s.session.token = Some(token.to_string());
+    s.session.principal = Some(Arc::new(principal));
+    Ok(Some(Out::Text(Bytes::from(
+        serde_json::to_vec(&body).expect("encodes"),
+    ))))
 }
 
 #[cfg(test)]

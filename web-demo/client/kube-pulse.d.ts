@@ -183,6 +183,7 @@ export class KubePulse {
 export function connect(options: ConnectOptions): KubePulse;
 export function backoffDelay(attempt: number, options?: BackoffOptions, random?: () => number): number;
 export function matches(pattern: string, topic: string): boolean;
+export function base64url(text: string): string;
 export function mergePatch<T>(target: T, patch: unknown): T;
 export function sseParser(onEvent: (event: { id: string; event: string; data: string }) => void): (chunk: string) => void;
 

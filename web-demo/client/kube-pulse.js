@@ -160,6 +160,14 @@ function httpBase(url) {
   return base;
 }
 
+/** Unpadded base64url of a string's UTF-8 bytes. */
+export function base64url(text) {
+  const bytes = new TextEncoder().encode(text);
+  let binary = '';
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
 let nextId = 0;
 
 /**
@@ -371,11 +379,14 @@ export class KubePulse {
     }
     const url = new URL('api/v1/ws', this.base);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    // Browsers cannot set headers on a WebSocket: the token travels as a
+    // subprotocol, the way the Kubernetes apiserver takes it.
+    const protocols = ['kube-pulse'];
     const token = this.currentToken();
-    if (token) url.searchParams.set('access_token', token);
+    if (token) protocols.push(`base64url.bearer.authorization.k8s.io.${base64url(token)}`);
     let ws;
     try {
-      ws = new this.WebSocket(url.toString());
+      ws = new this.WebSocket(url.toString(), protocols);
     } catch {
       this.socketFailed();
       return;

@@ -12,6 +12,7 @@ import {
   matches,
   mergePatch,
   sseParser,
+  base64url,
   topicStore,
 } from '../kube-pulse.js';
 
@@ -109,8 +110,9 @@ test('backoff grows exponentially, is capped, and jitter only shortens it', () =
 class FakeSocket {
   static all = [];
   static refuse = false;
-  constructor(url) {
+  constructor(url, protocols) {
     this.url = url;
+    this.protocols = protocols;
     this.sent = [];
     this.readyState = 0;
     FakeSocket.all.push(this);
@@ -166,7 +168,9 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   const seen = [];
   client.subscribe(['apps/*/shop/*'], (c) => seen.push(c));
   const ws = await until('a subscribe op', () => FakeSocket.all[0]?.sent.length && FakeSocket.all[0]);
-  assert.equal(ws.url, 'ws://gw.example/pulse/api/v1/ws?access_token=secret');
+  assert.equal(ws.url, 'ws://gw.example/pulse/api/v1/ws');
+  // The token rides in a subprotocol (base64url of "secret").
+  assert.deepEqual(ws.protocols, ['kube-pulse', 'base64url.bearer.authorization.k8s.io.c2VjcmV0']);
   const op = ws.sent[0];
   assert.deepEqual({ ...op, id: undefined }, { op: 'subscribe', id: undefined, topics: ['apps/*/shop/*'] });
   const sub = op.id;
@@ -308,4 +312,10 @@ test('requests carry the token and turn errors into exceptions', async () => {
   assert.equal(calls[0].init.headers.Authorization, 'Bearer t');
   await assert.rejects(client.createTask({}), (e) => e.status === 409 && e.code === 'conflict');
   client.close();
+});
+
+test('base64url encodes UTF-8 without padding', () => {
+  assert.equal(base64url('secret'), 'c2VjcmV0');
+  assert.equal(base64url('a?b>'), 'YT9iPg');
+  assert.equal(base64url('ü'), 'w7w');
 });

@@ -1,0 +1,234 @@
+//! `--auth kubernetes`: the bearer token is a Kubernetes token, checked
+//! with a `TokenReview` and authorized with `SubjectAccessReview`s against
+//! the host cluster, so access follows ordinary RBAC on virtual resources of
+//! the API group `kube-pulse.io`:
+//!
+//! | To | verb | resource | namespace | name |
+//! |---|---|---|---|---|
+//! | read everything of cluster C | `get` | `clusters` | — | C |
+//! | read the apps of namespace N in cluster C | `get` | `apps` | N | C |
+//! | create, cancel, report tasks on apps of N in C | `create` | `tasks` | N | C |
+//!
+//! Decisions are cached for `ttl`; a principal's read grants are resolved
+//! when it authenticates, over the clusters and namespaces the hub knows,
+//! and expire with the cache so that sessions re-check them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Api;
+use kube::api::PostParams;
+use parking_lot::Mutex;
+
+use super::scope::{Principal, Scope, Scopes};
+use crate::hub::{Hub, Pattern};
+
+/// The API group of the virtual resources.
+pub const GROUP: &str = "kube-pulse.io";
+
+/// Most review answers kept.
+const CACHE_SIZE: usize = 10_000;
+
+/// A user as the host cluster's TokenReview names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KubeUser {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
+type Attrs = (String, String, Option<String>, String);
+/// A token review's answer, by token digest, with when it was given.
+type TokenCache = HashMap<[u8; 32], (Result<KubeUser, String>, Instant)>;
+
+/// Reviews tokens and access on the host cluster.
+pub struct KubeAuth {
+    client: kube::Client,
+    hub: Arc<Hub>,
+    audiences: Vec<String>,
+    ttl: Duration,
+    tokens: Mutex<TokenCache>,
+    decisions: Mutex<HashMap<(KubeUser, Attrs), (bool, Instant)>>,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+fn remember<K: std::hash::Hash + Eq, V>(
+    map: &mut HashMap<K, (V, Instant)>,
+    key: K,
+    value: V,
+    ttl: Duration,
+) {
+    if map.len() >= CACHE_SIZE {
+        let now = Instant::now();
+        map.retain(|_, (_, at)| now.duration_since(*at) < ttl);
+        if map.len() >= CACHE_SIZE {
+            map.clear();
+        }
+    }
+    map.insert(key, (value, Instant::now()));
+}
+
+impl KubeAuth {
+    /// Reviews against the cluster of `client`; grants are resolved over the
+    /// clusters and namespaces in `hub`.
+    pub fn new(client: kube::Client, hub: Arc<Hub>, audiences: Vec<String>, ttl: Duration) -> Self {
+        Self {
+            client,
+            hub,
+            audiences,
+            ttl,
+            tokens: Mutex::new(HashMap::new()),
+            decisions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn review_token(&self, token: &str) -> Result<KubeUser, String> {
+        let key = digest(token);
+        if let Some((answer, at)) = self.tokens.lock().get(&key)
+            && at.elapsed() < self.ttl
+        {
+            return answer.clone();
+        }
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: token.into(),
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
+            },
+            ..Default::default()
+        };
+        let answer = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| format!("token review failed: {e}"))?;
+        let status = answer.status.unwrap_or_default();
+        let result = match (status.authenticated, status.user) {
+            (Some(true), Some(user)) => Ok(KubeUser {
+                username: user.username.unwrap_or_default(),
+                uid: user.uid.unwrap_or_default(),
+                groups: user.groups.unwrap_or_default(),
+            }),
+            _ => Err(status
+                .error
+                .filter(|e| !e.is_empty())
+                .unwrap_or_else(|| "the token was not accepted by the cluster".into())),
+        };
+        remember(&mut self.tokens.lock(), key, result.clone(), self.ttl);
+        result
+    }
+
+    /// Whether `user` may `verb` the virtual `resource` named `name` (in `namespace`).
+    pub async fn allowed(
+        &self,
+        user: &KubeUser,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<bool, String> {
+        let attrs: Attrs = (
+            verb.into(),
+            resource.into(),
+            namespace.map(str::to_string),
+            name.into(),
+        );
+        let key = (user.clone(), attrs);
+        if let Some((allowed, at)) = self.decisions.lock().get(&key)
+            && at.elapsed() < self.ttl
+        {
+            return Ok(*allowed);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.username.clone()),
+                uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
+                groups: Some(user.groups.clone()),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(GROUP.into()),
+                    resource: Some(resource.into()),
+                    verb: Some(verb.into()),
+                    namespace: namespace.map(str::to_string),
+                    name: Some(name.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|e| format!("access review failed: {e}"))?;
+        let allowed = answer.status.is_some_and(|s| s.allowed);
+        remember(&mut self.decisions.lock(), key, allowed, self.ttl);
+        Ok(allowed)
+    }
+
+    /// Clusters the hub knows, and the namespaces with apps in each.
+    fn layout(&self) -> Vec<(String, BTreeSet<String>)> {
+        let clusters = Pattern::parse("clusters/*").expect("valid pattern");
+        let apps = Pattern::parse("apps/**").expect("valid pattern");
+        let mut out: Vec<(String, BTreeSet<String>)> = self
+            .hub
+            .list(&[clusters])
+            .iter()
+            .filter_map(|d| {
+                d.topic
+                    .strip_prefix("clusters/")
+                    .map(|c| (c.to_string(), BTreeSet::new()))
+            })
+            .collect();
+        for doc in self.hub.list(&[apps]) {
+            let parts: Vec<&str> = doc.topic.split('/').collect();
+            if let [_, c, ns, _] = parts.as_slice()
+                && let Some((_, namespaces)) = out.iter_mut().find(|(name, _)| name == c)
+            {
+                namespaces.insert((*ns).to_string());
+            }
+        }
+        out
+    }
+
+    /// Reviews the token and resolves its read grants.
+    pub async fn authenticate(&self, token: &str) -> Result<Principal, String> {
+        let user = self.review_token(token).await?;
+        let mut scopes = Vec::new();
+        for (cluster, namespaces) in self.layout() {
+            if self
+                .allowed(&user, "get", "clusters", None, &cluster)
+                .await?
+            {
+                scopes.push(Scope::Cluster(cluster));
+                continue;
+            }
+            for ns in namespaces {
+                if self
+                    .allowed(&user, "get", "apps", Some(&ns), &cluster)
+                    .await?
+                {
+                    scopes.push(Scope::Namespace(cluster.clone(), ns));
+                }
+            }
+        }
+        Ok(Principal {
+            subject: user.username.clone(),
+            read: Scopes(scopes),
+            // Writes are reviewed one by one (see `allowed`).
+            write: Scopes::default(),
+            // Sessions re-check the token and grants when the cache expires.
+            expires: Some(Utc::now() + chrono::Duration::from_std(self.ttl).unwrap_or_default()),
+            kube_user: Some(user),
+        })
+    }
+}

@@ -1,0 +1,363 @@
+//! Authentication and authorization beside the data flow: every REST, task,
+//! SSE and WebSocket request is authenticated here, and what it may see is
+//! decided by [`Principal::can_see`] on each topic (`transports`, `rest`)
+//! and [`Auth::can_write`] for tasks. Modes: `none` (loopback only unless
+//! forced), static `tokens`, `jwt`, and `kubernetes` (TokenReview +
+//! SubjectAccessReview on the host cluster). See `docs/SECURITY.md`.
+
+pub mod jwt;
+pub mod kubernetes;
+mod scope;
+pub mod tokens;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use chrono::Utc;
+
+pub use scope::{Principal, Scope, Scopes};
+
+/// The WebSocket subprotocol prefix that carries a bearer token (the one the
+/// Kubernetes apiserver accepts): `base64url.bearer.authorization.k8s.io.<token, base64url>`.
+pub const WS_TOKEN_PROTOCOL: &str = "base64url.bearer.authorization.k8s.io.";
+/// The subprotocol the gateway answers with.
+pub const WS_PROTOCOL: &str = "kube-pulse";
+
+/// How callers are authenticated.
+pub enum Mode {
+    None,
+    Tokens(tokens::TokenFile),
+    Jwt(jwt::JwtVerifier),
+    Kubernetes(kubernetes::KubeAuth),
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("a bearer token is required (Authorization: Bearer …)")]
+    Missing,
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("authentication is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl AuthError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AuthError::Missing | AuthError::Invalid(_) => StatusCode::UNAUTHORIZED,
+            AuthError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AuthError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            AuthError::Missing | AuthError::Invalid(_) => "unauthorized",
+            AuthError::Forbidden(_) => "forbidden",
+            AuthError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        let mut response = (
+            self.status(),
+            axum::Json(serde_json::json!({"code": self.code(), "message": self.to_string()})),
+        )
+            .into_response();
+        if self.status() == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// The gateway's authenticator.
+pub struct Auth {
+    mode: Mode,
+    /// Accept `?access_token=` on the WebSocket endpoint (tokens end up in logs).
+    pub allow_query_token: bool,
+}
+
+impl Auth {
+    pub fn new(mode: Mode) -> Arc<Self> {
+        Arc::new(Self {
+            mode,
+            allow_query_token: false,
+        })
+    }
+
+    pub fn with_query_token(mode: Mode, allow: bool) -> Arc<Self> {
+        Arc::new(Self {
+            mode,
+            allow_query_token: allow,
+        })
+    }
+
+    /// `--auth none`.
+    pub fn none() -> Arc<Self> {
+        Self::new(Mode::None)
+    }
+
+    /// Whether requests need a token.
+    pub fn required(&self) -> bool {
+        !matches!(self.mode, Mode::None)
+    }
+
+    pub fn mode_name(&self) -> &'static str {
+        match self.mode {
+            Mode::None => "none",
+            Mode::Tokens(_) => "tokens",
+            Mode::Jwt(_) => "jwt",
+            Mode::Kubernetes(_) => "kubernetes",
+        }
+    }
+
+    /// The principal of `token` (None: no token was sent).
+    pub async fn authenticate(&self, token: Option<&str>) -> Result<Principal, AuthError> {
+        if let Mode::None = self.mode {
+            return Ok(Principal::unrestricted());
+        }
+        let token = token.filter(|t| !t.is_empty()).ok_or(AuthError::Missing)?;
+        if token.len() > 16 * 1024 {
+            return Err(AuthError::Invalid("the token is too long".into()));
+        }
+        match &self.mode {
+            Mode::None => unreachable!("handled above"),
+            Mode::Tokens(file) => file.find(token, Utc::now()).map_err(AuthError::Invalid),
+            Mode::Jwt(verifier) => verifier.verify(token).map_err(AuthError::Invalid),
+            Mode::Kubernetes(kube) => kube.authenticate(token).await.map_err(|e| {
+                if e.starts_with("token review failed") || e.starts_with("access review failed") {
+                    AuthError::Unavailable(e)
+                } else {
+                    AuthError::Invalid(e)
+                }
+            }),
+        }
+    }
+
+    /// Whether `principal` may create, cancel or report on tasks of apps in
+    /// `cluster`/`namespace`.
+    pub async fn can_write(
+        &self,
+        principal: &Principal,
+        cluster: &str,
+        namespace: &str,
+    ) -> Result<(), AuthError> {
+        let allowed = match (&self.mode, &principal.kube_user) {
+            (Mode::Kubernetes(kube), Some(user)) => kube
+                .allowed(user, "create", "tasks", Some(namespace), cluster)
+                .await
+                .map_err(AuthError::Unavailable)?,
+            _ => principal.write.allows(cluster, Some(namespace)),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden(format!(
+                "{} may not act on apps in {cluster}/{namespace}",
+                principal.subject
+            )))
+        }
+    }
+}
+
+/// Which authentication mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModeName {
+    #[default]
+    None,
+    Tokens,
+    Jwt,
+    Kubernetes,
+}
+
+/// How to authenticate, as configured.
+#[derive(Debug, Clone, Default)]
+pub struct AuthSettings {
+    pub mode: ModeName,
+    /// Run `none` on a non-loopback listener anyway.
+    pub insecure_no_auth: bool,
+    pub tokens_file: Option<std::path::PathBuf>,
+    pub jwt: jwt::JwtSettings,
+    /// Host cluster for `kubernetes` (default: in-cluster or `KUBECONFIG`).
+    pub kubeconfig: Option<std::path::PathBuf>,
+    pub context: Option<String>,
+    /// Audiences a TokenReview asks for (default: the apiserver's).
+    pub review_audiences: Vec<String>,
+    /// How long TokenReview / SubjectAccessReview answers are reused.
+    pub cache_ttl: std::time::Duration,
+    /// Accept `?access_token=` on the WebSocket endpoint.
+    pub query_token: bool,
+}
+
+impl AuthSettings {
+    /// `none` only on loopback listeners, unless explicitly forced.
+    pub fn check_listener(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        if self.mode == ModeName::None && !addr.ip().is_loopback() && !self.insecure_no_auth {
+            return Err(format!(
+                "refusing to serve {addr} without authentication: choose --auth tokens|jwt|kubernetes, \
+                 listen on loopback, or pass --insecure-no-auth"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Builds the authenticator; `kubernetes` resolves grants over `hub`.
+    pub async fn build(&self, hub: Arc<crate::hub::Hub>) -> Result<Arc<Auth>, String> {
+        let mode = match self.mode {
+            ModeName::None => Mode::None,
+            ModeName::Tokens => {
+                let path = self
+                    .tokens_file
+                    .as_ref()
+                    .ok_or("--auth tokens needs --tokens-file")?;
+                Mode::Tokens(tokens::TokenFile::load(path)?)
+            }
+            ModeName::Jwt => Mode::Jwt(jwt::JwtVerifier::new(&self.jwt)?),
+            ModeName::Kubernetes => {
+                let config = match &self.kubeconfig {
+                    Some(path) => {
+                        let file = kube::config::Kubeconfig::read_from(path)
+                            .map_err(|e| format!("{}: {e}", path.display()))?;
+                        let options = kube::config::KubeConfigOptions {
+                            context: self.context.clone(),
+                            ..Default::default()
+                        };
+                        kube::Config::from_custom_kubeconfig(file, &options)
+                            .await
+                            .map_err(|e| format!("{}: {e}", path.display()))?
+                    }
+                    None => kube::Config::infer()
+                        .await
+                        .map_err(|e| format!("no host cluster for --auth kubernetes: {e}"))?,
+                };
+                let client = kube::Client::try_from(config)
+                    .map_err(|e| format!("cannot build a host cluster client: {e}"))?;
+                let ttl = if self.cache_ttl.is_zero() {
+                    std::time::Duration::from_secs(60)
+                } else {
+                    self.cache_ttl
+                };
+                Mode::Kubernetes(kubernetes::KubeAuth::new(
+                    client,
+                    hub,
+                    self.review_audiences.clone(),
+                    ttl,
+                ))
+            }
+        };
+        Ok(Auth::with_query_token(mode, self.query_token))
+    }
+}
+
+/// The bearer token of an `Authorization` header.
+pub fn bearer(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim().to_string())
+}
+
+/// The token a WebSocket handshake carries in `Sec-WebSocket-Protocol`, if any.
+pub fn ws_protocol_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .find_map(|p| p.strip_prefix(WS_TOKEN_PROTOCOL))
+        .and_then(|b64| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(b64.trim_end_matches('='))
+                .ok()
+        })
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+}
+
+/// Middleware for protected routes: authenticates the `Authorization`
+/// header and hands the [`Principal`] to the handler (401 otherwise).
+pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
+    let token = bearer(request.headers());
+    match auth.authenticate(token.as_deref()).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            request.extensions_mut().insert(Credential(token));
+            next.run(request).await
+        }
+        Err(e) => {
+            tracing::debug!(cause = %e, path = %request.uri().path(), "request refused");
+            e.into_response()
+        }
+    }
+}
+
+/// The raw token a request was authenticated with (sessions re-check it).
+#[derive(Debug, Clone, Default)]
+pub struct Credential(pub Option<String>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_come_from_headers_and_subprotocols() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc.def"),
+        );
+        assert_eq!(bearer(&h).as_deref(), Some("abc.def"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer(&h), None);
+        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("tok-123");
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!("kube-pulse, {WS_TOKEN_PROTOCOL}{encoded}")).unwrap(),
+        );
+        assert_eq!(ws_protocol_token(&h).as_deref(), Some("tok-123"));
+    }
+
+    #[tokio::test]
+    async fn none_lets_everyone_in_and_tokens_need_one() {
+        let p = Auth::none().authenticate(None).await.unwrap();
+        assert!(p.read.is_all());
+        let file = tokens::TokenFile::parse(
+            "tokens: [{subject: a, token: aaaaaaaaaaaaaaaaaaaa, read: [x], write: [x/ns]}]",
+        )
+        .unwrap();
+        let auth = Auth::new(Mode::Tokens(file));
+        assert_eq!(
+            auth.authenticate(None).await.unwrap_err(),
+            AuthError::Missing
+        );
+        assert_eq!(
+            auth.authenticate(Some("")).await.unwrap_err(),
+            AuthError::Missing
+        );
+        assert!(matches!(
+            auth.authenticate(Some("nope")).await,
+            Err(AuthError::Invalid(_))
+        ));
+        let p = auth
+            .authenticate(Some("aaaaaaaaaaaaaaaaaaaa"))
+            .await
+            .unwrap();
+        assert!(auth.can_write(&p, "x", "ns").await.is_ok());
+        let err = auth.can_write(&p, "x", "other").await.unwrap_err();
+        assert_eq!(err.to_string(), "a may not act on apps in x/other");
+        assert_eq!(err.status(), StatusCode::FORBIDDEN);
+    }
+}

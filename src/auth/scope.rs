@@ -1,0 +1,219 @@
+//! Who may see and act on what: scopes (`*`, `cluster`, `cluster/namespace`,
+//! `*/namespace`), the principal that holds them, and the rule that maps a
+//! topic to the scope it needs. Pure: no I/O.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// One grant: every cluster, one cluster, or one namespace (in one or every cluster).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    All,
+    Cluster(String),
+    /// `(cluster, namespace)`; cluster `*` means every cluster.
+    Namespace(String, String),
+}
+
+impl Scope {
+    /// Parses `*`, `prod`, `prod/shop`, `*/shop` (and `prod/*` = `prod`).
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let bad =
+            || format!("scope {raw:?} is not `*`, `CLUSTER`, `CLUSTER/NAMESPACE` or `*/NAMESPACE`");
+        let parts: Vec<&str> = raw.split('/').collect();
+        let name_ok = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 253
+                && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+        };
+        match parts.as_slice() {
+            ["*"] | ["*", "*"] => Ok(Scope::All),
+            [c] if name_ok(c) && !c.contains('*') => Ok(Scope::Cluster((*c).into())),
+            [c, "*"] if name_ok(c) && !c.contains('*') => Ok(Scope::Cluster((*c).into())),
+            [c, ns]
+                if name_ok(c)
+                    && name_ok(ns)
+                    && !ns.contains('*')
+                    && (*c == "*" || !c.contains('*')) =>
+            {
+                Ok(Scope::Namespace((*c).into(), (*ns).into()))
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    fn covers(&self, cluster: &str, namespace: Option<&str>) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Cluster(c) => c == cluster,
+            Scope::Namespace(c, ns) => {
+                (c == "*" || c == cluster) && namespace.is_some_and(|n| n == ns)
+            }
+        }
+    }
+
+    /// Whether the scope reaches into `cluster` at all.
+    fn touches(&self, cluster: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Cluster(c) | Scope::Namespace(c, _) => c == "*" || c == cluster,
+        }
+    }
+}
+
+/// A set of scopes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scopes(pub Vec<Scope>);
+
+impl Scopes {
+    pub fn all() -> Self {
+        Scopes(vec![Scope::All])
+    }
+
+    pub fn parse<S: AsRef<str>>(raw: &[S]) -> Result<Self, String> {
+        raw.iter()
+            .map(|s| Scope::parse(s.as_ref()))
+            .collect::<Result<_, _>>()
+            .map(Scopes)
+    }
+
+    pub fn is_all(&self) -> bool {
+        self.0.contains(&Scope::All)
+    }
+
+    /// The whole cluster (`namespace` None) or one namespace of it.
+    pub fn allows(&self, cluster: &str, namespace: Option<&str>) -> bool {
+        self.0.iter().any(|s| s.covers(cluster, namespace))
+    }
+
+    fn touches(&self, cluster: &str) -> bool {
+        self.0.iter().any(|s| s.touches(cluster))
+    }
+}
+
+/// An authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Who: a token's subject, a JWT `sub`, a Kubernetes user name.
+    pub subject: String,
+    pub read: Scopes,
+    /// Creating, cancelling and reporting on tasks.
+    pub write: Scopes,
+    /// When the credential stops being valid (sessions end then, unless
+    /// it is renewed).
+    pub expires: Option<DateTime<Utc>>,
+    /// The Kubernetes identity, for access reviews in `kubernetes` mode.
+    pub(crate) kube_user: Option<super::kubernetes::KubeUser>,
+}
+
+impl Principal {
+    /// The principal of `--auth none`: everything.
+    pub fn unrestricted() -> Self {
+        Self {
+            subject: "anonymous".into(),
+            read: Scopes::all(),
+            write: Scopes::all(),
+            expires: None,
+            kube_user: None,
+        }
+    }
+
+    /// Whether a topic (with its document, when there is one) is visible:
+    /// `clusters/{c}` with any grant in `c`; sync documents with the whole
+    /// cluster; `apps/{c}/{ns}/…` with `c` or `c/ns`; `tasks/{id}` by the
+    /// task's target (a removed task topic only with `*`); anything else
+    /// only with `*`.
+    pub fn can_see(&self, topic: &str, doc: Option<&Value>) -> bool {
+        if self.read.is_all() {
+            return true;
+        }
+        let parts: Vec<&str> = topic.split('/').collect();
+        match parts.as_slice() {
+            ["clusters", c] => self.read.touches(c),
+            ["clusters", c, "sync", ..] => self.read.allows(c, None),
+            ["apps", c, ns, _] => self.read.allows(c, Some(ns)),
+            ["tasks", _] => doc
+                .and_then(|d| d.get("target"))
+                .and_then(|t| Some((t.get("cluster")?.as_str()?, t.get("namespace")?.as_str()?)))
+                .is_some_and(|(c, ns)| self.read.allows(c, Some(ns))),
+            _ => false,
+        }
+    }
+
+    pub fn can_read_cluster(&self, cluster: &str) -> bool {
+        self.read.touches(cluster)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scopes_parse() {
+        let cases = [
+            ("*", Ok(Scope::All)),
+            ("*/*", Ok(Scope::All)),
+            ("prod", Ok(Scope::Cluster("prod".into()))),
+            ("prod/*", Ok(Scope::Cluster("prod".into()))),
+            (
+                "prod/shop",
+                Ok(Scope::Namespace("prod".into(), "shop".into())),
+            ),
+            ("*/shop", Ok(Scope::Namespace("*".into(), "shop".into()))),
+            ("", Err(())),
+            ("a/b/c", Err(())),
+            ("pr*d", Err(())),
+            ("a b", Err(())),
+            ("prod/", Err(())),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(Scope::parse(raw).map_err(|_| ()), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn topics_are_visible_by_scope() {
+        let p = |read: &[&str]| Principal {
+            subject: "t".into(),
+            read: Scopes::parse(read).unwrap(),
+            write: Scopes::default(),
+            expires: None,
+            kube_user: None,
+        };
+        let a = p(&["a"]);
+        let shop = p(&["b/shop"]);
+        let any_shop = p(&["*/shop"]);
+        let task =
+            |c: &str, ns: &str| json!({"target": {"cluster": c, "namespace": ns, "app": "web"}});
+        let cases: Vec<(&Principal, &str, Option<Value>, bool)> = vec![
+            (&a, "clusters/a", None, true),
+            (&a, "clusters/b", None, false),
+            (&a, "clusters/a/sync/apps/v1/deployments", None, true),
+            (&a, "clusters/b/sync/apps/v1/deployments", None, false),
+            (&a, "apps/a/shop/web", None, true),
+            (&a, "apps/b/shop/web", None, false),
+            (&a, "tasks/1", Some(task("a", "shop")), true),
+            (&a, "tasks/1", Some(task("b", "shop")), false),
+            (&a, "tasks/1", None, false),
+            (&a, "other/a", None, false),
+            (&shop, "clusters/b", None, true),
+            (&shop, "clusters/a", None, false),
+            (&shop, "clusters/b/sync/core/v1/configmaps", None, false),
+            (&shop, "apps/b/shop/web", None, true),
+            (&shop, "apps/b/other/web", None, false),
+            (&shop, "apps/a/shop/web", None, false),
+            (&any_shop, "apps/a/shop/web", None, true),
+            (&any_shop, "apps/z/shop/web", None, true),
+            (&any_shop, "apps/z/kube/web", None, false),
+        ];
+        for (principal, topic, doc, want) in cases {
+            assert_eq!(
+                principal.can_see(topic, doc.as_ref()),
+                want,
+                "{principal:?} {topic}"
+            );
+        }
+        assert!(Principal::unrestricted().can_see("anything/at/all", None));
+    }
+}

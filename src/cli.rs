@@ -360,6 +360,7 @@ impl SimArgs {
             deny: self.deny.clone(),
             namespaces: self.namespaces.clone(),
             workloads,
+            reviews: Default::default(),
         }
     }
 }

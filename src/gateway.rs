@@ -152,6 +152,7 @@ pub fn app(state: Arc<GatewayState>) -> Router {
             axum::routing::get(metrics).with_state(state.clone()),
         )
         .merge(crate::rest::router(state.hub.clone()))
+        .merge(crate::health::details(state.health.clone()))
         .merge(match &state.tasks {
             Some(tasks) => crate::tasks::api::router(tasks.clone(), state.auth.clone()),
             None => Router::new(),

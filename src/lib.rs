@@ -29,6 +29,8 @@ pub mod transports;
 pub mod web;
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod testing;
 
 pub use error::{Error, Result};

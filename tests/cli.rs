@@ -269,6 +269,24 @@ fn serve_rejects_bad_configuration_clearly() {
             vec!["sim".into(), "--app".into(), "nonsense".into()],
             "must look like NAMESPACE/NAME[:REPLICAS]",
         ),
+        (
+            vec!["demo".into(), "--listen".into(), "0.0.0.0:0".into()],
+            "refusing to serve 0.0.0.0:0 without authentication",
+        ),
+        (
+            vec![
+                "demo".into(),
+                "--auth".into(),
+                "tokens".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+            ],
+            "--auth tokens needs --tokens-file",
+        ),
+        (
+            vec!["demo".into(), "--auth".into(), "magic".into()],
+            "invalid value 'magic' for '--auth <AUTH>'",
+        ),
     ];
     for (args, want) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))

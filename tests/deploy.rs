@@ -111,6 +111,37 @@ fn the_embedded_config_is_accepted() {
     assert_eq!(parsed.listen.unwrap().port(), 8080);
 }
 
+#[test]
+fn the_deployment_runs_with_kubernetes_authentication() {
+    use clap::Parser;
+    let (_, docs) = render();
+    let container = &find(&docs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = kube_pulse::cli::Cli::try_parse_from(std::iter::once("kube-pulse").chain(args))
+        .expect("the manifest's arguments parse");
+    let kube_pulse::cli::Command::Serve(serve) = cli.command else {
+        panic!("the deployment runs serve");
+    };
+    let auth = serve.security.auth_settings();
+    assert_eq!(auth.mode, kube_pulse::auth::ModeName::Kubernetes);
+    // It listens on every address, which `none` would refuse.
+    assert!(auth.check_listener(([0, 0, 0, 0], 8080).into()).is_ok());
+    let none = kube_pulse::auth::AuthSettings::default();
+    assert!(none.check_listener(([0, 0, 0, 0], 8080).into()).is_err());
+    assert!(none.check_listener(([127, 0, 0, 1], 8080).into()).is_ok());
+    // The service account may ask the reviews.
+    let rules = find(&docs, "ClusterRole")["rules"].to_string();
+    assert!(
+        rules.contains("tokenreviews") && rules.contains("subjectaccessreviews"),
+        "{rules}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_the_manifests_to_the_simulator() {
     let extra = vec![

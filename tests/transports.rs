@@ -8,7 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Replica, SseReader, doc_where, gateway, pipeline, sim_with};
+use common::{
+    Replica, SseReader, Ws, doc_where, gateway, pipeline, sim_with, ws_next, ws_send,
+    ws_until_synced,
+};
 use futures::{SinkExt, StreamExt};
 use kube_pulse::hub::{Hub, HubConfig};
 use kube_pulse::sim::{WorkloadSeed, workload_manifest};
@@ -20,48 +23,12 @@ use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 async fn ws_connect(url: &str) -> Ws {
     let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
     tokio_tungstenite::connect_async(ws_url)
         .await
         .expect("websocket connects")
         .0
-}
-
-async fn ws_send(ws: &mut Ws, value: Value) {
-    ws.send(Message::Text(value.to_string().into()))
-        .await
-        .unwrap();
-}
-
-/// The next JSON text message (skipping pings), or the close frame's code.
-async fn ws_next(ws: &mut Ws) -> Result<Value, Option<u16>> {
-    loop {
-        let message = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("a message within the deadline");
-        match message {
-            Some(Ok(Message::Text(text))) => return Ok(serde_json::from_str(&text).unwrap()),
-            Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| u16::from(f.code))),
-            Some(Ok(_)) => continue,
-            Some(Err(_)) | None => return Err(None),
-        }
-    }
-}
-
-async fn ws_until_synced(ws: &mut Ws) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        let m = ws_next(ws).await.expect("messages until synced");
-        let done = m["type"] == "synced";
-        out.push(m);
-        if done {
-            return out;
-        }
-    }
 }
 
 fn seed() -> WorkloadSeed {

@@ -76,12 +76,20 @@ fn text(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-/// The health routes.
+/// The probe routes (`/livez`, `/readyz`, `/healthz`): public, as kubelets
+/// and load balancers call them without credentials; they name checks only.
 pub fn router(health: Arc<Health>) -> Router {
     Router::new()
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/healthz", get(healthz))
+        .with_state(health)
+}
+
+/// One check with its real reason (`/{endpoint}/{check}`): reasons name
+/// clusters, so the gateway serves these to authenticated callers.
+pub fn details(health: Arc<Health>) -> Router {
+    Router::new()
         .route("/livez/{name}", get(livez_one))
         .route("/readyz/{name}", get(readyz_one))
         .route("/healthz/{name}", get(readyz_one))
@@ -196,7 +204,8 @@ mod tests {
     }
 
     async fn get(h: Arc<Health>, path: &str) -> (u16, String, String, String) {
-        let (status, headers, body) = crate::testing::get(&router(h), path).await;
+        let app = router(h.clone()).merge(details(h));
+        let (status, headers, body) = crate::testing::get(&app, path).await;
         let header = |name: &str| headers[name].to_str().unwrap().to_string();
         (
             status.as_u16(),

@@ -299,6 +299,39 @@ pub async fn handle(
     }
 }
 
+/// The review API a path names, if any.
+fn review_kind(path: &str) -> Option<&'static str> {
+    match path.trim_end_matches('/') {
+        "/apis/authentication.k8s.io/v1/tokenreviews" => Some("TokenReview"),
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews" => Some("SubjectAccessReview"),
+        _ => None,
+    }
+}
+
+/// `POST` a TokenReview or SubjectAccessReview: answered from the policy.
+fn review(
+    shared: &Arc<Shared>,
+    method: &Method,
+    kind: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
+    if method != Method::POST {
+        return Err(ApiError::method_not_allowed(kind));
+    }
+    let mut object = decode_body(headers, body)?;
+    if !object.get("spec").is_some_and(Value::is_object) {
+        return Err(ApiError::bad_request(format!("{kind}: spec is required")));
+    }
+    let policy = shared.reviews.read().clone();
+    object["status"] = if kind == "TokenReview" {
+        policy.token_review(&object)
+    } else {
+        policy.access_review(&object)
+    };
+    Ok(json_response(StatusCode::CREATED, &object))
+}
+
 async fn dispatch(
     shared: &Arc<Shared>,
     method: &Method,
@@ -307,6 +340,9 @@ async fn dispatch(
     headers: &HeaderMap,
     body: &[u8],
 ) -> ApiResult<Response> {
+    if let Some(kind) = review_kind(path) {
+        return review(shared, method, kind, headers, body);
+    }
     let target = parse_path(shared, path)?;
     let params = Params::parse(query)?;
     params.bool("watch")?;

@@ -43,6 +43,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/actions/close-watches", post(close_watches))
         .route("/deny", get(get_deny).put(put_deny))
         .route("/failing-images", get(get_failing).put(put_failing))
+        .route("/reviews", get(get_reviews).put(put_reviews))
         .route("/stats", get(stats).delete(reset_stats))
         .with_state(shared)
 }
@@ -154,6 +155,20 @@ async fn put_failing(State(shared): State<Arc<Shared>>, payload: Bytes) -> Respo
     let images: BTreeSet<String> = request.images.into_iter().collect();
     *shared.failing_images.write() = images.clone();
     axum::Json(json!({"images": images})).into_response()
+}
+
+async fn get_reviews(State(shared): State<Arc<Shared>>) -> Response {
+    axum::Json(shared.reviews.read().clone()).into_response()
+}
+
+/// `PUT /_sim/reviews`: the TokenReview / SubjectAccessReview policy.
+async fn put_reviews(State(shared): State<Arc<Shared>>, payload: Bytes) -> Response {
+    let policy = match body::<super::reviews::ReviewPolicy>(payload) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    *shared.reviews.write() = policy.clone();
+    axum::Json(policy).into_response()
 }
 
 async fn stats(State(shared): State<Arc<Shared>>) -> Response {

@@ -16,6 +16,7 @@ pub mod faults;
 pub mod object;
 pub mod patch;
 pub mod resources;
+pub mod reviews;
 pub mod selector;
 mod server;
 pub mod status;
@@ -78,6 +79,8 @@ pub struct SimConfig {
     /// Namespaces created at start (besides `default`, `kube-system`, `kube-public`).
     pub namespaces: Vec<String>,
     pub workloads: Vec<WorkloadSeed>,
+    /// Who tokens are and what they may do, for TokenReview / SubjectAccessReview.
+    pub reviews: reviews::ReviewPolicy,
 }
 
 impl Default for SimConfig {
@@ -93,6 +96,7 @@ impl Default for SimConfig {
             deny: Vec::new(),
             namespaces: Vec::new(),
             workloads: Vec::new(),
+            reviews: reviews::ReviewPolicy::default(),
         }
     }
 }
@@ -116,6 +120,8 @@ pub(crate) struct Shared {
     faults: tokio::sync::watch::Sender<Faults>,
     deny: RwLock<BTreeSet<String>>,
     failing_images: RwLock<BTreeSet<String>>,
+    /// Answers to TokenReview and SubjectAccessReview.
+    reviews: RwLock<reviews::ReviewPolicy>,
     stats: Stats,
     /// Bumped to end every open watch stream cleanly.
     close_watches: tokio::sync::watch::Sender<u64>,
@@ -302,6 +308,7 @@ impl SimCluster {
             faults: tokio::sync::watch::channel(Faults::default()).0,
             deny: RwLock::new(config.deny.iter().cloned().collect()),
             failing_images: RwLock::new(BTreeSet::new()),
+            reviews: RwLock::new(config.reviews.clone()),
             stats: Stats::default(),
             close_watches: tokio::sync::watch::channel(0).0,
             bookmark_interval: config.bookmark_interval.max(Duration::from_millis(10)),
@@ -409,6 +416,11 @@ impl SimCluster {
     /// Replaces the RBAC deny rules (`group/resource[:verb]`).
     pub fn set_deny<I: IntoIterator<Item = S>, S: Into<String>>(&self, rules: I) {
         *self.shared.deny.write() = rules.into_iter().map(Into::into).collect();
+    }
+
+    /// Replaces the policy TokenReview and SubjectAccessReview answer from.
+    pub fn set_review_policy(&self, policy: reviews::ReviewPolicy) {
+        *self.shared.reviews.write() = policy;
     }
 
     /// Images whose pods never become ready (rollouts stall, then exceed their deadline).

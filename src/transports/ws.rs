@@ -418,6 +418,15 @@ async fn handle(
     }
 }
 
+/// Parses one client operation, or the error message for the client.
+#[cfg(test)]
+pub(crate) fn parse_op(text: &str) -> Result<ClientOp, Bytes> {
+    parse(text).map_err(|out| match out {
+        Out::Text(bytes) => bytes,
+        _ => Bytes::new(),
+    })
+}
+
 /// Parses one client operation, or the error reply.
 fn parse(text: &str) -> Result<ClientOp, Out> {
     let value: serde_json::Value = match serde_json::from_str(text) {

@@ -256,10 +256,22 @@ pub struct SseReader {
 impl SseReader {
     /// Opens `GET {url}` (with an optional Last-Event-ID) and checks the SSE headers.
     pub async fn open(url: &str, last_event_id: Option<&str>) -> Self {
+        Self::open_request(url, last_event_id, None).await
+    }
+
+    /// Opens `GET {url}` with a bearer token.
+    pub async fn open_with_token(url: &str, token: &str) -> Self {
+        Self::open_request(url, None, Some(token)).await
+    }
+
+    async fn open_request(url: &str, last_event_id: Option<&str>, token: Option<&str>) -> Self {
         let client = reqwest::Client::new();
         let mut request = client.get(url);
         if let Some(id) = last_event_id {
             request = request.header("Last-Event-ID", id);
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
         }
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), 200, "{url}");
@@ -367,6 +379,50 @@ impl Replica {
                 self.docs.remove(&topic);
             }
             _ => {}
+        }
+    }
+}
+
+/// A WebSocket client connection.
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Sends one JSON operation.
+pub async fn ws_send(ws: &mut Ws, value: serde_json::Value) {
+    use futures::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(
+        value.to_string().into(),
+    ))
+    .await
+    .unwrap();
+}
+
+/// The next JSON text message (skipping pings), or the close frame's code.
+pub async fn ws_next(ws: &mut Ws) -> Result<serde_json::Value, Option<u16>> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a message within the deadline");
+        match message {
+            Some(Ok(Message::Text(text))) => return Ok(serde_json::from_str(&text).unwrap()),
+            Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| u16::from(f.code))),
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => return Err(None),
+        }
+    }
+}
+
+/// Messages up to and including `synced`.
+pub async fn ws_until_synced(ws: &mut Ws) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    loop {
+        let m = ws_next(ws).await.expect("messages until synced");
+        let done = m["type"] == "synced";
+        out.push(m);
+        if done {
+            return out;
         }
     }
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole kube-pulse test suite. Installs what the tests need first
-# (idempotent: kubectl and Chromium from apt, kubernetes-validate from PyPI,
-# playwright-core from npm), then checks formatting and lints, then runs the
-# Rust tests, the web client's unit tests and the browser tests.
+# (idempotent: kubectl, Chromium, Pushpin and Nginx + Nchan from apt,
+# kubernetes-validate from PyPI, playwright-core from npm), then checks
+# formatting and lints, then runs the Rust tests, the web client's unit
+# tests, a smoke run of the benchmark harness and the browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -78,6 +79,10 @@ cargo test --locked --no-fail-fast "$@"
 
 log "web client unit tests"
 (cd web-demo && npm ci --no-audit --no-fund --loglevel=error && npm test)
+
+log "benchmark harness smoke run (small sizes; measures nothing)"
+./scripts/install-peers.sh
+cargo run --locked --quiet --bin pulse-bench -- --smoke --out target/bench-smoke
 
 log "browser tests (headless Chromium against kube-pulse demo)"
 cargo build --locked

@@ -129,6 +129,9 @@ pub struct PushArgs {
     /// Most sessions per authenticated subject.
     #[arg(long, default_value_t = 200)]
     pub max_connections_per_token: usize,
+    /// Subscribe operations per second per client (IP address and subject).
+    #[arg(long, default_value_t = 100)]
+    pub max_subscribes_per_client: u32,
     /// Serve everything (API, streams, health, UI) under this path, e.g.
     /// `/pulse` behind another app's origin.
     #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
@@ -146,6 +149,7 @@ impl PushArgs {
             max_connections: self.max_connections.max(1),
             max_connections_per_ip: self.max_connections_per_ip.max(1),
             max_connections_per_token: self.max_connections_per_token.max(1),
+            max_subscribes_per_client_second: self.max_subscribes_per_client.max(1),
             ..Default::default()
         }
     }

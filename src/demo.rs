@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::gateway::{self, GatewayState};
-use crate::pipeline::{Member, Pipeline, PipelineConfig};
+use crate::pipeline::{Pipeline, PipelineConfig};
 use crate::scenario;
 use crate::sim::{ConvergeConfig, SimCluster, SimConfig};
 use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
@@ -172,13 +172,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let clusters = start_clusters(&options, &shutdown).await?;
-    let members = clusters
-        .iter()
-        .map(|c| Member {
-            name: c.name().into(),
-            config: c.kube_config(),
-        })
-        .collect();
+    let members = clusters.iter().map(SimCluster::member).collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
     let tasks = Tasks::for_pipeline(&pipeline, options.tasks.clone(), &shutdown);
     let auth = match options.auth.build(pipeline.hub().clone()).await {

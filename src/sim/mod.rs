@@ -370,6 +370,14 @@ impl SimCluster {
         format!("http://{}", self.shared.addr)
     }
 
+    /// This cluster as a pipeline member (name and client configuration).
+    pub fn member(&self) -> crate::pipeline::Member {
+        crate::pipeline::Member {
+            name: self.name().into(),
+            config: self.kube_config(),
+        }
+    }
+
     /// A kube-rs client configuration for this cluster (with its token, if any).
     pub fn kube_config(&self) -> kube::Config {
         let mut config = kube::Config::new(self.url().parse().expect("a valid URL"));

@@ -1,0 +1,175 @@
+//! `pulse-bench`: kube-pulse side by side with Pushpin, Nginx + Nchan and a
+//! raw tokio baseline, on loopback, in one run (docs/BENCHMARKS.md).
+//!
+//! `pulse-bench [--smoke] [--out DIR] [--only SCENARIO,…] [--servers …]`
+//! runs the scenarios and writes `results.json`, `results.md` and
+//! `latency.svg`; `pulse-bench raw-server` is the baseline server it spawns.
+
+mod load;
+mod proc;
+mod raw;
+mod report;
+mod scenarios;
+mod targets;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use targets::Kind;
+
+#[derive(Parser)]
+#[command(about = "Benchmarks kube-pulse against Pushpin, Nchan and a raw baseline")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    /// Small sizes and short steps: checks the harness (CI), measures nothing.
+    #[arg(long)]
+    smoke: bool,
+    /// Where results go.
+    #[arg(long, default_value = "target/bench")]
+    out: PathBuf,
+    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Servers to compare (default: all that are installed).
+    #[arg(long, value_delimiter = ',')]
+    servers: Vec<String>,
+    /// The kube-pulse binary (default: next to this one).
+    #[arg(long)]
+    kube_pulse: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The raw baseline server (spawned by the benchmark).
+    RawServer {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        control_port: u16,
+    },
+}
+
+fn installed(program: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    // Thousands of sockets: lift the soft descriptor limit to the hard one.
+    let limit = rlimit::increase_nofile_limit(u64::MAX)?;
+    if let Some(Cmd::RawServer { port, control_port }) = cli.command {
+        return raw::run(port, control_port).await;
+    }
+    let bin = match cli.kube_pulse {
+        Some(b) => b,
+        None => std::env::current_exe()?.with_file_name("kube-pulse"),
+    };
+    anyhow::ensure!(
+        bin.exists(),
+        "no kube-pulse binary at {} (cargo build it, or --kube-pulse)",
+        bin.display()
+    );
+    let plan = if cli.smoke {
+        scenarios::Plan::smoke()
+    } else {
+        scenarios::Plan::full()
+    };
+    let mut servers = vec![Kind::KubePulse];
+    let mut skipped = Vec::new();
+    for (kind, program) in [(Kind::Pushpin, "pushpin"), (Kind::Nchan, "nginx")] {
+        if installed(program) {
+            servers.push(kind);
+        } else {
+            skipped.push(format!("{} ({program} is not installed)", kind.name()));
+        }
+    }
+    servers.push(Kind::Raw);
+    if !cli.servers.is_empty() {
+        servers.retain(|k| {
+            cli.servers.iter().any(|s| {
+                k.name()
+                    .to_ascii_lowercase()
+                    .starts_with(&s.to_ascii_lowercase())
+            })
+        });
+    }
+    let wants = |name: &str| cli.only.is_empty() || cli.only.iter().any(|o| o == name);
+    let mut results = report::Results::new(&plan, limit, skipped);
+    eprintln!("pulse-bench: {} servers, fd limit {limit}", servers.len());
+
+    if wants("fanout") {
+        for &n in &plan.fanout_sizes {
+            for &kind in &servers {
+                eprintln!("fanout: {} with {n} SSE subscribers", kind.name());
+                let target = scenarios::start(kind, &bin, 1).await?;
+                results
+                    .fanout
+                    .push(scenarios::sweep(&target, "sse", n, &plan).await);
+                target.stop();
+            }
+        }
+    }
+    if wants("ws") {
+        for &kind in &servers {
+            let target = scenarios::start(kind, &bin, 1).await?;
+            if target.ws().is_some() {
+                eprintln!(
+                    "ws: {} with {} WebSocket subscribers",
+                    kind.name(),
+                    plan.ws_size
+                );
+                results
+                    .ws
+                    .push(scenarios::sweep(&target, "ws", plan.ws_size, &plan).await);
+            }
+            target.stop();
+        }
+    }
+    if wants("idle") {
+        for &kind in &servers {
+            eprintln!("idle: {} with {} subscribers", kind.name(), plan.idle_size);
+            let target = scenarios::start(kind, &bin, 1).await?;
+            results
+                .idle
+                .push(scenarios::idle(&target, plan.idle_size).await);
+            target.stop();
+        }
+    }
+    if wants("slow") {
+        for &kind in &servers {
+            eprintln!("slow: {}", kind.name());
+            let target = scenarios::start(kind, &bin, 1).await?;
+            results.slow.push(scenarios::slow(&target, &plan).await);
+            target.stop();
+        }
+    }
+    if wants("narrow") && servers.contains(&Kind::KubePulse) {
+        eprintln!("narrow: kube-pulse, {} apps", plan.narrow_size);
+        let target = scenarios::start(Kind::KubePulse, &bin, plan.narrow_size).await?;
+        results.narrow = Some(scenarios::narrow(&target, &plan).await);
+        target.stop();
+    }
+    if wants("diff") {
+        eprintln!("diff: the demo scenario for {:?}", plan.diff_duration);
+        results.diff = Some(scenarios::diff(&plan).await?);
+    }
+    if wants("sync") {
+        eprintln!(
+            "sync: {} clusters × {} objects",
+            plan.sync_clusters, plan.sync_objects
+        );
+        results.initial_sync = Some(scenarios::initial_sync(&plan).await?);
+    }
+    results.write(&cli.out)?;
+    eprintln!("results in {}", cli.out.display());
+    Ok(())
+}

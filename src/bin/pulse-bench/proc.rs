@@ -1,0 +1,78 @@
+//! Memory and CPU of process trees, from `/proc`.
+
+use std::collections::HashMap;
+
+/// Clock ticks per second of `/proc/*/stat` times (USER_HZ, 100 on Linux).
+const TICKS: f64 = 100.0;
+
+fn stat(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces: fields start after its closing paren.
+    let rest = &text[text.rfind(')')? + 2..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// `roots` and all their descendants.
+pub fn tree(roots: &[u32]) -> Vec<u32> {
+    let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Some(fields) = stat(pid)
+                && let Some(ppid) = fields.get(1).and_then(|p| p.parse::<u32>().ok())
+            {
+                parents.entry(ppid).or_default().push(pid);
+            }
+        }
+    }
+    let mut out = roots.to_vec();
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(children) = parents.get(&out[i]) {
+            out.extend(children);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Resident memory of the processes, in bytes.
+pub fn rss(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .sum::<u64>()
+        * 1024
+}
+
+/// CPU seconds (user + system) the processes used so far.
+pub fn cpu_seconds(pids: &[u32]) -> f64 {
+    pids.iter()
+        .filter_map(|pid| stat(*pid))
+        .map(|f| {
+            let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            // utime and stime: fields 14 and 15, here 11 and 12 (after pid and comm).
+            (t(11) + t(12)) / TICKS
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn this_process_has_memory_and_cpu() {
+        let me = std::process::id();
+        assert!(super::rss(&[me]) > 1024 * 1024);
+        let spin: u64 = (0..5_000_000u64).fold(0, |a, b| a.wrapping_add(b * b));
+        assert!(spin > 0);
+        assert!(super::cpu_seconds(&[me]) > 0.0);
+        assert!(super::tree(&[me]).contains(&me));
+    }
+}

@@ -1,0 +1,674 @@
+//! The benchmark scenarios (docs/BENCHMARKS.md). Every loop is bounded in
+//! count and time; all traffic is on 127.0.0.1.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use crate::load::{self, Seen, Via};
+use crate::proc;
+use crate::targets::{Kind, Target};
+
+/// Sizes of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub fanout_sizes: Vec<usize>,
+    pub rates: Vec<u32>,
+    pub step: Duration,
+    pub ws_size: usize,
+    pub idle_size: usize,
+    pub slow_size: usize,
+    pub slow_rate: u32,
+    pub narrow_size: usize,
+    pub narrow_rates: Vec<u32>,
+    pub diff_duration: Duration,
+    pub sync_clusters: usize,
+    pub sync_objects: usize,
+    pub p99_limit_ms: f64,
+}
+
+impl Plan {
+    pub fn full() -> Self {
+        Self {
+            fanout_sizes: vec![1000, 5000, 10_000],
+            rates: vec![5, 10, 20, 50, 100, 200, 500, 1000],
+            step: Duration::from_secs(4),
+            ws_size: 10_000,
+            idle_size: 10_000,
+            slow_size: 2000,
+            slow_rate: 20,
+            narrow_size: 10_000,
+            narrow_rates: vec![100, 200, 500, 1000, 2000],
+            diff_duration: Duration::from_secs(90),
+            sync_clusters: 100,
+            sync_objects: 1000,
+            p99_limit_ms: 50.0,
+        }
+    }
+
+    pub fn smoke() -> Self {
+        Self {
+            fanout_sizes: vec![50],
+            rates: vec![10, 50],
+            step: Duration::from_secs(1),
+            ws_size: 50,
+            idle_size: 100,
+            slow_size: 50,
+            slow_rate: 10,
+            narrow_size: 50,
+            narrow_rates: vec![20],
+            diff_duration: Duration::from_secs(8),
+            sync_clusters: 3,
+            sync_objects: 50,
+            p99_limit_ms: 50.0,
+        }
+    }
+}
+
+/// Subscribers connected to one server.
+pub struct Crowd {
+    pub seen: Vec<Arc<Seen>>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Crowd {
+    /// Connects `n` subscribers (200 connecting at a time); `stalled` of them never read.
+    pub async fn connect(
+        via: impl Fn(usize) -> Via,
+        n: usize,
+        stalled: usize,
+    ) -> anyhow::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let gate = Arc::new(Semaphore::new(200));
+        let mut seen = Vec::with_capacity(n);
+        let mut tasks = Vec::with_capacity(n);
+        for i in 0..n {
+            let s = Arc::new(Seen::default());
+            seen.push(s.clone());
+            let (via, stop, gate) = (via(i), stop.clone(), gate.clone());
+            let is_stalled = i < stalled;
+            tasks.push(tokio::spawn(async move {
+                let permit = gate.acquire_owned().await;
+                let connected = s.clone();
+                let waiter = tokio::spawn(async move {
+                    for _ in 0..300 {
+                        if connected.connected.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    drop(permit);
+                });
+                load::subscribe(via, s, is_stalled, stop).await;
+                waiter.abort();
+            }));
+        }
+        let crowd = Self { seen, stop, tasks };
+        let deadline = Instant::now() + Duration::from_secs(30 + n as u64 / 100);
+        while crowd.connected() < n && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::ensure!(
+            crowd.connected() == n,
+            "only {} of {n} subscribers connected",
+            crowd.connected()
+        );
+        // Let initial snapshots arrive.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Ok(crowd)
+    }
+
+    pub fn connected(&self) -> usize {
+        self.seen
+            .iter()
+            .filter(|s| s.connected.load(Ordering::Relaxed))
+            .count()
+    }
+
+    pub async fn close(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+        }
+    }
+}
+
+/// One measured step at a fixed change rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    /// The offered rate.
+    pub rate: u32,
+    /// The rate the publisher achieved (changes accepted per second).
+    pub achieved_rate: f64,
+    pub sent: u64,
+    pub expected: u64,
+    pub delivered: u64,
+    pub loss: u64,
+    pub deliveries_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub server_cpu_pct: f64,
+    pub bench_cpu_pct: f64,
+    pub server_rss_mb: f64,
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+/// Publishes at `rate` for `duration` to `apps` apps round-robin, then
+/// waits for deliveries to settle; measures the `healthy` subscribers.
+pub async fn step(
+    target: &Target,
+    crowd: &Crowd,
+    healthy: std::ops::Range<usize>,
+    rate: u32,
+    duration: Duration,
+    per_change: impl Fn(usize) -> u64,
+) -> anyhow::Result<Step> {
+    for s in &crowd.seen {
+        s.latencies.lock().clear();
+    }
+    let before: u64 = crowd.seen[healthy.clone()]
+        .iter()
+        .map(|s| s.deliveries.load(Ordering::Relaxed))
+        .sum();
+    let pids = target.pids();
+    let me = [std::process::id()];
+    let (cpu0, me0, t0) = (
+        proc::cpu_seconds(&pids),
+        proc::cpu_seconds(&me),
+        Instant::now(),
+    );
+    let interval = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut sent = 0u64;
+    let mut expected = 0u64;
+    let end = Instant::now() + duration;
+    let total = (f64::from(rate) * duration.as_secs_f64()).round() as u64;
+    while sent < total && Instant::now() < end + duration {
+        ticker.tick().await;
+        target.publish(load::now_nanos(), sent as usize).await?;
+        expected += per_change(sent as usize);
+        sent += 1;
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let achieved_rate = sent as f64 / elapsed;
+    // Settle: until the healthy subscribers have everything, at most 3 s.
+    let settle = Instant::now() + Duration::from_secs(3);
+    loop {
+        let delivered: u64 = crowd.seen[healthy.clone()]
+            .iter()
+            .map(|s| s.deliveries.load(Ordering::Relaxed))
+            .sum();
+        if delivered - before >= expected || Instant::now() > settle {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivered: u64 = crowd.seen[healthy.clone()]
+        .iter()
+        .map(|s| s.deliveries.load(Ordering::Relaxed))
+        .sum::<u64>()
+        - before;
+    let window = t0.elapsed().as_secs_f64();
+    let cpu = (proc::cpu_seconds(&pids) - cpu0) / window * 100.0;
+    let bench_cpu = (proc::cpu_seconds(&me) - me0) / window * 100.0;
+    let mut all: Vec<u32> = Vec::new();
+    for s in &crowd.seen[healthy] {
+        all.extend(s.latencies.lock().drain(..));
+    }
+    all.sort_unstable();
+    Ok(Step {
+        rate,
+        achieved_rate,
+        sent,
+        expected,
+        delivered,
+        loss: expected.saturating_sub(delivered),
+        deliveries_per_sec: delivered as f64 / elapsed,
+        p50_ms: percentile(&all, 0.5),
+        p99_ms: percentile(&all, 0.99),
+        max_ms: all.last().map(|v| f64::from(*v) / 1000.0).unwrap_or(0.0),
+        server_cpu_pct: cpu,
+        bench_cpu_pct: bench_cpu,
+        server_rss_mb: proc::rss(&pids) as f64 / 1e6,
+    })
+}
+
+/// One change nobody counts, then a pause: every server has registered
+/// every subscription before the first measured step.
+async fn warm_up(target: &Target) -> anyhow::Result<()> {
+    target.publish(load::now_nanos(), 0).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+/// Whether a step held its rate: the publisher achieved 95 % of the
+/// offered rate, every change reached every subscriber, p99 within the limit.
+fn sustains(step: &Step, plan: &Plan) -> bool {
+    step.loss == 0
+        && step.p99_ms <= plan.p99_limit_ms
+        && step.achieved_rate >= 0.95 * f64::from(step.rate)
+}
+
+/// A rate sweep at one subscriber count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    pub server: Kind,
+    pub transport: &'static str,
+    pub subscribers: usize,
+    pub steps: Vec<Step>,
+    /// The highest rate with p99 ≤ the limit and no loss.
+    pub sustained_rate: Option<u32>,
+    pub sustained_deliveries_per_sec: Option<f64>,
+    /// The highest rate with no loss, whatever the latency.
+    pub lossless_rate: Option<u32>,
+    pub lossless_deliveries_per_sec: Option<f64>,
+    pub lossless_p99_ms: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// Sweeps rates upward until p99 passes the limit or changes are lost.
+pub async fn sweep(target: &Target, transport: &'static str, n: usize, plan: &Plan) -> Sweep {
+    let via = |i: usize| match transport {
+        "ws" => target.ws().expect("WebSocket targets only"),
+        _ => target.sse(i, false),
+    };
+    run_rates(target, transport, n, via, &plan.rates, |_| n as u64, plan).await
+}
+
+/// Connects `n` subscribers through `via`, warms up, then runs `rates`
+/// upward while nothing is lost; `per_change(k)` is how many subscribers
+/// change `k` reaches.
+async fn run_rates(
+    target: &Target,
+    transport: &'static str,
+    n: usize,
+    via: impl Fn(usize) -> Via,
+    rates: &[u32],
+    per_change: impl Fn(usize) -> u64 + Copy,
+    plan: &Plan,
+) -> Sweep {
+    let mut result = Sweep {
+        server: target.kind,
+        transport,
+        subscribers: n,
+        steps: Vec::new(),
+        sustained_rate: None,
+        sustained_deliveries_per_sec: None,
+        lossless_rate: None,
+        lossless_deliveries_per_sec: None,
+        lossless_p99_ms: None,
+        error: None,
+    };
+    let crowd = match Crowd::connect(via, n, 0).await {
+        Ok(c) => c,
+        Err(e) => {
+            result.error = Some(e.to_string());
+            return result;
+        }
+    };
+    if let Err(e) = warm_up(target).await {
+        result.error = Some(e.to_string());
+    }
+    for &rate in rates {
+        let step = match step(target, &crowd, 0..n, rate, plan.step, per_change).await {
+            Ok(s) => s,
+            Err(e) => {
+                result.error = Some(e.to_string());
+                break;
+            }
+        };
+        eprintln!(
+            "  {} {transport} n={n} rate={rate}/s (achieved {:.0}/s): p99 {:.1} ms, loss {}, {:.0} deliveries/s, server CPU {:.0}%",
+            target.kind.name(),
+            step.achieved_rate,
+            step.p99_ms,
+            step.loss,
+            step.deliveries_per_sec,
+            step.server_cpu_pct
+        );
+        let lossless = step.loss == 0 && step.achieved_rate >= 0.95 * f64::from(rate);
+        if sustains(&step, plan) && result.steps.iter().all(|s| sustains(s, plan)) {
+            result.sustained_rate = Some(rate);
+            result.sustained_deliveries_per_sec = Some(step.deliveries_per_sec);
+        }
+        if lossless {
+            result.lossless_rate = Some(rate);
+            result.lossless_deliveries_per_sec = Some(step.deliveries_per_sec);
+            result.lossless_p99_ms = Some(step.p99_ms);
+        }
+        result.steps.push(step);
+        // Past the latency limit the sweep goes on while nothing is lost:
+        // the highest lossless rate is the throughput figure.
+        if !lossless {
+            break;
+        }
+    }
+    crowd.close().await;
+    result
+}
+
+/// Memory per idle connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct Idle {
+    pub server: Kind,
+    pub subscribers: usize,
+    pub rss_before_mb: f64,
+    pub rss_after_mb: f64,
+    pub per_connection_kib: f64,
+    /// Simulator list/watch requests and open watches with 1 and with all subscribers (kube-pulse).
+    pub upstream: Option<Upstream>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Upstream {
+    pub points: Vec<(usize, u64, u64, u64)>,
+}
+
+pub async fn idle(target: &Target, n: usize) -> Idle {
+    let pids = target.pids();
+    let before = proc::rss(&pids);
+    let stats = |t: &Target| {
+        t.sim.as_ref().map(|s| {
+            let st = s.stats();
+            (st.total("list"), st.total("watch"), st.open_watches as u64)
+        })
+    };
+    let mut points = Vec::new();
+    if let Some((l, w, o)) = stats(target) {
+        points.push((0, l, w, o));
+    }
+    let mut result = Idle {
+        server: target.kind,
+        subscribers: n,
+        rss_before_mb: before as f64 / 1e6,
+        rss_after_mb: 0.0,
+        per_connection_kib: 0.0,
+        upstream: None,
+        error: None,
+    };
+    let mut crowds = Vec::new();
+    for size in [1, n / 10, n - 1 - n / 10] {
+        match Crowd::connect(|i| target.sse(i, false), size, 0).await {
+            Ok(c) => crowds.push(c),
+            Err(e) => {
+                result.error = Some(e.to_string());
+                break;
+            }
+        }
+        if let Some((l, w, o)) = stats(target) {
+            let total: usize = crowds.iter().map(|c| c.seen.len()).sum();
+            points.push((total, l, w, o));
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = proc::rss(&target.pids());
+    result.rss_after_mb = after as f64 / 1e6;
+    result.per_connection_kib = after.saturating_sub(before) as f64 / n as f64 / 1024.0;
+    if !points.is_empty() {
+        result.upstream = Some(Upstream { points });
+    }
+    for c in crowds {
+        c.close().await;
+    }
+    result
+}
+
+/// Slow readers: a tenth of the subscribers stop reading.
+#[derive(Debug, Clone, Serialize)]
+pub struct Slow {
+    pub server: Kind,
+    pub subscribers: usize,
+    pub stalled: usize,
+    pub rate: u32,
+    /// Three consecutive windows: p99 of the healthy readers and server RSS.
+    pub windows: Vec<Step>,
+    pub error: Option<String>,
+}
+
+pub async fn slow(target: &Target, plan: &Plan) -> Slow {
+    let n = plan.slow_size;
+    let stalled = n / 10;
+    let mut result = Slow {
+        server: target.kind,
+        subscribers: n,
+        stalled,
+        rate: plan.slow_rate,
+        windows: Vec::new(),
+        error: None,
+    };
+    let crowd = match Crowd::connect(|i| target.sse(i, false), n, stalled).await {
+        Ok(c) => c,
+        Err(e) => {
+            result.error = Some(e.to_string());
+            return result;
+        }
+    };
+    let healthy = n - stalled;
+    if let Err(e) = warm_up(target).await {
+        result.error = Some(e.to_string());
+    }
+    for _ in 0..3 {
+        match step(
+            target,
+            &crowd,
+            stalled..n,
+            plan.slow_rate,
+            plan.step * 2,
+            |_| healthy as u64,
+        )
+        .await
+        {
+            Ok(s) => result.windows.push(s),
+            Err(e) => {
+                result.error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    crowd.close().await;
+    result
+}
+
+/// Narrow subscriptions: each subscriber on its own app.
+pub async fn narrow(target: &Target, plan: &Plan) -> Sweep {
+    let (n, apps) = (plan.narrow_size, target.apps.max(1));
+    // Change k goes to app k mod apps: the subscribers on that app.
+    let per_app = move |k: usize| (n / apps + usize::from(k % apps < n % apps)) as u64;
+    let via = |i: usize| target.sse(i, true);
+    run_rates(
+        target,
+        "sse, one app each",
+        n,
+        via,
+        &plan.narrow_rates,
+        per_app,
+        plan,
+    )
+    .await
+}
+
+/// Merge-patch bytes against full-document bytes over the demo scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diff {
+    pub seconds: f64,
+    pub changes: u64,
+    pub patch_bytes: u64,
+    pub full_bytes: u64,
+    pub ratio_pct: f64,
+    /// Patch bytes by top-level member, largest first: where the bytes go.
+    pub patch_bytes_by_member: Vec<(String, u64)>,
+}
+
+pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
+    use kube_pulse::demo::{DemoOptions, start_clusters};
+    use kube_pulse::hub::{Delivery, Pattern};
+    use kube_pulse::pipeline::Pipeline;
+    use kube_pulse::sim::SimCluster;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let options = DemoOptions {
+        converge: kube_pulse::sim::ConvergeConfig {
+            tick: Duration::from_millis(100),
+            pods_per_tick: 1,
+        },
+        ..DemoOptions::default()
+    };
+    let clusters = start_clusters(&options, &shutdown).await?;
+    let members = clusters.iter().map(SimCluster::member).collect();
+    let pipeline = Pipeline::start(members, kube_pulse::demo::pipeline_config(), &shutdown).await?;
+    let mut sub = pipeline
+        .hub()
+        .subscribe(vec![Pattern::parse("**").expect("valid")]);
+    let clusters = Arc::new(clusters);
+    let scenario = {
+        let (clusters, shutdown) = (clusters.clone(), shutdown.clone());
+        tokio::spawn(async move { kube_pulse::scenario::run(&clusters, shutdown).await })
+    };
+    let (mut changes, mut patch_bytes, mut full_bytes) = (0u64, 0u64, 0u64);
+    let mut by_member: std::collections::BTreeMap<String, u64> = Default::default();
+    let end = tokio::time::Instant::now() + plan.diff_duration;
+    loop {
+        let next = tokio::time::timeout_at(end, sub.next()).await;
+        let Ok(Some(delivery)) = next else { break };
+        if let Delivery::Change(change) = delivery
+            && let (Some(patch), Some(doc)) = (&change.patch, &change.doc)
+        {
+            changes += 1;
+            patch_bytes += serde_json::to_vec(&**patch)?.len() as u64;
+            if let Some(members) = patch.as_object() {
+                for (k, v) in members {
+                    *by_member.entry(k.clone()).or_default() +=
+                        (k.len() + 3 + serde_json::to_vec(v)?.len()) as u64;
+                }
+            }
+            full_bytes += serde_json::to_vec(&**doc)?.len() as u64;
+        }
+    }
+    shutdown.cancel();
+    let _ = scenario.await;
+    pipeline.stop().await;
+    if let Ok(clusters) = Arc::try_unwrap(clusters) {
+        for c in clusters {
+            c.shutdown().await;
+        }
+    }
+    Ok(Diff {
+        seconds: plan.diff_duration.as_secs_f64(),
+        changes,
+        patch_bytes,
+        full_bytes,
+        ratio_pct: if full_bytes == 0 {
+            0.0
+        } else {
+            patch_bytes as f64 / full_bytes as f64 * 100.0
+        },
+        patch_bytes_by_member: {
+            let mut v: Vec<(String, u64)> = by_member.into_iter().collect();
+            v.sort_by_key(|entry| std::cmp::Reverse(entry.1));
+            v
+        },
+    })
+}
+
+/// Time until every cluster is Healthy and every sync status Syncing.
+#[derive(Debug, Clone, Serialize)]
+pub struct InitialSync {
+    pub clusters: usize,
+    pub objects_per_cluster: usize,
+    pub seconds: f64,
+    pub server_rss_mb: f64,
+}
+
+pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
+    use kube_pulse::hub::Pattern;
+    use kube_pulse::pipeline::Pipeline;
+    use kube_pulse::sim::{SimCluster, SimConfig};
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut sims = Vec::new();
+    for i in 0..plan.sync_clusters {
+        let sim =
+            SimCluster::start_with_shutdown(SimConfig::named(&format!("c{i}")), shutdown.clone())
+                .await?;
+        let def = sim
+            .store()
+            .catalog()
+            .find("", "v1", "configmaps")
+            .expect("configmaps")
+            .clone();
+        for j in 0..plan.sync_objects {
+            let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{j}"), "namespace": "default"}, "data": {"k": "v"}});
+            sim.store()
+                .create(&def, Some("default"), body, false)
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        }
+        sims.push(sim);
+    }
+    let members = sims.iter().map(SimCluster::member).collect();
+    let mut config = kube_pulse::demo::pipeline_config();
+    config.source.probe_interval = Duration::from_secs(5);
+    let started = Instant::now();
+    let pipeline = Pipeline::start(members, config, &shutdown).await?;
+    let hub = pipeline.hub().clone();
+    let clusters = Pattern::parse("clusters/*").expect("valid");
+    let syncs = Pattern::parse("clusters/*/sync/**").expect("valid");
+    let expected_syncs = plan.sync_clusters * 4;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let healthy = hub
+            .list(std::slice::from_ref(&clusters))
+            .iter()
+            .filter(|d| d.doc["phase"] == "Healthy")
+            .count();
+        let syncing = hub
+            .list(std::slice::from_ref(&syncs))
+            .iter()
+            .filter(|d| d.doc["phase"] == "Syncing")
+            .count();
+        if healthy == plan.sync_clusters && syncing >= expected_syncs {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "not synced after 300 s: {healthy} healthy, {syncing} syncing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let rss = proc::rss(&[std::process::id()]) as f64 / 1e6;
+    shutdown.cancel();
+    pipeline.stop().await;
+    for s in sims {
+        s.shutdown().await;
+    }
+    Ok(InitialSync {
+        clusters: plan.sync_clusters,
+        objects_per_cluster: plan.sync_objects,
+        seconds,
+        server_rss_mb: rss,
+    })
+}
+
+/// Starts a server of `kind` for the scenario.
+pub async fn start(kind: Kind, bin: &Path, apps: usize) -> anyhow::Result<Target> {
+    match kind {
+        Kind::KubePulse => Target::kube_pulse(bin, apps).await,
+        Kind::Pushpin => Target::pushpin().await,
+        Kind::Nchan => Target::nchan().await,
+        Kind::Raw => Target::raw().await,
+    }
+}

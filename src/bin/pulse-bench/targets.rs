@@ -1,0 +1,458 @@
+//! The servers under test, each started fresh on loopback: kube-pulse (its
+//! release binary over a simulated member), Pushpin and Nginx + Nchan (from
+//! Debian's packages, with the configs in `bench/peers/`), and the raw
+//! baseline (this binary's `raw-server`). Each can publish a change carrying
+//! a timestamp and name the processes whose memory and CPU count.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube_pulse::sim::{ConvergeConfig, SimCluster, SimConfig, WorkloadSeed};
+
+use crate::load::Via;
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Kind {
+    #[serde(rename = "kube-pulse")]
+    KubePulse,
+    #[serde(rename = "Pushpin")]
+    Pushpin,
+    #[serde(rename = "Nchan")]
+    Nchan,
+    #[serde(rename = "raw baseline")]
+    Raw,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::KubePulse => "kube-pulse",
+            Kind::Pushpin => "Pushpin",
+            Kind::Nchan => "Nchan",
+            Kind::Raw => "raw baseline",
+        }
+    }
+}
+
+/// A running server.
+pub struct Target {
+    pub kind: Kind,
+    children: Vec<Child>,
+    addr: SocketAddr,
+    publish: Publish,
+    _dir: tempfile::TempDir,
+    /// The simulated member (kube-pulse only).
+    pub sim: Option<SimCluster>,
+    /// Apps in the simulated member (kube-pulse's narrow scenario).
+    pub apps: usize,
+}
+
+enum Publish {
+    /// Change the benchmark Deployment(s) in the simulator.
+    Sim,
+    /// POST to a URL with this body shape.
+    Http { url: String, pushpin: bool },
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn fill(template: &str, fields: &[(&str, String)]) -> String {
+    let mut out = template.to_string();
+    for (k, v) in fields {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    out
+}
+
+async fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("{what} did not listen on {addr}")
+}
+
+fn http_client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// The image of the benchmark Deployment(s) for a change at `ts`.
+fn image(ts: u64) -> String {
+    format!("registry.example/bench:ts{ts}x")
+}
+
+impl Target {
+    /// kube-pulse `serve` (release binary `bin`) over a simulated member with `apps` Deployments.
+    pub async fn kube_pulse(bin: &Path, apps: usize) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let seeds = (0..apps)
+            .map(|i| WorkloadSeed {
+                kind: "Deployment".into(),
+                namespace: "bench".into(),
+                name: format!("app{i}"),
+                replicas: 1,
+                image: image(0),
+            })
+            .collect();
+        let sim = SimCluster::start(SimConfig {
+            workloads: seeds,
+            // One controller pass at start, none after: changes are the benchmark's own.
+            converge: ConvergeConfig {
+                tick: Duration::from_secs(3600),
+                pods_per_tick: 1,
+            },
+            window: 100_000,
+            ..SimConfig::named("bench")
+        })
+        .await?;
+        let port = free_port();
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{port}\nclusters:\n- name: bench\n  server: {}\n",
+                sim.url()
+            ),
+        )?;
+        let child = Command::new(bin)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args([
+                "--max-connections",
+                "200000",
+                "--max-connections-per-ip",
+                "200000",
+                "--max-subscribes-per-client",
+                "1000000",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let target = Self {
+            kind: Kind::KubePulse,
+            children: vec![child],
+            addr,
+            publish: Publish::Sim,
+            _dir: dir,
+            sim: Some(sim),
+            apps,
+        };
+        wait_for_port(addr, "kube-pulse").await?;
+        // Ready once the member's apps are published.
+        let url = format!("http://{addr}/api/v1/apps?cluster=bench");
+        for _ in 0..400 {
+            if let Ok(body) = get(&url).await
+                && body.matches("\"app\":").count() >= apps
+            {
+                return Ok(target);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("kube-pulse did not publish the benchmark apps")
+    }
+
+    /// Nginx with Nchan.
+    pub async fn nchan() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let port = free_port();
+        let template = std::fs::read_to_string(peer_config("nginx-nchan.conf"))?;
+        let config = dir.path().join("nginx.conf");
+        std::fs::write(
+            &config,
+            fill(
+                &template,
+                &[
+                    ("dir", dir.path().display().to_string()),
+                    ("port", port.to_string()),
+                ],
+            ),
+        )?;
+        let child = Command::new("nginx")
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let addr = ([127, 0, 0, 1], port).into();
+        wait_for_port(addr, "nginx").await?;
+        Ok(Self {
+            kind: Kind::Nchan,
+            children: vec![child],
+            addr,
+            publish: Publish::Http {
+                url: format!("http://{addr}/pub"),
+                pushpin: false,
+            },
+            _dir: dir,
+            sim: None,
+            apps: 1,
+        })
+    }
+
+    /// Pushpin, with this process answering as its origin (GRIP stream hold).
+    pub async fn pushpin() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let origin = grip_origin().await?;
+        let (port, publish_port) = (free_port(), free_port());
+        let template = std::fs::read_to_string(peer_config("pushpin.conf"))?;
+        let config = dir.path().join("pushpin.conf");
+        let fields = [
+            ("dir", dir.path().display().to_string()),
+            ("port", port.to_string()),
+            ("publish_port", publish_port.to_string()),
+            ("port_offset", "0".to_string()),
+            ("push_in", free_port().to_string()),
+            ("push_in_sub", free_port().to_string()),
+            ("command", free_port().to_string()),
+        ];
+        std::fs::write(&config, fill(&template, &fields))?;
+        std::fs::write(
+            dir.path().join("routes"),
+            format!("* 127.0.0.1:{}\n", origin.port()),
+        )?;
+        std::fs::create_dir_all(dir.path().join("run"))?;
+        std::fs::create_dir_all(dir.path().join("log"))?;
+        let child = Command::new("pushpin")
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let addr = ([127, 0, 0, 1], port).into();
+        wait_for_port(addr, "pushpin").await?;
+        wait_for_port(([127, 0, 0, 1], publish_port).into(), "pushpin publish").await?;
+        Ok(Self {
+            kind: Kind::Pushpin,
+            children: vec![child],
+            addr,
+            publish: Publish::Http {
+                url: format!("http://127.0.0.1:{publish_port}/publish/"),
+                pushpin: true,
+            },
+            _dir: dir,
+            sim: None,
+            apps: 1,
+        })
+    }
+
+    /// This binary's `raw-server`.
+    pub async fn raw() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let (port, control) = (free_port(), free_port());
+        let child = Command::new(std::env::current_exe()?)
+            .args([
+                "raw-server",
+                "--port",
+                &port.to_string(),
+                "--control-port",
+                &control.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let addr = ([127, 0, 0, 1], port).into();
+        wait_for_port(addr, "raw-server").await?;
+        Ok(Self {
+            kind: Kind::Raw,
+            children: vec![child],
+            addr,
+            publish: Publish::Http {
+                url: format!("http://127.0.0.1:{control}/publish"),
+                pushpin: false,
+            },
+            _dir: dir,
+            sim: None,
+            apps: 1,
+        })
+    }
+
+    /// How subscriber `i` connects over SSE (narrow: each on its own app).
+    pub fn sse(&self, i: usize, narrow: bool) -> Via {
+        let path = match self.kind {
+            Kind::KubePulse => {
+                let app = if narrow { i % self.apps } else { 0 };
+                format!("/api/v1/events?topic=apps/bench/bench/app{app}")
+            }
+            Kind::Pushpin => "/stream".into(),
+            Kind::Nchan => "/sub".into(),
+            Kind::Raw => "/".into(),
+        };
+        Via::Sse {
+            addr: self.addr,
+            path,
+        }
+    }
+
+    /// How subscriber `i` connects over WebSocket, if the server can.
+    pub fn ws(&self) -> Option<Via> {
+        let base = format!("ws://{}", self.addr);
+        match self.kind {
+            Kind::KubePulse => Some(Via::Ws {
+                url: format!("{base}/api/v1/ws"),
+                hello: Some(
+                    r#"{"op":"subscribe","id":"b","topics":["apps/bench/bench/app0"]}"#.into(),
+                ),
+            }),
+            Kind::Nchan => Some(Via::Ws {
+                url: format!("{base}/sub"),
+                hello: None,
+            }),
+            Kind::Raw => Some(Via::Ws {
+                url: format!("{base}/ws"),
+                hello: None,
+            }),
+            // Pushpin carries WebSockets as WebSocket-over-HTTP to an origin
+            // that speaks GRIP's WS protocol; the benchmark has no such origin.
+            Kind::Pushpin => None,
+        }
+    }
+
+    /// Publishes one change at `ts` (to app `app` in kube-pulse).
+    pub async fn publish(&self, ts: u64, app: usize) -> anyhow::Result<()> {
+        match &self.publish {
+            Publish::Sim => {
+                let sim = self.sim.as_ref().expect("kube-pulse has its simulator");
+                let def = sim
+                    .store()
+                    .catalog()
+                    .find("apps", "v1", "deployments")
+                    .expect("deployments are served")
+                    .clone();
+                let name = format!("app{}", app % self.apps.max(1));
+                sim.store()
+                    .mutate(
+                        &def,
+                        Some("bench"),
+                        &name,
+                        kube_pulse::sim::object::UpdateScope::Main,
+                        false,
+                        |current| {
+                            let mut next = current.clone();
+                            next["spec"]["template"]["spec"]["containers"][0]["image"] =
+                                serde_json::json!(image(ts));
+                            Ok(next)
+                        },
+                    )
+                    .map_err(|e| anyhow::anyhow!("simulator: {e:?}"))?;
+                Ok(())
+            }
+            Publish::Http { url, pushpin } => {
+                // The same document kube-pulse's patch carries, as the peers' message.
+                let message = format!(
+                    r#"{{"topic":"apps/bench/bench/app0","patch":{{"workloads":[{{"images":["{}"]}}]}}}}"#,
+                    image(ts)
+                );
+                let body = if *pushpin {
+                    serde_json::json!({"items": [{"channel": "bench", "formats": {
+                        "http-stream": {"content": format!("event: patch\ndata: {message}\n\n")}
+                    }}]})
+                    .to_string()
+                } else {
+                    message
+                };
+                let request = http::Request::post(url)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body)))?;
+                let response = http_client().request(request).await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "publish to {url}: {}",
+                    response.status()
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Every process of the server (children of children too).
+    pub fn pids(&self) -> Vec<u32> {
+        let roots: Vec<u32> = self.children.iter().map(Child::id).collect();
+        crate::proc::tree(&roots)
+    }
+
+    pub fn stop(mut self) {
+        for child in &mut self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        for child in &mut self.children {
+            for _ in 0..100 {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn peer_config(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("bench/peers")
+        .join(name)
+}
+
+async fn get(url: &str) -> anyhow::Result<String> {
+    use http_body_util::BodyExt;
+    let request = http::Request::get(url).body(Full::new(Bytes::new()))?;
+    let response = http_client().request(request).await?;
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok(String::from_utf8_lossy(&body).into())
+}
+
+/// A minimal origin for Pushpin: every request is held as a GRIP stream on
+/// the channel `bench`.
+async fn grip_origin() -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let reply = Arc::new(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nGrip-Hold: stream\r\nGrip-Channel: bench\r\nContent-Length: 0\r\n\r\n",
+    );
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let reply = reply.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut head = Vec::new();
+                // Keep-alive: answer every request on the connection.
+                while let Ok(n) = socket.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        head.drain(..end + 4);
+                        if socket.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Ok(addr)
+}

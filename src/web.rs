@@ -44,7 +44,7 @@ pub fn router() -> Router {
         .route("/ui/{*path}", get(asset))
 }
 
-fn cached(content_type: &str, body: &'static str) -> Response {
+fn static_file(content_type: &str, body: &'static str) -> Response {
     (
         [
             (header::CONTENT_TYPE, content_type),
@@ -58,12 +58,12 @@ fn cached(content_type: &str, body: &'static str) -> Response {
 }
 
 async fn index() -> Response {
-    cached("text/html; charset=utf-8", INDEX)
+    static_file("text/html; charset=utf-8", INDEX)
 }
 
 async fn asset(Path(path): Path<String>) -> Response {
     match ASSETS.iter().find(|(name, _, _)| *name == path) {
-        Some((_, content_type, body)) => cached(content_type, body),
+        Some((_, content_type, body)) => static_file(content_type, body),
         None => Error::NotFound(format!("no UI file {path:?}")).into_response(),
     }
 }

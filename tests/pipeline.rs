@@ -467,13 +467,7 @@ async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
         health,
         shutdown.clone(),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(gateway::serve(
-        listener,
-        gateway::app(state),
-        shutdown.clone(),
-    ));
+    let (url, server) = common::serve(state, &shutdown).await;
     let client = common::http();
     let readyz = |path: &'static str| {
         let client = client.clone();
@@ -508,7 +502,7 @@ async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
     assert_eq!(readyz("/healthz").await, (200, "ok".to_string()));
     a.heal();
     shutdown.cancel();
-    server.await.unwrap().unwrap();
+    server.await.unwrap();
     p.stop().await;
     a.shutdown().await;
 }

@@ -92,15 +92,7 @@ impl Members {
             health,
             self.shutdown.clone(),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let token = self.shutdown.clone();
-        tokio::spawn(async move {
-            gateway::serve(listener, gateway::app(state), token)
-                .await
-                .unwrap()
-        });
-        url
+        common::serve(state, &self.shutdown).await.0
     }
 
     async fn stop(self) {
@@ -778,6 +770,13 @@ async fn expiring_tokens_end_live_sessions() {
     assert!(
         sse.chunk().await.unwrap().is_none(),
         "the stream ends after the error"
+    );
+    // The expired token opens nothing new.
+    let (status, body) = get(&format!("{url}/api/v1/clusters"), Some(&short)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("xpired"),
+        "{body}"
     );
     // A renewed token keeps a socket open past the first expiry.
     let first = jwt_for(

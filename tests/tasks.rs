@@ -75,14 +75,7 @@ impl Env {
             health,
             shutdown.clone(),
         );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let token = shutdown.clone();
-        tokio::spawn(async move {
-            gateway::serve(listener, gateway::app(state), token)
-                .await
-                .unwrap()
-        });
+        let (url, _server) = common::serve(state, &shutdown).await;
         for app in ["shop/web", "shop/db", "analytics/ingest"] {
             doc_where(p.hub(), &format!("apps/a/{app}"), WAIT, |d| {
                 d["phase"] == "Running"

@@ -57,13 +57,6 @@ pub struct KubeAuth {
     decisions: Mutex<HashMap<(KubeUser, Attrs), (bool, Instant)>>,
 }
 
-fn digest(token: &str) -> [u8; 32] {
-    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    let mut out = [0; 32];
-    out.copy_from_slice(d.as_ref());
-    out
-}
-
 fn remember<K: std::hash::Hash + Eq, V>(
     map: &mut HashMap<K, (V, Instant)>,
     key: K,
@@ -95,7 +88,7 @@ impl KubeAuth {
     }
 
     async fn review_token(&self, token: &str) -> Result<KubeUser, String> {
-        let key = digest(token);
+        let key = super::sha256(token.as_bytes());
         if let Some((answer, at)) = self.tokens.lock().get(&key)
             && at.elapsed() < self.ttl
         {

@@ -261,6 +261,15 @@ impl AuthSettings {
     }
 }
 
+/// SHA-256 of a token: how token files and review caches key tokens
+/// without keeping them.
+pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, data);
+    let mut out = [0; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
 /// The bearer token of an `Authorization` header.
 pub fn bearer(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;

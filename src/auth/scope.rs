@@ -138,10 +138,6 @@ impl Principal {
             _ => false,
         }
     }
-
-    pub fn can_read_cluster(&self, cluster: &str) -> bool {
-        self.read.touches(cluster)
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::scope::{Principal, Scopes};
+use super::sha256;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,13 +41,6 @@ struct Token {
 /// The tokens of one file.
 pub struct TokenFile {
     tokens: Vec<Token>,
-}
-
-fn sha256(data: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, data);
-    let mut out = [0; 32];
-    out.copy_from_slice(digest.as_ref());
-    out
 }
 
 fn from_hex(hex: &str) -> Option<[u8; 32]> {

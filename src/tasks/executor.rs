@@ -37,11 +37,6 @@ pub const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
 /// Why an action failed: a reason word and a message.
 type Failure = (String, String);
 
-fn view(hub: &Hub, topic: &str) -> Option<AppView> {
-    hub.get(topic)
-        .and_then(|d| serde_json::from_value((*d.doc).clone()).ok())
-}
-
 fn failure(err: &kube::Error) -> Failure {
     crate::sources::classify::action_failure(err)
 }
@@ -83,7 +78,7 @@ pub(super) async fn run(
     if started.is_err() {
         return; // cancelled before it began
     }
-    let baseline = view(&tasks.hub, &topic).unwrap_or_default();
+    let baseline = AppView::read(&tasks.hub, &topic).unwrap_or_default();
     let acted = tokio::select! {
         _ = token.cancelled() => return,
         acted = act(&tasks, &client, &task, &baseline) => acted,
@@ -97,7 +92,7 @@ pub(super) async fn run(
     };
     tracing::debug!(task = %task.id, ?plan, "acted; following progress");
     loop {
-        let verdict = progress::evaluate(&plan, view(&tasks.hub, &topic).as_ref());
+        let verdict = progress::evaluate(&plan, AppView::read(&tasks.hub, &topic).as_ref());
         match verdict {
             Verdict::Progress(p, message) => {
                 let written = tasks

@@ -150,10 +150,6 @@ impl Tasks {
         )
     }
 
-    pub fn store(&self) -> &Arc<dyn TaskStore> {
-        &self.store
-    }
-
     /// Validates and stores a task, then starts it (built-in) or waits for
     /// reports (external).
     pub async fn create(self: &Arc<Self>, request: TaskRequest) -> Result<Task> {
@@ -172,11 +168,7 @@ impl Tasks {
                     StoreError::ActiveTask { id, status } => Error::Conflict(format!(
                         "app {} already has an active task: {id} ({status}); \
                          wait for it or cancel it with DELETE /api/v1/tasks/{id}",
-                        Target {
-                            cluster: request.cluster.clone(),
-                            namespace: request.namespace.clone(),
-                            app: request.app.clone(),
-                        }
+                        request.target()
                     )),
                     other => store_error(other),
                 })?;
@@ -214,15 +206,8 @@ impl Tasks {
                 request.cluster
             )));
         }
-        let target = Target {
-            cluster: request.cluster.clone(),
-            namespace: request.namespace.clone(),
-            app: request.app.clone(),
-        };
-        let app = self
-            .hub
-            .get(&target.topic())
-            .and_then(|d| serde_json::from_value::<progress::AppView>((*d.doc).clone()).ok());
+        let target = request.target();
+        let app = progress::AppView::read(&self.hub, &target.topic());
         let has_workloads = app.as_ref().is_some_and(|a| !a.workloads.is_empty());
         match (request.kind, &app) {
             (TaskType::Create, _) if has_workloads => Err(Error::Conflict(format!(

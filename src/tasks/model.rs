@@ -135,11 +135,7 @@ impl Task {
             id,
             kind: request.kind,
             executor: request.executor,
-            target: Target {
-                cluster: request.cluster.clone(),
-                namespace: request.namespace.clone(),
-                app: request.app.clone(),
-            },
+            target: request.target(),
             replicas: request.replicas,
             image: request.image.clone(),
             timeout_seconds: request.timeout_seconds.unwrap_or(default_timeout),
@@ -258,6 +254,15 @@ fn valid_segment(value: &str) -> bool {
 }
 
 impl TaskRequest {
+    /// The app the request acts on.
+    pub fn target(&self) -> Target {
+        Target {
+            cluster: self.cluster.clone(),
+            namespace: self.namespace.clone(),
+            app: self.app.clone(),
+        }
+    }
+
     /// Checks the fields against each other and the type, naming the field at fault.
     pub fn validate(&self) -> Result<(), String> {
         use crate::config::valid_name;

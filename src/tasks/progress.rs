@@ -95,6 +95,14 @@ impl WorkloadState {
     }
 }
 
+impl AppView {
+    /// The app document of `topic` as the rules read it (None: no document).
+    pub fn read(hub: &crate::hub::Hub, topic: &str) -> Option<Self> {
+        hub.get(topic)
+            .and_then(|d| serde_json::from_value((*d.doc).clone()).ok())
+    }
+}
+
 fn find<'a>(app: &'a AppView, target: &WorkloadTarget) -> Option<&'a WorkloadState> {
     app.workloads
         .iter()

@@ -285,7 +285,6 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         .principal
         .is_none()
         .then(|| tokio::time::Instant::now() + AUTH_GRACE);
-    let mut recheck = session.principal.as_deref().and_then(session::recheck_at);
     let mut s = Socket {
         session,
         subscriptions: HashMap::new(),
@@ -299,6 +298,8 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
     let reply = |out: Out| outbox.try_send(out).is_ok();
     let close: Option<(u16, String)> = loop {
         let waiting_for_auth = auth_deadline.filter(|_| s.session.principal.is_none());
+        // The credential's expiry, from whichever principal the socket holds now.
+        let recheck = s.session.principal.as_deref().and_then(session::recheck_at);
         tokio::select! {
             _ = t.shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
             _ = slow.cancelled() => {
@@ -311,10 +312,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
             _ = session::until(recheck) => {
                 let current = s.session.principal.clone().expect("rechecks follow authentication");
                 match session::recheck(&t, s.session.token.as_deref(), &current).await {
-                    Ok(renewed) => {
-                        recheck = session::recheck_at(&renewed);
-                        s.session.principal = Some(Arc::new(renewed));
-                    }
+                    Ok(renewed) => s.session.principal = Some(Arc::new(renewed)),
                     Err(revoked) => break Some(revoked_close(revoked)),
                 }
             }
@@ -340,7 +338,6 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
                     Message::Ping(_) | Message::Pong(_) => None,
                     Message::Close(_) => break None,
                 };
-                recheck = s.session.principal.as_deref().and_then(session::recheck_at);
                 if let Some(out) = out
                     && !reply(out)
                 {

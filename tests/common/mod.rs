@@ -226,16 +226,26 @@ pub async fn gateway(
         timeout: Duration::from_secs(1),
     };
     let state = kube_pulse::gateway::GatewayState::new(hub, config, health, shutdown.clone());
-    let app = kube_pulse::gateway::app(state.clone());
+    let (url, task) = serve(state.clone(), &shutdown).await;
+    (url, shutdown, state, task)
+}
+
+/// Serves the gateway of `state` on 127.0.0.1:0 until `shutdown`; returns
+/// its base URL and the server task.
+pub async fn serve(
+    state: std::sync::Arc<kube_pulse::gateway::GatewayState>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let token = shutdown.clone();
+    let app = kube_pulse::gateway::app(state);
     let task = tokio::spawn(async move {
         kube_pulse::gateway::serve(listener, app, token)
             .await
             .unwrap();
     });
-    (url, shutdown, state, task)
+    (url, task)
 }
 
 /// One Server-Sent Event.

@@ -54,6 +54,8 @@ pub struct Target {
     pub sim: Option<SimCluster>,
     /// Apps in the simulated member (kube-pulse's narrow scenario).
     pub apps: usize,
+    /// One client for every publish: its pool keeps the connection open.
+    http: Client<HttpConnector, Full<Bytes>>,
 }
 
 enum Publish {
@@ -154,12 +156,13 @@ impl Target {
             _dir: dir,
             sim: Some(sim),
             apps,
+            http: http_client(),
         };
         wait_for_port(addr, "kube-pulse").await?;
         // Ready once the member's apps are published.
         let url = format!("http://{addr}/api/v1/apps?cluster=bench");
         for _ in 0..400 {
-            if let Ok(body) = get(&url).await
+            if let Ok(body) = get(&target.http, &url).await
                 && body.matches("\"app\":").count() >= apps
             {
                 return Ok(target);
@@ -206,6 +209,7 @@ impl Target {
             _dir: dir,
             sim: None,
             apps: 1,
+            http: http_client(),
         })
     }
 
@@ -252,6 +256,7 @@ impl Target {
             _dir: dir,
             sim: None,
             apps: 1,
+            http: http_client(),
         })
     }
 
@@ -283,6 +288,7 @@ impl Target {
             _dir: dir,
             sim: None,
             apps: 1,
+            http: http_client(),
         })
     }
 
@@ -373,7 +379,7 @@ impl Target {
                 let request = http::Request::post(url)
                     .header("content-type", "application/json")
                     .body(Full::new(Bytes::from(body)))?;
-                let response = http_client().request(request).await?;
+                let response = self.http.request(request).await?;
                 anyhow::ensure!(
                     response.status().is_success(),
                     "publish to {url}: {}",
@@ -415,10 +421,10 @@ fn peer_config(name: &str) -> PathBuf {
         .join(name)
 }
 
-async fn get(url: &str) -> anyhow::Result<String> {
+async fn get(client: &Client<HttpConnector, Full<Bytes>>, url: &str) -> anyhow::Result<String> {
     use http_body_util::BodyExt;
     let request = http::Request::get(url).body(Full::new(Bytes::new()))?;
-    let response = http_client().request(request).await?;
+    let response = client.request(request).await?;
     let body = response.into_body().collect().await?.to_bytes();
     Ok(String::from_utf8_lossy(&body).into())
 }

@@ -253,12 +253,7 @@ async fn not_found(method: Method, uri: Uri) -> Response {
 
 /// Serves `app` until `shutdown` is cancelled, then waits for open requests.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> Result<()> {
-    // Peer addresses feed the per-IP limits.
-    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, service)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(Error::Serve)
+    crate::http_server::serve(listener, app, shutdown).await
 }
 
 /// Where the TLS certificate chain and key are (PEM).
@@ -396,7 +391,8 @@ mod tests {
         let hub = Hub::new(Default::default());
         hub.put(
             "clusters/a",
-            json!({"name": "a", "phase": "Healthy", "history": [{"to": "Healthy"}]}),
+            json!({"name": "a", "phase": "Healthy", "history": {
+                "10": {"to": "Healthy"}, "9": {"to": "Initializing"}}}),
         );
         hub.put(
             "clusters/a/sync/apps/v1/deployments",
@@ -476,7 +472,12 @@ mod tests {
             (
                 "/api/v1/history?topic=clusters/a",
                 StatusCode::OK,
-                Box::new(|v| v["history"][0]["to"] == "Healthy" && v["rev"] == 1),
+                Box::new(|v| {
+                    v["history"][0]["to"] == "Initializing"
+                        && v["history"][1]["to"] == "Healthy"
+                        && v["history"][1]["number"] == 10
+                        && v["rev"] == 1
+                }),
             ),
             (
                 "/api/v1/history",

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod gateway;
 pub mod health;
+pub mod http_server;
 pub mod hub;
 pub mod metrics;
 pub mod pipeline;

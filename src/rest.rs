@@ -188,7 +188,7 @@ async fn history(
             "rev": doc.rev,
             "phase": doc.doc.get("phase"),
             "since": doc.doc.get("since"),
-            "history": doc.doc.get("history").cloned().unwrap_or(json!([])),
+            "history": crate::status::lifecycle::transitions(&doc.doc),
         }))
     })();
     match result {

@@ -11,6 +11,7 @@ use common::{doc_where, label, pipeline, sim_with};
 use kube_pulse::hub::Pattern;
 use kube_pulse::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
 use kube_pulse::sources::{SyncRegistry, SyncResource};
+use kube_pulse::status::lifecycle::transitions;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -180,10 +181,8 @@ async fn every_fault_shows_up_with_its_reason_and_recovery_follows() {
         )
         .await;
     }
-    let history = hub.get("clusters/a").unwrap().doc["history"].clone();
+    let history = transitions(&hub.get("clusters/a").unwrap().doc);
     let reasons: Vec<&str> = history
-        .as_array()
-        .unwrap()
         .iter()
         .filter(|h| h["to"] == "Unhealthy")
         .map(|h| h["reason"].as_str().unwrap())
@@ -272,7 +271,7 @@ async fn a_single_lost_probe_does_not_flap_the_cluster() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let doc = hub.get("clusters/a").unwrap().doc.as_ref().clone();
     assert_eq!(label(&doc), "Healthy (Ready)");
-    let history = doc["history"].as_array().unwrap();
+    let history = transitions(&doc);
     assert!(
         history.iter().all(|h| h["to"] != "Unhealthy"),
         "{history:?}"
@@ -301,12 +300,7 @@ async fn a_forced_relist_changes_no_app() {
     a.expire_watches();
     // The deployments watch relists: Error (Expired), Listing, Syncing again.
     doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
-        d["phase"] == "Syncing"
-            && d["history"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|h| h["reason"] == "Expired")
+        d["phase"] == "Syncing" && transitions(d).iter().any(|h| h["reason"] == "Expired")
     })
     .await;
     common::eventually(WAIT, "a relist", || async {
@@ -433,9 +427,7 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
         .unwrap();
     doc_where(&hub, topic, WAIT, is("Stopped", "NoWorkloads")).await;
 
-    let history: Vec<String> = hub.get(topic).unwrap().doc["history"]
-        .as_array()
-        .unwrap()
+    let history: Vec<String> = transitions(&hub.get(topic).unwrap().doc)
         .iter()
         .map(|h| h["to"].as_str().unwrap().to_string())
         .collect();

@@ -327,7 +327,7 @@ async fn update_rolls_out_and_a_failing_image_fails_the_task_in_panic() {
     assert_succeeded_through(&seen, "Updating");
     assert_eq!(seen.app["state"], "Running");
     assert_eq!(
-        seen.app["workloads"][0]["images"],
+        seen.app["workloads"]["Deployment/web"]["images"],
         json!(["registry.example/web:2"])
     );
 

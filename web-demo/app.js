@@ -184,11 +184,12 @@ function renderApp(doc, topic) {
   text(row.querySelector('.ready'), `${doc.ready}/${doc.expected}`);
   text(row.querySelector('.detail'), doc.message);
   // Stable states the actions make sense from; none while a task runs.
-  const busy = Boolean(doc.task) || doc.phase === 'NotExisted' || (doc.workloads ?? []).length === 0;
+  const workloads = Object.values(doc.workloads ?? {});
+  const busy = Boolean(doc.task) || doc.phase === 'NotExisted' || workloads.length === 0;
   row.querySelector('[data-action=Stop]').disabled = busy || doc.phase === 'Stopped';
   row.querySelector('[data-action=Start]').disabled = busy || doc.phase === 'Running';
   row.querySelector('[data-action=Update]').disabled = busy;
-  row.dataset.image = doc.workloads?.[0]?.images?.[0] ?? '';
+  row.dataset.image = workloads[0]?.images?.[0] ?? '';
 }
 
 function filterApps() {

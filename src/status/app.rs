@@ -260,7 +260,9 @@ pub struct AppStatus {
     pub task: Option<ActiveTask>,
     pub expected: i32,
     pub ready: i32,
-    pub workloads: Vec<WorkloadView>,
+    /// Keyed by `Kind/name` (an object, so a merge patch carries only the
+    /// workload fields that changed; an array would be resent whole).
+    pub workloads: BTreeMap<String, WorkloadView>,
 }
 
 /// The stable state of an app: phase, reason, message.
@@ -360,7 +362,7 @@ impl AppStatus {
             task: None,
             expected: 0,
             ready: 0,
-            workloads: Vec::new(),
+            workloads: BTreeMap::new(),
         }
     }
 
@@ -388,13 +390,11 @@ impl AppStatus {
     ) -> Self {
         let (phase, reason, message) = stable_state(namespace_exists, workloads);
         self.lifecycle.set(phase, reason, message, now);
-        let mut sorted: Vec<&&Workload> = workloads.iter().collect();
-        sorted.sort_by(|a, b| (&a.kind, &a.name).cmp(&(&b.kind, &b.name)));
-        self.workloads = sorted
+        self.workloads = workloads
             .iter()
             .map(|w| {
                 let (health, message) = w.health();
-                WorkloadView {
+                let view = WorkloadView {
                     kind: w.kind.to_string(),
                     name: w.name.clone(),
                     generation: w.generation,
@@ -407,7 +407,8 @@ impl AppStatus {
                     health,
                     message,
                     images: w.images.clone(),
-                }
+                };
+                (format!("{}/{}", w.kind, w.name), view)
             })
             .collect();
         self.expected = workloads.iter().map(|w| w.expected).sum();
@@ -603,7 +604,8 @@ mod tests {
         assert_eq!((app.expected, app.ready), (3, 2));
         let doc = serde_json::to_value(&app).unwrap();
         assert_eq!(doc["phase"], "Degraded");
-        assert_eq!(doc["workloads"][0]["health"], "InProgress");
+        assert_eq!(doc["workloads"]["Deployment/web"]["health"], "InProgress");
+        assert_eq!(doc["workloads"]["Deployment/web"]["name"], "web");
         assert_eq!(doc["task"], serde_json::Value::Null);
         // An unchanged observation leaves the document unchanged.
         let again = app

@@ -1,10 +1,18 @@
 //! What every status document carries: `phase`, `reason`, `message`, `since`
 //! (time of the last phase change) and a bounded `history` of transitions.
+//!
+//! `history` is a JSON object keyed by each transition's number (`"1"`,
+//! `"2"`, …), not an array: RFC 7386 merge patches replace arrays whole, so
+//! an array would resend every kept transition on each change, where an
+//! object patch carries the new entry and a `null` for the one that fell out.
 
 use std::collections::VecDeque;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+use serde_json::{Value, json};
+
+use super::time::serialize_millis;
 
 /// How many transitions a document keeps.
 pub const HISTORY_LIMIT: usize = 20;
@@ -12,9 +20,13 @@ pub const HISTORY_LIMIT: usize = 20;
 /// One change of phase or reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Transition {
+    /// Counts the document's transitions from 1; the key in `history`.
+    #[serde(skip)]
+    pub number: u64,
     pub from: String,
     pub to: String,
     pub reason: String,
+    #[serde(serialize_with = "serialize_millis")]
     pub at: DateTime<Utc>,
 }
 
@@ -25,7 +37,9 @@ pub struct Lifecycle<P> {
     pub phase: P,
     pub reason: String,
     pub message: String,
+    #[serde(serialize_with = "serialize_millis")]
     pub since: DateTime<Utc>,
+    #[serde(serialize_with = "history_by_number")]
     pub history: VecDeque<Transition>,
 }
 
@@ -44,7 +58,9 @@ impl<P: Copy + PartialEq + std::fmt::Display> Lifecycle<P> {
     /// the history; `since` moves only when the phase changes.
     pub fn set(&mut self, phase: P, reason: &str, message: impl Into<String>, now: DateTime<Utc>) {
         if phase != self.phase || reason != self.reason {
+            let number = self.history.back().map_or(1, |t| t.number + 1);
             self.history.push_back(Transition {
+                number,
                 from: self.phase.to_string(),
                 to: phase.to_string(),
                 reason: reason.to_string(),
@@ -72,11 +88,41 @@ impl<P: Copy + PartialEq + std::fmt::Display> Lifecycle<P> {
     }
 }
 
+/// `{"7": {from, to, reason, at}, "8": …}`: numbers as decimal keys
+/// (JavaScript iterates such keys in ascending numeric order).
+fn history_by_number<S: Serializer>(
+    history: &VecDeque<Transition>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(history.iter().map(|t| (t.number.to_string(), t)))
+}
+
+/// A document's `history` object (`{"7": {…}, "8": {…}}`) as an array,
+/// oldest first, each entry with its `number`.
+pub fn transitions(doc: &Value) -> Vec<Value> {
+    let Some(history) = doc.get("history").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut entries: Vec<(u64, Value)> = history
+        .iter()
+        .filter_map(|(key, entry)| {
+            let number = key.parse().ok()?;
+            let mut entry = entry.clone();
+            entry
+                .as_object_mut()?
+                .insert("number".into(), json!(number));
+            Some((number, entry))
+        })
+        .collect();
+    entries.sort_by_key(|(number, _)| *number);
+    entries.into_iter().map(|(_, entry)| entry).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[derive(Debug, Clone, Copy, PartialEq)]
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
     enum P {
         A,
         B,
@@ -109,5 +155,42 @@ mod tests {
             l.set(if i % 2 == 0 { P::A } else { P::B }, "Flip", "m", t(10 + i));
         }
         assert_eq!(l.history.len(), HISTORY_LIMIT);
+        assert_eq!(l.history.back().unwrap().number, 52);
+    }
+
+    #[test]
+    fn transitions_reads_history_oldest_first() {
+        let doc = json!({"history": {"10": {"to": "B"}, "9": {"to": "A"}, "x": {"to": "?"}}});
+        assert_eq!(
+            transitions(&doc),
+            [
+                json!({"to": "A", "number": 9}),
+                json!({"to": "B", "number": 10})
+            ]
+        );
+        assert!(transitions(&json!({"phase": "A"})).is_empty());
+    }
+
+    #[test]
+    fn history_is_keyed_by_number_so_patches_carry_only_what_changed() {
+        let mut l = Lifecycle::new(P::A, "Start", "m", t(0));
+        for i in 0..HISTORY_LIMIT as i64 {
+            l.set(if i % 2 == 0 { P::B } else { P::A }, "Flip", "m", t(1 + i));
+        }
+        let before = serde_json::to_value(&l).unwrap();
+        assert_eq!(before["history"].as_object().unwrap().len(), HISTORY_LIMIT);
+        assert_eq!(
+            before["history"]["1"],
+            serde_json::json!({"from": "A", "to": "B", "reason": "Flip",
+                "at": "2023-11-14T22:13:21.000Z"})
+        );
+        l.set(P::B, "Again", "m", t(100));
+        let after = serde_json::to_value(&l).unwrap();
+        let patch = crate::hub::patch::merge_diff(&before, &after);
+        assert_eq!(
+            patch["history"],
+            serde_json::json!({"1": null, "21": {"from": "A", "to": "B", "reason": "Again",
+                "at": "2023-11-14T22:15:00.000Z"}})
+        );
     }
 }

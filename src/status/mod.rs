@@ -8,5 +8,6 @@ pub mod app;
 pub mod cluster;
 pub mod lifecycle;
 pub mod sync;
+pub mod time;
 
 pub use lifecycle::{Lifecycle, Transition};

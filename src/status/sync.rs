@@ -64,7 +64,9 @@ pub struct SyncStatus {
     /// Objects in the cache (while listing: listed so far).
     pub objects: u64,
     pub resource_version: Option<String>,
+    #[serde(serialize_with = "super::time::serialize_millis_opt")]
     pub last_event_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "super::time::serialize_millis_opt")]
     pub retry_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     /// Set when the cluster went down while this resource was syncing and

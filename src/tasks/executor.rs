@@ -205,7 +205,7 @@ async fn act(
     let mut targets = Vec::new();
     match task.kind {
         TaskType::Stop => {
-            for w in &baseline.workloads {
+            for w in baseline.workloads.values() {
                 let api = workload_api(client, &w.kind, ns);
                 let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
                 let mut patch = json!({"spec": {"replicas": 0}});
@@ -221,7 +221,7 @@ async fn act(
             Ok(Plan::Stop { workloads: targets })
         }
         TaskType::Start => {
-            for w in &baseline.workloads {
+            for w in baseline.workloads.values() {
                 let api = workload_api(client, &w.kind, ns);
                 let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
                 let remembered = obj
@@ -251,7 +251,7 @@ async fn act(
             })
         }
         TaskType::Update => {
-            for w in &baseline.workloads {
+            for w in baseline.workloads.values() {
                 let api = workload_api(client, &w.kind, ns);
                 let mut patch = json!({});
                 if let Some(image) = &task.image {
@@ -282,7 +282,7 @@ async fn act(
             })
         }
         TaskType::Delete => {
-            for w in &baseline.workloads {
+            for w in baseline.workloads.values() {
                 let api = workload_api(client, &w.kind, ns);
                 match api.delete(&w.name, &DeleteParams::background()).await {
                     Ok(_) => {}
@@ -339,7 +339,7 @@ fn namespace_is_shared(hub: &Hub, task: &Task) -> bool {
         d.doc.get("app").and_then(Value::as_str) != Some(t.app.as_str())
             && d.doc
                 .get("workloads")
-                .and_then(Value::as_array)
+                .and_then(Value::as_object)
                 .is_some_and(|w| !w.is_empty())
     })
 }

@@ -114,9 +114,14 @@ pub struct Task {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub message: String,
+    #[serde(serialize_with = "crate::status::time::serialize_millis")]
     pub created: DateTime<Utc>,
+    #[serde(serialize_with = "crate::status::time::serialize_millis")]
     pub updated: DateTime<Utc>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::status::time::serialize_millis_opt"
+    )]
     pub finished: Option<DateTime<Utc>>,
     /// Bumped by the store on every write (optimistic concurrency, like a
     /// Kubernetes resourceVersion).

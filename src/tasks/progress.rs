@@ -11,8 +11,9 @@ use serde::Deserialize;
 #[serde(rename_all = "camelCase")]
 pub struct AppView {
     pub phase: String,
+    /// Keyed by `Kind/name`, as in the document.
     #[serde(default)]
-    pub workloads: Vec<WorkloadState>,
+    pub workloads: std::collections::BTreeMap<String, WorkloadState>,
 }
 
 /// One workload as the app document shows it.
@@ -105,8 +106,7 @@ impl AppView {
 
 fn find<'a>(app: &'a AppView, target: &WorkloadTarget) -> Option<&'a WorkloadState> {
     app.workloads
-        .iter()
-        .find(|w| w.kind == target.kind && w.name == target.name)
+        .get(&format!("{}/{}", target.kind, target.name))
 }
 
 /// Scales a fraction of the work to 0–99 (100 belongs to success).
@@ -350,7 +350,10 @@ mod tests {
     fn app(phase: &str, workloads: Vec<WorkloadState>) -> AppView {
         AppView {
             phase: phase.into(),
-            workloads,
+            workloads: workloads
+                .into_iter()
+                .map(|w| (format!("{}/{}", w.kind, w.name), w))
+                .collect(),
         }
     }
 
@@ -607,11 +610,11 @@ mod tests {
         let doc = serde_json::json!({
             "cluster": "dev", "namespace": "shop", "app": "web", "phase": "Running",
             "state": "Running", "expected": 1, "ready": 1,
-            "workloads": [{"kind": "Deployment", "name": "web", "expected": 1, "replicas": 1,
-                "ready": 1, "updated": 1, "available": 1, "health": "Current",
-                "message": "1/1 ready", "images": ["web:1"]}]
+            "workloads": {"Deployment/web": {"kind": "Deployment", "name": "web", "expected": 1,
+                "replicas": 1, "ready": 1, "updated": 1, "available": 1, "health": "Current",
+                "message": "1/1 ready", "images": ["web:1"]}}
         });
         let view: AppView = serde_json::from_value(doc).unwrap();
-        assert_eq!(view.workloads[0].images, ["web:1"]);
+        assert_eq!(view.workloads["Deployment/web"].images, ["web:1"]);
     }
 }

@@ -177,8 +177,9 @@ async fn run(
     let result: Result<(), Stop> = async {
         let retry = format!("retry: {}\n\n", t.config.sse_retry.as_millis());
         send(t, tx, Bytes::from(retry)).await?;
-        for message in &initial {
-            send(t, tx, message_frame(message)).await?;
+        // By value: the snapshot frames are freed once sent, not kept for the session.
+        for message in initial {
+            send(t, tx, message_frame(&message)).await?;
         }
         let synced_frame = frame(&synced.cursor, "synced", &protocol::synced_json(&synced));
         send(t, tx, synced_frame).await?;
@@ -191,7 +192,9 @@ async fn run(
                 _ = tx.closed() => return Err(Stop::Closed),
                 _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n")).await?,
                 _ = session::until(recheck) => {
-                    match session::recheck(t, credential.0.as_deref(), &principal).await {
+                    // Boxed: an authentication round trip is a large future, and
+                    // inline it would be part of every idle session's task.
+                    match Box::pin(session::recheck(t, credential.0.as_deref(), &principal)).await {
                         Ok(renewed) => {
                             principal = renewed;
                             recheck = session::recheck_at(&principal);

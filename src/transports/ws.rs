@@ -114,8 +114,9 @@ pub async fn upgrade(
     ws.protocols([crate::auth::WS_PROTOCOL])
         .max_message_size(max)
         .max_frame_size(max)
-        // Mostly server→client: small read buffer, modest write buffer.
-        .read_buffer_size(4 * 1024)
+        // Mostly server→client: a small read buffer (client operations are
+        // short; longer ones take several reads), a modest write buffer.
+        .read_buffer_size(1024)
         .write_buffer_size(16 * 1024)
         .on_upgrade(move |socket| async move {
             let _admitted = admitted;
@@ -225,7 +226,8 @@ fn forward(
                 }
             }
         };
-        for message in &initial {
+        // By value: the snapshot frames are freed once sent, not kept for the session.
+        for message in initial {
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
                 return;
             }
@@ -311,7 +313,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
             }
             _ = session::until(recheck) => {
                 let current = s.session.principal.clone().expect("rechecks follow authentication");
-                match session::recheck(&t, s.session.token.as_deref(), &current).await {
+                match Box::pin(session::recheck(&t, s.session.token.as_deref(), &current)).await {
                     Ok(renewed) => s.session.principal = Some(Arc::new(renewed)),
                     Err(revoked) => break Some(revoked_close(revoked)),
                 }
@@ -330,7 +332,9 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
                 };
                 last_seen = Instant::now();
                 let out = match frame {
-                    Message::Text(text) => match handle(&t, text.as_str(), &mut s).await {
+                    // Boxed: `auth` makes a large future, which inline would
+                    // be part of every idle socket's task.
+                    Message::Text(text) => match Box::pin(handle(&t, text.as_str(), &mut s)).await {
                         Ok(out) => out,
                         Err(close) => break Some(close),
                     },

@@ -17,11 +17,19 @@ export interface Lifecycle<P extends string> {
   phase: P;
   reason: string;
   message: string;
-  /** When the current phase began (RFC 3339). */
+  /** When the current phase began (RFC 3339, milliseconds). */
   since: string;
-  /** The last 20 transitions, oldest first. */
-  history: Transition[];
+  /**
+   * The last 20 transitions keyed by their number (`"1"`, `"2"`, …) — an
+   * object so that merge patches carry only new entries. JavaScript iterates
+   * such keys in ascending order: `Object.values(doc.history)` is oldest
+   * first; `transitions(doc)` does the same.
+   */
+  history: Record<string, Transition>;
 }
+
+/** A document's history, oldest first. */
+export function transitions(doc: { history?: Record<string, Transition> }): Transition[];
 
 export type ClusterPhase = 'Pending' | 'Initializing' | 'Healthy' | 'Degraded' | 'Unhealthy' | 'Removed';
 
@@ -88,7 +96,8 @@ export interface AppStatus extends Lifecycle<AppPhase> {
   task?: ActiveTask;
   expected: number;
   ready: number;
-  workloads: WorkloadView[];
+  /** Keyed by `Kind/name`, e.g. `Deployment/web`. */
+  workloads: Record<string, WorkloadView>;
 }
 
 export type TaskType = 'Create' | 'Start' | 'Stop' | 'Delete' | 'Update';

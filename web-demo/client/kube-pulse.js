@@ -47,6 +47,18 @@ export function mergePatch(target, patch) {
 }
 
 /**
+ * A status document's `history` — an object keyed by transition number, so
+ * that patches carry only new entries — as an array, oldest first.
+ */
+export function transitions(doc) {
+  return Object.entries(doc?.history ?? {})
+    .map(([number, transition]) => [Number(number), transition])
+    .filter(([number]) => Number.isInteger(number))
+    .sort((a, b) => a[0] - b[0])
+    .map(([, transition]) => transition);
+}
+
+/**
  * Incremental parser of a text/event-stream body. Feed it decoded text as
  * it arrives; it calls `onEvent({id, event, data})` for each complete event.
  */

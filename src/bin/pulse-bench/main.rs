@@ -138,9 +138,17 @@ async fn main() -> anyhow::Result<()> {
         for &kind in &servers {
             eprintln!("idle: {} with {} subscribers", kind.name(), plan.idle_size);
             let target = scenarios::start(kind, &bin, 1).await?;
+            let sse = |i| target.sse(i, false);
             results
                 .idle
-                .push(scenarios::idle(&target, plan.idle_size).await);
+                .push(scenarios::idle(&target, plan.idle_size, "SSE", sse).await);
+            target.stop();
+            let target = scenarios::start(kind, &bin, 1).await?;
+            if let Some(ws) = target.ws() {
+                results.idle.push(
+                    scenarios::idle(&target, plan.idle_size, "WebSocket", |_| ws.clone()).await,
+                );
+            }
             target.stop();
         }
     }

@@ -136,12 +136,13 @@ impl Results {
         Self::sweep_table(&mut out, &self.fanout);
         out.push_str("\n### 2. WebSocket fan-out\n\n");
         Self::sweep_table(&mut out, &self.ws);
-        out.push_str("\n### 3. Idle connections\n\n| server | subscribers | RSS before (MB) | RSS after (MB) | per connection (KiB) |\n|---|---|---|---|---|\n");
+        out.push_str("\n### 3. Idle connections\n\n| server | transport | subscribers | RSS before (MB) | RSS after (MB) | per connection (KiB) |\n|---|---|---|---|---|---|\n");
         for i in &self.idle {
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {:.1} | {:.1}{} |",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.1}{} |",
                 i.server.name(),
+                i.transport,
                 i.subscribers,
                 i.rss_before_mb,
                 i.rss_after_mb,
@@ -195,7 +196,11 @@ impl Results {
             }
         }
         out.push_str("\n### 6. Upstream load (kube-pulse: simulator requests as subscribers join)\n\n| subscribers | list requests | watch requests | open watches |\n|---|---|---|---|\n");
-        for i in self.idle.iter().filter(|i| i.server == Kind::KubePulse) {
+        for i in self
+            .idle
+            .iter()
+            .filter(|i| i.server == Kind::KubePulse && i.transport == "SSE")
+        {
             if let Some(u) = &i.upstream {
                 for (n, list, watch, open) in &u.points {
                     let _ = writeln!(out, "| {n} | {list} | {watch} | {open} |");
@@ -206,19 +211,22 @@ impl Results {
         if let Some(d) = &self.diff {
             let _ = writeln!(
                 out,
-                "| seconds | changes | merge-patch bytes | full-document bytes | patch / full |\n|---|---|---|---|---|\n| {:.0} | {} | {} | {} | {:.1} % |",
-                d.seconds, d.changes, d.patch_bytes, d.full_bytes, d.ratio_pct
+                "{:.0} s of the demo scenario, one round of its script every {:.0} s.\n\n| window | changes | merge-patch bytes | full-document bytes | patch / full |\n|---|---|---|---|---|",
+                d.seconds, d.round_seconds
             );
+            for w in &d.windows {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {:.1} % |",
+                    w.label, w.changes, w.patch_bytes, w.full_bytes, w.ratio_pct
+                );
+            }
+            let total: u64 = d.patch_bytes_by_member.iter().map(|(_, b)| b).sum();
             let top: Vec<String> = d
                 .patch_bytes_by_member
                 .iter()
                 .take(6)
-                .map(|(k, b)| {
-                    format!(
-                        "`{k}` {:.0} %",
-                        *b as f64 / d.patch_bytes.max(1) as f64 * 100.0
-                    )
-                })
+                .map(|(k, b)| format!("`{k}` {:.0} %", *b as f64 / total.max(1) as f64 * 100.0))
                 .collect();
             let _ = writeln!(out, "\nPatch bytes by member: {}.", top.join(", "));
         }

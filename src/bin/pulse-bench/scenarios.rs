@@ -43,7 +43,12 @@ impl Plan {
             slow_rate: 20,
             narrow_size: 10_000,
             narrow_rates: vec![100, 200, 500, 1000, 2000],
-            diff_duration: Duration::from_secs(90),
+            // Two rounds of the demo script: the first fills the histories.
+            diff_duration: kube_pulse::scenario::script()
+                .iter()
+                .map(|step| step.after)
+                .sum::<Duration>()
+                * 2,
             sync_clusters: 100,
             sync_objects: 1000,
             p99_limit_ms: 50.0,
@@ -365,6 +370,8 @@ async fn run_rates(
 #[derive(Debug, Clone, Serialize)]
 pub struct Idle {
     pub server: Kind,
+    /// `SSE` or `WebSocket`.
+    pub transport: &'static str,
     pub subscribers: usize,
     pub rss_before_mb: f64,
     pub rss_after_mb: f64,
@@ -379,7 +386,13 @@ pub struct Upstream {
     pub points: Vec<(usize, u64, u64, u64)>,
 }
 
-pub async fn idle(target: &Target, n: usize) -> Idle {
+/// `via`: how subscriber `i` connects (SSE or WebSocket).
+pub async fn idle(
+    target: &Target,
+    n: usize,
+    transport: &'static str,
+    via: impl Fn(usize) -> Via,
+) -> Idle {
     let pids = target.pids();
     let before = proc::rss(&pids);
     let stats = |t: &Target| {
@@ -394,6 +407,7 @@ pub async fn idle(target: &Target, n: usize) -> Idle {
     }
     let mut result = Idle {
         server: target.kind,
+        transport,
         subscribers: n,
         rss_before_mb: before as f64 / 1e6,
         rss_after_mb: 0.0,
@@ -403,7 +417,7 @@ pub async fn idle(target: &Target, n: usize) -> Idle {
     };
     let mut crowds = Vec::new();
     for size in [1, n / 10, n - 1 - n / 10] {
-        match Crowd::connect(|i| target.sse(i, false), size, 0).await {
+        match Crowd::connect(&via, size, 0).await {
             Ok(c) => crowds.push(c),
             Err(e) => {
                 result.error = Some(e.to_string());
@@ -506,12 +520,30 @@ pub async fn narrow(target: &Target, plan: &Plan) -> Sweep {
 #[derive(Debug, Clone, Serialize)]
 pub struct Diff {
     pub seconds: f64,
+    /// One scenario round (its script, start to end).
+    pub round_seconds: f64,
+    /// Per round (the first starts with empty histories), then all of it.
+    pub windows: Vec<DiffWindow>,
+    /// Patch bytes by top-level member, largest first: where the bytes go.
+    pub patch_bytes_by_member: Vec<(String, u64)>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DiffWindow {
+    pub label: String,
     pub changes: u64,
     pub patch_bytes: u64,
     pub full_bytes: u64,
     pub ratio_pct: f64,
-    /// Patch bytes by top-level member, largest first: where the bytes go.
-    pub patch_bytes_by_member: Vec<(String, u64)>,
+}
+
+impl DiffWindow {
+    fn add(&mut self, patch: u64, full: u64) {
+        self.changes += 1;
+        self.patch_bytes += patch;
+        self.full_bytes += full;
+        self.ratio_pct = self.patch_bytes as f64 / self.full_bytes.max(1) as f64 * 100.0;
+    }
 }
 
 pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
@@ -538,24 +570,41 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
         let (clusters, shutdown) = (clusters.clone(), shutdown.clone());
         tokio::spawn(async move { kube_pulse::scenario::run(&clusters, shutdown).await })
     };
-    let (mut changes, mut patch_bytes, mut full_bytes) = (0u64, 0u64, 0u64);
+    let round = kube_pulse::scenario::script()
+        .iter()
+        .map(|step| step.after)
+        .sum::<Duration>();
+    let mut rounds: Vec<DiffWindow> = Vec::new();
+    let mut all = DiffWindow {
+        label: "all".into(),
+        ..Default::default()
+    };
     let mut by_member: std::collections::BTreeMap<String, u64> = Default::default();
-    let end = tokio::time::Instant::now() + plan.diff_duration;
+    let start = tokio::time::Instant::now();
+    let end = start + plan.diff_duration;
     loop {
         let next = tokio::time::timeout_at(end, sub.next()).await;
         let Ok(Some(delivery)) = next else { break };
         if let Delivery::Change(change) = delivery
             && let (Some(patch), Some(doc)) = (&change.patch, &change.doc)
         {
-            changes += 1;
-            patch_bytes += serde_json::to_vec(&**patch)?.len() as u64;
+            let patch_len = serde_json::to_vec(&**patch)?.len() as u64;
+            let full_len = serde_json::to_vec(&**doc)?.len() as u64;
+            let index = (start.elapsed().as_secs_f64() / round.as_secs_f64()) as usize;
+            while rounds.len() <= index {
+                rounds.push(DiffWindow {
+                    label: format!("round {}", rounds.len() + 1),
+                    ..Default::default()
+                });
+            }
+            rounds[index].add(patch_len, full_len);
+            all.add(patch_len, full_len);
             if let Some(members) = patch.as_object() {
                 for (k, v) in members {
                     *by_member.entry(k.clone()).or_default() +=
                         (k.len() + 3 + serde_json::to_vec(v)?.len()) as u64;
                 }
             }
-            full_bytes += serde_json::to_vec(&**doc)?.len() as u64;
         }
     }
     shutdown.cancel();
@@ -566,16 +615,11 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
             c.shutdown().await;
         }
     }
+    rounds.push(all);
     Ok(Diff {
         seconds: plan.diff_duration.as_secs_f64(),
-        changes,
-        patch_bytes,
-        full_bytes,
-        ratio_pct: if full_bytes == 0 {
-            0.0
-        } else {
-            patch_bytes as f64 / full_bytes as f64 * 100.0
-        },
+        round_seconds: round.as_secs_f64(),
+        windows: rounds,
         patch_bytes_by_member: {
             let mut v: Vec<(String, u64)> = by_member.into_iter().collect();
             v.sort_by_key(|entry| std::cmp::Reverse(entry.1));

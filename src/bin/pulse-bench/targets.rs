@@ -365,7 +365,7 @@ impl Target {
             Publish::Http { url, pushpin } => {
                 // The same document kube-pulse's patch carries, as the peers' message.
                 let message = format!(
-                    r#"{{"topic":"apps/bench/bench/app0","patch":{{"workloads":[{{"images":["{}"]}}]}}}}"#,
+                    r#"{{"topic":"apps/bench/bench/app0","patch":{{"workloads":{{"Deployment/app0":{{"images":["{}"]}}}}}}}}"#,
                     image(ts)
                 );
                 let body = if *pushpin {

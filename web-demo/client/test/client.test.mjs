@@ -14,6 +14,7 @@ import {
   sseParser,
   base64url,
   topicStore,
+  transitions,
 } from '../kube-pulse.js';
 
 test('patterns match like the gateway', () => {
@@ -46,6 +47,19 @@ test('merge patches follow RFC 7386', () => {
     assert.deepEqual(mergePatch(target, patch), want, JSON.stringify(patch));
     assert.equal(JSON.stringify(target), before, 'the target is not modified');
   }
+});
+
+test('history patches add and drop entries by number; transitions reads them in order', () => {
+  const entry = (to) => ({ from: 'X', to, reason: 'R', at: '2026-12-02T21:29:12.274Z' });
+  let doc = { phase: 'A', history: { 9: entry('A'), 10: entry('B') } };
+  // The gateway's patch when transition 11 arrives and 9 falls out of the window.
+  doc = mergePatch(doc, { phase: 'C', history: { 9: null, 11: entry('C') } });
+  assert.deepEqual(
+    transitions(doc).map((t) => t.to),
+    ['B', 'C'],
+  );
+  assert.deepEqual(Object.keys(doc.history), ['10', '11'], 'numeric keys iterate in order');
+  assert.deepEqual(transitions({ phase: 'A' }), []);
 });
 
 test('the document store applies messages in revision order', () => {

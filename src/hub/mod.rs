@@ -393,18 +393,23 @@ impl Subscription {
         self.seq
     }
 
-    /// The next change, or a resync of a topic this subscription fell behind on.
+    /// A change or resync that is ready now, without waiting: lets a
+    /// transport write everything queued with one wake-up.
+    pub fn try_next(&mut self) -> Option<Delivery> {
+        if let Ok(change) = self.rx.try_recv() {
+            return Some(Delivery::Change(change));
+        }
+        let topic = self.lagged.topics.lock().pop_first()?;
+        let current = self.hub.get(&topic);
+        Some(Delivery::Resync { topic, current })
+    }
+
+    /// The next change, or a resync of a topic this subscription fell behind
+    /// on (None once the hub is gone).
     pub async fn next(&mut self) -> Option<Delivery> {
         loop {
-            match self.rx.try_recv() {
-                Ok(change) => return Some(Delivery::Change(change)),
-                Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                Err(mpsc::error::TryRecvError::Empty) => {}
-            }
-            let missed = self.lagged.topics.lock().pop_first();
-            if let Some(topic) = missed {
-                let current = self.hub.get(&topic);
-                return Some(Delivery::Resync { topic, current });
+            if let Some(delivery) = self.try_next() {
+                return Some(delivery);
             }
             tokio::select! {
                 change = self.rx.recv() => return change.map(Delivery::Change),
@@ -494,8 +499,8 @@ mod tests {
         assert_eq!(hub.stats().subscriptions, 0);
     }
 
-    #[tokio::test]
-    async fn a_full_queue_turns_into_a_resync_of_the_latest_state() {
+    #[test]
+    fn a_full_queue_turns_into_a_resync_of_the_latest_state() {
         let hub = Hub::new(HubConfig {
             log_size: 100,
             subscriber_queue: 2,
@@ -505,10 +510,12 @@ mod tests {
             hub.put("apps/a/b/c", json!({"i": i}));
         }
         hub.put("clusters/z", json!({"ok": true}));
+        // All of it is ready at once: the queued changes, then the resyncs.
         let mut got = Vec::new();
         for _ in 0..4 {
-            got.push(sub.next().await.unwrap());
+            got.push(sub.try_next().expect("ready without waiting"));
         }
+        assert!(sub.try_next().is_none(), "nothing more is queued");
         assert!(matches!(&got[0], Delivery::Change(c) if c.rev == 1));
         assert!(matches!(&got[1], Delivery::Change(c) if c.rev == 2));
         let resyncs: Vec<(String, u64)> = got[2..]

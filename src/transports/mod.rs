@@ -116,8 +116,9 @@ impl Counters {
         }
     }
 
-    fn sent(&self, bytes: usize) {
-        self.messages_sent.fetch_add(1, Ordering::Relaxed);
+    fn sent(&self, messages: usize, bytes: usize) {
+        self.messages_sent
+            .fetch_add(messages as u64, Ordering::Relaxed);
         self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 }

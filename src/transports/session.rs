@@ -194,14 +194,34 @@ pub async fn next(
 ) -> Option<Message> {
     loop {
         let delivery = subscription.next().await?;
-        let visible = match &delivery {
-            Delivery::Change(c) => principal.can_see(&c.topic, c.doc.as_deref()),
-            Delivery::Resync { topic, current } => {
-                principal.can_see(topic, current.as_ref().map(|d| &*d.doc))
-            }
-        };
-        if visible {
+        if visible(principal, &delivery) {
             return Some(message(transports, delivery));
+        }
+    }
+}
+
+/// Like [`next`], but only what is ready now (None: nothing queued).
+pub fn try_next(
+    transports: &Transports,
+    subscription: &mut Subscription,
+    principal: &Principal,
+) -> Option<Message> {
+    loop {
+        let delivery = subscription.try_next()?;
+        if visible(principal, &delivery) {
+            return Some(message(transports, delivery));
+        }
+    }
+}
+
+/// Most messages a session hands its connection in one write.
+pub const MAX_BATCH: usize = 64;
+
+fn visible(principal: &Principal, delivery: &Delivery) -> bool {
+    match delivery {
+        Delivery::Change(c) => principal.can_see(&c.topic, c.doc.as_deref()),
+        Delivery::Resync { topic, current } => {
+            principal.can_see(topic, current.as_ref().map(|d| &*d.doc))
         }
     }
 }

@@ -150,16 +150,30 @@ enum Stop {
     Slow,
 }
 
-async fn send(t: &Transports, tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Stop> {
+/// Hands `bytes` (holding `messages` messages) to the connection.
+async fn send(
+    t: &Transports,
+    tx: &mpsc::Sender<Bytes>,
+    bytes: Bytes,
+    messages: usize,
+) -> Result<(), Stop> {
     let len = bytes.len();
-    match tokio::time::timeout(t.config.write_timeout, tx.send(bytes)).await {
-        Ok(Ok(())) => {
-            t.counters.sent(len);
-            Ok(())
+    // The write timeout's timer only when the connection is behind.
+    let result = match tx.try_send(bytes) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(Stop::Closed),
+        Err(mpsc::error::TrySendError::Full(bytes)) => {
+            match tokio::time::timeout(t.config.write_timeout, tx.send(bytes)).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) => Err(Stop::Closed),
+                Err(_) => Err(Stop::Slow),
+            }
         }
-        Ok(Err(_)) => Err(Stop::Closed),
-        Err(_) => Err(Stop::Slow),
+    };
+    if result.is_ok() {
+        t.counters.sent(messages, len);
     }
+    result
 }
 
 async fn run(
@@ -176,13 +190,13 @@ async fn run(
     } = started;
     let result: Result<(), Stop> = async {
         let retry = format!("retry: {}\n\n", t.config.sse_retry.as_millis());
-        send(t, tx, Bytes::from(retry)).await?;
+        send(t, tx, Bytes::from(retry), 1).await?;
         // By value: the snapshot frames are freed once sent, not kept for the session.
         for message in initial {
-            send(t, tx, message_frame(&message)).await?;
+            send(t, tx, message_frame(&message), 1).await?;
         }
         let synced_frame = frame(&synced.cursor, "synced", &protocol::synced_json(&synced));
-        send(t, tx, synced_frame).await?;
+        send(t, tx, synced_frame, 1).await?;
         let mut heartbeat = tokio::time::interval(t.config.heartbeat);
         heartbeat.reset();
         let mut recheck = session::recheck_at(&principal);
@@ -190,7 +204,7 @@ async fn run(
             tokio::select! {
                 _ = t.shutdown.cancelled() => return Ok(()),
                 _ = tx.closed() => return Err(Stop::Closed),
-                _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n")).await?,
+                _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n"), 1).await?,
                 _ = session::until(recheck) => {
                     // Boxed: an authentication round trip is a large future, and
                     // inline it would be part of every idle session's task.
@@ -205,15 +219,32 @@ async fn run(
                                 session::Revoked::Changed => ("permissions_changed", "the session's grants changed; reconnect".to_string()),
                             };
                             let json = protocol::error_json(code, &message, None);
-                            let _ = send(t, tx, frame(&t.hub.cursor(t.hub.seq()), "error", &json)).await;
+                            let _ = send(t, tx, frame(&t.hub.cursor(t.hub.seq()), "error", &json), 1).await;
                             return Ok(());
                         }
                     }
                 }
                 message = session::next(t, &mut subscription, &principal) => match message {
-                    Some(m) => {
-                        send(t, tx, message_frame(&m)).await?;
-                        if let Some(at) = m.at {
+                    Some(first) => {
+                        // Everything already queued goes out as one chunk:
+                        // one wake-up of the connection and one write.
+                        let mut ats = vec![first.at];
+                        let mut chunk = message_frame(&first);
+                        let mut joined: Option<bytes::BytesMut> = None;
+                        while ats.len() < session::MAX_BATCH {
+                            let Some(m) = session::try_next(t, &mut subscription, &principal) else {
+                                break;
+                            };
+                            joined
+                                .get_or_insert_with(|| bytes::BytesMut::from(&chunk[..]))
+                                .extend_from_slice(&message_frame(&m));
+                            ats.push(m.at);
+                        }
+                        if let Some(joined) = joined {
+                            chunk = joined.freeze();
+                        }
+                        send(t, tx, chunk, ats.len()).await?;
+                        for at in ats.into_iter().flatten() {
                             t.metrics.observe_delivery(at);
                         }
                     }

@@ -147,35 +147,85 @@ enum Out {
 /// Refused subscribes in a row after which a socket is closed (policy).
 const MAX_REFUSED_IN_A_ROW: u32 = 20;
 
-/// Owns the socket's sending half.
+/// Queues one message for the writer; false when the socket is gone or
+/// slow (then `slow` is cancelled).
+async fn push(
+    t: &Transports,
+    outbox: &mpsc::Sender<Out>,
+    slow: &CancellationToken,
+    out: Out,
+) -> bool {
+    // The write timeout's timer only when the writer is behind.
+    let out = match outbox.try_send(out) {
+        Ok(()) => return true,
+        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+        Err(mpsc::error::TrySendError::Full(out)) => out,
+    };
+    match tokio::time::timeout(t.config.write_timeout, outbox.send(out)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(_)) => false,
+        Err(_) => {
+            slow.cancel();
+            false
+        }
+    }
+}
+
+/// A queued message as a frame: (frame, payload bytes, whether it closes).
+fn frame_of(out: Out) -> Option<(Message, usize, bool)> {
+    Some(match out {
+        Out::Text(bytes) => {
+            let len = bytes.len();
+            (Message::Text(Utf8Bytes::try_from(bytes).ok()?), len, false)
+        }
+        Out::Ping => (Message::Ping(Bytes::new()), 0, false),
+        Out::Close(code, reason) => (
+            Message::Close(Some(CloseFrame {
+                code,
+                reason: reason.into(),
+            })),
+            0,
+            true,
+        ),
+    })
+}
+
+/// Owns the socket's sending half: writes what is queued (up to
+/// [`session::MAX_BATCH`] frames) and flushes once, so a burst costs one
+/// write, not one per message.
 async fn write(
     t: Arc<Transports>,
     mut sink: futures::stream::SplitSink<WebSocket, Message>,
     mut outbox: mpsc::Receiver<Out>,
     slow: CancellationToken,
 ) {
-    while let Some(out) = outbox.recv().await {
-        let (message, len, closing) = match out {
-            Out::Text(bytes) => {
-                let len = bytes.len();
-                match Utf8Bytes::try_from(bytes) {
-                    Ok(text) => (Message::Text(text), len, false),
-                    Err(_) => continue,
+    while let Some(first) = outbox.recv().await {
+        let (mut messages, mut sent) = (0, 0);
+        let mut closing = false;
+        let batch = async {
+            let mut next = Some(first);
+            let mut frames = 0;
+            while let Some(out) = next.take() {
+                if let Some((message, len, close)) = frame_of(out) {
+                    sink.feed(message).await?;
+                    if len > 0 {
+                        messages += 1;
+                        sent += len;
+                    }
+                    frames += 1;
+                    if close {
+                        closing = true;
+                        break;
+                    }
+                }
+                if frames < session::MAX_BATCH {
+                    next = outbox.try_recv().ok();
                 }
             }
-            Out::Ping => (Message::Ping(Bytes::new()), 0, false),
-            Out::Close(code, reason) => (
-                Message::Close(Some(CloseFrame {
-                    code,
-                    reason: reason.into(),
-                })),
-                0,
-                true,
-            ),
+            sink.flush().await
         };
-        match tokio::time::timeout(t.config.write_timeout, sink.send(message)).await {
-            Ok(Ok(())) if len > 0 => t.counters.sent(len),
-            Ok(Ok(())) => {}
+        match tokio::time::timeout(t.config.write_timeout, batch).await {
+            Ok(Ok(())) => t.counters.sent(messages, sent),
             Ok(Err(_)) => return,
             Err(_) => {
                 slow.cancel();
@@ -209,24 +259,7 @@ fn forward(
             initial,
             synced,
         } = started;
-        let push = |bytes: Bytes| {
-            let outbox = outbox.clone();
-            let t = t.clone();
-            let slow = slow.clone();
-            async move {
-                match tokio::time::timeout(t.config.write_timeout, outbox.send(Out::Text(bytes)))
-                    .await
-                {
-                    Ok(Ok(())) => true,
-                    Ok(Err(_)) => false,
-                    Err(_) => {
-                        slow.cancel();
-                        false
-                    }
-                }
-            }
-        };
-        // By value: the snapshot frames are freed once sent, not kept for the session.
+        let push = |bytes: Bytes| push(&t, &outbox, &slow, Out::Text(bytes));
         for message in initial {
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
                 return;

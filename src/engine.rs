@@ -33,18 +33,12 @@ struct ClusterModel {
     tasks: HashMap<(String, String), ActiveTask>,
 }
 
-/// The engine's state; `apply` (or several `step`s, then `flush`) is its whole
-/// behaviour, and what tests drive.
+/// The engine's state; `apply` is its whole behaviour (and what tests drive).
 pub struct Engine {
     hub: Arc<Hub>,
     metrics: Option<Arc<Metrics>>,
     thresholds: Thresholds,
     clusters: BTreeMap<String, ClusterModel>,
-    /// Documents written since the last [`Engine::flush`], by topic (None:
-    /// removed). A burst of observations on one topic — a watch error and
-    /// its backoff in the same instant, a relist's events — reaches
-    /// subscribers as one change of the final document.
-    pending: BTreeMap<String, Option<serde_json::Value>>,
 }
 
 fn to_doc<T: serde::Serialize>(value: &T) -> serde_json::Value {
@@ -58,7 +52,6 @@ impl Engine {
             metrics: None,
             thresholds,
             clusters: BTreeMap::new(),
-            pending: BTreeMap::new(),
         }
     }
 
@@ -95,7 +88,7 @@ impl Engine {
                     SyncInput::ListStarted => {
                         m.watch_lists.get_or_create(&labels("")).inc();
                     }
-                    SyncInput::Failed { reason, .. } => {
+                    SyncInput::Failed { reason, .. } | SyncInput::FailedRetrying { reason, .. } => {
                         m.watch_errors.get_or_create(&labels(reason)).inc();
                     }
                     _ => {}
@@ -107,26 +100,6 @@ impl Engine {
 
     /// Applies one observation at time `now`.
     pub fn apply(&mut self, observation: Observation, now: DateTime<Utc>) {
-        self.step(observation, now);
-        self.flush();
-    }
-
-    /// Publishes what the observations since the last flush changed.
-    pub fn flush(&mut self) {
-        for (topic, doc) in std::mem::take(&mut self.pending) {
-            match doc {
-                Some(doc) => self.hub.put(&topic, doc),
-                None => self.hub.remove(&topic),
-            };
-        }
-    }
-
-    fn put(&mut self, topic: String, doc: serde_json::Value) {
-        self.pending.insert(topic, Some(doc));
-    }
-
-    /// Applies one observation to the machines; [`Engine::flush`] publishes.
-    fn step(&mut self, observation: Observation, now: DateTime<Utc>) {
         self.record(&observation);
         match observation {
             Observation::Registered { cluster, server } => {
@@ -148,11 +121,10 @@ impl Engine {
                 self.cluster_input(&cluster, ClusterInput::Removed, now);
                 if let Some(model) = self.clusters.remove(&cluster) {
                     for gvr in model.syncs.keys() {
-                        self.pending
-                            .insert(topic::sync(&cluster, &gvr.path()), None);
+                        self.hub.remove(&topic::sync(&cluster, &gvr.path()));
                     }
                     for (ns, app) in model.apps.keys() {
-                        self.pending.insert(topic::app(&cluster, ns, app), None);
+                        self.hub.remove(&topic::app(&cluster, ns, app));
                     }
                 }
             }
@@ -279,9 +251,9 @@ impl Engine {
             .remove(gvr)
             .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now));
         let sync = sync.step(input, now);
-        let doc = to_doc(&sync);
+        self.hub
+            .put(&topic::sync(cluster, &gvr.path()), to_doc(&sync));
         model.syncs.insert(gvr.clone(), sync);
-        self.put(topic::sync(cluster, &gvr.path()), doc);
     }
 
     fn sync_input(&mut self, cluster: &str, gvr: Gvr, input: SyncInput, now: DateTime<Utc>) {
@@ -321,10 +293,10 @@ impl Engine {
         }
     }
 
-    fn publish_cluster(&mut self, cluster: &str) {
+    fn publish_cluster(&self, cluster: &str) {
         if let Some(model) = self.clusters.get(cluster) {
-            let doc = to_doc(&model.status);
-            self.put(topic::cluster(cluster), doc);
+            self.hub
+                .put(&topic::cluster(cluster), to_doc(&model.status));
         }
     }
 
@@ -376,15 +348,11 @@ impl Engine {
             };
             current.task = model.tasks.get(&key).cloned();
             let next = current.observe(ns_exists, &workloads, now);
-            self.pending
-                .insert(topic::app(cluster, &ns, &app), Some(to_doc(&next)));
+            self.hub.put(&topic::app(cluster, &ns, &app), to_doc(&next));
             model.apps.insert((ns, app), next);
         }
     }
 }
-
-/// Most observations applied before their documents are published.
-const MAX_BATCH: usize = 256;
 
 /// Runs the engine until shutdown or until every source is gone.
 pub async fn run(
@@ -397,71 +365,6 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
             o = rx.recv() => match o { Some(o) => o, None => return },
         };
-        engine.step(observation, Utc::now());
-        // Whatever else is already queued joins the same publication.
-        for _ in 1..MAX_BATCH {
-            match rx.try_recv() {
-                Ok(o) => engine.step(o, Utc::now()),
-                Err(_) => break,
-            }
-        }
-        engine.flush();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::status::lifecycle::transitions;
-    use crate::status::sync::{Gvr, SyncInput};
-
-    fn at(s: i64) -> DateTime<Utc> {
-        DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
-    }
-
-    #[test]
-    fn observations_in_one_batch_publish_one_change_per_topic() {
-        let hub = Hub::new(Default::default());
-        let mut engine = Engine::new(hub.clone(), Thresholds::default());
-        let gvr = Gvr {
-            group: "apps".into(),
-            version: "v1".into(),
-            resource: "deployments".into(),
-        };
-        let sync = topic::sync("a", &gvr.path());
-        let register = Observation::Registered {
-            cluster: "a".into(),
-            server: "https://a".into(),
-        };
-        engine.apply(register, at(0));
-        let listed = SyncInput::ListDone {
-            count: 3,
-            resource_version: Some("7".into()),
-        };
-        engine.apply(Observation::sync("a", &gvr, listed), at(1));
-        let before = hub.get(&sync).expect("published by apply").rev;
-
-        // A watch error and its backoff, stepped together.
-        let failed = SyncInput::Failed {
-            reason: "Disconnected".into(),
-            message: "connection refused".into(),
-        };
-        engine.step(Observation::sync("a", &gvr, failed), at(2));
-        let backoff = SyncInput::BackingOff { until: at(3) };
-        engine.step(Observation::sync("a", &gvr, backoff), at(2));
-        assert_eq!(hub.get(&sync).unwrap().rev, before, "nothing before flush");
-        engine.flush();
-
-        let after = hub.get(&sync).unwrap();
-        assert_eq!(after.rev, before + 1, "one change for both steps");
-        assert_eq!(after.doc["phase"], "Backoff");
-        let phases: Vec<_> = transitions(&after.doc)
-            .iter()
-            .map(|t| t["to"].as_str().unwrap().to_string())
-            .collect();
-        assert!(
-            phases.ends_with(&["Error".into(), "Backoff".into()]),
-            "{phases:?}"
-        );
+        engine.apply(observation, Utc::now());
     }
 }

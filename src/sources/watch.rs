@@ -67,18 +67,23 @@ async fn report(tx: &mpsc::Sender<Observation>, observation: Observation) -> boo
     tx.send(observation).await.is_ok()
 }
 
-/// Sleeps through one backoff step, reporting it. False on shutdown.
-async fn back_off(
-    cluster: &str,
-    gvr: &Gvr,
+/// Reports a failure together with the backoff before the retry (one
+/// observation), then sleeps through the backoff. False on shutdown.
+async fn fail_and_back_off(
+    observe: impl FnOnce(SyncInput) -> Observation,
+    (reason, message): (String, String),
     backoff: &mut DefaultBackoff,
     tx: &mpsc::Sender<Observation>,
     shutdown: &CancellationToken,
 ) -> bool {
     let delay = backoff.next().unwrap_or(Duration::from_secs(30));
     let until = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
-    let input = SyncInput::BackingOff { until };
-    if !report(tx, Observation::sync(cluster, gvr, input)).await {
+    let input = SyncInput::FailedRetrying {
+        reason,
+        message,
+        until,
+    };
+    if !report(tx, observe(input)).await {
         return false;
     }
     tokio::select! {
@@ -182,12 +187,9 @@ pub async fn drive<K, F>(
                 }
             }
         };
-        let (reason, message) = failed;
+        let (reason, message) = &failed;
         tracing::debug!(cluster = %cluster, resource = %gvr.path(), %reason, %message, "watch failed");
-        if !report(&tx, sync(SyncInput::Failed { reason, message })).await {
-            return;
-        }
-        if !back_off(&cluster, &gvr, &mut backoff, &tx, &shutdown).await {
+        if !fail_and_back_off(sync, failed, &mut backoff, &tx, &shutdown).await {
             return;
         }
     }
@@ -352,15 +354,8 @@ async fn run_dynamic(
                 (reason.to_string(), message)
             }
         };
-        if !report(
-            &tx,
-            Observation::sync(&cluster, &gvr, SyncInput::Failed { reason, message }),
-        )
-        .await
-        {
-            return;
-        }
-        if !back_off(&cluster, &gvr, &mut backoff, &tx, &shutdown).await {
+        let observe = |input| Observation::sync(&cluster, &gvr, input);
+        if !fail_and_back_off(observe, (reason, message), &mut backoff, &tx, &shutdown).await {
             return;
         }
     };

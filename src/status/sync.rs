@@ -97,6 +97,14 @@ pub enum SyncInput {
     BackingOff {
         until: DateTime<Utc>,
     },
+    /// A failure and the backoff before the retry, observed together: both
+    /// transitions (Error, then Backoff) in one step, so subscribers get one
+    /// change instead of two in the same instant.
+    FailedRetrying {
+        reason: String,
+        message: String,
+        until: DateTime<Utc>,
+    },
     ClusterDown,
     ClusterUp,
     Removed,
@@ -194,6 +202,15 @@ impl SyncStatus {
                     format!("{count} objects, watching for changes"),
                     now,
                 );
+            }
+            SyncInput::FailedRetrying {
+                reason,
+                message,
+                until,
+            } => {
+                return self
+                    .step(SyncInput::Failed { reason, message }, now)
+                    .step(SyncInput::BackingOff { until }, now);
             }
             SyncInput::Failed { reason, message } => {
                 self.last_error = Some(message.clone());
@@ -317,6 +334,23 @@ mod tests {
                     "Listing (InitialList) 0",
                     "Error (Forbidden) 0",
                     "Backoff (Forbidden) 0",
+                ],
+            ),
+            (
+                "a failure with its backoff is one step",
+                vec![
+                    SyncInput::ListStarted,
+                    done(3),
+                    SyncInput::FailedRetrying {
+                        reason: "Disconnected".into(),
+                        message: "connection refused".into(),
+                        until: t(30),
+                    },
+                ],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 3",
+                    "Backoff (Disconnected) 3",
                 ],
             ),
             (

@@ -260,6 +260,7 @@ fn forward(
             synced,
         } = started;
         let push = |bytes: Bytes| push(&t, &outbox, &slow, Out::Text(bytes));
+        // By value: the snapshot frames are freed once sent, not kept for the session.
         for message in initial {
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
                 return;

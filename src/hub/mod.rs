@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 
 pub use topic::Pattern;
 use topic::PatternIndex;
@@ -131,7 +131,6 @@ struct Slot {
 #[derive(Default)]
 struct Lagged {
     topics: Mutex<BTreeSet<String>>,
-    notify: Notify,
 }
 
 struct Inner {
@@ -274,8 +273,6 @@ impl Hub {
             if missed.contains(topic) || slot.tx.try_send(change.clone()).is_err() {
                 missed.insert(topic.to_string());
                 lagged += 1;
-                drop(missed);
-                slot.lagged.notify.notify_one();
             }
         }
         inner.lag_events += lagged;
@@ -407,15 +404,13 @@ impl Subscription {
     /// The next change, or a resync of a topic this subscription fell behind
     /// on (None once the hub is gone).
     pub async fn next(&mut self) -> Option<Delivery> {
-        loop {
-            if let Some(delivery) = self.try_next() {
-                return Some(delivery);
-            }
-            tokio::select! {
-                change = self.rx.recv() => return change.map(Delivery::Change),
-                _ = self.lagged.notify.notified() => {}
-            }
+        if let Some(delivery) = self.try_next() {
+            return Some(delivery);
         }
+        // A topic is marked behind only while this queue is full (or for a
+        // topic already marked), so the queue wakes this receiver before any
+        // resync is due: no second wake-up source is needed.
+        self.rx.recv().await.map(Delivery::Change)
     }
 }
 
@@ -497,6 +492,36 @@ mod tests {
         assert_eq!(hub.stats().subscriptions, 1);
         drop(sub);
         assert_eq!(hub.stats().subscriptions, 0);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_reader_gets_the_queue_then_the_resync() {
+        let hub = Hub::new(HubConfig {
+            log_size: 100,
+            subscriber_queue: 1,
+        });
+        let mut sub = hub.subscribe(patterns(&["**"]));
+        let reader = tokio::spawn(async move {
+            let first = sub.next().await.unwrap();
+            let second = sub.next().await.unwrap();
+            (first, second)
+        });
+        tokio::task::yield_now().await;
+        for i in 0..5 {
+            hub.put("apps/a/b/c", json!({"i": i}));
+        }
+        let (first, second) = tokio::time::timeout(std::time::Duration::from_secs(10), reader)
+            .await
+            .expect("the queued change wakes the reader")
+            .unwrap();
+        assert!(
+            matches!(&first, Delivery::Change(c) if c.rev == 1),
+            "{first:?}"
+        );
+        assert!(
+            matches!(&second, Delivery::Resync { current: Some(d), .. } if d.rev == 5),
+            "{second:?}"
+        );
     }
 
     #[test]

@@ -200,10 +200,13 @@ async fn run(
         let mut heartbeat = tokio::time::interval(t.config.heartbeat);
         heartbeat.reset();
         let mut recheck = session::recheck_at(&principal);
+        // Made once, not per message: each registers a waiter when polled.
+        let mut shutdown = std::pin::pin!(t.shutdown.cancelled());
+        let mut closed = std::pin::pin!(tx.closed());
         loop {
             tokio::select! {
-                _ = t.shutdown.cancelled() => return Ok(()),
-                _ = tx.closed() => return Err(Stop::Closed),
+                _ = &mut shutdown => return Ok(()),
+                _ = &mut closed => return Err(Stop::Closed),
                 _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n"), 1).await?,
                 _ = session::until(recheck) => {
                     // Boxed: an authentication round trip is a large future, and

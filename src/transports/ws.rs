@@ -274,9 +274,10 @@ fn forward(
         {
             return;
         }
+        let mut shutdown = std::pin::pin!(t.shutdown.cancelled());
         loop {
             let message = tokio::select! {
-                _ = t.shutdown.cancelled() => return,
+                _ = &mut shutdown => return,
                 m = session::next(&t, &mut subscription, &principal) => m,
             };
             let Some(message) = message else { return };

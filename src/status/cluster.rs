@@ -188,7 +188,7 @@ impl ClusterStatus {
                 p.consecutive_successes =
                     (p.consecutive_successes + 1).min(thresholds.success.max(1));
                 p.consecutive_failures = 0;
-                p.latency_ms = Some(latency_ms);
+                p.latency_ms = Some(shown_latency(p.latency_ms, latency_ms));
                 p.last_probe_at = Some(now);
                 if version.is_some() {
                     p.server_version = version;
@@ -216,7 +216,7 @@ impl ClusterStatus {
                 p.consecutive_failures =
                     (p.consecutive_failures + 1).min(thresholds.failure.max(1));
                 p.consecutive_successes = 0;
-                p.latency_ms = latency_ms;
+                p.latency_ms = latency_ms.map(|ms| shown_latency(p.latency_ms, ms));
                 p.last_probe_at = Some(now);
                 p.last_error = Some(message.clone());
                 let failures = p.consecutive_failures;
@@ -252,9 +252,42 @@ impl ClusterStatus {
     }
 }
 
+/// The probe latency a document shows: the measured one when it moved
+/// noticeably (by more than 5 ms and by more than a quarter), else the one
+/// already shown — so that jitter does not republish the cluster on every
+/// probe. Every probe's latency goes to the `kube_pulse_probe_latency_seconds` metric.
+fn shown_latency(shown: Option<u64>, measured: u64) -> u64 {
+    match shown {
+        Some(shown) if measured.abs_diff(shown) <= 5.max(shown / 4) => shown,
+        _ => measured,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_latency_moves_only_noticeably() {
+        // (shown, measured, shown after)
+        let cases = [
+            (None, 0, 0),
+            (Some(0), 1, 0),
+            (Some(3), 8, 3),
+            (Some(3), 9, 9),
+            (Some(100), 125, 100),
+            (Some(100), 126, 126),
+            (Some(100), 74, 74),
+            (Some(40), 36, 40),
+        ];
+        for (shown, measured, want) in cases {
+            assert_eq!(
+                shown_latency(shown, measured),
+                want,
+                "{shown:?} → {measured}"
+            );
+        }
+    }
 
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()

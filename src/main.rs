@@ -4,7 +4,11 @@
 use anyhow::Context;
 use clap::Parser;
 use kube_pulse::cli::{Cli, Command};
-use kube_pulse::{config, demo, serve, shutdown, sim, telemetry};
+#[cfg(feature = "demo")]
+use kube_pulse::demo;
+use kube_pulse::{config, serve, shutdown, telemetry};
+#[cfg(feature = "demo")]
+use kube_pulse_sim as sim;
 use tokio::net::TcpListener;
 
 #[tokio::main]
@@ -13,6 +17,7 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init(cli.log_format);
     let shutdown = shutdown::on_signals();
     match cli.command {
+        #[cfg(feature = "demo")]
         Command::Sim(args) => {
             let cluster = sim::SimCluster::start_with_shutdown(args.to_config(), shutdown.clone())
                 .await
@@ -43,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
                 task.await??;
             }
         }
+        #[cfg(feature = "demo")]
         Command::Demo(args) => {
             let auth = args.security.auth_settings();
             auth.check_listener(args.listen)
@@ -70,6 +76,14 @@ async fn main() -> anyhow::Result<()> {
                 tls: args.security.tls(),
             };
             demo::run(listener, options, shutdown).await?;
+        }
+        #[cfg(not(feature = "demo"))]
+        Command::Sim(_) | Command::Demo(_) => {
+            eprintln!(
+                "error: this kube-pulse was built without the simulator (the `demo` feature); \
+                 `demo` and `sim` need a build with default features"
+            );
+            std::process::exit(2);
         }
         Command::Serve(args) => {
             let (clusters, file_listen, pipeline, health) = match (&args.config, &args.kubeconfig) {

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use kube_pulse::sim::ResourceDef;
+use kube_pulse_sim::ResourceDef;
 use serde_json::{Value, json};
 
 fn render() -> (String, Vec<Value>) {

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use common::{doc_where, label, pipeline, sim_with};
 use kube_pulse::hub::Pattern;
-use kube_pulse::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
 use kube_pulse::sources::{SyncRegistry, SyncResource};
 use kube_pulse::status::lifecycle::transitions;
+use kube_pulse_sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

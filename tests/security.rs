@@ -15,10 +15,10 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use kube_pulse::auth::{self, Auth, Mode};
 use kube_pulse::gateway::{self, GatewayState};
 use kube_pulse::pipeline::Pipeline;
-use kube_pulse::sim::reviews::{AccessRule, ReviewPolicy, ReviewUser};
-use kube_pulse::sim::{SimCluster, WorkloadSeed};
 use kube_pulse::tasks::{TaskSettings, Tasks};
 use kube_pulse::transports::TransportConfig;
+use kube_pulse_sim::reviews::{AccessRule, ReviewPolicy, ReviewUser};
+use kube_pulse_sim::{SimCluster, WorkloadSeed};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -414,7 +414,7 @@ fn scale(sim: &SimCluster, replicas: i64) {
             &def,
             Some("shop"),
             "web",
-            kube_pulse::sim::object::UpdateScope::Main,
+            kube_pulse_sim::object::UpdateScope::Main,
             false,
             |current| {
                 let mut next = current.clone();

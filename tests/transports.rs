@@ -14,8 +14,8 @@ use common::{
 };
 use futures::{SinkExt, StreamExt};
 use kube_pulse::hub::{Hub, HubConfig};
-use kube_pulse::sim::{WorkloadSeed, workload_manifest};
 use kube_pulse::transports::TransportConfig;
+use kube_pulse_sim::{WorkloadSeed, workload_manifest};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -575,7 +575,7 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
     };
     let (url, stop, state, _server) = gateway(p.hub().clone(), config).await;
     let upstream =
-        |s: &kube_pulse::sim::StatsSnapshot| (s.total("watch"), s.total("list"), s.open_watches);
+        |s: &kube_pulse_sim::StatsSnapshot| (s.total("watch"), s.total("list"), s.open_watches);
     let mut one = SseReader::open(&format!("{url}/api/v1/events?topic=**"), None).await;
     one.until_synced().await;
     let with_one = upstream(&sim.stats());

@@ -17,11 +17,13 @@ pub mod object;
 pub mod patch;
 pub mod resources;
 pub mod reviews;
+pub mod scenario;
 pub mod selector;
 mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod testing;
 mod watch;
 
 use std::collections::BTreeSet;
@@ -368,14 +370,6 @@ impl SimCluster {
     /// `http://127.0.0.1:PORT`, what `kubectl --server` takes.
     pub fn url(&self) -> String {
         format!("http://{}", self.shared.addr)
-    }
-
-    /// This cluster as a pipeline member (name and client configuration).
-    pub fn member(&self) -> crate::pipeline::Member {
-        crate::pipeline::Member {
-            name: self.name().into(),
-            config: self.kube_config(),
-        }
     }
 
     /// A kube-rs client configuration for this cluster (with its token, if any).

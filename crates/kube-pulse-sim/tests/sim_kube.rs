@@ -15,7 +15,7 @@ use kube::api::{
 };
 use kube::runtime::watcher::{self, Event};
 use kube::{Error, ResourceExt};
-use kube_pulse::sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
+use kube_pulse_sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(15);

@@ -144,7 +144,7 @@ pub fn table(def: &ResourceDef, items: &[&Value], list_meta: Value, now: DateTim
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::Catalog;
+    use crate::resources::Catalog;
 
     #[test]
     fn ages_read_like_kubectl() {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::sim::object::UpdateScope;
-use crate::sim::{ApiError, Faults, SimCluster, WorkloadSeed, workload_manifest};
+use crate::object::UpdateScope;
+use crate::{ApiError, Faults, SimCluster, WorkloadSeed, workload_manifest};
 
 /// One thing that happens to a cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +123,7 @@ pub fn script() -> Vec<Step> {
         s(
             10,
             DEV,
-            Faults(crate::sim::Faults {
+            Faults(crate::Faults {
                 refuse: true,
                 ..Default::default()
             }),
@@ -166,7 +166,7 @@ pub fn script() -> Vec<Step> {
         s(
             10,
             STAGING,
-            Faults(crate::sim::Faults {
+            Faults(crate::Faults {
                 stall: true,
                 ..Default::default()
             }),
@@ -202,11 +202,7 @@ pub fn script() -> Vec<Step> {
     ]
 }
 
-fn workload_def(
-    cluster: &SimCluster,
-    namespace: &str,
-    name: &str,
-) -> Option<crate::sim::ResourceDef> {
+fn workload_def(cluster: &SimCluster, namespace: &str, name: &str) -> Option<crate::ResourceDef> {
     let store = cluster.store();
     ["deployments", "statefulsets"]
         .iter()
@@ -317,7 +313,7 @@ pub async fn run(clusters: &[SimCluster], shutdown: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::SimConfig;
+    use crate::SimConfig;
 
     #[test]
     fn script_targets_seeded_workloads_and_undoes_every_fault() {

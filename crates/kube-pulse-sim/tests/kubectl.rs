@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{eventually, kubectl, ok, sim};
-use kube_pulse::sim::{WorkloadSeed, workload_manifest};
+use kube_pulse_sim::{WorkloadSeed, workload_manifest};
 
 const MANIFEST: &str = r#"apiVersion: apps/v1
 kind: Deployment

@@ -607,7 +607,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::selector::LabelSelector;
+    use crate::selector::LabelSelector;
 
     fn store(window: usize) -> Store {
         let store = Store::new(Catalog::new(vec![]), window);

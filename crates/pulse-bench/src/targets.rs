@@ -15,7 +15,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use kube_pulse::sim::{ConvergeConfig, SimCluster, SimConfig, WorkloadSeed};
+use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig, WorkloadSeed};
 
 use crate::load::Via;
 
@@ -350,7 +350,7 @@ impl Target {
                         &def,
                         Some("bench"),
                         &name,
-                        kube_pulse::sim::object::UpdateScope::Main,
+                        kube_pulse_sim::object::UpdateScope::Main,
                         false,
                         |current| {
                             let mut next = current.clone();

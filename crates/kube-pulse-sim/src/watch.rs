@@ -270,7 +270,7 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::selector::LabelSelector;
+    use crate::selector::LabelSelector;
 
     fn event(kind: EventType, prev: Option<Value>, now: Value) -> StoredEvent {
         StoredEvent {

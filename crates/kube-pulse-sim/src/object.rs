@@ -351,7 +351,7 @@ pub fn same_content(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::resources::Catalog;
+    use crate::resources::Catalog;
 
     fn now() -> chrono::DateTime<chrono::Utc> {
         "2026-01-02T03:04:05Z".parse().unwrap()

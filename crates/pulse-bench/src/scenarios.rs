@@ -44,7 +44,7 @@ impl Plan {
             narrow_size: 10_000,
             narrow_rates: vec![100, 200, 500, 1000, 2000],
             // Two rounds of the demo script: the first fills the histories.
-            diff_duration: kube_pulse::scenario::round() * 2,
+            diff_duration: kube_pulse_sim::scenario::round() * 2,
             sync_clusters: 100,
             sync_objects: 1000,
             p99_limit_ms: 50.0,
@@ -546,17 +546,16 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
     use kube_pulse::demo::{DemoOptions, start_clusters};
     use kube_pulse::hub::{Delivery, Pattern};
     use kube_pulse::pipeline::Pipeline;
-    use kube_pulse::sim::SimCluster;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = DemoOptions {
-        converge: kube_pulse::sim::ConvergeConfig {
+        converge: kube_pulse_sim::ConvergeConfig {
             tick: Duration::from_millis(100),
             pods_per_tick: 1,
         },
         ..DemoOptions::default()
     };
     let clusters = start_clusters(&options, &shutdown).await?;
-    let members = clusters.iter().map(SimCluster::member).collect();
+    let members = clusters.iter().map(kube_pulse::demo::member).collect();
     let pipeline = Pipeline::start(members, kube_pulse::demo::pipeline_config(), &shutdown).await?;
     let mut sub = pipeline
         .hub()
@@ -564,9 +563,9 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
     let clusters = Arc::new(clusters);
     let scenario = {
         let (clusters, shutdown) = (clusters.clone(), shutdown.clone());
-        tokio::spawn(async move { kube_pulse::scenario::run(&clusters, shutdown).await })
+        tokio::spawn(async move { kube_pulse_sim::scenario::run(&clusters, shutdown).await })
     };
-    let round = kube_pulse::scenario::round();
+    let round = kube_pulse_sim::scenario::round();
     let mut rounds: Vec<DiffWindow> = Vec::new();
     let mut all = DiffWindow {
         label: "all".into(),
@@ -633,7 +632,7 @@ pub struct InitialSync {
 pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
     use kube_pulse::hub::Pattern;
     use kube_pulse::pipeline::Pipeline;
-    use kube_pulse::sim::{SimCluster, SimConfig};
+    use kube_pulse_sim::{SimCluster, SimConfig};
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut sims = Vec::new();
     for i in 0..plan.sync_clusters {
@@ -655,7 +654,7 @@ pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
         }
         sims.push(sim);
     }
-    let members = sims.iter().map(SimCluster::member).collect();
+    let members = sims.iter().map(kube_pulse::demo::member).collect();
     let mut config = kube_pulse::demo::pipeline_config();
     config.source.probe_interval = Duration::from_secs(5);
     let started = Instant::now();

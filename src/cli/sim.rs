@@ -1,0 +1,198 @@
+//! `kube-pulse sim`: one simulated Kubernetes cluster from flags (only in
+//! builds with the `demo` feature).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use kube_pulse_sim::{ConvergeConfig, ResourceDef, SimConfig, WorkloadSeed};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address of the simulated apiserver (plain HTTP).
+    #[arg(long, env = "KUBE_PULSE_SIM_LISTEN", default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Cluster name (shown in logs and the control API).
+    #[arg(long, default_value = "sim")]
+    pub name: String,
+    /// Require `Authorization: Bearer TOKEN` on API requests.
+    #[arg(long, env = "KUBE_PULSE_SIM_TOKEN")]
+    pub token: Option<String>,
+    /// Namespace to create at start (repeatable).
+    #[arg(long = "namespace", value_name = "NAME")]
+    pub namespaces: Vec<String>,
+    /// Deployment to create at start: NAMESPACE/NAME[:REPLICAS] (repeatable).
+    #[arg(long = "app", value_name = "NS/NAME[:REPLICAS]", value_parser = parse_workload)]
+    pub apps: Vec<(String, String, u32)>,
+    /// StatefulSet to create at start: NAMESPACE/NAME[:REPLICAS] (repeatable).
+    #[arg(long = "statefulset", value_name = "NS/NAME[:REPLICAS]", value_parser = parse_workload)]
+    pub statefulsets: Vec<(String, String, u32)>,
+    /// Container image of the seeded workloads.
+    #[arg(long, default_value = "registry.example/app:1.0")]
+    pub image: String,
+    /// Image whose pods never become ready (repeatable).
+    #[arg(long = "failing-image", value_name = "IMAGE")]
+    pub failing_images: Vec<String>,
+    /// Answer 403 for GROUP/RESOURCE[:VERB], e.g. apps/deployments or core/namespaces:watch (repeatable).
+    #[arg(long = "deny", value_name = "RULE")]
+    pub deny: Vec<String>,
+    /// Extra resource GROUP/VERSION/PLURAL/KIND[/cluster] (repeatable), e.g. example.com/v1/widgets/Widget.
+    #[arg(long = "crd", value_name = "SPEC", value_parser = parse_crd)]
+    pub crds: Vec<ResourceDef>,
+    /// Events kept for watch resume; older resourceVersions get 410 Expired.
+    #[arg(long, default_value_t = 1000)]
+    pub window: usize,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 10)]
+    pub bookmark_secs: u64,
+    /// Milliseconds between workload controller steps.
+    #[arg(long, default_value_t = 500)]
+    pub tick_ms: u64,
+    /// Pods created or readied per workload per step.
+    #[arg(long, default_value_t = 1)]
+    pub pods_per_tick: u32,
+    /// Also serve the control API (`/_sim/...`) here, so it survives the `refuse` fault.
+    #[arg(long, value_name = "ADDR")]
+    pub control_listen: Option<SocketAddr>,
+}
+
+/// Parses `NAMESPACE/NAME[:REPLICAS]`.
+pub fn parse_workload(s: &str) -> Result<(String, String, u32), String> {
+    let (path, replicas) = match s.rsplit_once(':') {
+        Some((p, r)) => (
+            p,
+            r.parse::<u32>()
+                .map_err(|_| format!("replicas {r:?} is not a non-negative integer"))?,
+        ),
+        None => (s, 1),
+    };
+    let (ns, name) = path
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .ok_or_else(|| format!("{s:?} must look like NAMESPACE/NAME[:REPLICAS]"))?;
+    Ok((ns.to_string(), name.to_string(), replicas))
+}
+
+/// Parses `GROUP/VERSION/PLURAL/KIND[/cluster]`.
+pub fn parse_crd(s: &str) -> Result<ResourceDef, String> {
+    let parts: Vec<&str> = s.split('/').collect();
+    let (group, version, plural, kind, namespaced) = match parts.as_slice() {
+        [g, v, p, k] => (*g, *v, *p, *k, true),
+        [g, v, p, k, "cluster"] => (*g, *v, *p, *k, false),
+        _ => {
+            return Err(format!(
+                "{s:?} must look like GROUP/VERSION/PLURAL/KIND[/cluster]"
+            ));
+        }
+    };
+    if [group, version, plural, kind].iter().any(|p| p.is_empty()) || !group.contains('.') {
+        return Err(format!(
+            "{s:?}: group must be a domain (e.g. example.com) and no part may be empty"
+        ));
+    }
+    let mut def = ResourceDef::custom(group, version, plural, kind);
+    def.namespaced = namespaced;
+    Ok(def)
+}
+
+impl SimArgs {
+    /// The simulator configuration these flags describe.
+    pub fn to_config(&self) -> SimConfig {
+        let seeds = |list: &[(String, String, u32)], kind: &str| -> Vec<WorkloadSeed> {
+            list.iter()
+                .map(|(ns, name, replicas)| WorkloadSeed {
+                    kind: kind.into(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    replicas: *replicas,
+                    image: self.image.clone(),
+                })
+                .collect()
+        };
+        let mut workloads = seeds(&self.apps, "Deployment");
+        workloads.extend(seeds(&self.statefulsets, "StatefulSet"));
+        SimConfig {
+            name: self.name.clone(),
+            listen: self.listen,
+            token: self.token.clone(),
+            extra_resources: self.crds.clone(),
+            window: self.window.max(1),
+            bookmark_interval: Duration::from_secs(self.bookmark_secs.max(1)),
+            converge: ConvergeConfig {
+                tick: Duration::from_millis(self.tick_ms.max(10)),
+                pods_per_tick: self.pods_per_tick.max(1),
+            },
+            deny: self.deny.clone(),
+            namespaces: self.namespaces.clone(),
+            workloads,
+            reviews: Default::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn workload_specs() {
+        assert_eq!(
+            parse_workload("shop/web:3").unwrap(),
+            ("shop".into(), "web".into(), 3)
+        );
+        assert_eq!(parse_workload("shop/web").unwrap().2, 1);
+        for bad in ["web", "/web", "shop/", "shop/web:x", "a/b/c", "shop/web:-1"] {
+            assert!(parse_workload(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn crd_specs() {
+        let def = parse_crd("example.com/v1/widgets/Widget").unwrap();
+        assert!(def.namespaced);
+        assert_eq!(def.api_version(), "example.com/v1");
+        assert!(
+            !parse_crd("example.com/v1/globals/Global/cluster")
+                .unwrap()
+                .namespaced
+        );
+        for bad in [
+            "widgets",
+            "core/v1/widgets/Widget",
+            "example.com/v1//Widget",
+        ] {
+            assert!(parse_crd(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sim_flags_become_config() {
+        let cli = Cli::try_parse_from([
+            "kube-pulse",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--app",
+            "shop/web:2",
+            "--statefulset",
+            "shop/db",
+            "--token",
+            "s3cret",
+            "--deny",
+            "apps/deployments",
+        ])
+        .unwrap();
+        let Command::Sim(args) = cli.command else {
+            panic!("sim expected")
+        };
+        let config = args.to_config();
+        assert_eq!(config.workloads.len(), 2);
+        assert_eq!(config.workloads[1].kind, "StatefulSet");
+        assert_eq!(config.token.as_deref(), Some("s3cret"));
+        assert_eq!(config.deny, ["apps/deployments"]);
+        assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
+        assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
+    }
+}

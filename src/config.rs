@@ -209,6 +209,19 @@ impl ClusterSpec {
     }
 }
 
+/// Each member's client configuration, resolved (kubeconfig files read,
+/// URLs and credentials checked).
+pub async fn members(clusters: &[ClusterSpec]) -> Result<Vec<crate::pipeline::Member>> {
+    let mut members = Vec::with_capacity(clusters.len());
+    for spec in clusters {
+        members.push(crate::pipeline::Member {
+            name: spec.name.clone(),
+            config: spec.kube_config().await?,
+        });
+    }
+    Ok(members)
+}
+
 fn check_unique(clusters: &[ClusterSpec], path: &Path) -> Result<()> {
     let mut seen = HashSet::new();
     for cluster in clusters {

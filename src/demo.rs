@@ -12,10 +12,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::gateway::{self, GatewayState};
-use crate::pipeline::{Pipeline, PipelineConfig};
+use crate::gateway::{Gateway, GatewayConfig};
+use crate::pipeline::PipelineConfig;
 use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
-use crate::tasks::{TaskSettings, Tasks};
 use kube_pulse_sim::scenario;
 use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig};
 
@@ -26,13 +25,11 @@ pub struct DemoOptions {
     pub clusters: usize,
     /// Whether the scenario plays.
     pub scenario: bool,
+    /// How fast the simulated workload controllers converge.
     pub converge: ConvergeConfig,
-    pub transports: crate::transports::TransportConfig,
-    pub tasks: TaskSettings,
-    /// `/` or a prefix such as `/pulse`.
-    pub base_path: String,
-    pub auth: crate::auth::AuthSettings,
-    pub tls: Option<gateway::TlsSettings>,
+    /// The gateway over the simulated clusters; the demo fills in its
+    /// members, and its pipeline defaults to [`pipeline_config`].
+    pub gateway: GatewayConfig,
 }
 
 impl Default for DemoOptions {
@@ -41,11 +38,10 @@ impl Default for DemoOptions {
             clusters: 3,
             scenario: true,
             converge: ConvergeConfig::default(),
-            transports: Default::default(),
-            tasks: Default::default(),
-            base_path: "/".into(),
-            auth: Default::default(),
-            tls: None,
+            gateway: GatewayConfig {
+                pipeline: pipeline_config(),
+                ..GatewayConfig::default()
+            },
         }
     }
 }
@@ -99,22 +95,9 @@ struct ClusterLink {
     server: String,
 }
 
-/// The demo's routes: the gateway (with the web UI) plus each simulated
-/// cluster's control API and their list.
-pub fn app(
-    clusters: &[SimCluster],
-    pipeline: &Arc<Pipeline>,
-    tasks: &Arc<Tasks>,
-    auth: Arc<crate::auth::Auth>,
-    transports: crate::transports::TransportConfig,
-    shutdown: &CancellationToken,
-) -> Router {
-    let health = gateway::health_for(
-        pipeline,
-        Some(tasks.clone()),
-        Default::default(),
-        Vec::new(),
-    );
+/// The demo's own routes beside the gateway's: each simulated cluster's
+/// control API and their list.
+pub fn sim_routes(clusters: &[SimCluster]) -> Router {
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
@@ -124,15 +107,7 @@ pub fn app(
         .collect();
     let mut router = Router::new()
         .route("/_sim/clusters", get(sim_clusters))
-        .with_state(Arc::new(links))
-        .merge(gateway::app(GatewayState::for_pipeline(
-            pipeline,
-            tasks.clone(),
-            auth,
-            transports,
-            health,
-            shutdown.clone(),
-        )));
+        .with_state(Arc::new(links));
     for cluster in clusters {
         router = router.nest(
             &format!("/_sim/clusters/{}", cluster.name()),
@@ -173,52 +148,74 @@ async fn sim_clusters(State(clusters): State<Arc<Vec<ClusterLink>>>) -> Response
     axum::Json(serde_json::json!({ "items": items })).into_response()
 }
 
-/// Runs the demo on `listener` until `shutdown`, then stops every cluster.
-pub async fn run(
-    listener: TcpListener,
-    options: DemoOptions,
+/// Starts the simulated clusters and the gateway over them (errors before
+/// anything listens); [`Demo::serve`] then plays the scenario and serves.
+pub struct Demo {
+    clusters: Vec<SimCluster>,
+    gateway: Gateway,
+    scenario: bool,
     shutdown: CancellationToken,
-) -> Result<()> {
-    let clusters = start_clusters(&options, &shutdown).await?;
-    let members = clusters.iter().map(member).collect();
-    let pipeline = Pipeline::start(members, pipeline_config(), &shutdown).await?;
-    let tasks = Tasks::for_pipeline(&pipeline, options.tasks.clone(), &shutdown);
-    let auth = match options.auth.build(pipeline.hub().clone()).await {
-        Ok(a) => a,
-        Err(message) => {
-            pipeline.stop().await;
-            return Err(Error::BadRequest(format!("authentication: {message}")));
-        }
-    };
-    let router = app(
-        &clusters,
-        &pipeline,
-        &tasks,
-        auth,
-        options.transports.clone(),
-        &shutdown,
-    );
-    let clusters = Arc::new(clusters);
-    let scenario_task = options.scenario.then(|| {
-        let clusters = clusters.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move { scenario::run(&clusters, shutdown).await })
-    });
-    let router = crate::web::mount(router, &options.base_path);
-    let served = match options.tls.clone() {
-        Some(tls) => gateway::serve_tls(listener, router, tls, shutdown.clone()).await,
-        None => gateway::serve(listener, router, shutdown.clone()).await,
-    };
-    shutdown.cancel();
-    if let Some(task) = scenario_task {
-        let _ = task.await;
+}
+
+impl std::fmt::Debug for Demo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let clusters: Vec<&str> = self.clusters.iter().map(SimCluster::name).collect();
+        f.debug_struct("Demo")
+            .field("clusters", &clusters)
+            .field("gateway", &self.gateway)
+            .field("scenario", &self.scenario)
+            .finish_non_exhaustive()
     }
-    tasks.stop().await;
-    pipeline.stop().await;
-    if let Ok(clusters) = Arc::try_unwrap(clusters) {
-        for cluster in clusters {
-            cluster.shutdown().await;
-        }
+}
+
+impl Demo {
+    /// Starts `options.clusters` simulated clusters and a gateway over them.
+    pub async fn start(options: DemoOptions, shutdown: &CancellationToken) -> Result<Self> {
+        let clusters = start_clusters(&options, shutdown).await?;
+        let config = GatewayConfig {
+            members: clusters.iter().map(member).collect(),
+            ..options.gateway
+        };
+        let gateway = Gateway::start(config, shutdown).await?;
+        Ok(Self {
+            clusters,
+            gateway,
+            scenario: options.scenario,
+            shutdown: shutdown.clone(),
+        })
     }
-    served
+
+    /// The running gateway.
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// Plays the scenario and serves gateway and simulator control routes on
+    /// `listener` until shutdown, then stops gateway and clusters.
+    pub async fn serve(self, listener: TcpListener) -> Result<()> {
+        let Self {
+            clusters,
+            gateway,
+            scenario,
+            shutdown,
+        } = self;
+        let routes = sim_routes(&clusters);
+        let clusters = Arc::new(clusters);
+        let scenario_task = scenario.then(|| {
+            let clusters = clusters.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { scenario::run(&clusters, shutdown).await })
+        });
+        let served = gateway.serve(listener, routes).await;
+        shutdown.cancel();
+        if let Some(task) = scenario_task {
+            let _ = task.await;
+        }
+        if let Ok(clusters) = Arc::try_unwrap(clusters) {
+            for cluster in clusters {
+                cluster.shutdown().await;
+            }
+        }
+        served
+    }
 }

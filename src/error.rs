@@ -31,6 +31,14 @@ pub enum Error {
     },
     #[error("server error: {0}")]
     Serve(#[source] std::io::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Settings(String),
     #[error("not found: {0}")]
     NotFound(String),
     #[error("bad request: {0}")]
@@ -53,6 +61,8 @@ impl Error {
             Error::Kubeconfig(_) => "kubeconfig",
             Error::Simulator { .. } => "simulator",
             Error::Serve(_) => "serve",
+            Error::Listen { .. } => "listen",
+            Error::Settings(_) => "invalid_settings",
             Error::NotFound(_) => "not_found",
             Error::BadRequest(_) => "bad_request",
             Error::Conflict(_) => "conflict",
@@ -66,9 +76,10 @@ impl Error {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Error::Config { .. } | Error::Cluster { .. } | Error::Kubeconfig(_) => {
-                StatusCode::BAD_REQUEST
-            }
+            Error::Config { .. }
+            | Error::Cluster { .. }
+            | Error::Kubeconfig(_)
+            | Error::Settings(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

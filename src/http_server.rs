@@ -1,7 +1,7 @@
-//! The plain-TCP HTTP server under the router: HTTP/1.1 through hyper, with
-//! WebSocket upgrades, each connection's peer address for the per-IP limits,
-//! and graceful shutdown. (The TLS listener, [`crate::gateway::serve_tls`],
-//! speaks HTTP/2 and HTTP/1.1 by ALPN.)
+//! The HTTP servers under the router ([`serve`]): plain TCP, HTTP/1.1
+//! through hyper, and TLS, HTTP/2 and HTTP/1.1 by ALPN through rustls with
+//! certificate reload. Both hand each request its peer address (for the
+//! per-IP limits), take WebSocket upgrades and shut down gracefully.
 //!
 //! Written out rather than `axum::serve` for the memory of a long-lived
 //! stream, which is what most connections here are: `axum::serve` detects a
@@ -26,11 +26,36 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-/// Serves `app` until `shutdown` is cancelled, then lets open connections
-/// finish their requests (streams end on the same signal).
-pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> Result<()> {
+/// Binds `addr`, naming it in the error.
+pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Listen { addr, source })
+}
+
+/// Serves `app` on `listener` until `shutdown` is cancelled, over TLS when
+/// `tls` is set, then lets open connections finish their requests (streams
+/// end on the same signal).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<TlsSettings>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    match tls {
+        Some(tls) => serve_tls(listener, app, tls, shutdown).await,
+        None => serve_plain(listener, app, shutdown).await,
+    }
+}
+
+/// Plain HTTP/1.1.
+async fn serve_plain(
+    listener: TcpListener,
+    app: Router,
+    shutdown: CancellationToken,
+) -> Result<()> {
     let http = http1::Builder::new();
     let connections = TaskTracker::new();
     loop {
@@ -76,4 +101,80 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
     connections.close();
     connections.wait().await;
     Ok(())
+}
+
+/// Where the TLS certificate chain and key are (PEM).
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    /// How often the files are checked for a change (then reloaded).
+    pub reload_every: std::time::Duration,
+}
+
+/// Serves `app` over TLS (HTTP/2 and HTTP/1.1 by ALPN) until `shutdown`;
+/// a changed certificate or key file is loaded without a restart.
+async fn serve_tls(
+    listener: TcpListener,
+    app: Router,
+    tls: TlsSettings,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    // rustls picks the process-wide provider: ring, as everywhere in kube-pulse.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
+        .await
+        .map_err(|e| Error::Config {
+            path: tls.cert.clone(),
+            message: format!("cannot load the TLS certificate and key: {e}"),
+        })?;
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    let watch = shutdown.clone();
+    tokio::spawn(async move {
+        watch.cancelled().await;
+        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+    });
+    tokio::spawn(reload_tls(config.clone(), tls, shutdown.clone()));
+    let listener = listener.into_std().map_err(Error::Serve)?;
+    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum_server::from_tcp_rustls(listener, config)
+        .map_err(Error::Serve)?
+        .handle(handle)
+        .serve(service)
+        .await
+        .map_err(Error::Serve)
+}
+
+/// Reloads the certificate and key when either file changes.
+async fn reload_tls(
+    config: axum_server::tls_rustls::RustlsConfig,
+    tls: TlsSettings,
+    shutdown: CancellationToken,
+) {
+    let stamp = |tls: &TlsSettings| {
+        let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        (modified(&tls.cert), modified(&tls.key))
+    };
+    let mut last = stamp(&tls);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(tls.reload_every) => {}
+        }
+        let now = stamp(&tls);
+        if now == last {
+            continue;
+        }
+        match config.reload_from_pem_file(&tls.cert, &tls.key).await {
+            Ok(()) => {
+                tracing::info!(cert = %tls.cert.display(), "TLS certificate reloaded");
+                last = now;
+            }
+            // Half-written files: keep serving the old pair and try again.
+            Err(e) => {
+                tracing::warn!(cause = %e, "TLS certificate reload failed; keeping the current one")
+            }
+        }
+    }
 }

@@ -20,7 +20,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod rest;
-pub mod serve;
+pub mod router;
 pub mod shutdown;
 pub mod sources;
 pub mod status;

@@ -17,7 +17,7 @@ use crate::status::cluster::Thresholds;
 const OBSERVATION_QUEUE: usize = 4096;
 
 /// A member cluster to watch.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Member {
     pub name: String,
     pub config: kube::Config,
@@ -47,14 +47,24 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Starts the engine and one source per member.
+    /// Starts the engine and one source per member, over a new hub.
     pub async fn start(
         members: Vec<Member>,
         config: PipelineConfig,
         shutdown: &CancellationToken,
     ) -> crate::Result<Arc<Self>> {
-        let token = shutdown.child_token();
         let hub = Hub::new(config.hub);
+        Self::start_on(hub, members, config, shutdown).await
+    }
+
+    /// Starts the engine and one source per member, publishing into `hub`.
+    pub async fn start_on(
+        hub: Arc<Hub>,
+        members: Vec<Member>,
+        config: PipelineConfig,
+        shutdown: &CancellationToken,
+    ) -> crate::Result<Arc<Self>> {
+        let token = shutdown.child_token();
         let (tx, rx) = mpsc::channel::<Observation>(OBSERVATION_QUEUE);
         let metrics = crate::metrics::Metrics::new();
         let engine = Engine::new(hub.clone(), config.thresholds).with_metrics(metrics.clone());

@@ -443,7 +443,8 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
 
 #[tokio::test]
 async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
-    use kube_pulse::gateway::{self, GatewayState};
+    use kube_pulse::gateway;
+    use kube_pulse::router::GatewayState;
     let shutdown = CancellationToken::new();
     let a = member("a").await;
     // Unreachable from the start: no answer yet, then "Unhealthy" is an answer.
@@ -452,7 +453,7 @@ async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
         ..Faults::default()
     });
     let p = pipeline(&[&a], vec![], &shutdown).await;
-    let health = gateway::health_for(&p, None, Default::default(), vec![]);
+    let health = gateway::health_for(&p, None, Default::default());
     let state = GatewayState::new(
         p.hub().clone(),
         Default::default(),

@@ -13,8 +13,9 @@ use common::{
 };
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use kube_pulse::auth::{self, Auth, Mode};
-use kube_pulse::gateway::{self, GatewayState};
+use kube_pulse::gateway;
 use kube_pulse::pipeline::Pipeline;
+use kube_pulse::router::GatewayState;
 use kube_pulse::tasks::{TaskSettings, Tasks};
 use kube_pulse::transports::TransportConfig;
 use kube_pulse_sim::reviews::{AccessRule, ReviewPolicy, ReviewUser};
@@ -78,12 +79,8 @@ impl Members {
 
     /// A gateway over the members with `auth`, on 127.0.0.1:0.
     async fn gateway(&self, auth: Arc<Auth>, config: TransportConfig) -> String {
-        let health = gateway::health_for(
-            &self.pipeline,
-            Some(self.tasks.clone()),
-            Default::default(),
-            vec![],
-        );
+        let health =
+            gateway::health_for(&self.pipeline, Some(self.tasks.clone()), Default::default());
         let state = GatewayState::for_pipeline(
             &self.pipeline,
             self.tasks.clone(),
@@ -981,15 +978,15 @@ async fn tls_end_to_end_with_http2_and_certificate_reload() {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let tls = gateway::TlsSettings {
+    let tls = kube_pulse::http_server::TlsSettings {
         cert: cert_path.clone(),
         key: key_path.clone(),
         reload_every: Duration::from_millis(100),
     };
-    let server = tokio::spawn(gateway::serve_tls(
+    let server = tokio::spawn(kube_pulse::http_server::serve(
         listener,
-        gateway::app(state),
-        tls,
+        kube_pulse::router::app(state),
+        Some(tls),
         shutdown.clone(),
     ));
 

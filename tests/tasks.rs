@@ -5,16 +5,14 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Replica, SseReader, doc_where, http, pipeline, sim_with};
+use common::{Replica, SseReader, doc_where, http, sim_with, start_gateway};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use kube_pulse::gateway::{self, GatewayState};
-use kube_pulse::pipeline::Pipeline;
-use kube_pulse::tasks::{TaskSettings, Tasks};
+use kube_pulse::gateway::Gateway;
+use kube_pulse::tasks::TaskSettings;
 use kube_pulse_sim::{ConvergeConfig, SimCluster, WorkloadSeed};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -34,11 +32,10 @@ fn seed(kind: &str, namespace: &str, name: &str, replicas: u32) -> WorkloadSeed 
 }
 
 /// A member `a` with shop/web (4), shop/db (StatefulSet, 1) and
-/// analytics/ingest (2), a pipeline, tasks and a gateway on loopback.
+/// analytics/ingest (2), and the whole gateway on loopback.
 struct Env {
     sim: SimCluster,
-    _pipeline: Arc<Pipeline>,
-    tasks: Arc<Tasks>,
+    gateway: Gateway,
     url: String,
     shutdown: CancellationToken,
 }
@@ -64,28 +61,16 @@ impl Env {
         })
         .await;
         sim.set_failing_images([BROKEN]);
-        let p = pipeline(&[&sim], vec![], &shutdown).await;
-        let tasks = Tasks::for_pipeline(&p, settings, &shutdown);
-        let health = gateway::health_for(&p, Some(tasks.clone()), Default::default(), vec![]);
-        let state = GatewayState::for_pipeline(
-            &p,
-            tasks.clone(),
-            kube_pulse::auth::Auth::none(),
-            Default::default(),
-            health,
-            shutdown.clone(),
-        );
-        let (url, _server) = common::serve(state, &shutdown).await;
+        let (url, gateway) = start_gateway(&[&sim], |c| c.tasks = settings, &shutdown).await;
         for app in ["shop/web", "shop/db", "analytics/ingest"] {
-            doc_where(p.hub(), &format!("apps/a/{app}"), WAIT, |d| {
+            doc_where(gateway.hub(), &format!("apps/a/{app}"), WAIT, |d| {
                 d["phase"] == "Running"
             })
             .await;
         }
         Self {
             sim,
-            _pipeline: p,
-            tasks,
+            gateway,
             url,
             shutdown,
         }
@@ -117,7 +102,7 @@ impl Env {
     }
 
     fn hub(&self) -> &kube_pulse::hub::Hub {
-        self._pipeline.hub()
+        self.gateway.hub()
     }
 
     async fn deployment(&self, namespace: &str, name: &str) -> Deployment {
@@ -133,7 +118,7 @@ impl Env {
 
     async fn stop(self) {
         self.shutdown.cancel();
-        self.tasks.stop().await;
+        self.gateway.stop().await;
     }
 }
 

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::config;
+use crate::error::{Error, Result};
+use crate::gateway::GatewayConfig;
 use crate::telemetry::LogFormat;
 
 #[cfg(feature = "demo")]
@@ -210,8 +213,8 @@ impl SecurityArgs {
         }
     }
 
-    pub fn tls(&self) -> Option<crate::gateway::TlsSettings> {
-        Some(crate::gateway::TlsSettings {
+    pub fn tls(&self) -> Option<crate::http_server::TlsSettings> {
+        Some(crate::http_server::TlsSettings {
             cert: self.tls_cert.clone()?,
             key: self.tls_key.clone()?,
             reload_every: std::time::Duration::from_secs(10),
@@ -263,6 +266,76 @@ pub struct ServeArgs {
     pub tasks: TaskArgs,
     #[command(flatten)]
     pub security: SecurityArgs,
+}
+
+impl ServeArgs {
+    /// The address and gateway configuration these flags and the config
+    /// file describe: flags win over the file; every member's client
+    /// configuration is resolved here, before anything listens.
+    pub async fn resolve(&self) -> Result<(SocketAddr, GatewayConfig)> {
+        let (clusters, file_listen, pipeline, health) = match (&self.config, &self.kubeconfig) {
+            (Some(path), _) => {
+                let file = config::load_file(path)?;
+                let pipeline = file.pipeline();
+                (file.clusters, file.listen, pipeline, file.health)
+            }
+            (None, Some(path)) => (
+                config::from_kubeconfig(path, &self.contexts)?,
+                None,
+                Default::default(),
+                Default::default(),
+            ),
+            (None, None) => {
+                return Err(Error::Settings(
+                    "serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)".into(),
+                ));
+            }
+        };
+        let addr = self
+            .listen
+            .or(file_listen)
+            .unwrap_or(([0, 0, 0, 0], 8080).into());
+        let auth = self.security.auth_settings();
+        auth.check_listener(addr).map_err(Error::Settings)?;
+        let gateway = GatewayConfig {
+            members: config::members(&clusters).await?,
+            pipeline,
+            transports: self.push.to_config(),
+            health,
+            tasks: self.tasks.to_settings(),
+            base_path: self.push.base_path.clone(),
+            auth,
+            tls: self.security.tls(),
+        };
+        Ok((addr, gateway))
+    }
+}
+
+#[cfg(feature = "demo")]
+impl DemoArgs {
+    /// The address and demo options these flags describe.
+    pub fn resolve(&self) -> Result<(SocketAddr, crate::demo::DemoOptions)> {
+        let auth = self.security.auth_settings();
+        auth.check_listener(self.listen).map_err(Error::Settings)?;
+        let defaults = crate::demo::DemoOptions::default();
+        let options = crate::demo::DemoOptions {
+            clusters: self.clusters.into(),
+            scenario: !self.no_scenario,
+            converge: kube_pulse_sim::ConvergeConfig {
+                tick: std::time::Duration::from_millis(self.tick_ms.max(10)),
+                ..Default::default()
+            },
+            gateway: GatewayConfig {
+                transports: self.push.to_config(),
+                tasks: self.tasks.to_settings(),
+                base_path: self.push.base_path.clone(),
+                auth,
+                tls: self.security.tls(),
+                ..defaults.gateway
+            },
+        };
+        Ok((self.listen, options))
+    }
 }
 
 #[cfg(test)]

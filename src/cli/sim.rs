@@ -5,7 +5,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
-use kube_pulse_sim::{ConvergeConfig, ResourceDef, SimConfig, WorkloadSeed};
+use kube_pulse_sim::{ConvergeConfig, ResourceDef, SimCluster, SimConfig, WorkloadSeed};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -128,6 +131,45 @@ impl SimArgs {
             reviews: Default::default(),
         }
     }
+}
+
+/// Runs the simulated cluster these flags describe (and its control API on
+/// `--control-listen`) until `shutdown`.
+pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
+    let cluster = SimCluster::start_with_shutdown(args.to_config(), shutdown.clone())
+        .await
+        .map_err(|source| Error::Simulator {
+            cluster: args.name.clone(),
+            source,
+        })?;
+    cluster.set_failing_images(args.failing_images.clone());
+    let control = match args.control_listen {
+        Some(addr) => {
+            let listener = crate::http_server::bind(addr).await?;
+            println!(
+                "control API on http://{}/",
+                listener.local_addr().map_err(Error::Serve)?
+            );
+            let app = cluster.control_router();
+            let token = shutdown.clone();
+            Some(tokio::spawn(crate::http_server::serve(
+                listener, app, None, token,
+            )))
+        }
+        None => None,
+    };
+    println!(
+        "simulated cluster {} listening on {}",
+        cluster.name(),
+        cluster.url()
+    );
+    shutdown.cancelled().await;
+    cluster.shutdown().await;
+    if let Some(task) = control {
+        task.await
+            .map_err(|e| Error::Serve(std::io::Error::other(e)))??;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -69,21 +69,33 @@ pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
 }
 
 /// Starts sources + engine + hub over the given simulated clusters, with
-/// quick probes (every 200 ms, 500 ms timeout) and thresholds 1 / 3.
+/// [`quick_pipeline`] settings.
 pub async fn pipeline(
     sims: &[&SimCluster],
     registries: Vec<kube_pulse::sources::SyncRegistry>,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> std::sync::Arc<kube_pulse::pipeline::Pipeline> {
-    use kube_pulse::pipeline::{Member, Pipeline, PipelineConfig};
-    let members = sims
-        .iter()
-        .map(|s| Member {
+    kube_pulse::pipeline::Pipeline::start(members(sims), quick_pipeline(registries), shutdown)
+        .await
+        .expect("pipeline starts")
+}
+
+/// The simulated clusters as gateway members.
+pub fn members(sims: &[&SimCluster]) -> Vec<kube_pulse::pipeline::Member> {
+    sims.iter()
+        .map(|s| kube_pulse::pipeline::Member {
             name: s.name().into(),
             config: s.kube_config(),
         })
-        .collect();
-    let config = PipelineConfig {
+        .collect()
+}
+
+/// Pipeline settings for tests: quick probes (every 200 ms, 500 ms timeout)
+/// and thresholds 1 / 3.
+pub fn quick_pipeline(
+    registries: Vec<kube_pulse::sources::SyncRegistry>,
+) -> kube_pulse::pipeline::PipelineConfig {
+    kube_pulse::pipeline::PipelineConfig {
         source: kube_pulse::sources::SourceConfig {
             probe_interval: Duration::from_millis(200),
             probe_timeout: Duration::from_millis(500),
@@ -95,10 +107,36 @@ pub async fn pipeline(
         },
         registries,
         ..Default::default()
+    }
+}
+
+/// The whole gateway (`kube_pulse::gateway::Gateway`, as `serve` starts it)
+/// over `sims` with quick probes, served on 127.0.0.1:0 until `shutdown`;
+/// `tweak` adjusts its configuration. Returns the base URL and the gateway.
+pub async fn start_gateway(
+    sims: &[&SimCluster],
+    tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> (String, kube_pulse::gateway::Gateway) {
+    let mut config = kube_pulse::gateway::GatewayConfig {
+        members: members(sims),
+        pipeline: quick_pipeline(vec![]),
+        ..Default::default()
     };
-    Pipeline::start(members, config, shutdown)
+    tweak(&mut config);
+    let gateway = kube_pulse::gateway::Gateway::start(config, shutdown)
         .await
-        .expect("pipeline starts")
+        .expect("gateway starts");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = gateway.router(axum::Router::new());
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        kube_pulse::http_server::serve(listener, app, None, token)
+            .await
+            .unwrap();
+    });
+    (url, gateway)
 }
 
 /// Waits until the hub document of `topic` satisfies `check`, returning it.
@@ -141,7 +179,7 @@ pub async fn gateway(
 ) -> (
     String,
     tokio_util::sync::CancellationToken,
-    std::sync::Arc<kube_pulse::gateway::GatewayState>,
+    std::sync::Arc<kube_pulse::router::GatewayState>,
     tokio::task::JoinHandle<()>,
 ) {
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -151,7 +189,7 @@ pub async fn gateway(
         format: Default::default(),
         timeout: Duration::from_secs(1),
     };
-    let state = kube_pulse::gateway::GatewayState::new(hub, config, health, shutdown.clone());
+    let state = kube_pulse::router::GatewayState::new(hub, config, health, shutdown.clone());
     let (url, task) = serve(state.clone(), &shutdown).await;
     (url, shutdown, state, task)
 }
@@ -159,15 +197,15 @@ pub async fn gateway(
 /// Serves the gateway of `state` on 127.0.0.1:0 until `shutdown`; returns
 /// its base URL and the server task.
 pub async fn serve(
-    state: std::sync::Arc<kube_pulse::gateway::GatewayState>,
+    state: std::sync::Arc<kube_pulse::router::GatewayState>,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let token = shutdown.clone();
-    let app = kube_pulse::gateway::app(state);
+    let app = kube_pulse::router::app(state);
     let task = tokio::spawn(async move {
-        kube_pulse::gateway::serve(listener, app, token)
+        kube_pulse::http_server::serve(listener, app, None, token)
             .await
             .unwrap();
     });

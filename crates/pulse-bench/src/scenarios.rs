@@ -544,8 +544,8 @@ impl DiffWindow {
 
 pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
     use kube_pulse::demo::{DemoOptions, start_clusters};
+    use kube_pulse::gateway::{Gateway, GatewayConfig};
     use kube_pulse::hub::{Delivery, Pattern};
-    use kube_pulse::pipeline::Pipeline;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = DemoOptions {
         converge: kube_pulse_sim::ConvergeConfig {
@@ -555,9 +555,12 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
         ..DemoOptions::default()
     };
     let clusters = start_clusters(&options, &shutdown).await?;
-    let members = clusters.iter().map(kube_pulse::demo::member).collect();
-    let pipeline = Pipeline::start(members, kube_pulse::demo::pipeline_config(), &shutdown).await?;
-    let mut sub = pipeline
+    let config = GatewayConfig {
+        members: clusters.iter().map(kube_pulse::demo::member).collect(),
+        ..options.gateway
+    };
+    let gateway = Gateway::start(config, &shutdown).await?;
+    let mut sub = gateway
         .hub()
         .subscribe(vec![Pattern::parse("**").expect("valid")]);
     let clusters = Arc::new(clusters);
@@ -601,7 +604,7 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
     }
     shutdown.cancel();
     let _ = scenario.await;
-    pipeline.stop().await;
+    gateway.stop().await;
     if let Ok(clusters) = Arc::try_unwrap(clusters) {
         for c in clusters {
             c.shutdown().await;
@@ -630,8 +633,8 @@ pub struct InitialSync {
 }
 
 pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
+    use kube_pulse::gateway::{Gateway, GatewayConfig};
     use kube_pulse::hub::Pattern;
-    use kube_pulse::pipeline::Pipeline;
     use kube_pulse_sim::{SimCluster, SimConfig};
     let shutdown = tokio_util::sync::CancellationToken::new();
     let mut sims = Vec::new();
@@ -654,12 +657,15 @@ pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
         }
         sims.push(sim);
     }
-    let members = sims.iter().map(kube_pulse::demo::member).collect();
-    let mut config = kube_pulse::demo::pipeline_config();
-    config.source.probe_interval = Duration::from_secs(5);
+    let mut config = GatewayConfig {
+        members: sims.iter().map(kube_pulse::demo::member).collect(),
+        pipeline: kube_pulse::demo::pipeline_config(),
+        ..GatewayConfig::default()
+    };
+    config.pipeline.source.probe_interval = Duration::from_secs(5);
     let started = Instant::now();
-    let pipeline = Pipeline::start(members, config, &shutdown).await?;
-    let hub = pipeline.hub().clone();
+    let gateway = Gateway::start(config, &shutdown).await?;
+    let hub = gateway.hub().clone();
     let clusters = Pattern::parse("clusters/*").expect("valid");
     let syncs = Pattern::parse("clusters/*/sync/**").expect("valid");
     let expected_syncs = plan.sync_clusters * 4;
@@ -687,7 +693,7 @@ pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
     let seconds = started.elapsed().as_secs_f64();
     let rss = proc::rss(&[std::process::id()]) as f64 / 1e6;
     shutdown.cancel();
-    pipeline.stop().await;
+    gateway.stop().await;
     for s in sims {
         s.shutdown().await;
     }

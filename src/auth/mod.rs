@@ -68,11 +68,8 @@ impl AuthError {
 
 impl IntoResponse for AuthError {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status(),
-            axum::Json(serde_json::json!({"code": self.code(), "message": self.to_string()})),
-        )
-            .into_response();
+        let mut response =
+            crate::protocol::error_response(self.status(), self.code(), &self.to_string());
         if self.status() == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

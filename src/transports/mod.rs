@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
 use axum::routing::get;
 use serde::Serialize;
 use tokio::sync::Semaphore;
@@ -167,16 +167,15 @@ impl Transports {
             self.counters
                 .rejected_connections
                 .fetch_add(1, Ordering::Relaxed);
-            let body =
-                axum::Json(serde_json::json!({"code": "too_many_connections", "message": message}));
-            Box::new(
-                (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    [(header::RETRY_AFTER, "5")],
-                    body,
-                )
-                    .into_response(),
-            )
+            let mut response = crate::protocol::error_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_connections",
+                &message,
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            Box::new(response)
         };
         let Ok(permit) = self.connections.clone().try_acquire_owned() else {
             return Err(refuse(

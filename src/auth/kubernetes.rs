@@ -28,6 +28,7 @@ use parking_lot::Mutex;
 
 use super::scope::{Principal, Scope, Scopes};
 use crate::hub::{Hub, Pattern};
+use crate::protocol::TopicKind;
 
 /// The API group of the virtual resources.
 pub const GROUP: &str = "kube-pulse.io";
@@ -176,18 +177,20 @@ impl KubeAuth {
             .hub
             .list(&[clusters])
             .iter()
-            .filter_map(|d| {
-                d.topic
-                    .strip_prefix("clusters/")
-                    .map(|c| (c.to_string(), BTreeSet::new()))
+            .filter_map(|d| match d.topic.kind() {
+                Some(TopicKind::Cluster { cluster }) => {
+                    Some((cluster.to_string(), BTreeSet::new()))
+                }
+                _ => None,
             })
             .collect();
         for doc in self.hub.list(&[apps]) {
-            let parts: Vec<&str> = doc.topic.split('/').collect();
-            if let [_, c, ns, _] = parts.as_slice()
-                && let Some((_, namespaces)) = out.iter_mut().find(|(name, _)| name == c)
+            if let Some(TopicKind::App {
+                cluster, namespace, ..
+            }) = doc.topic.kind()
+                && let Some((_, namespaces)) = out.iter_mut().find(|(name, _)| name == cluster)
             {
-                namespaces.insert((*ns).to_string());
+                namespaces.insert(namespace.to_string());
             }
         }
         out

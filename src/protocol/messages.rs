@@ -12,6 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::Topic;
+
 /// One server message. Borrowed: a message is encoded once (see
 /// [`ServerMessage::encode`]) and the bytes are shared, so it never owns
 /// the document it carries.
@@ -20,14 +22,14 @@ use serde_json::Value;
 pub enum ServerMessage<'a> {
     /// The whole document at revision `rev`.
     Snapshot {
-        topic: &'a str,
+        topic: &'a Topic,
         rev: u64,
         cursor: &'a str,
         doc: &'a Value,
     },
     /// An RFC 7386 merge patch from revision `rev - 1` to `rev`.
     Patch {
-        topic: &'a str,
+        topic: &'a Topic,
         rev: u64,
         cursor: &'a str,
         patch: &'a Value,
@@ -35,7 +37,7 @@ pub enum ServerMessage<'a> {
     /// The topic is gone (`rev` absent when a lagging subscriber learns it
     /// from a resync rather than from the change itself).
     Removed {
-        topic: &'a str,
+        topic: &'a Topic,
         #[serde(skip_serializing_if = "Option::is_none")]
         rev: Option<u64>,
         cursor: &'a str,
@@ -157,7 +159,7 @@ mod tests {
     /// fails here before it reaches a client.
     #[test]
     fn every_message_has_the_documented_bytes() {
-        let topic = "apps/prod/shop/web";
+        let topic = Topic::new("apps/prod/shop/web");
         let doc = json!({"phase": "Running", "ready": 3});
         let patch = json!({"ready": 2});
         let expires = DateTime::parse_from_rfc3339("2026-12-02T18:03:13Z")
@@ -166,7 +168,7 @@ mod tests {
         let cases = [
             (
                 ServerMessage::Snapshot {
-                    topic,
+                    topic: &topic,
                     rev: 4,
                     cursor: "e1-101",
                     doc: &doc,
@@ -175,7 +177,7 @@ mod tests {
             ),
             (
                 ServerMessage::Patch {
-                    topic,
+                    topic: &topic,
                     rev: 5,
                     cursor: "e1-102",
                     patch: &patch,
@@ -184,7 +186,7 @@ mod tests {
             ),
             (
                 ServerMessage::Removed {
-                    topic,
+                    topic: &topic,
                     rev: Some(6),
                     cursor: "e1-103",
                 },
@@ -192,7 +194,7 @@ mod tests {
             ),
             (
                 ServerMessage::Removed {
-                    topic,
+                    topic: &topic,
                     rev: None,
                     cursor: "e1-103",
                 },

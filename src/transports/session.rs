@@ -182,7 +182,7 @@ static NULL: serde_json::Value = serde_json::Value::Null;
 
 /// The server message of a hub change.
 fn server_message(change: &Change) -> ServerMessage<'_> {
-    let (topic, rev, cursor) = (change.topic.as_str(), change.rev, change.cursor.as_str());
+    let (topic, rev, cursor) = (&change.topic, change.rev, change.cursor.as_str());
     match change.kind {
         ChangeKind::Snapshot => ServerMessage::Snapshot {
             topic,

@@ -3,8 +3,6 @@
 //! what the session's principal may see, and turn deliveries into encoded
 //! messages.
 
-use std::sync::atomic::Ordering;
-
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -300,10 +298,7 @@ fn message(transports: &Transports, delivery: Delivery) -> Message {
     match delivery {
         Delivery::Change(change) => change_message(&change),
         Delivery::Resync { topic, current } => {
-            transports
-                .counters
-                .collapses
-                .fetch_add(1, Ordering::Relaxed);
+            transports.metrics.collapses.inc();
             let cursor = transports.hub.cursor(transports.hub.seq());
             match current {
                 Some(doc) => Message {

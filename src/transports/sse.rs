@@ -4,7 +4,6 @@
 //! (or `since`) resumes. Pleasant from `curl -N`.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -106,15 +105,9 @@ pub async fn events(
     let transports = t.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        transports
-            .counters
-            .sse_sessions
-            .fetch_add(1, Ordering::Relaxed);
+        transports.metrics.sse_sessions.inc();
         run(&transports, started, &tx, principal, credential).await;
-        transports
-            .counters
-            .sse_sessions
-            .fetch_sub(1, Ordering::Relaxed);
+        transports.metrics.sse_sessions.dec();
     });
     let body = Body::from_stream(futures::StreamExt::map(
         ReceiverStream::new(rx),
@@ -140,7 +133,7 @@ async fn send(
 ) -> Result<(), Undelivered> {
     let len = bytes.len();
     session::hand_over(t, tx, bytes).await?;
-    t.counters.sent(messages, len);
+    t.metrics.sent(messages, len);
     Ok(())
 }
 
@@ -225,9 +218,7 @@ async fn run(
     }
     .await;
     if let Err(Undelivered::Slow) = result {
-        t.counters
-            .slow_consumer_closes
-            .fetch_add(1, Ordering::Relaxed);
+        t.metrics.slow_consumer_closes.inc();
         tracing::info!("SSE subscriber closed: it did not read for longer than the write timeout");
     }
 }

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::extract::State;
@@ -120,14 +119,14 @@ pub async fn upgrade(
         .write_buffer_size(16 * 1024)
         .on_upgrade(move |socket| async move {
             let _admitted = admitted;
-            t.counters.ws_sessions.fetch_add(1, Ordering::Relaxed);
+            t.metrics.ws_sessions.inc();
             let session = Session {
                 principal: principal.map(Arc::new),
                 token,
                 client,
             };
             run(t.clone(), socket, session).await;
-            t.counters.ws_sessions.fetch_sub(1, Ordering::Relaxed);
+            t.metrics.ws_sessions.dec();
         })
 }
 
@@ -219,7 +218,7 @@ async fn write(
             sink.flush().await
         };
         match tokio::time::timeout(t.config.write_timeout, batch).await {
-            Ok(Ok(())) => t.counters.sent(messages, sent),
+            Ok(Ok(())) => t.metrics.sent(messages, sent),
             Ok(Err(_)) => return,
             Err(_) => {
                 slow.cancel();
@@ -334,7 +333,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         tokio::select! {
             _ = t.shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
             _ = slow.cancelled() => {
-                t.counters.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
+                t.metrics.slow_consumer_closes.inc();
                 break Some((close::SLOW_CONSUMER, "slow consumer: messages were not read in time".into()));
             }
             _ = session::until(waiting_for_auth) => {

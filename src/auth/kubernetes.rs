@@ -26,7 +26,7 @@ use kube::Api;
 use kube::api::PostParams;
 use parking_lot::Mutex;
 
-use super::scope::{Principal, Scope, Scopes};
+use super::scope::{KubeUser, Principal, Scope, Scopes};
 use crate::hub::{Hub, Pattern};
 use crate::protocol::TopicKind;
 
@@ -35,14 +35,6 @@ pub const GROUP: &str = "kube-pulse.io";
 
 /// Most review answers kept.
 const CACHE_SIZE: usize = 10_000;
-
-/// A user as the host cluster's TokenReview names it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KubeUser {
-    pub username: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-}
 
 type Attrs = (String, String, Option<String>, String);
 /// A token review's answer, by token digest, with when it was given.

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use chrono::Utc;
 
-pub use scope::{Principal, Scope, Scopes};
+pub use scope::{KubeUser, Principal, Scope, Scopes};
 
 /// The WebSocket subprotocol prefix that carries a bearer token (the one the
 /// Kubernetes apiserver accepts): `base64url.bearer.authorization.k8s.io.<token, base64url>`.

@@ -93,6 +93,15 @@ impl Scopes {
     }
 }
 
+/// A user as the host cluster's TokenReview names it: the identity a
+/// principal of `--auth kubernetes` carries for its access reviews.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KubeUser {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -105,7 +114,7 @@ pub struct Principal {
     /// it is renewed).
     pub expires: Option<DateTime<Utc>>,
     /// The Kubernetes identity, for access reviews in `kubernetes` mode.
-    pub(crate) kube_user: Option<super::kubernetes::KubeUser>,
+    pub(crate) kube_user: Option<KubeUser>,
 }
 
 impl Principal {

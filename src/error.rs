@@ -1,12 +1,11 @@
 //! The crate's error type and its one mapping to an HTTP response
-//! (status + JSON body `{"code": CODE, "message": TEXT}`).
+//! (status + the JSON body `{"code": CODE, "message": TEXT}` of
+//! [`crate::protocol::ErrorBody`]).
 
 use std::path::PathBuf;
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 /// Everything that can go wrong in kube-pulse outside the simulator's own API.
 #[derive(Debug, thiserror::Error)]
@@ -91,10 +90,6 @@ impl IntoResponse for Error {
         if status.is_server_error() {
             tracing::error!(cause = %self, "request failed");
         }
-        (
-            status,
-            Json(json!({"code": self.code(), "message": self.to_string()})),
-        )
-            .into_response()
+        crate::protocol::error_response(status, self.code(), &self.to_string())
     }
 }

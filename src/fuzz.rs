@@ -1,5 +1,6 @@
 //! Property-based fuzzing of everything that parses client input: WebSocket
-//! operations, topic patterns, cursors, scopes and bearer subprotocols.
+//! operations, topic patterns, topic names, cursors, scopes and bearer
+//! subprotocols.
 //! Arbitrary and near-valid inputs must give a value or an error, never a
 //! panic; what parses must round-trip. Bounded (`CASES` per target) so that
 //! it runs in CI with the rest of the unit tests.
@@ -8,7 +9,7 @@ use proptest::prelude::*;
 
 use crate::auth::Scope;
 use crate::hub::Pattern;
-use crate::protocol::{ClientOp, Cursor};
+use crate::protocol::{ClientOp, Cursor, Topic};
 
 const CASES: u32 = 2000;
 
@@ -41,8 +42,20 @@ proptest! {
         if let Ok(pattern) = Pattern::parse(&raw) {
             // An exact pattern matches its own text as a topic.
             if pattern.is_exact() {
-                prop_assert!(pattern.matches(&raw));
+                prop_assert!(pattern.matches(&Topic::new(&raw)));
             }
+        }
+    }
+
+    #[test]
+    fn topics_never_panic_and_keep_their_text(raw in prop_oneof![any::<String>(), near_valid()]) {
+        let topic = Topic::new(&raw);
+        prop_assert_eq!(topic.as_str(), raw.as_str());
+        let segments: Vec<&str> = (0..topic.depth()).filter_map(|i| topic.segment(i)).collect();
+        prop_assert_eq!(segments.join("/"), raw.clone());
+        match Topic::parse(&raw) {
+            Ok(parsed) => prop_assert_eq!(parsed.kind(), topic.kind()),
+            Err(_) => prop_assert_eq!(topic.kind(), None),
         }
     }
 

@@ -1,13 +1,12 @@
 //! Prometheus metrics, registered in one place and served at `/metrics`
 //! (text format). Instruments that count events are updated where the
-//! events happen (engine, transports, HTTP layer); gauges of state (phases,
-//! sessions, hub sizes) are refreshed from the hub and transports at scrape
-//! time, so nothing is counted twice.
+//! events happen (engine, transports, HTTP layer), and so are open
+//! sessions; gauges of the hub's state (phases, sizes) are refreshed from
+//! it at scrape time, so nothing is counted twice.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,7 +15,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::hub::{Hub, Pattern};
-use crate::transports::CounterValues;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
@@ -73,6 +71,10 @@ pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
     pub sessions: Family<TransportLabels, Gauge>,
+    /// `sessions{transport="sse"}`, kept at hand for the SSE transport.
+    pub sse_sessions: Gauge,
+    /// `sessions{transport="ws"}`, kept at hand for the WebSocket transport.
+    pub ws_sessions: Gauge,
     pub subscriptions: Gauge,
     pub messages_sent: Counter,
     pub bytes_sent: Counter,
@@ -89,16 +91,27 @@ pub struct Metrics {
     pub watch_lists: Family<WatchLabels, Counter>,
     pub watch_errors: Family<WatchLabels, Counter>,
     pub probe_latency: Family<ClusterLabels, Histogram>,
-    /// Totals already folded into the counters above.
-    seen: Mutex<(CounterValues, u64)>,
+    /// The hub sequence already folded into `hub_changes`.
+    seen_seq: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("kube_pulse");
+        let sessions = Family::<TransportLabels, Gauge>::default();
+        let session_gauge = |transport: &str| {
+            sessions
+                .get_or_create(&TransportLabels {
+                    transport: transport.into(),
+                })
+                .clone()
+        };
+        let (sse_sessions, ws_sessions) = (session_gauge("sse"), session_gauge("ws"));
         let m = Self {
             http_requests: Family::default(),
-            sessions: Family::default(),
+            sessions,
+            sse_sessions,
+            ws_sessions,
             subscriptions: Gauge::default(),
             messages_sent: Counter::default(),
             bytes_sent: Counter::default(),
@@ -116,7 +129,7 @@ impl Metrics {
             probe_latency: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 2.0, 14))
             }),
-            seen: Mutex::new((CounterValues::default(), 0)),
+            seen_seq: Default::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -222,45 +235,22 @@ impl Metrics {
         self.delivery_lag.observe(lag);
     }
 
-    /// Refreshes state gauges and folds transport/hub totals, then encodes.
-    pub fn render(&self, hub: &Hub, transports: CounterValues) -> String {
+    /// Counts `messages` push messages of `bytes` bytes written to a session.
+    pub fn sent(&self, messages: usize, bytes: usize) {
+        self.messages_sent.inc_by(messages as u64);
+        self.bytes_sent.inc_by(bytes as u64);
+    }
+
+    /// Refreshes the hub's gauges and change count, then encodes.
+    pub fn render(&self, hub: &Hub) -> String {
         let stats = hub.stats();
         self.subscriptions.set(stats.subscriptions as i64);
         self.hub_topics.set(stats.topics as i64);
         self.replay_log_size.set(stats.log_len as i64);
-        for (transport, open) in [
-            ("sse", transports.sse_sessions),
-            ("ws", transports.ws_sessions),
-        ] {
-            self.sessions
-                .get_or_create(&TransportLabels {
-                    transport: transport.into(),
-                })
-                .set(open as i64);
-        }
-        {
-            let mut seen = self.seen.lock();
-            let (old, old_seq) = &mut *seen;
-            self.messages_sent
-                .inc_by(transports.messages_sent.saturating_sub(old.messages_sent));
-            self.bytes_sent
-                .inc_by(transports.bytes_sent.saturating_sub(old.bytes_sent));
-            self.collapses
-                .inc_by(transports.collapses.saturating_sub(old.collapses));
-            self.slow_consumer_closes.inc_by(
-                transports
-                    .slow_consumer_closes
-                    .saturating_sub(old.slow_consumer_closes),
-            );
-            self.rejected_connections.inc_by(
-                transports
-                    .rejected_connections
-                    .saturating_sub(old.rejected_connections),
-            );
-            self.hub_changes.inc_by(stats.seq.saturating_sub(*old_seq));
-            *old = transports;
-            *old_seq = stats.seq;
-        }
+        let seen = self
+            .seen_seq
+            .fetch_max(stats.seq, std::sync::atomic::Ordering::Relaxed);
+        self.hub_changes.inc_by(stats.seq.saturating_sub(seen));
         self.cluster_phase.clear();
         for doc in hub.list(&[Pattern::parse("clusters/*").expect("valid")]) {
             let cluster = doc.doc["name"].as_str().unwrap_or("").to_string();
@@ -304,5 +294,39 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String succeeds");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transports_count_straight_into_the_exported_metrics() {
+        let metrics = Metrics::new();
+        let hub = Hub::new(Default::default());
+        metrics.sse_sessions.inc();
+        metrics.sse_sessions.inc();
+        metrics.ws_sessions.inc();
+        metrics.sent(3, 120);
+        metrics.collapses.inc();
+        hub.put(
+            "clusters/a",
+            serde_json::json!({"name": "a", "phase": "Healthy"}),
+        );
+        let text = metrics.render(&hub);
+        for line in [
+            r#"kube_pulse_sessions{transport="sse"} 2"#,
+            r#"kube_pulse_sessions{transport="ws"} 1"#,
+            "kube_pulse_messages_sent_total 3",
+            "kube_pulse_bytes_sent_total 120",
+            "kube_pulse_collapses_total 1",
+            "kube_pulse_hub_changes_total 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+        // A second scrape does not count the hub's changes again.
+        let text = metrics.render(&hub);
+        assert!(text.lines().any(|l| l == "kube_pulse_hub_changes_total 1"));
     }
 }

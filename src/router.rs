@@ -186,9 +186,7 @@ async fn metrics(
         ))
         .into_response();
     }
-    let body = state
-        .metrics
-        .render(&state.hub, state.transports.counters.values());
+    let body = state.metrics.render(&state.hub);
     (
         [(
             header::CONTENT_TYPE,

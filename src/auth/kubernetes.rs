@@ -26,22 +26,15 @@ use kube::Api;
 use kube::api::PostParams;
 use parking_lot::Mutex;
 
-use super::scope::{Principal, Scope, Scopes};
+use super::scope::{KubeUser, Principal, Scope, Scopes};
 use crate::hub::{Hub, Pattern};
+use crate::protocol::TopicKind;
 
 /// The API group of the virtual resources.
 pub const GROUP: &str = "kube-pulse.io";
 
 /// Most review answers kept.
 const CACHE_SIZE: usize = 10_000;
-
-/// A user as the host cluster's TokenReview names it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct KubeUser {
-    pub username: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-}
 
 type Attrs = (String, String, Option<String>, String);
 /// A token review's answer, by token digest, with when it was given.
@@ -176,18 +169,20 @@ impl KubeAuth {
             .hub
             .list(&[clusters])
             .iter()
-            .filter_map(|d| {
-                d.topic
-                    .strip_prefix("clusters/")
-                    .map(|c| (c.to_string(), BTreeSet::new()))
+            .filter_map(|d| match d.topic.kind() {
+                Some(TopicKind::Cluster { cluster }) => {
+                    Some((cluster.to_string(), BTreeSet::new()))
+                }
+                _ => None,
             })
             .collect();
         for doc in self.hub.list(&[apps]) {
-            let parts: Vec<&str> = doc.topic.split('/').collect();
-            if let [_, c, ns, _] = parts.as_slice()
-                && let Some((_, namespaces)) = out.iter_mut().find(|(name, _)| name == c)
+            if let Some(TopicKind::App {
+                cluster, namespace, ..
+            }) = doc.topic.kind()
+                && let Some((_, namespaces)) = out.iter_mut().find(|(name, _)| name == cluster)
             {
-                namespaces.insert((*ns).to_string());
+                namespaces.insert(namespace.to_string());
             }
         }
         out

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use chrono::Utc;
 
-pub use scope::{Principal, Scope, Scopes};
+pub use scope::{KubeUser, Principal, Scope, Scopes};
 
 /// The WebSocket subprotocol prefix that carries a bearer token (the one the
 /// Kubernetes apiserver accepts): `base64url.bearer.authorization.k8s.io.<token, base64url>`.
@@ -68,11 +68,8 @@ impl AuthError {
 
 impl IntoResponse for AuthError {
     fn into_response(self) -> Response {
-        let mut response = (
-            self.status(),
-            axum::Json(serde_json::json!({"code": self.code(), "message": self.to_string()})),
-        )
-            .into_response();
+        let mut response =
+            crate::protocol::error_response(self.status(), self.code(), &self.to_string());
         if self.status() == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()

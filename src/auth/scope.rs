@@ -1,9 +1,12 @@
 //! Who may see and act on what: scopes (`*`, `cluster`, `cluster/namespace`,
 //! `*/namespace`), the principal that holds them, and the rule that maps a
-//! topic to the scope it needs. Pure: no I/O.
+//! topic to the scope it needs. Pure: no I/O. Topics arrive parsed
+//! ([`Topic`]), so the check that runs on every delivery splits no string.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+
+use crate::protocol::{Topic, TopicKind};
 
 /// One grant: every cluster, one cluster, or one namespace (in one or every cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -90,6 +93,15 @@ impl Scopes {
     }
 }
 
+/// A user as the host cluster's TokenReview names it: the identity a
+/// principal of `--auth kubernetes` carries for its access reviews.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KubeUser {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+}
+
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
@@ -102,7 +114,7 @@ pub struct Principal {
     /// it is renewed).
     pub expires: Option<DateTime<Utc>>,
     /// The Kubernetes identity, for access reviews in `kubernetes` mode.
-    pub(crate) kube_user: Option<super::kubernetes::KubeUser>,
+    pub(crate) kube_user: Option<KubeUser>,
 }
 
 impl Principal {
@@ -122,20 +134,21 @@ impl Principal {
     /// cluster; `apps/{c}/{ns}/…` with `c` or `c/ns`; `tasks/{id}` by the
     /// task's target (a removed task topic only with `*`); anything else
     /// only with `*`.
-    pub fn can_see(&self, topic: &str, doc: Option<&Value>) -> bool {
+    pub fn can_see(&self, topic: &Topic, doc: Option<&Value>) -> bool {
         if self.read.is_all() {
             return true;
         }
-        let parts: Vec<&str> = topic.split('/').collect();
-        match parts.as_slice() {
-            ["clusters", c] => self.read.touches(c),
-            ["clusters", c, "sync", ..] => self.read.allows(c, None),
-            ["apps", c, ns, _] => self.read.allows(c, Some(ns)),
-            ["tasks", _] => doc
+        match topic.kind() {
+            Some(TopicKind::Cluster { cluster }) => self.read.touches(cluster),
+            Some(TopicKind::Sync { cluster, .. }) => self.read.allows(cluster, None),
+            Some(TopicKind::App {
+                cluster, namespace, ..
+            }) => self.read.allows(cluster, Some(namespace)),
+            Some(TopicKind::Task { .. }) => doc
                 .and_then(|d| d.get("target"))
                 .and_then(|t| Some((t.get("cluster")?.as_str()?, t.get("namespace")?.as_str()?)))
                 .is_some_and(|(c, ns)| self.read.allows(c, Some(ns))),
-            _ => false,
+            None => false,
         }
     }
 }
@@ -205,11 +218,11 @@ mod tests {
         ];
         for (principal, topic, doc, want) in cases {
             assert_eq!(
-                principal.can_see(topic, doc.as_ref()),
+                principal.can_see(&Topic::new(topic), doc.as_ref()),
                 want,
                 "{principal:?} {topic}"
             );
         }
-        assert!(Principal::unrestricted().can_see("anything/at/all", None));
+        assert!(Principal::unrestricted().can_see(&Topic::new("anything/at/all"), None));
     }
 }

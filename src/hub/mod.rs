@@ -2,7 +2,8 @@
 //! transports`). It assigns per-topic revisions and a hub-wide sequence
 //! within a process epoch, keeps a bounded replay log, computes each change's
 //! JSON merge patch once, and fans changes out to subscriptions through a
-//! pattern index. A slow subscription never blocks it: its queue is bounded
+//! pattern index. A topic's name is parsed into a [`Topic`] once, when the
+//! hub first holds it; changes, resyncs and snapshots carry that form. A slow subscription never blocks it: its queue is bounded
 //! and, when full, the topics it missed are resent as fresh snapshots.
 
 pub mod patch;
@@ -19,8 +20,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-pub use topic::Pattern;
 use topic::PatternIndex;
+pub use topic::{Pattern, Topic};
 
 /// What happened to a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -36,7 +37,7 @@ pub enum ChangeKind {
 /// One published change, shared by every subscriber.
 #[derive(Debug, Serialize)]
 pub struct Change {
-    pub topic: String,
+    pub topic: Topic,
     pub rev: u64,
     pub seq: u64,
     /// `{epoch}-{seq}`: where a client resumes from.
@@ -82,7 +83,7 @@ pub struct EncodeCache {
 /// A topic's current document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TopicDoc {
-    pub topic: String,
+    pub topic: Topic,
     pub rev: u64,
     pub doc: Arc<Value>,
 }
@@ -94,7 +95,7 @@ pub enum Delivery {
     /// The subscriber fell behind on this topic: here is its latest state
     /// (None: the topic is gone).
     Resync {
-        topic: String,
+        topic: Topic,
         current: Option<TopicDoc>,
     },
 }
@@ -130,11 +131,11 @@ struct Slot {
 
 #[derive(Default)]
 struct Lagged {
-    topics: Mutex<BTreeSet<String>>,
+    topics: Mutex<BTreeSet<Topic>>,
 }
 
 struct Inner {
-    topics: BTreeMap<String, Entry>,
+    topics: BTreeMap<Topic, Entry>,
     seq: u64,
     log: VecDeque<Arc<Change>>,
     index: PatternIndex<u64>,
@@ -197,22 +198,23 @@ impl Hub {
     }
 
     /// Sets a topic's document. Publishes only when it really changed;
-    /// returns the change.
+    /// returns the change. A new topic's name is parsed here, once.
     pub fn put(&self, topic: &str, mut doc: Value) -> Option<Arc<Change>> {
         patch::strip_nulls(&mut doc);
         let mut inner = self.inner.lock();
-        let (kind, rev, patch) = match inner.topics.get(topic) {
-            Some(entry) if *entry.doc == doc => return None,
-            Some(entry) => (
+        let (topic, kind, rev, patch) = match inner.topics.get_key_value(topic) {
+            Some((_, entry)) if *entry.doc == doc => return None,
+            Some((topic, entry)) => (
+                topic.clone(),
                 ChangeKind::Patch,
                 entry.rev + 1,
                 Some(Arc::new(patch::merge_diff(&entry.doc, &doc))),
             ),
-            None => (ChangeKind::Snapshot, 1, None),
+            None => (Topic::new(topic), ChangeKind::Snapshot, 1, None),
         };
         let doc = Arc::new(doc);
         inner.topics.insert(
-            topic.to_string(),
+            topic.clone(),
             Entry {
                 rev,
                 doc: doc.clone(),
@@ -224,7 +226,7 @@ impl Hub {
     /// Removes a topic, publishing `removed`.
     pub fn remove(&self, topic: &str) -> Option<Arc<Change>> {
         let mut inner = self.inner.lock();
-        let entry = inner.topics.remove(topic)?;
+        let (topic, entry) = inner.topics.remove_entry(topic)?;
         Some(self.publish(
             &mut inner,
             topic,
@@ -238,7 +240,7 @@ impl Hub {
     fn publish(
         &self,
         inner: &mut Inner,
-        topic: &str,
+        topic: Topic,
         rev: u64,
         kind: ChangeKind,
         doc: Option<Arc<Value>>,
@@ -246,7 +248,7 @@ impl Hub {
     ) -> Arc<Change> {
         inner.seq += 1;
         let change = Arc::new(Change {
-            topic: topic.to_string(),
+            topic: topic.clone(),
             rev,
             seq: inner.seq,
             cursor: self.cursor(inner.seq),
@@ -260,7 +262,7 @@ impl Hub {
         while inner.log.len() > self.config.log_size {
             inner.log.pop_front();
         }
-        let mut ids = inner.index.matches(topic);
+        let mut ids = inner.index.matches(&topic);
         ids.sort_unstable();
         ids.dedup();
         let mut lagged = 0;
@@ -270,8 +272,8 @@ impl Hub {
             };
             let mut missed = slot.lagged.topics.lock();
             // Once a topic is behind, its later changes wait for the resync too.
-            if missed.contains(topic) || slot.tx.try_send(change.clone()).is_err() {
-                missed.insert(topic.to_string());
+            if missed.contains(&topic) || slot.tx.try_send(change.clone()).is_err() {
+                missed.insert(topic.clone());
                 lagged += 1;
             }
         }
@@ -281,8 +283,8 @@ impl Hub {
 
     pub fn get(&self, topic: &str) -> Option<TopicDoc> {
         let inner = self.inner.lock();
-        inner.topics.get(topic).map(|e| TopicDoc {
-            topic: topic.to_string(),
+        inner.topics.get_key_value(topic).map(|(t, e)| TopicDoc {
+            topic: t.clone(),
             rev: e.rev,
             doc: e.doc.clone(),
         })
@@ -397,7 +399,7 @@ impl Subscription {
             return Some(Delivery::Change(change));
         }
         let topic = self.lagged.topics.lock().pop_first()?;
-        let current = self.hub.get(&topic);
+        let current = self.hub.get(topic.as_str());
         Some(Delivery::Resync { topic, current })
     }
 
@@ -547,7 +549,7 @@ mod tests {
             .iter()
             .map(|d| match d {
                 Delivery::Resync { topic, current } => {
-                    (topic.clone(), current.as_ref().unwrap().rev)
+                    (topic.to_string(), current.as_ref().unwrap().rev)
                 }
                 other => panic!("{other:?}"),
             })

@@ -1,30 +1,14 @@
-//! Topic names and subscription patterns, and the index that matches a
-//! topic against many patterns without scanning them all.
+//! Subscription patterns, and the index that matches a topic against many
+//! patterns without scanning them all (`transports → subscribe → [index] ←
+//! hub publish`). Topic names themselves are [`crate::protocol::topic`]
+//! (re-exported here for the engine and the tasks that build them).
 //!
-//! Topics: `clusters/{c}`, `clusters/{c}/sync/{g}/{v}/{r}`,
-//! `apps/{c}/{ns}/{app}`, `tasks/{id}`. Patterns: `*` matches one segment,
-//! `**` (last segment only) matches one or more remaining segments.
+//! Patterns: `*` matches one segment, `**` (last segment only) matches one
+//! or more remaining segments. Matching reads the parsed topic's segments.
 
 use std::collections::HashMap;
 
-/// Longest accepted topic or pattern.
-pub const MAX_TOPIC_LEN: usize = 512;
-
-pub fn cluster(name: &str) -> String {
-    format!("clusters/{name}")
-}
-
-pub fn sync(cluster: &str, gvr_path: &str) -> String {
-    format!("clusters/{cluster}/sync/{gvr_path}")
-}
-
-pub fn app(cluster: &str, namespace: &str, app: &str) -> String {
-    format!("apps/{cluster}/{namespace}/{app}")
-}
-
-pub fn task(id: &str) -> String {
-    format!("tasks/{id}")
-}
+pub use crate::protocol::topic::{MAX_TOPIC_LEN, Topic, app, cluster, sync, task};
 
 /// A parsed subscription pattern.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -63,19 +47,17 @@ impl Pattern {
         Ok(Self { segments })
     }
 
-    pub fn matches(&self, topic: &str) -> bool {
-        let topic: Vec<&str> = topic.split('/').collect();
-        let mut i = 0;
-        for seg in &self.segments {
+    pub fn matches(&self, topic: &Topic) -> bool {
+        let depth = topic.depth();
+        for (i, seg) in self.segments.iter().enumerate() {
             match seg.as_str() {
-                "**" => return topic.len() > i,
-                "*" if i < topic.len() => {}
-                literal if i < topic.len() && topic[i] == literal => {}
+                "**" => return depth > i,
+                "*" if i < depth => {}
+                literal if topic.segment(i) == Some(literal) => {}
                 _ => return false,
             }
-            i += 1;
         }
-        i == topic.len()
+        self.segments.len() == depth
     }
 
     /// Whether the pattern names exactly one topic.
@@ -159,24 +141,24 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
     }
 
     /// Every id whose pattern matches `topic` (an id with two matching patterns appears twice).
-    pub fn matches(&self, topic: &str) -> Vec<Id> {
-        let segments: Vec<&str> = topic.split('/').collect();
+    pub fn matches(&self, topic: &Topic) -> Vec<Id> {
         let mut out = Vec::new();
-        Self::walk(&self.root, &segments, &mut out);
+        Self::walk(&self.root, topic, 0, &mut out);
         out
     }
 
-    fn walk(node: &Node<Id>, rest: &[&str], out: &mut Vec<Id>) {
-        let Some((first, tail)) = rest.split_first() else {
+    /// Collects the ids under `node` matching `topic` from segment `i` on.
+    fn walk(node: &Node<Id>, topic: &Topic, i: usize, out: &mut Vec<Id>) {
+        let Some(segment) = topic.segment(i) else {
             out.extend(node.here.iter().cloned());
             return;
         };
         out.extend(node.rest.iter().cloned());
-        if let Some(child) = node.literal.get(*first) {
-            Self::walk(child, tail, out);
+        if let Some(child) = node.literal.get(segment) {
+            Self::walk(child, topic, i + 1, out);
         }
         if let Some(star) = &node.star {
-            Self::walk(star, tail, out);
+            Self::walk(star, topic, i + 1, out);
         }
     }
 
@@ -214,7 +196,7 @@ mod tests {
         ];
         for (pattern, topic, want) in cases {
             assert_eq!(
-                Pattern::parse(pattern).unwrap().matches(topic),
+                Pattern::parse(pattern).unwrap().matches(&Topic::new(topic)),
                 want,
                 "{pattern} vs {topic}"
             );
@@ -259,12 +241,12 @@ mod tests {
         }
         assert_eq!(index.len(), patterns.len());
         for topic in topics {
-            let mut got = index.matches(topic);
+            let mut got = index.matches(&Topic::new(topic));
             got.sort();
             let want: Vec<usize> = parsed
                 .iter()
                 .enumerate()
-                .filter(|(_, p)| p.matches(topic))
+                .filter(|(_, p)| p.matches(&Topic::new(topic)))
                 .map(|(i, _)| i)
                 .collect();
             assert_eq!(got, want, "{topic}");
@@ -273,7 +255,7 @@ mod tests {
         index.remove(&parsed[0], &0);
         index.remove(&parsed[0], &99);
         assert_eq!(index.len(), patterns.len() - 2);
-        let mut got = index.matches("clusters/a");
+        let mut got = index.matches(&Topic::new("clusters/a"));
         got.sort();
         assert_eq!(got, [1, 2]);
     }

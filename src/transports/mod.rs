@@ -4,7 +4,8 @@
 //! snapshots or a replay from a cursor, `synced`, then changes. They read
 //! from the hub and never block it; a subscriber that falls behind gets the
 //! latest snapshot of the topics it missed, and one that stops reading for
-//! longer than the write timeout is closed.
+//! longer than the write timeout is closed. What they send, collapse, close
+//! and refuse is counted straight into `crate::metrics`.
 
 pub mod limits;
 mod session;
@@ -12,14 +13,12 @@ pub mod sse;
 pub mod ws;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
 use axum::routing::get;
-use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
@@ -76,61 +75,14 @@ impl Default for TransportConfig {
     }
 }
 
-/// Counters of the transports (exported as metrics later on).
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub sse_sessions: AtomicU64,
-    pub ws_sessions: AtomicU64,
-    pub messages_sent: AtomicU64,
-    pub bytes_sent: AtomicU64,
-    /// Topics resent as a snapshot because a subscriber fell behind.
-    pub collapses: AtomicU64,
-    pub slow_consumer_closes: AtomicU64,
-    pub rejected_connections: AtomicU64,
-}
-
-/// A snapshot of [`Counters`].
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct CounterValues {
-    pub sse_sessions: u64,
-    pub ws_sessions: u64,
-    pub messages_sent: u64,
-    pub bytes_sent: u64,
-    pub collapses: u64,
-    pub slow_consumer_closes: u64,
-    pub rejected_connections: u64,
-}
-
-impl Counters {
-    pub fn values(&self) -> CounterValues {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        CounterValues {
-            sse_sessions: get(&self.sse_sessions),
-            ws_sessions: get(&self.ws_sessions),
-            messages_sent: get(&self.messages_sent),
-            bytes_sent: get(&self.bytes_sent),
-            collapses: get(&self.collapses),
-            slow_consumer_closes: get(&self.slow_consumer_closes),
-            rejected_connections: get(&self.rejected_connections),
-        }
-    }
-
-    fn sent(&self, messages: usize, bytes: usize) {
-        self.messages_sent
-            .fetch_add(messages as u64, Ordering::Relaxed);
-        self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-}
-
 /// Everything a transport session needs.
 pub struct Transports {
     pub hub: Arc<Hub>,
     pub auth: Arc<crate::auth::Auth>,
     pub limits: Arc<limits::Limits>,
+    /// Where sessions count what they send, drop and refuse.
     pub metrics: Arc<crate::metrics::Metrics>,
     pub config: TransportConfig,
-    pub counters: Counters,
     connections: Arc<Semaphore>,
     /// Cancelled at shutdown: every session ends itself.
     pub shutdown: CancellationToken,
@@ -155,7 +107,6 @@ impl Transports {
             metrics,
             connections: Arc::new(Semaphore::new(config.max_connections)),
             config,
-            counters: Counters::default(),
             shutdown,
         })
     }
@@ -164,19 +115,16 @@ impl Transports {
     /// and its subscribe rate), or the 429 answer.
     fn admit(&self, client: &limits::Client) -> Result<Admitted, Box<Response>> {
         let refuse = |message: String| {
-            self.counters
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
-            let body =
-                axum::Json(serde_json::json!({"code": "too_many_connections", "message": message}));
-            Box::new(
-                (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    [(header::RETRY_AFTER, "5")],
-                    body,
-                )
-                    .into_response(),
-            )
+            self.metrics.rejected_connections.inc();
+            let mut response = crate::protocol::error_response(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_connections",
+                &message,
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            Box::new(response)
         };
         let Ok(permit) = self.connections.clone().try_acquire_owned() else {
             return Err(refuse(

@@ -3,15 +3,13 @@
 //! what the session's principal may see, and turn deliveries into encoded
 //! messages.
 
-use std::sync::atomic::Ordering;
-
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::Transports;
 use crate::auth::Principal;
-use crate::hub::{Delivery, Pattern, Subscription};
-use crate::protocol::{self, Cursor, Synced};
+use crate::hub::{Change, ChangeKind, Delivery, Pattern, Subscription};
+use crate::protocol::{self, Cursor, ServerMessage, Synced};
 
 /// A started subscription: its first messages, then live deliveries.
 pub struct Started {
@@ -106,7 +104,13 @@ pub fn start(
             .map(|doc| Message {
                 kind: "snapshot",
                 cursor: now.clone(),
-                json: protocol::snapshot_json(doc, &now),
+                json: ServerMessage::Snapshot {
+                    topic: &doc.topic,
+                    rev: doc.rev,
+                    cursor: &now,
+                    doc: &doc.doc,
+                }
+                .encode(),
                 sse: None,
                 at: None,
             })
@@ -114,8 +118,8 @@ pub fn start(
         let synced = Synced {
             cursor: now.clone(),
             resumed: false,
-            reason,
             count: initial.len(),
+            reason,
         };
         Started {
             subscription,
@@ -160,8 +164,8 @@ pub fn start(
     let synced = Synced {
         cursor: now,
         resumed: true,
-        reason: None,
         count: initial.len(),
+        reason: None,
     };
     Started {
         subscription,
@@ -170,15 +174,50 @@ pub fn start(
     }
 }
 
-fn change_message(change: &crate::hub::Change) -> Message {
-    let json = protocol::change_json(change);
+/// A document the hub holds is never JSON `null`; this stands in for an
+/// absent one so that encoding a change cannot fail.
+static NULL: serde_json::Value = serde_json::Value::Null;
+
+/// The server message of a hub change.
+fn server_message(change: &Change) -> ServerMessage<'_> {
+    let (topic, rev, cursor) = (&change.topic, change.rev, change.cursor.as_str());
+    match change.kind {
+        ChangeKind::Snapshot => ServerMessage::Snapshot {
+            topic,
+            rev,
+            cursor,
+            doc: change.doc.as_deref().unwrap_or(&NULL),
+        },
+        ChangeKind::Patch => ServerMessage::Patch {
+            topic,
+            rev,
+            cursor,
+            patch: change.patch.as_deref().unwrap_or(&NULL),
+        },
+        ChangeKind::Removed => ServerMessage::Removed {
+            topic,
+            rev: Some(rev),
+            cursor,
+        },
+    }
+}
+
+/// A hub change as a message: its JSON and SSE frame are encoded by the
+/// first subscriber that needs them and shared by every later one.
+fn change_message(change: &Change) -> Message {
+    let kind = server_message(change).kind();
+    let json = change
+        .encoded
+        .json
+        .get_or_init(|| server_message(change).encode())
+        .clone();
     let sse = change
         .encoded
         .sse
-        .get_or_init(|| super::sse::frame(&change.cursor, protocol::change_type(change), &json))
+        .get_or_init(|| protocol::sse::frame(&change.cursor, kind, &json))
         .clone();
     Message {
-        kind: protocol::change_type(change),
+        kind,
         cursor: change.cursor.clone(),
         json,
         sse: Some(sse),
@@ -259,22 +298,30 @@ fn message(transports: &Transports, delivery: Delivery) -> Message {
     match delivery {
         Delivery::Change(change) => change_message(&change),
         Delivery::Resync { topic, current } => {
-            transports
-                .counters
-                .collapses
-                .fetch_add(1, Ordering::Relaxed);
+            transports.metrics.collapses.inc();
             let cursor = transports.hub.cursor(transports.hub.seq());
             match current {
                 Some(doc) => Message {
                     kind: "snapshot",
-                    json: protocol::snapshot_json(&doc, &cursor),
+                    json: ServerMessage::Snapshot {
+                        topic: &doc.topic,
+                        rev: doc.rev,
+                        cursor: &cursor,
+                        doc: &doc.doc,
+                    }
+                    .encode(),
                     cursor,
                     sse: None,
                     at: None,
                 },
                 None => Message {
                     kind: "removed",
-                    json: protocol::removed_json(&topic, &cursor),
+                    json: ServerMessage::Removed {
+                        topic: &topic,
+                        rev: None,
+                        cursor: &cursor,
+                    }
+                    .encode(),
                     cursor,
                     sse: None,
                     at: None,

@@ -4,7 +4,6 @@
 //! (or `since`) resumes. Pleasant from `curl -N`.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -18,28 +17,16 @@ use super::Transports;
 use super::session::{self, Message, Undelivered};
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
-use crate::protocol;
+use crate::protocol::{ServerMessage, error_response, sse};
 
 /// Longest accepted query string.
 const MAX_QUERY: usize = 16 * 1024;
 
-/// One SSE event.
-pub fn frame(id: &str, event: &str, data: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(data.len() + id.len() + event.len() + 24);
-    out.extend_from_slice(b"id: ");
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(b"\nevent: ");
-    out.extend_from_slice(event.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
-}
-
-fn message_frame(m: &Message) -> Bytes {
+/// A message's SSE event: the frame cached on a hub change, else made now.
+fn frame_of(m: &Message) -> Bytes {
     m.sse
         .clone()
-        .unwrap_or_else(|| frame(&m.cursor, m.kind, &m.json))
+        .unwrap_or_else(|| sse::frame(&m.cursor, m.kind, &m.json))
 }
 
 struct Request {
@@ -93,16 +80,15 @@ pub async fn events(
     };
     let client = super::client_of(&extensions, Some(&principal), &t.auth);
     if !t.limits.allow_subscribe(&client) {
-        let body = axum::Json(serde_json::json!({
-            "code": "rate_limited",
-            "message": format!("at most {} subscriptions per second per client", t.config.max_subscribes_per_client_second),
-        }));
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::RETRY_AFTER, "1")],
-            body,
-        )
-            .into_response();
+        let message = format!(
+            "at most {} subscriptions per second per client",
+            t.config.max_subscribes_per_client_second
+        );
+        let mut response = error_response(StatusCode::TOO_MANY_REQUESTS, "rate_limited", &message);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
     }
     let permit = match t.admit(&client) {
         Ok(p) => p,
@@ -119,15 +105,9 @@ pub async fn events(
     let transports = t.clone();
     tokio::spawn(async move {
         let _permit = permit;
-        transports
-            .counters
-            .sse_sessions
-            .fetch_add(1, Ordering::Relaxed);
+        transports.metrics.sse_sessions.inc();
         run(&transports, started, &tx, principal, credential).await;
-        transports
-            .counters
-            .sse_sessions
-            .fetch_sub(1, Ordering::Relaxed);
+        transports.metrics.sse_sessions.dec();
     });
     let body = Body::from_stream(futures::StreamExt::map(
         ReceiverStream::new(rx),
@@ -153,7 +133,7 @@ async fn send(
 ) -> Result<(), Undelivered> {
     let len = bytes.len();
     session::hand_over(t, tx, bytes).await?;
-    t.counters.sent(messages, len);
+    t.metrics.sent(messages, len);
     Ok(())
 }
 
@@ -170,14 +150,12 @@ async fn run(
         synced,
     } = started;
     let result: Result<(), Undelivered> = async {
-        let retry = format!("retry: {}\n\n", t.config.sse_retry.as_millis());
-        send(t, tx, Bytes::from(retry), 1).await?;
+        send(t, tx, sse::retry(t.config.sse_retry), 1).await?;
         // By value: the snapshot frames are freed once sent, not kept for the session.
         for message in initial {
-            send(t, tx, message_frame(&message), 1).await?;
+            send(t, tx, frame_of(&message), 1).await?;
         }
-        let synced_frame = frame(&synced.cursor, "synced", &protocol::synced_json(&synced));
-        send(t, tx, synced_frame, 1).await?;
+        send(t, tx, sse::message_frame(&synced.cursor, &synced.message()), 1).await?;
         let mut heartbeat = tokio::time::interval(t.config.heartbeat);
         heartbeat.reset();
         let mut recheck = session::recheck_at(&principal);
@@ -188,7 +166,7 @@ async fn run(
             tokio::select! {
                 _ = &mut shutdown => return Ok(()),
                 _ = &mut closed => return Err(Undelivered::Closed),
-                _ = heartbeat.tick() => send(t, tx, Bytes::from_static(b": heartbeat\n\n"), 1).await?,
+                _ = heartbeat.tick() => send(t, tx, Bytes::from_static(sse::HEARTBEAT), 1).await?,
                 _ = session::until(recheck) => {
                     // Boxed: an authentication round trip is a large future, and
                     // inline it would be part of every idle session's task.
@@ -202,8 +180,9 @@ async fn run(
                                 session::Revoked::Expired(why) => ("token_expired", format!("the session's credential is no longer valid: {why}")),
                                 session::Revoked::Changed => ("permissions_changed", "the session's grants changed; reconnect".to_string()),
                             };
-                            let json = protocol::error_json(code, &message, None);
-                            let _ = send(t, tx, frame(&t.hub.cursor(t.hub.seq()), "error", &json), 1).await;
+                            let error = ServerMessage::Error { code, message: &message, id: None };
+                            let cursor = t.hub.cursor(t.hub.seq());
+                            let _ = send(t, tx, sse::message_frame(&cursor, &error), 1).await;
                             return Ok(());
                         }
                     }
@@ -213,7 +192,7 @@ async fn run(
                         // Everything already queued goes out as one chunk:
                         // one wake-up of the connection and one write.
                         let mut ats = vec![first.at];
-                        let mut chunk = message_frame(&first);
+                        let mut chunk = frame_of(&first);
                         let mut joined: Option<bytes::BytesMut> = None;
                         while ats.len() < session::MAX_BATCH {
                             let Some(m) = session::try_next(t, &mut subscription, &principal) else {
@@ -221,7 +200,7 @@ async fn run(
                             };
                             joined
                                 .get_or_insert_with(|| bytes::BytesMut::from(&chunk[..]))
-                                .extend_from_slice(&message_frame(&m));
+                                .extend_from_slice(&frame_of(&m));
                             ats.push(m.at);
                         }
                         if let Some(joined) = joined {
@@ -239,9 +218,7 @@ async fn run(
     }
     .await;
     if let Err(Undelivered::Slow) = result {
-        t.counters
-            .slow_consumer_closes
-            .fetch_add(1, Ordering::Relaxed);
+        t.metrics.slow_consumer_closes.inc();
         tracing::info!("SSE subscriber closed: it did not read for longer than the write timeout");
     }
 }
@@ -251,11 +228,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frames_and_queries() {
-        assert_eq!(
-            &frame("e-1", "patch", b"{}")[..],
-            b"id: e-1\nevent: patch\ndata: {}\n\n"
-        );
+    fn queries() {
         let r = parse_query(Some("topic=clusters%2F*&topic=apps/**&since=e-3"))
             .ok()
             .unwrap();

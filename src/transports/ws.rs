@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use axum::extract::State;
@@ -15,7 +14,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +22,7 @@ use super::Transports;
 use super::limits::Bucket;
 use super::session;
 use crate::auth::Principal;
-use crate::protocol::{self, ClientOp, close};
+use crate::protocol::{self, ClientOp, ServerMessage, close, error_response};
 
 /// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
 const OUTBOX: usize = 64;
@@ -91,10 +89,11 @@ pub async fn upgrade(
     ws: WebSocketUpgrade,
 ) -> Response {
     if !origin_allowed(&headers, &t.config.allowed_origins) {
-        let body = axum::Json(
-            json!({"code": "forbidden_origin", "message": "this Origin may not open a WebSocket here; configure allowed origins"}),
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            "this Origin may not open a WebSocket here; configure allowed origins",
         );
-        return (StatusCode::FORBIDDEN, body).into_response();
     }
     let token = handshake_token(&t, &headers, query.as_deref());
     let principal = match (&token, t.auth.required()) {
@@ -120,14 +119,14 @@ pub async fn upgrade(
         .write_buffer_size(16 * 1024)
         .on_upgrade(move |socket| async move {
             let _admitted = admitted;
-            t.counters.ws_sessions.fetch_add(1, Ordering::Relaxed);
+            t.metrics.ws_sessions.inc();
             let session = Session {
                 principal: principal.map(Arc::new),
                 token,
                 client,
             };
             run(t.clone(), socket, session).await;
-            t.counters.ws_sessions.fetch_sub(1, Ordering::Relaxed);
+            t.metrics.ws_sessions.dec();
         })
 }
 
@@ -219,7 +218,7 @@ async fn write(
             sink.flush().await
         };
         match tokio::time::timeout(t.config.write_timeout, batch).await {
-            Ok(Ok(())) => t.counters.sent(messages, sent),
+            Ok(Ok(())) => t.metrics.sent(messages, sent),
             Ok(Err(_)) => return,
             Err(_) => {
                 slow.cancel();
@@ -234,7 +233,7 @@ async fn write(
 }
 
 fn error(code: &str, message: &str, id: Option<&str>) -> Out {
-    Out::Text(protocol::error_json(code, message, id))
+    Out::Text(ServerMessage::Error { code, message, id }.encode())
 }
 
 /// Feeds one subscription into the outbox until it ends or the socket is slow.
@@ -262,7 +261,7 @@ fn forward(
         }
         if !push(protocol::with_subscription(
             &id_json,
-            &protocol::synced_json(&synced),
+            &synced.message().encode(),
         ))
         .await
         {
@@ -334,7 +333,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         tokio::select! {
             _ = t.shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
             _ = slow.cancelled() => {
-                t.counters.slow_consumer_closes.fetch_add(1, Ordering::Relaxed);
+                t.metrics.slow_consumer_closes.inc();
                 break Some((close::SLOW_CONSUMER, "slow consumer: messages were not read in time".into()));
             }
             _ = session::until(waiting_for_auth) => {
@@ -564,13 +563,12 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
         },
         ClientOp::Auth { .. } => None,
         ClientOp::Ping { id } => {
-            let mut body = json!({"type": "heartbeat", "cursor": t.hub.cursor(t.hub.seq())});
-            if let Some(id) = id {
-                body["id"] = json!(id);
-            }
-            Some(Out::Text(Bytes::from(
-                serde_json::to_vec(&body).expect("encodes"),
-            )))
+            let cursor = t.hub.cursor(t.hub.seq());
+            let heartbeat = ServerMessage::Heartbeat {
+                cursor: &cursor,
+                id: id.as_deref(),
+            };
+            Some(Out::Text(heartbeat.encode()))
         }
     }
 }
@@ -593,18 +591,15 @@ async fn authenticate(
     {
         return Err(revoked_close(session::Revoked::Changed));
     }
-    let mut body = json!({"type": "authenticated", "subject": principal.subject});
-    if let Some(expires) = principal.expires {
-        body["expires"] = json!(expires);
+    let reply = ServerMessage::Authenticated {
+        subject: &principal.subject,
+        expires: principal.expires,
+        id,
     }
-    if let Some(id) = id {
-        body["id"] = json!(id);
-    }
+    .encode();
     s.session.token = Some(token.to_string());
     s.session.principal = Some(Arc::new(principal));
-    Ok(Some(Out::Text(Bytes::from(
-        serde_json::to_vec(&body).expect("encodes"),
-    ))))
+    Ok(Some(Out::Text(reply)))
 }
 
 #[cfg(test)]

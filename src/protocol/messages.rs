@@ -1,0 +1,311 @@
+//! What the server sends (`hub → transports → [these bytes] → clients`):
+//! the push messages of both transports as typed values, and the one JSON
+//! body of every HTTP error. Field names, field order and the omission of
+//! absent optional fields are the table in `docs/PROTOCOL.md` ("Messages"),
+//! which `web-demo/client/kube-pulse.js` reads.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Topic;
+
+/// One server message. Borrowed: a message is encoded once (see
+/// [`ServerMessage::encode`]) and the bytes are shared, so it never owns
+/// the document it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ServerMessage<'a> {
+    /// The whole document at revision `rev`.
+    Snapshot {
+        topic: &'a Topic,
+        rev: u64,
+        cursor: &'a str,
+        doc: &'a Value,
+    },
+    /// An RFC 7386 merge patch from revision `rev - 1` to `rev`.
+    Patch {
+        topic: &'a Topic,
+        rev: u64,
+        cursor: &'a str,
+        patch: &'a Value,
+    },
+    /// The topic is gone (`rev` absent when a lagging subscriber learns it
+    /// from a resync rather than from the change itself).
+    Removed {
+        topic: &'a Topic,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rev: Option<u64>,
+        cursor: &'a str,
+    },
+    /// The initial snapshots (or replayed changes) are all sent.
+    Synced {
+        cursor: &'a str,
+        resumed: bool,
+        count: usize,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'a str>,
+    },
+    /// The answer to a WebSocket `ping` operation.
+    Heartbeat {
+        cursor: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+    },
+    /// A request was not acceptable; the session goes on (or, for
+    /// `token_expired` / `permissions_changed` on SSE, ends after it).
+    Error {
+        code: &'a str,
+        message: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+    },
+    /// The answer to a WebSocket `auth` operation.
+    Authenticated {
+        subject: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expires: Option<DateTime<Utc>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+    },
+}
+
+impl ServerMessage<'_> {
+    /// The `type` field, also the SSE `event:` name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerMessage::Snapshot { .. } => "snapshot",
+            ServerMessage::Patch { .. } => "patch",
+            ServerMessage::Removed { .. } => "removed",
+            ServerMessage::Synced { .. } => "synced",
+            ServerMessage::Heartbeat { .. } => "heartbeat",
+            ServerMessage::Error { .. } => "error",
+            ServerMessage::Authenticated { .. } => "authenticated",
+        }
+    }
+
+    /// The message as one line of JSON, written straight from the borrowed
+    /// values (no intermediate `serde_json::Value`).
+    pub fn encode(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("server messages encode"))
+    }
+}
+
+/// The `synced` message's content, kept by a session until it is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synced {
+    pub cursor: String,
+    /// True when the subscription resumed from a cursor with only the missed changes.
+    pub resumed: bool,
+    /// Topics in the initial snapshot (or replayed changes when resumed).
+    pub count: usize,
+    /// Why a resume fell back to fresh snapshots.
+    pub reason: Option<String>,
+}
+
+impl Synced {
+    pub fn message(&self) -> ServerMessage<'_> {
+        ServerMessage::Synced {
+            cursor: &self.cursor,
+            resumed: self.resumed,
+            count: self.count,
+            reason: self.reason.as_deref(),
+        }
+    }
+}
+
+/// Adds `"sub": id` to an encoded message object without re-encoding it.
+pub fn with_subscription(id_json: &[u8], message: &[u8]) -> Bytes {
+    debug_assert!(message.first() == Some(&b'{'));
+    let mut out = Vec::with_capacity(message.len() + id_json.len() + 8);
+    out.extend_from_slice(br#"{"sub":"#);
+    out.extend_from_slice(id_json);
+    out.push(b',');
+    out.extend_from_slice(&message[1..]);
+    Bytes::from(out)
+}
+
+/// The JSON body of every HTTP error answer: `{"code": …, "message": …}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ErrorBody<'a> {
+    /// Machine-readable, e.g. `bad_request`, `too_many_connections`.
+    pub code: &'a str,
+    /// A sentence for people.
+    pub message: &'a str,
+}
+
+/// An HTTP error answer: `status` with an [`ErrorBody`]. Every error
+/// response of the gateway is made here (callers add headers such as
+/// `Retry-After` to the result).
+pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
+    (status, Json(ErrorBody { code, message })).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn text(message: ServerMessage<'_>) -> String {
+        String::from_utf8(message.encode().to_vec()).unwrap()
+    }
+
+    /// The exact bytes of every message type, so that a renamed or
+    /// reordered field, or an absent optional field written as `null`,
+    /// fails here before it reaches a client.
+    #[test]
+    fn every_message_has_the_documented_bytes() {
+        let topic = Topic::new("apps/prod/shop/web");
+        let doc = json!({"phase": "Running", "ready": 3});
+        let patch = json!({"ready": 2});
+        let expires = DateTime::parse_from_rfc3339("2026-12-02T18:03:13Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let cases = [
+            (
+                ServerMessage::Snapshot {
+                    topic: &topic,
+                    rev: 4,
+                    cursor: "e1-101",
+                    doc: &doc,
+                },
+                r#"{"type":"snapshot","topic":"apps/prod/shop/web","rev":4,"cursor":"e1-101","doc":{"phase":"Running","ready":3}}"#,
+            ),
+            (
+                ServerMessage::Patch {
+                    topic: &topic,
+                    rev: 5,
+                    cursor: "e1-102",
+                    patch: &patch,
+                },
+                r#"{"type":"patch","topic":"apps/prod/shop/web","rev":5,"cursor":"e1-102","patch":{"ready":2}}"#,
+            ),
+            (
+                ServerMessage::Removed {
+                    topic: &topic,
+                    rev: Some(6),
+                    cursor: "e1-103",
+                },
+                r#"{"type":"removed","topic":"apps/prod/shop/web","rev":6,"cursor":"e1-103"}"#,
+            ),
+            (
+                ServerMessage::Removed {
+                    topic: &topic,
+                    rev: None,
+                    cursor: "e1-103",
+                },
+                r#"{"type":"removed","topic":"apps/prod/shop/web","cursor":"e1-103"}"#,
+            ),
+            (
+                ServerMessage::Synced {
+                    cursor: "e1-101",
+                    resumed: false,
+                    count: 1,
+                    reason: None,
+                },
+                r#"{"type":"synced","cursor":"e1-101","resumed":false,"count":1}"#,
+            ),
+            (
+                ServerMessage::Synced {
+                    cursor: "e1-101",
+                    resumed: false,
+                    count: 0,
+                    reason: Some("too old"),
+                },
+                r#"{"type":"synced","cursor":"e1-101","resumed":false,"count":0,"reason":"too old"}"#,
+            ),
+            (
+                ServerMessage::Heartbeat {
+                    cursor: "e1-57",
+                    id: Some("p1"),
+                },
+                r#"{"type":"heartbeat","cursor":"e1-57","id":"p1"}"#,
+            ),
+            (
+                ServerMessage::Heartbeat {
+                    cursor: "e1-57",
+                    id: None,
+                },
+                r#"{"type":"heartbeat","cursor":"e1-57"}"#,
+            ),
+            (
+                ServerMessage::Error {
+                    code: "bad_pattern",
+                    message: "no \"*x\"",
+                    id: Some("s1"),
+                },
+                r#"{"type":"error","code":"bad_pattern","message":"no \"*x\"","id":"s1"}"#,
+            ),
+            (
+                ServerMessage::Error {
+                    code: "invalid_json",
+                    message: "not JSON",
+                    id: None,
+                },
+                r#"{"type":"error","code":"invalid_json","message":"not JSON"}"#,
+            ),
+            (
+                ServerMessage::Authenticated {
+                    subject: "alice",
+                    expires: Some(expires),
+                    id: Some("a1"),
+                },
+                r#"{"type":"authenticated","subject":"alice","expires":"2026-12-02T18:03:13Z","id":"a1"}"#,
+            ),
+            (
+                ServerMessage::Authenticated {
+                    subject: "alice",
+                    expires: None,
+                    id: None,
+                },
+                r#"{"type":"authenticated","subject":"alice"}"#,
+            ),
+        ];
+        for (message, want) in cases {
+            assert_eq!(text(message), want);
+            let parsed: Value = serde_json::from_str(want).unwrap();
+            assert_eq!(parsed["type"], message.kind(), "{want}");
+        }
+    }
+
+    #[test]
+    fn synced_state_becomes_its_message() {
+        let synced = Synced {
+            cursor: "e1-7".into(),
+            resumed: true,
+            count: 2,
+            reason: None,
+        };
+        assert_eq!(
+            text(synced.message()),
+            r#"{"type":"synced","cursor":"e1-7","resumed":true,"count":2}"#
+        );
+    }
+
+    #[test]
+    fn subscription_ids_are_spliced_in() {
+        let msg = br#"{"type":"patch","rev":2}"#;
+        let out = with_subscription(br#""s1""#, msg);
+        assert_eq!(&out[..], br#"{"sub":"s1","type":"patch","rev":2}"#);
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v, json!({"sub": "s1", "type": "patch", "rev": 2}));
+    }
+
+    #[tokio::test]
+    async fn error_answers_have_one_body() {
+        let response = error_response(StatusCode::TOO_MANY_REQUESTS, "rate_limited", "slow down");
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
+        assert_eq!(
+            &body[..],
+            br#"{"code":"rate_limited","message":"slow down"}"#
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! The wire: every byte a client sees or sends, in one place that reads
+//! side by side with `docs/PROTOCOL.md` and `web-demo/client/kube-pulse.js`
+//! (`hub → transports → [protocol] → clients`). Server messages and the
+//! HTTP error body ([`messages`]), SSE framing ([`sse`]), topic names
+//! ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
+//! the crate, so the hub, the transports, auth and the tests can all use it.
+
+mod messages;
+pub mod sse;
+pub mod topic;
+
+use serde::Deserialize;
+
+pub use messages::{ErrorBody, ServerMessage, Synced, error_response, with_subscription};
+pub use topic::{Topic, TopicKind};
+
+/// WebSocket close codes kube-pulse uses.
+pub mod close {
+    /// The client or server ended the session normally.
+    pub const NORMAL: u16 = 1000;
+    /// The gateway is shutting down, or the socket was idle too long.
+    pub const GOING_AWAY: u16 = 1001;
+    /// The session's input was not acceptable (e.g. non-UTF-8 text).
+    pub const INVALID_PAYLOAD: u16 = 1007;
+    /// A limit or policy was violated (origin, subscribe rate, connections).
+    pub const POLICY: u16 = 1008;
+    /// A client message exceeded the size limit.
+    pub const TOO_BIG: u16 = 1009;
+    /// The session's credential expired or was revoked, or no `auth`
+    /// operation arrived in time on a socket opened without one.
+    pub const UNAUTHORIZED: u16 = 4001;
+    /// The credential's grants changed: reconnect to get the new view.
+    pub const PERMISSIONS_CHANGED: u16 = 4003;
+    /// The client did not read its messages for longer than the write timeout.
+    pub const SLOW_CONSUMER: u16 = 4008;
+}
+
+/// A resume position: `{epoch}-{seq}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub epoch: String,
+    pub seq: u64,
+}
+
+impl Cursor {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let (epoch, seq) = raw
+            .rsplit_once('-')
+            .ok_or_else(|| format!("cursor {raw:?} must look like EPOCH-SEQ"))?;
+        let seq = seq
+            .parse::<u64>()
+            .map_err(|_| format!("cursor {raw:?}: {seq:?} is not a sequence number"))?;
+        if epoch.is_empty() || epoch.len() > 64 || !epoch.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            return Err(format!("cursor {raw:?}: bad epoch"));
+        }
+        Ok(Self {
+            epoch: epoch.into(),
+            seq,
+        })
+    }
+}
+
+/// Operations a WebSocket client sends.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ClientOp {
+    Subscribe {
+        id: String,
+        topics: Vec<String>,
+        #[serde(default)]
+        since: Option<String>,
+    },
+    Unsubscribe {
+        id: String,
+    },
+    Ping {
+        #[serde(default)]
+        id: Option<String>,
+    },
+    /// Authenticates a socket opened without a token, or renews the token
+    /// of a live one (same subject and grants).
+    Auth {
+        token: String,
+        #[serde(default)]
+        id: Option<String>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors() {
+        assert_eq!(
+            Cursor::parse("18f3a-42").unwrap(),
+            Cursor {
+                epoch: "18f3a".into(),
+                seq: 42
+            }
+        );
+        for bad in ["", "42", "abc-", "-3", "a b-1", "e-x", "e--1"] {
+            assert!(Cursor::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn client_ops() {
+        let op: ClientOp = serde_json::from_str(
+            r#"{"op":"subscribe","id":"s1","topics":["clusters/*"],"since":"e-1"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            op,
+            ClientOp::Subscribe {
+                id: "s1".into(),
+                topics: vec!["clusters/*".into()],
+                since: Some("e-1".into())
+            }
+        );
+        assert!(serde_json::from_str::<ClientOp>(r#"{"op":"dance"}"#).is_err());
+        assert!(serde_json::from_str::<ClientOp>(r#"{"op":"subscribe","id":"s1"}"#).is_err());
+        assert!(
+            serde_json::from_str::<ClientOp>(r#"{"op":"unsubscribe","id":"s1","extra":1}"#)
+                .is_err()
+        );
+        assert_eq!(
+            serde_json::from_str::<ClientOp>(r#"{"op":"ping"}"#).unwrap(),
+            ClientOp::Ping { id: None }
+        );
+    }
+}

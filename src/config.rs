@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::names::{cluster_name_for_context, valid_name};
 
 /// The `--config` file.
 #[derive(Debug, Clone, Deserialize)]
@@ -106,33 +107,6 @@ pub struct ClusterSpec {
         alias = "insecureSkipTlsVerify"
     )]
     pub insecure_skip_tls_verify: bool,
-}
-
-/// A DNS-1123 label: what Kubernetes accepts as a namespace or Deployment name.
-pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
-/// Turns a kubeconfig context name into a cluster name (a DNS label).
-pub fn cluster_name_for_context(context: &str) -> String {
-    let mut name: String = context
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    name = name.trim_matches('-').to_string();
-    name.truncate(63);
-    if name.is_empty() {
-        "cluster".into()
-    } else {
-        name
-    }
 }
 
 impl ClusterSpec {

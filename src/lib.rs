@@ -17,6 +17,7 @@ pub mod health;
 pub mod http_server;
 pub mod hub;
 pub mod metrics;
+mod names;
 pub mod pipeline;
 pub mod protocol;
 pub mod rest;

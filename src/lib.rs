@@ -6,6 +6,7 @@
 //! `kube-pulse-sim`, reached only through the `demo` feature.
 
 pub mod auth;
+mod classify;
 pub mod cli;
 pub mod config;
 #[cfg(feature = "demo")]
@@ -20,6 +21,7 @@ pub mod metrics;
 mod names;
 pub mod pipeline;
 pub mod protocol;
+mod query;
 pub mod rest;
 pub mod serve;
 pub mod shutdown;

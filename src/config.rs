@@ -35,7 +35,8 @@ pub struct FileConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HealthSettings {
-    /// `seed` (default) or `kubernetes` output on `/livez` and `/readyz`.
+    /// `karpor` (default; `seed` is its deprecated alias) or `kubernetes`
+    /// output on `/livez` and `/readyz`.
     pub format: crate::health::Format,
     /// External stores the `Storage` check calls.
     pub storage: Vec<crate::health::checks::StorageEndpoint>,

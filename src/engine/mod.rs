@@ -12,6 +12,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 mod observation;
+#[cfg(test)]
+mod tests;
+
 pub use observation::Observation;
 
 use crate::hub::{Hub, topic};

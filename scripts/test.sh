@@ -73,6 +73,9 @@ fi
 log "cargo deny (licenses, bans, sources; the advisory database is not reachable here)"
 cargo deny --workspace --all-features check licenses bans sources
 
+log "module import circles (scripts/check-imports.py)"
+python3 scripts/check-imports.py
+
 log "the gateway without the simulator"
 ./scripts/check-minimal-build.sh
 

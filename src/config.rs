@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::names::{cluster_name_for_context, valid_name};
 
 /// The `--config` file.
 #[derive(Debug, Clone, Deserialize)]
@@ -34,7 +35,8 @@ pub struct FileConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HealthSettings {
-    /// `seed` (default) or `kubernetes` output on `/livez` and `/readyz`.
+    /// `karpor` (default; `seed` is its deprecated alias) or `kubernetes`
+    /// output on `/livez` and `/readyz`.
     pub format: crate::health::Format,
     /// External stores the `Storage` check calls.
     pub storage: Vec<crate::health::checks::StorageEndpoint>,
@@ -106,33 +108,6 @@ pub struct ClusterSpec {
         alias = "insecureSkipTlsVerify"
     )]
     pub insecure_skip_tls_verify: bool,
-}
-
-/// A DNS-1123 label: what Kubernetes accepts as a namespace or Deployment name.
-pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
-/// Turns a kubeconfig context name into a cluster name (a DNS label).
-pub fn cluster_name_for_context(context: &str) -> String {
-    let mut name: String = context
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    name = name.trim_matches('-').to_string();
-    name.truncate(63);
-    if name.is_empty() {
-        "cluster".into()
-    } else {
-        name
-    }
 }
 
 impl ClusterSpec {

@@ -6,6 +6,7 @@
 //! `kube-pulse-sim`, reached only through the `demo` feature.
 
 pub mod auth;
+mod classify;
 pub mod cli;
 pub mod config;
 #[cfg(feature = "demo")]
@@ -17,8 +18,10 @@ pub mod health;
 pub mod http_server;
 pub mod hub;
 pub mod metrics;
+mod names;
 pub mod pipeline;
 pub mod protocol;
+mod query;
 pub mod rest;
 pub mod router;
 pub mod shutdown;

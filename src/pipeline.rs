@@ -8,9 +8,9 @@ use tokio::sync::{Mutex, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{self, Engine};
+use crate::engine::{self, Engine, Observation};
 use crate::hub::{Hub, HubConfig};
-use crate::sources::{ClusterSource, Observation, SourceConfig, SyncRegistry, resources_for};
+use crate::sources::{ClusterSource, SourceConfig, SyncRegistry, resources_for};
 use crate::status::cluster::Thresholds;
 
 /// Observations waiting for the engine; sources wait when it is full.

@@ -3,7 +3,6 @@
 //! only what the caller's principal may see; what it may not see is 404,
 //! exactly as if it did not exist.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -16,27 +15,7 @@ use serde_json::{Value, json};
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, Pattern, topic};
-
-/// Parses a query string, refusing parameters the endpoint does not take.
-pub(crate) fn query(raw: Option<String>, allowed: &[&str]) -> Result<HashMap<String, String>> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
-        .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
-    let mut out = HashMap::new();
-    for (key, value) in pairs {
-        if !allowed.contains(&key.as_str()) {
-            return Err(Error::BadRequest(format!(
-                "unknown query parameter {key:?}; this endpoint takes: {}",
-                if allowed.is_empty() {
-                    "none".to_string()
-                } else {
-                    allowed.join(", ")
-                }
-            )));
-        }
-        out.insert(key, value);
-    }
-    Ok(out)
-}
+use crate::query::query;
 
 fn segment(name: &str, value: &str) -> Result<()> {
     let ok = !value.is_empty()

@@ -141,13 +141,11 @@ impl Storage {
             .url
             .parse()
             .map_err(|e| format!("{}: bad url: {e}", endpoint.name))?;
-        let response = self.client.get(uri).await.map_err(|e| {
-            format!(
-                "{}: {}",
-                endpoint.name,
-                crate::sources::classify::describe(&e)
-            )
-        })?;
+        let response = self
+            .client
+            .get(uri)
+            .await
+            .map_err(|e| format!("{}: {}", endpoint.name, crate::classify::describe(&e)))?;
         let status = response.status().as_u16();
         let body = tokio::time::timeout(Duration::from_secs(5), response.into_body().collect())
             .await

@@ -1,7 +1,7 @@
 //! Health endpoints beside the data flow: `/livez`, `/readyz`, `/healthz`
 //! and `/{endpoint}/{check}`, built from pluggable [`Check`]s. Two output
-//! formats over the same checks: the seed's (Karpor's expected output, the
-//! default on `/livez` and `/readyz`) and the Kubernetes apiserver's, byte
+//! formats over the same checks: Karpor's (the seed's expected output, the
+//! default on `/livez` and `/readyz`; `format: karpor`) and the Kubernetes apiserver's, byte
 //! for byte (always on `/healthz`; on all three with `format: kubernetes`).
 
 pub mod checks;
@@ -17,11 +17,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::future::BoxFuture;
 
-pub use format::Format;
+pub use format::{Format, Outcome};
 
 /// One health check: a name and an async probe that explains a failure.
 pub trait Check: Send + Sync {
-    /// Shown as `[+] Name ok` (seed format) or `[+]name ok` (Kubernetes format).
+    /// Shown as `[+] Name ok` (Karpor format) or `[+]name ok` (Kubernetes format).
     fn name(&self) -> &str;
     /// Ok, or why not (shown only by `/readyz/{name}` and the log).
     fn check(&self) -> BoxFuture<'_, Result<(), String>>;
@@ -35,13 +35,6 @@ pub struct Health {
     pub format: Format,
     /// Each check gets at most this long.
     pub timeout: Duration,
-}
-
-/// The outcome of one check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    pub name: String,
-    pub result: Result<(), String>,
 }
 
 impl Health {
@@ -101,7 +94,7 @@ async fn endpoint(
     name: &str,
     checks: &[Arc<dyn Check>],
     format: Format,
-    seed_verbose: bool,
+    karpor_verbose: bool,
     query: Option<&str>,
 ) -> Response {
     let query = format::Query::parse(query);
@@ -111,7 +104,8 @@ async fn endpoint(
         .cloned()
         .collect();
     let outcomes = health.run(&selected).await;
-    let (status, body) = format.render(name, checks, &outcomes, &query, seed_verbose);
+    let names: Vec<&str> = checks.iter().map(|c| c.name()).collect();
+    let (status, body) = format.render(name, &names, &outcomes, &query, karpor_verbose);
     text(status, body)
 }
 
@@ -220,47 +214,47 @@ mod tests {
         let down = || Err::<(), String>("cluster prod has not answered yet".to_string());
         type Case = (Format, Result<(), String>, &'static str, u16, &'static str);
         let cases: Vec<Case> = vec![
-            // The seed's format.
-            (Format::Seed, Ok(()), "/livez", 200, "OK"),
+            // Karpor's format (the seed's).
+            (Format::Karpor, Ok(()), "/livez", 200, "OK"),
             (
-                Format::Seed,
+                Format::Karpor,
                 Ok(()),
                 "/livez?verbose",
                 200,
                 "[+] Ping ok\nhealth check passed\n",
             ),
             (
-                Format::Seed,
+                Format::Karpor,
                 Ok(()),
                 "/readyz",
                 200,
                 "[+] Ping ok\n[+] Server ok\n[+] Syncer ok\n[+] Storage ok\nhealth check passed\n",
             ),
             (
-                Format::Seed,
+                Format::Karpor,
                 down(),
                 "/readyz",
                 503,
                 "[+] Ping ok\n[+] Server ok\n[-] Syncer fail\n[+] Storage ok\nhealth check failed\n",
             ),
             (
-                Format::Seed,
+                Format::Karpor,
                 down(),
                 "/readyz?excludes=Syncer,Storage",
                 200,
                 "[+] Ping ok\n[+] Server ok\nhealth check passed\n",
             ),
             // The apiserver's format, always on /healthz.
-            (Format::Seed, Ok(()), "/healthz", 200, "ok"),
+            (Format::Karpor, Ok(()), "/healthz", 200, "ok"),
             (
-                Format::Seed,
+                Format::Karpor,
                 Ok(()),
                 "/healthz?verbose",
                 200,
                 "[+]ping ok\n[+]server ok\n[+]syncer ok\n[+]storage ok\nhealthz check passed\n",
             ),
             (
-                Format::Seed,
+                Format::Karpor,
                 down(),
                 "/healthz",
                 500,
@@ -289,17 +283,17 @@ mod tests {
                 "[+]ping ok\n[+]server ok\n[+]syncer excluded: ok\n[+]storage ok\nwarn: some health checks cannot be excluded: no matches for \"etcd\"\nreadyz check passed\n",
             ),
             // One check, with the real reason.
-            (Format::Seed, Ok(()), "/readyz/Syncer", 200, "ok"),
+            (Format::Karpor, Ok(()), "/readyz/Syncer", 200, "ok"),
             (
-                Format::Seed,
+                Format::Karpor,
                 down(),
                 "/readyz/syncer",
                 500,
                 "internal server error: cluster prod has not answered yet\n",
             ),
-            (Format::Seed, Ok(()), "/livez/ping", 200, "ok"),
+            (Format::Karpor, Ok(()), "/livez/ping", 200, "ok"),
             (
-                Format::Seed,
+                Format::Karpor,
                 Ok(()),
                 "/readyz/etcd",
                 404,
@@ -323,7 +317,7 @@ mod tests {
         let h = Arc::new(Health {
             livez: vec![],
             readyz: vec![Arc::new(Fixed("Ping", Ok(()))), Arc::new(Hangs)],
-            format: Format::Seed,
+            format: Format::Karpor,
             timeout: Duration::from_millis(50),
         });
         let (status, body, _, _) = get(h.clone(), "/readyz").await;

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::classify;
-use super::{Observation, SourceConfig};
+use super::SourceConfig;
+use crate::classify;
+use crate::engine::Observation;
 use crate::status::cluster::{ClusterInput, ProbeFailure};
 
 async fn get(client: &kube::Client, path: &str) -> Result<String, kube::Error> {

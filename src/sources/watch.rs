@@ -22,8 +22,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::classify;
-use super::{Observation, SourceConfig, SyncResource};
+use super::{SourceConfig, SyncResource};
+use crate::classify;
+use crate::engine::Observation;
 use crate::status::app::Workload;
 use crate::status::sync::{Gvr, SyncInput};
 

@@ -118,7 +118,7 @@ async fn list(
     Extension(principal): Extension<Principal>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>> {
-    let mut q = crate::rest::query(q, &["cluster", "namespace", "app", "status", "type"])?;
+    let mut q = crate::query::query(q, &["cluster", "namespace", "app", "status", "type"])?;
     let filter = TaskFilter {
         cluster: q.remove("cluster"),
         namespace: q.remove("namespace"),

@@ -38,7 +38,7 @@ pub const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
 type Failure = (String, String);
 
 fn failure(err: &kube::Error) -> Failure {
-    crate::sources::classify::action_failure(err)
+    crate::classify::action_failure(err)
 }
 
 /// Runs one built-in task to its end.

@@ -27,9 +27,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::engine::Observation;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, topic};
-use crate::sources::Observation;
 
 pub use model::{Executor, StatusReport, Target, Task, TaskRequest, TaskStatus, TaskType};
 pub use store::{MemoryStore, StoreError, TaskStore};

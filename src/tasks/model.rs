@@ -251,13 +251,6 @@ pub struct TaskRequest {
     pub timeout_seconds: Option<u64>,
 }
 
-fn valid_segment(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 253
-        && !value.contains(['/', '*'])
-        && !value.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
 impl TaskRequest {
     /// The app the request acts on.
     pub fn target(&self) -> Target {
@@ -270,7 +263,7 @@ impl TaskRequest {
 
     /// Checks the fields against each other and the type, naming the field at fault.
     pub fn validate(&self) -> Result<(), String> {
-        use crate::config::valid_name;
+        use crate::names::{valid_name, valid_segment};
         if !valid_segment(&self.cluster) {
             return Err(format!(
                 "field `cluster`: {:?} is not a cluster name",

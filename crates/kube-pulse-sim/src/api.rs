@@ -3,7 +3,6 @@
 //! verbs list, get, create, update, patch, delete, deletecollection and the
 //! `status` / `scale` subresources. Watches are handed to [`super::watch`].
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -14,9 +13,9 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::object::{UpdateScope, name_of, resource_version_of};
+use super::params::Params;
 use super::patch::{self, PatchKind};
 use super::resources::ResourceDef;
-use super::selector::{FieldSelector, LabelSelector, Selection};
 use super::status::{ApiError, ApiResult};
 use super::store::{Deleted, ListFrom, Preconditions};
 use super::watch::{self, WatchOptions};
@@ -123,84 +122,6 @@ pub fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
                 name: name.to_string(),
                 sub,
             })
-        }
-    }
-}
-
-/// Query parameters, parsed strictly into typed values.
-pub struct Params(HashMap<String, String>);
-
-impl Params {
-    pub fn parse(raw: Option<&str>) -> ApiResult<Self> {
-        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))
-            .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
-        Ok(Self(pairs.into_iter().collect()))
-    }
-
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.0
-            .get(key)
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
-    }
-
-    pub fn bool(&self, key: &str) -> ApiResult<bool> {
-        match self.0.get(key).map(String::as_str) {
-            None | Some("false") | Some("0") => Ok(false),
-            Some("true") | Some("1") | Some("") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "invalid value for {key}: {other:?} (want true or false)"
-            ))),
-        }
-    }
-
-    pub fn u64(&self, key: &str) -> ApiResult<Option<u64>> {
-        self.str(key)
-            .map(|v| {
-                v.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request(format!(
-                        "invalid value for {key}: {v:?} (want a non-negative integer)"
-                    ))
-                })
-            })
-            .transpose()
-    }
-
-    pub fn selection(&self) -> ApiResult<Selection> {
-        Ok(Selection {
-            labels: LabelSelector::parse(self.str("labelSelector").unwrap_or(""))
-                .map_err(ApiError::bad_request)?,
-            fields: FieldSelector::parse(self.str("fieldSelector").unwrap_or(""))
-                .map_err(ApiError::bad_request)?,
-        })
-    }
-
-    /// `resourceVersion` as a number ("" and absent are None).
-    pub fn resource_version(&self) -> ApiResult<Option<u64>> {
-        self.str("resourceVersion")
-            .map(|v| {
-                v.parse::<u64>()
-                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v:?}")))
-            })
-            .transpose()
-    }
-
-    pub fn dry_run(&self) -> ApiResult<bool> {
-        match self.str("dryRun") {
-            None => Ok(false),
-            Some("All") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "dryRun: Unsupported value: {other:?}: supported values: \"All\""
-            ))),
-        }
-    }
-
-    fn check_field_validation(&self) -> ApiResult<()> {
-        match self.str("fieldValidation") {
-            None | Some("Strict" | "Warn" | "Ignore") => Ok(()),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
-            ))),
         }
     }
 }

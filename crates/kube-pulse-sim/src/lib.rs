@@ -14,6 +14,7 @@ pub mod converger;
 mod discovery;
 pub mod faults;
 pub mod object;
+mod params;
 pub mod patch;
 pub mod resources;
 pub mod reviews;

@@ -18,8 +18,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Shared;
-use super::api::Params;
 use super::object::namespace_of;
+use super::params::Params;
 use super::resources::ResourceDef;
 use super::selector::Selection;
 use super::status::{ApiError, ApiResult};

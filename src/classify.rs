@@ -1,4 +1,7 @@
-//! Turning kube-rs errors into the reasons status documents show.
+//! Turning kube-rs errors into the reasons status documents show. Below the
+//! data flow's stages that meet such errors: sources (probe and watch
+//! failures), tasks (failed writes) and health (a failed storage check) all
+//! classify here, so none of them imports another for it.
 
 use crate::status::cluster::ProbeFailure;
 

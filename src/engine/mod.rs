@@ -11,9 +11,14 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod observation;
+#[cfg(test)]
+mod tests;
+
+pub use observation::Observation;
+
 use crate::hub::{Hub, topic};
 use crate::metrics::{Metrics, WatchLabels};
-use crate::sources::Observation;
 use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::cluster::{
     ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,

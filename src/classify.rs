@@ -6,7 +6,7 @@
 use crate::status::cluster::ProbeFailure;
 
 /// Full error text, causes included.
-pub fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn describe(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
@@ -33,7 +33,7 @@ fn transport_reason(text: &str) -> &'static str {
 }
 
 /// Reason for a failed list or watch of a synced resource.
-pub fn sync_reason(err: &kube::Error) -> (&'static str, String) {
+pub(crate) fn sync_reason(err: &kube::Error) -> (&'static str, String) {
     match err {
         kube::Error::Api(status) => {
             let reason = match status.code {
@@ -60,7 +60,7 @@ pub fn sync_reason(err: &kube::Error) -> (&'static str, String) {
 
 /// Reason and message for a failed write by a task: the apiserver's own
 /// reason (`Forbidden`, `NotFound`, `AlreadyExists`, …) when it gave one.
-pub fn action_failure(err: &kube::Error) -> (String, String) {
+pub(crate) fn action_failure(err: &kube::Error) -> (String, String) {
     match err {
         kube::Error::Api(status) => {
             let reason = if status.reason.is_empty() {
@@ -78,7 +78,7 @@ pub fn action_failure(err: &kube::Error) -> (String, String) {
 }
 
 /// Reason for a failed probe of the member apiserver.
-pub fn probe_failure(err: &kube::Error) -> (ProbeFailure, String) {
+pub(crate) fn probe_failure(err: &kube::Error) -> (ProbeFailure, String) {
     match err {
         kube::Error::Api(status) => {
             let failure = match status.code {

@@ -39,7 +39,7 @@ struct ClusterModel {
 }
 
 /// The engine's state; `apply` is its whole behaviour (and what tests drive).
-pub struct Engine {
+pub(crate) struct Engine {
     hub: Arc<Hub>,
     metrics: Option<Arc<Metrics>>,
     thresholds: Thresholds,
@@ -51,7 +51,7 @@ fn to_doc<T: serde::Serialize>(value: &T) -> serde_json::Value {
 }
 
 impl Engine {
-    pub fn new(hub: Arc<Hub>, thresholds: Thresholds) -> Self {
+    pub(crate) fn new(hub: Arc<Hub>, thresholds: Thresholds) -> Self {
         Self {
             hub,
             metrics: None,
@@ -61,7 +61,7 @@ impl Engine {
     }
 
     /// Records probe latencies and watch lists/errors in `metrics`.
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }
@@ -104,7 +104,7 @@ impl Engine {
     }
 
     /// Applies one observation at time `now`.
-    pub fn apply(&mut self, observation: Observation, now: DateTime<Utc>) {
+    pub(crate) fn apply(&mut self, observation: Observation, now: DateTime<Utc>) {
         self.record(&observation);
         match observation {
             Observation::Registered { cluster, server } => {
@@ -360,7 +360,7 @@ impl Engine {
 }
 
 /// Runs the engine until shutdown or until every source is gone.
-pub async fn run(
+pub(crate) async fn run(
     mut engine: Engine,
     mut rx: mpsc::Receiver<Observation>,
     shutdown: CancellationToken,

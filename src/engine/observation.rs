@@ -12,61 +12,95 @@ use crate::status::sync::{Gvr, SyncInput};
 pub enum Observation {
     /// A member cluster joins (its source is starting).
     Registered {
+        /// The member cluster's name.
         cluster: String,
+        /// The apiserver's URL, shown as `server` in the cluster document.
         server: String,
     },
     /// A member cluster left the configuration.
     Unregistered {
+        /// The member cluster's name.
         cluster: String,
     },
+    /// A probe result or resource summary for the cluster status machine.
     Cluster {
+        /// The member cluster's name.
         cluster: String,
+        /// What the cluster machine is told.
         input: ClusterInput,
     },
+    /// A list or watch event of one synced resource, for its sync status machine.
     Sync {
+        /// The member cluster's name.
         cluster: String,
+        /// The synced resource.
         resource: Gvr,
+        /// What the sync machine is told.
         input: SyncInput,
     },
     /// A completed (re)list of one workload kind.
     WorkloadsListed {
+        /// The member cluster's name.
         cluster: String,
+        /// `Deployment` or `StatefulSet`.
         kind: &'static str,
+        /// Every workload of that kind on the cluster; those missing were deleted.
         items: Vec<Workload>,
     },
+    /// A workload was created or changed.
     WorkloadApplied {
+        /// The member cluster's name.
         cluster: String,
+        /// The workload as it is now.
         workload: Workload,
     },
+    /// A workload was deleted.
     WorkloadDeleted {
+        /// The member cluster's name.
         cluster: String,
+        /// `Deployment` or `StatefulSet`.
         kind: &'static str,
+        /// Namespace of the deleted workload.
         namespace: String,
+        /// Name of the deleted workload.
         name: String,
     },
+    /// A completed (re)list of namespaces: the whole current set.
     NamespacesListed {
+        /// The member cluster's name.
         cluster: String,
+        /// Every namespace on the cluster; apps of missing ones become `NotExisted`.
         names: Vec<String>,
     },
+    /// A namespace was created or changed.
     NamespaceApplied {
+        /// The member cluster's name.
         cluster: String,
+        /// The namespace's name.
         name: String,
     },
+    /// A namespace was deleted: its apps become `NotExisted`.
     NamespaceDeleted {
+        /// The member cluster's name.
         cluster: String,
+        /// The namespace's name.
         name: String,
     },
     /// From tasks, not sources: an app's active task (None: it ended).
     Task {
+        /// The member cluster of the app.
         cluster: String,
+        /// The namespace of the app.
         namespace: String,
+        /// The app's name (its app label's value).
         app: String,
+        /// The active task; absent when the task ended, so the stable state shows again.
         task: Option<ActiveTask>,
     },
 }
 
 impl Observation {
-    pub fn sync(cluster: &str, resource: &Gvr, input: SyncInput) -> Self {
+    pub(crate) fn sync(cluster: &str, resource: &Gvr, input: SyncInput) -> Self {
         Observation::Sync {
             cluster: cluster.into(),
             resource: resource.clone(),

@@ -31,22 +31,28 @@ pub enum ChangeKind {
     Snapshot,
     /// A change to an existing document (see `patch`).
     Patch,
+    /// The topic is gone (no document, no patch).
     Removed,
 }
 
 /// One published change, shared by every subscriber.
 #[derive(Debug, Serialize)]
 pub struct Change {
+    /// The topic that changed.
     pub topic: Topic,
+    /// The topic's revision after the change; counts from 1 per topic within a process.
     pub rev: u64,
+    /// Hub-wide sequence number of the change within this process epoch.
     pub seq: u64,
     /// `{epoch}-{seq}`: where a client resumes from.
     pub cursor: String,
+    /// Snapshot, patch or removal.
     pub kind: ChangeKind,
     /// The document after the change (None when removed).
     pub doc: Option<Arc<Value>>,
     /// RFC 7386 merge patch from the previous revision (for `Patch`).
     pub patch: Option<Arc<Value>>,
+    /// When the hub published the change.
     pub at: DateTime<Utc>,
     /// Encodings made once and shared by every subscriber (see `transports`).
     #[serde(skip)]
@@ -76,26 +82,34 @@ impl PartialEq for Change {
 /// Lazily encoded forms of a change: the JSON message and its SSE frame.
 #[derive(Debug, Default)]
 pub struct EncodeCache {
+    /// The change as one JSON message (without a WebSocket `sub`), made on first use.
     pub json: OnceLock<Bytes>,
+    /// The change as an SSE frame (`id:`, `event:`, `data:`), made on first use.
     pub sse: OnceLock<Bytes>,
 }
 
 /// A topic's current document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TopicDoc {
+    /// The topic the document belongs to.
     pub topic: Topic,
+    /// The document's revision (the `rev` of its last change).
     pub rev: u64,
+    /// The document, shared with the changes that carry it.
     pub doc: Arc<Value>,
 }
 
 /// What a subscription yields.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delivery {
+    /// A change, in hub order.
     Change(Arc<Change>),
     /// The subscriber fell behind on this topic: here is its latest state
     /// (None: the topic is gone).
     Resync {
+        /// The topic whose changes were dropped.
         topic: Topic,
+        /// The topic's current document; absent when the topic was removed meanwhile.
         current: Option<TopicDoc>,
     },
 }
@@ -148,8 +162,11 @@ struct Inner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HubStats {
+    /// Topics the hub holds.
     pub topics: usize,
+    /// Hub-wide sequence number of the last change.
     pub seq: u64,
+    /// Live subscriptions.
     pub subscriptions: usize,
     /// Changes a full subscription queue turned into a later resync.
     pub lag_events: u64,
@@ -164,7 +181,26 @@ pub struct Hub {
     inner: Mutex<Inner>,
 }
 
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Hub");
+        d.field("epoch", &self.epoch).field("config", &self.config);
+        // try_lock: formatting must not wait for (or deadlock on) a publisher.
+        match self.inner.try_lock() {
+            Some(inner) => d
+                .field("topics", &inner.topics.len())
+                .field("seq", &inner.seq)
+                .field("log_len", &inner.log.len())
+                .field("subscriptions", &inner.slots.len())
+                .field("lag_events", &inner.lag_events),
+            None => d.field("inner", &"<locked>"),
+        };
+        d.finish()
+    }
+}
+
 impl Hub {
+    /// An empty hub with a fresh epoch (one per process lifetime).
     pub fn new(config: HubConfig) -> Arc<Self> {
         let epoch = format!("{:x}", Utc::now().timestamp_micros());
         Arc::new(Self {
@@ -281,6 +317,7 @@ impl Hub {
         change
     }
 
+    /// The current document of one topic; absent when the hub does not hold it.
     pub fn get(&self, topic: &str) -> Option<TopicDoc> {
         let inner = self.inner.lock();
         inner.topics.get_key_value(topic).map(|(t, e)| TopicDoc {
@@ -358,6 +395,7 @@ impl Hub {
         inner.slots.remove(&id);
     }
 
+    /// Counters for health checks, metrics and the benchmark.
     pub fn stats(&self) -> HubStats {
         let inner = self.inner.lock();
         HubStats {
@@ -379,6 +417,23 @@ pub struct Subscription {
     seq: u64,
     rx: mpsc::Receiver<Arc<Change>>,
     lagged: Arc<Lagged>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Subscription");
+        d.field("id", &self.id)
+            .field("epoch", &self.hub.epoch)
+            .field("patterns", &self.patterns)
+            .field("snapshot", &self.snapshot.len())
+            .field("seq", &self.seq)
+            .field("queued", &self.rx.len());
+        match self.lagged.topics.try_lock() {
+            Some(missed) => d.field("lagged_topics", &missed.len()),
+            None => d.field("lagged_topics", &"<locked>"),
+        };
+        d.finish()
+    }
 }
 
 impl Subscription {

@@ -47,6 +47,7 @@ impl Pattern {
         Ok(Self { segments })
     }
 
+    /// Whether `topic` is one the pattern names (`*` one segment, `**` one or more).
     pub fn matches(&self, topic: &Topic) -> bool {
         let depth = topic.depth();
         for (i, seg) in self.segments.iter().enumerate() {
@@ -97,6 +98,7 @@ impl<Id> Default for Node<Id> {
 }
 
 impl<Id: Clone + PartialEq> PatternIndex<Id> {
+    /// Adds `id` under `pattern` (an id may be under several patterns).
     pub fn insert(&mut self, pattern: &Pattern, id: Id) {
         let mut node = &mut self.root;
         for seg in &pattern.segments {
@@ -162,10 +164,12 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
         }
     }
 
+    /// How many (pattern, id) entries the index holds.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether the index holds no entry.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

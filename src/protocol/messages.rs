@@ -22,53 +22,76 @@ use super::Topic;
 pub enum ServerMessage<'a> {
     /// The whole document at revision `rev`.
     Snapshot {
+        /// The topic the document belongs to.
         topic: &'a Topic,
+        /// The document's revision, counted per topic within a gateway process.
         rev: u64,
+        /// `{epoch}-{seq}` of the change; where a client resumes from.
         cursor: &'a str,
+        /// The whole document.
         doc: &'a Value,
     },
     /// An RFC 7386 merge patch from revision `rev - 1` to `rev`.
     Patch {
+        /// The topic that changed.
         topic: &'a Topic,
+        /// The revision the patch leads to; apply it only on revision `rev - 1`.
         rev: u64,
+        /// `{epoch}-{seq}` of the change; where a client resumes from.
         cursor: &'a str,
+        /// The RFC 7386 merge patch (`null` members delete, arrays are replaced whole).
         patch: &'a Value,
     },
     /// The topic is gone (`rev` absent when a lagging subscriber learns it
     /// from a resync rather than from the change itself).
     Removed {
+        /// The topic that is gone.
         topic: &'a Topic,
+        /// The revision of the removal; absent when learned from a resync.
         #[serde(skip_serializing_if = "Option::is_none")]
         rev: Option<u64>,
+        /// `{epoch}-{seq}`; where a client resumes from.
         cursor: &'a str,
     },
     /// The initial snapshots (or replayed changes) are all sent.
     Synced {
+        /// `{epoch}-{seq}` the subscription has seen up to.
         cursor: &'a str,
+        /// True when only the changes missed since the client's cursor were replayed.
         resumed: bool,
+        /// Snapshots sent, or changes replayed when `resumed`.
         count: usize,
+        /// Why a resume fell back to fresh snapshots; absent otherwise.
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<&'a str>,
     },
     /// The answer to a WebSocket `ping` operation.
     Heartbeat {
+        /// The hub's current `{epoch}-{seq}`.
         cursor: &'a str,
+        /// The `id` of the `ping` operation; absent when it had none.
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<&'a str>,
     },
     /// A request was not acceptable; the session goes on (or, for
     /// `token_expired` / `permissions_changed` on SSE, ends after it).
     Error {
+        /// Machine-readable code (`invalid_json`, `bad_pattern`, …; see docs/PROTOCOL.md).
         code: &'a str,
+        /// A sentence for people.
         message: &'a str,
+        /// The `id` of the operation that was refused; absent when it had none.
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<&'a str>,
     },
     /// The answer to a WebSocket `auth` operation.
     Authenticated {
+        /// The authenticated subject (user or service account).
         subject: &'a str,
+        /// When the credential expires; absent when it does not.
         #[serde(skip_serializing_if = "Option::is_none")]
         expires: Option<DateTime<Utc>>,
+        /// The `id` of the `auth` operation; absent when it had none.
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<&'a str>,
     },
@@ -98,6 +121,7 @@ impl ServerMessage<'_> {
 /// The `synced` message's content, kept by a session until it is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Synced {
+    /// `{epoch}-{seq}` the subscription has seen up to.
     pub cursor: String,
     /// True when the subscription resumed from a cursor with only the missed changes.
     pub resumed: bool,
@@ -108,6 +132,7 @@ pub struct Synced {
 }
 
 impl Synced {
+    /// The `synced` message to send, borrowing this content.
     pub fn message(&self) -> ServerMessage<'_> {
         ServerMessage::Synced {
             cursor: &self.cursor,

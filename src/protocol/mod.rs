@@ -38,11 +38,14 @@ pub mod close {
 /// A resume position: `{epoch}-{seq}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
+    /// Names the gateway process that issued the cursor (hex of its start time).
     pub epoch: String,
+    /// The hub-wide sequence number of the last change the client has.
     pub seq: u64,
 }
 
 impl Cursor {
+    /// Reads `{epoch}-{seq}` from `since=`, `Last-Event-ID` or a `subscribe` operation.
     pub fn parse(raw: &str) -> Result<Self, String> {
         let (epoch, seq) = raw
             .rsplit_once('-')
@@ -65,23 +68,33 @@ impl Cursor {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 pub enum ClientOp {
+    /// Subscribes to topics or patterns: snapshots, `synced`, then changes.
     Subscribe {
+        /// Names the subscription: 1–128 characters, unique on the socket; every message it gets carries it as `sub`.
         id: String,
+        /// Exact topics or patterns (`*` one segment, `**` the rest); at most 50.
         topics: Vec<String>,
+        /// A cursor to resume from; absent: fresh snapshots.
         #[serde(default)]
         since: Option<String>,
     },
+    /// Ends a subscription.
     Unsubscribe {
+        /// The subscription's id.
         id: String,
     },
+    /// Asks for a `heartbeat` (with the current cursor).
     Ping {
+        /// Echoed in the `heartbeat`; absent: none.
         #[serde(default)]
         id: Option<String>,
     },
     /// Authenticates a socket opened without a token, or renews the token
     /// of a live one (same subject and grants).
     Auth {
+        /// The bearer token.
         token: String,
+        /// Echoed in the `authenticated` answer or the `error`; absent: none.
         #[serde(default)]
         id: Option<String>,
     },

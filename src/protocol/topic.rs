@@ -37,21 +37,34 @@ pub fn task(id: &str) -> String {
 /// What a topic names, borrowed from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TopicKind<'a> {
+    /// `clusters/{cluster}`: a cluster status document.
     Cluster {
+        /// The member cluster's name.
         cluster: &'a str,
     },
+    /// `clusters/{cluster}/sync/{group}/{version}/{resource}`: a sync status document.
     Sync {
+        /// The member cluster's name.
         cluster: &'a str,
+        /// API group as written in the topic (`core` for the core group).
         group: &'a str,
+        /// API version, e.g. `v1`.
         version: &'a str,
+        /// Plural resource name, e.g. `deployments`.
         resource: &'a str,
     },
+    /// `apps/{cluster}/{namespace}/{app}`: an application status document.
     App {
+        /// The member cluster's name.
         cluster: &'a str,
+        /// The app's namespace.
         namespace: &'a str,
+        /// The app's name.
         app: &'a str,
     },
+    /// `tasks/{id}`: a task status document.
     Task {
+        /// The task's id.
         id: &'a str,
     },
 }
@@ -127,6 +140,7 @@ impl Topic {
         }))
     }
 
+    /// The topic's name, as published (`clusters/dev`).
     pub fn as_str(&self) -> &str {
         &self.0.raw
     }

@@ -21,7 +21,7 @@ struct RunningWatch {
 }
 
 /// The source of one member cluster: its probe and its watches.
-pub struct ClusterSource {
+pub(crate) struct ClusterSource {
     name: String,
     client: kube::Client,
     config: SourceConfig,
@@ -34,7 +34,7 @@ pub struct ClusterSource {
 impl ClusterSource {
     /// Registers the cluster with the engine and starts probing and watching
     /// the built-in resources plus `resources`.
-    pub async fn start(
+    pub(crate) async fn start(
         name: &str,
         server: &str,
         client: kube::Client,
@@ -76,14 +76,14 @@ impl ClusterSource {
         source
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Makes the running watches match built-ins + `resources`: starts new
     /// ones, stops dropped ones (reported as removed from the registry).
     /// Exactly one watch per resource: the first entry naming it wins.
-    pub async fn set_resources(&mut self, resources: Vec<SyncResource>) {
+    pub(crate) async fn set_resources(&mut self, resources: Vec<SyncResource>) {
         let mut wanted: BTreeMap<Gvr, SyncResource> = BTreeMap::new();
         for r in builtin_resources().into_iter().chain(resources) {
             wanted.entry(r.gvr.clone()).or_insert(r);
@@ -131,7 +131,7 @@ impl ClusterSource {
     }
 
     /// The first task of this source that ended although it should run, if any.
-    pub fn stopped_task(&self) -> Option<String> {
+    pub(crate) fn stopped_task(&self) -> Option<String> {
         if self.probe.is_finished() {
             return Some("the probe".into());
         }
@@ -142,7 +142,7 @@ impl ClusterSource {
     }
 
     /// Stops the probe and every watch, and waits for them.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.token.cancel();
         let _ = self.probe.await;
         for (_, w) in self.watches {

@@ -14,20 +14,23 @@ use serde::Deserialize;
 use crate::status::app::DEFAULT_APP_LABEL;
 use crate::status::sync::Gvr;
 
-pub use cluster::ClusterSource;
+pub(crate) use cluster::ClusterSource;
 
 /// A resource to keep in sync on a cluster (a sync registry entry).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncResource {
+    /// The resource, by group (empty for core), version and plural name.
     #[serde(flatten)]
     pub gvr: Gvr,
     /// Watch one namespace only.
     pub namespace: Option<String>,
+    /// Label selector that limits the watch (`tier=web`); absent: every object.
     pub label_selector: Option<String>,
 }
 
 impl SyncResource {
+    /// A resource watched in every namespace, without a label selector.
     pub fn all(group: &str, version: &str, resource: &str) -> Self {
         Self {
             gvr: Gvr::new(group, version, resource),
@@ -38,7 +41,7 @@ impl SyncResource {
 }
 
 /// The resources every cluster watches: what the app machine reads.
-pub fn builtin_resources() -> Vec<SyncResource> {
+pub(crate) fn builtin_resources() -> Vec<SyncResource> {
     vec![
         SyncResource::all("apps", "v1", "deployments"),
         SyncResource::all("apps", "v1", "statefulsets"),
@@ -49,7 +52,9 @@ pub fn builtin_resources() -> Vec<SyncResource> {
 /// Probe and watch settings.
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
+    /// Time between two apiserver probes (`probe.intervalSeconds`).
     pub probe_interval: Duration,
+    /// How long a probe may take before it counts as failed with `Timeout`.
     pub probe_timeout: Duration,
     /// Label whose value names a workload's app.
     pub app_label: String,
@@ -72,21 +77,23 @@ impl Default for SourceConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyncRegistry {
+    /// A name for logs and configuration errors; absent when the registry has none.
     #[serde(default)]
     pub name: Option<String>,
     /// Cluster names, or `"*"` for all.
     pub clusters: Vec<String>,
+    /// The resources to sync on those clusters.
     pub resources: Vec<SyncResource>,
 }
 
 impl SyncRegistry {
-    pub fn applies_to(&self, cluster: &str) -> bool {
+    pub(crate) fn applies_to(&self, cluster: &str) -> bool {
         self.clusters.iter().any(|c| c == "*" || c == cluster)
     }
 }
 
 /// Registry resources for one cluster, in registry order.
-pub fn resources_for(cluster: &str, registries: &[SyncRegistry]) -> Vec<SyncResource> {
+pub(crate) fn resources_for(cluster: &str, registries: &[SyncRegistry]) -> Vec<SyncResource> {
     registries
         .iter()
         .filter(|r| r.applies_to(cluster))

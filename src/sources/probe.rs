@@ -20,7 +20,7 @@ async fn get(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
 }
 
 /// One probe: ready?, and the server version when not yet known.
-pub async fn probe_once(
+pub(crate) async fn probe_once(
     client: &kube::Client,
     timeout: Duration,
     want_version: bool,
@@ -68,7 +68,7 @@ pub async fn probe_once(
 }
 
 /// Probes until shutdown, every `config.probe_interval`.
-pub async fn run(
+pub(crate) async fn run(
     cluster: String,
     client: kube::Client,
     config: SourceConfig,

@@ -32,7 +32,7 @@ use crate::status::sync::{Gvr, SyncInput};
 const SYNC_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What a watch learned besides its sync state.
-pub enum Step<K> {
+pub(crate) enum Step<K> {
     /// A completed (re)list: the whole current set.
     Reset(Vec<K>),
     Applied(K),
@@ -95,7 +95,7 @@ async fn fail_and_back_off(
 
 /// Drives a watcher for `api` until shutdown, forever recovering.
 #[allow(clippy::too_many_arguments)]
-pub async fn drive<K, F>(
+pub(crate) async fn drive<K, F>(
     cluster: String,
     gvr: Gvr,
     api: Api<K>,
@@ -219,7 +219,7 @@ fn watcher_config(resource: &SyncResource, config: &SourceConfig) -> watcher::Co
 }
 
 /// Runs the watch of one resource until `shutdown`.
-pub async fn run(
+pub(crate) async fn run(
     cluster: String,
     client: kube::Client,
     resource: SyncResource,

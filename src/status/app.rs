@@ -13,10 +13,10 @@ use serde::Serialize;
 use super::Lifecycle;
 
 /// Default label that groups workloads into an app.
-pub const DEFAULT_APP_LABEL: &str = "app.kubernetes.io/name";
+pub(crate) const DEFAULT_APP_LABEL: &str = "app.kubernetes.io/name";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum AppPhase {
+pub(crate) enum AppPhase {
     Running,
     Degraded,
     Stopped,
@@ -32,7 +32,7 @@ impl std::fmt::Display for AppPhase {
 
 /// kstatus-style verdict on one workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum WorkloadHealth {
+pub(crate) enum WorkloadHealth {
     Current,
     InProgress,
     Failed,
@@ -43,21 +43,33 @@ pub enum WorkloadHealth {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Workload {
+    /// `Deployment` or `StatefulSet`.
     pub kind: &'static str,
+    /// Namespace of the workload.
     pub namespace: String,
+    /// `metadata.name` of the workload.
     pub name: String,
     /// The app it belongs to: the app label's value, else its own name.
     pub app: String,
+    /// `metadata.generation` (0 when absent).
     pub generation: i64,
+    /// `status.observedGeneration`, the generation its controller last acted on (0 when absent).
     pub observed_generation: i64,
+    /// `spec.replicas`: replicas the workload should run (1 when absent, as Kubernetes defaults it).
     pub expected: i32,
+    /// `status.replicas`: pods that exist, ready or not.
     pub replicas: i32,
+    /// `status.updatedReplicas`: pods of the current template.
     pub updated: i32,
+    /// `status.readyReplicas`.
     pub ready: i32,
+    /// `status.availableReplicas`.
     pub available: i32,
     /// Message of a `ProgressDeadlineExceeded` condition.
     pub failure: Option<String>,
+    /// Set once `metadata.deletionTimestamp` is: the workload is being deleted.
     pub terminating: bool,
+    /// Container images of the pod template, in order.
     pub images: Vec<String>,
 }
 
@@ -117,7 +129,7 @@ impl Parts<'_> {
 }
 
 impl Workload {
-    pub fn from_deployment(d: &Deployment, app_label: &str) -> Self {
+    pub(crate) fn from_deployment(d: &Deployment, app_label: &str) -> Self {
         let status = d.status.as_ref();
         let failure = status
             .and_then(|s| s.conditions.as_ref())
@@ -149,7 +161,7 @@ impl Workload {
     }
 
     /// StatefulSets report no failure condition of their own.
-    pub fn from_statefulset(s: &StatefulSet, app_label: &str) -> Self {
+    pub(crate) fn from_statefulset(s: &StatefulSet, app_label: &str) -> Self {
         let status = s.status.as_ref();
         Parts {
             kind: "StatefulSet",
@@ -168,7 +180,7 @@ impl Workload {
 
     /// kstatus order: terminating, generation not observed, failed, then the
     /// replica comparisons; with a human message.
-    pub fn health(&self) -> (WorkloadHealth, String) {
+    pub(crate) fn health(&self) -> (WorkloadHealth, String) {
         let e = self.expected;
         if self.terminating {
             return (WorkloadHealth::Terminating, "being deleted".into());
@@ -216,57 +228,60 @@ impl Workload {
 /// One workload as shown in the app document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkloadView {
-    pub kind: String,
-    pub name: String,
+pub(crate) struct WorkloadView {
+    pub(crate) kind: String,
+    pub(crate) name: String,
     /// `metadata.generation` and the one its controller last acted on: the
     /// counters below describe the current spec only once they are equal.
-    pub generation: i64,
-    pub observed_generation: i64,
-    pub expected: i32,
+    pub(crate) generation: i64,
+    pub(crate) observed_generation: i64,
+    pub(crate) expected: i32,
     /// Pods that exist, ready or not (old ones during a rollout included).
-    pub replicas: i32,
-    pub ready: i32,
-    pub updated: i32,
-    pub available: i32,
-    pub health: WorkloadHealth,
-    pub message: String,
-    pub images: Vec<String>,
+    pub(crate) replicas: i32,
+    pub(crate) ready: i32,
+    pub(crate) updated: i32,
+    pub(crate) available: i32,
+    pub(crate) health: WorkloadHealth,
+    pub(crate) message: String,
+    pub(crate) images: Vec<String>,
 }
 
 /// A user task's transitional state, set by the tasks module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActiveTask {
+    /// The task's id (`tasks/{id}` is its topic).
     pub id: String,
     /// `Starting`, `Stopping`, `Deleting`, `Updating`.
     pub state: String,
+    /// The task's status: `Pending`, `Running`, `Succeeded` or `Failed`.
     pub status: String,
+    /// Progress, in percent (0–100).
     pub progress: u8,
 }
 
 /// The `apps/{cluster}/{namespace}/{app}` document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AppStatus {
-    pub cluster: String,
-    pub namespace: String,
-    pub app: String,
+pub(crate) struct AppStatus {
+    pub(crate) cluster: String,
+    pub(crate) namespace: String,
+    pub(crate) app: String,
     /// The stable state's lifecycle (`phase` is the stable state).
     #[serde(flatten)]
-    pub lifecycle: Lifecycle<AppPhase>,
+    pub(crate) lifecycle: Lifecycle<AppPhase>,
     /// What a person sees: the active task's transitional state, else `phase`.
-    pub state: String,
-    pub task: Option<ActiveTask>,
-    pub expected: i32,
-    pub ready: i32,
+    pub(crate) state: String,
+    pub(crate) task: Option<ActiveTask>,
+    pub(crate) expected: i32,
+    pub(crate) ready: i32,
     /// Keyed by `Kind/name` (an object, so a merge patch carries only the
     /// workload fields that changed; an array would be resent whole).
-    pub workloads: BTreeMap<String, WorkloadView>,
+    pub(crate) workloads: BTreeMap<String, WorkloadView>,
 }
 
 /// The stable state of an app: phase, reason, message.
-pub fn stable_state(
+pub(crate) fn stable_state(
     namespace_exists: bool,
     workloads: &[&Workload],
 ) -> (AppPhase, &'static str, String) {
@@ -347,7 +362,7 @@ pub fn stable_state(
 }
 
 impl AppStatus {
-    pub fn new(cluster: &str, namespace: &str, app: &str, now: DateTime<Utc>) -> Self {
+    pub(crate) fn new(cluster: &str, namespace: &str, app: &str, now: DateTime<Utc>) -> Self {
         Self {
             cluster: cluster.into(),
             namespace: namespace.into(),
@@ -367,7 +382,7 @@ impl AppStatus {
     }
 
     /// A newly seen app, starting in its observed state (no transition recorded).
-    pub fn first_seen(
+    pub(crate) fn first_seen(
         cluster: &str,
         namespace: &str,
         app: &str,
@@ -382,7 +397,7 @@ impl AppStatus {
     }
 
     /// The machine: recomputes the stable state from the app's workloads.
-    pub fn observe(
+    pub(crate) fn observe(
         mut self,
         namespace_exists: bool,
         workloads: &[&Workload],

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::Lifecycle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ClusterPhase {
+pub(crate) enum ClusterPhase {
     Pending,
     Initializing,
     Healthy,
@@ -27,15 +27,20 @@ impl std::fmt::Display for ClusterPhase {
 /// Why a probe failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ProbeFailure {
+    /// The apiserver refused or reset the connection.
     Disconnected,
+    /// The apiserver answered 401 or 403: the credentials are not accepted.
     Unauthorized,
+    /// The apiserver answered another HTTP error (its `/readyz` fails).
     ApiServerNotReady,
+    /// The TLS handshake failed (certificate or protocol error).
     TLSError,
+    /// No answer within the probe timeout, or HTTP 504.
     Timeout,
 }
 
 impl ProbeFailure {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ProbeFailure::Disconnected => "Disconnected",
             ProbeFailure::Unauthorized => "Unauthorized",
@@ -49,7 +54,9 @@ impl ProbeFailure {
 /// Consecutive probe results needed to change between up and down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
+    /// Good probes in a row that bring an `Unhealthy` cluster back up (`successThreshold`).
     pub success: u32,
+    /// Failed probes in a row that take a reachable cluster to `Unhealthy` (`failureThreshold`).
     pub failure: u32,
 }
 
@@ -65,38 +72,41 @@ impl Default for Thresholds {
 /// The latest probe, as shown in the document.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ProbeInfo {
-    pub latency_ms: Option<u64>,
+pub(crate) struct ProbeInfo {
+    pub(crate) latency_ms: Option<u64>,
     /// Kept out of the document: it would publish a change on every probe.
     #[serde(skip)]
-    pub last_probe_at: Option<DateTime<Utc>>,
-    pub last_error: Option<String>,
-    pub server_version: Option<String>,
+    pub(crate) last_probe_at: Option<DateTime<Utc>>,
+    pub(crate) last_error: Option<String>,
+    pub(crate) server_version: Option<String>,
     /// Counted up to the success threshold (then it stops changing).
-    pub consecutive_successes: u32,
+    pub(crate) consecutive_successes: u32,
     /// Counted up to the failure threshold.
-    pub consecutive_failures: u32,
+    pub(crate) consecutive_failures: u32,
 }
 
 /// Sync states of the cluster's resources, summed up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceCounts {
+    /// Resources the cluster syncs (built-in ones and registry ones).
     pub total: u32,
+    /// Resources in `Syncing`.
     pub synced: u32,
+    /// Resources failing with an API error (`Forbidden`, `NotServed`, `Throttled`, …); connectivity errors are the probe's to judge.
     pub failing: u32,
 }
 
 /// The `clusters/{name}` document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
-    pub name: String,
-    pub server: String,
+pub(crate) struct ClusterStatus {
+    pub(crate) name: String,
+    pub(crate) server: String,
     #[serde(flatten)]
-    pub lifecycle: Lifecycle<ClusterPhase>,
-    pub probe: ProbeInfo,
-    pub resources: ResourceCounts,
+    pub(crate) lifecycle: Lifecycle<ClusterPhase>,
+    pub(crate) probe: ProbeInfo,
+    pub(crate) resources: ResourceCounts,
 }
 
 /// What the engine tells the cluster machine.
@@ -104,21 +114,30 @@ pub struct ClusterStatus {
 pub enum ClusterInput {
     /// The source started; the first probe is on its way.
     Started,
+    /// A probe succeeded.
     ProbeSucceeded {
+        /// Round trip of the probe, in milliseconds.
         latency_ms: u64,
+        /// The apiserver's `gitVersion`, when this probe asked for it (absent once known).
         version: Option<String>,
     },
+    /// A probe failed.
     ProbeFailed {
+        /// Why, mapped from the error (see docs/STATUS.md).
         failure: ProbeFailure,
+        /// The error text, shown in `message` and `probe.lastError`.
         message: String,
+        /// Round trip until the failure, in milliseconds; absent when the probe timed out.
         latency_ms: Option<u64>,
     },
+    /// The sync states changed: the cluster's resource counts, summed up by the engine.
     Resources(ResourceCounts),
+    /// The cluster was taken out of the configuration (`Removed`, final).
     Removed,
 }
 
 impl ClusterStatus {
-    pub fn new(name: &str, server: &str, now: DateTime<Utc>) -> Self {
+    pub(crate) fn new(name: &str, server: &str, now: DateTime<Utc>) -> Self {
         Self {
             name: name.into(),
             server: server.into(),
@@ -133,7 +152,7 @@ impl ClusterStatus {
         }
     }
 
-    pub fn phase(&self) -> ClusterPhase {
+    pub(crate) fn phase(&self) -> ClusterPhase {
         self.lifecycle.phase
     }
 
@@ -165,7 +184,12 @@ impl ClusterStatus {
     }
 
     /// The machine: the next state for one input.
-    pub fn step(mut self, input: ClusterInput, thresholds: Thresholds, now: DateTime<Utc>) -> Self {
+    pub(crate) fn step(
+        mut self,
+        input: ClusterInput,
+        thresholds: Thresholds,
+        now: DateTime<Utc>,
+    ) -> Self {
         if self.phase() == ClusterPhase::Removed {
             return self;
         }

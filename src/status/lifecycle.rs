@@ -23,9 +23,13 @@ pub struct Transition {
     /// Counts the document's transitions from 1; the key in `history`.
     #[serde(skip)]
     pub number: u64,
+    /// The phase before the transition.
     pub from: String,
+    /// The phase after the transition (the same as `from` when only the reason changed).
     pub to: String,
+    /// The new reason, one CamelCase word.
     pub reason: String,
+    /// When the transition happened (RFC 3339, UTC, milliseconds).
     #[serde(serialize_with = "serialize_millis")]
     pub at: DateTime<Utc>,
 }
@@ -34,16 +38,22 @@ pub struct Transition {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lifecycle<P> {
+    /// The state the machine is in.
     pub phase: P,
+    /// Why it is in that state, one CamelCase word (`Disconnected`, `Forbidden`, …).
     pub reason: String,
+    /// A sentence for people (`2/3 ready (Deployment web: 2/3 ready)`).
     pub message: String,
+    /// When the phase last changed; a new reason or message keeps it.
     #[serde(serialize_with = "serialize_millis")]
     pub since: DateTime<Utc>,
+    /// The last [`HISTORY_LIMIT`] transitions, oldest first; serialized as an object keyed by number.
     #[serde(serialize_with = "history_by_number")]
     pub history: VecDeque<Transition>,
 }
 
 impl<P: Copy + PartialEq + std::fmt::Display> Lifecycle<P> {
+    /// Starts a machine in `phase` at `now`, with an empty history.
     pub fn new(phase: P, reason: &str, message: impl Into<String>, now: DateTime<Utc>) -> Self {
         Self {
             phase,

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::Lifecycle;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum SyncPhase {
+pub(crate) enum SyncPhase {
     Pending,
     Listing,
     Syncing,
@@ -27,13 +27,17 @@ impl std::fmt::Display for SyncPhase {
 /// A resource, as topics name it (`core` for the core group).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 pub struct Gvr {
+    /// API group; empty for the core group (written `core` in topics).
     #[serde(default)]
     pub group: String,
+    /// API version, e.g. `v1`.
     pub version: String,
+    /// Plural resource name, e.g. `deployments`.
     pub resource: String,
 }
 
 impl Gvr {
+    /// A resource from its group (empty for core), version and plural name.
     pub fn new(group: &str, version: &str, resource: &str) -> Self {
         Self {
             group: group.into(),
@@ -56,19 +60,19 @@ impl Gvr {
 /// The `clusters/{c}/sync/{g}/{v}/{r}` document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SyncStatus {
-    pub cluster: String,
-    pub resource: Gvr,
+pub(crate) struct SyncStatus {
+    pub(crate) cluster: String,
+    pub(crate) resource: Gvr,
     #[serde(flatten)]
-    pub lifecycle: Lifecycle<SyncPhase>,
+    pub(crate) lifecycle: Lifecycle<SyncPhase>,
     /// Objects in the cache (while listing: listed so far).
-    pub objects: u64,
-    pub resource_version: Option<String>,
+    pub(crate) objects: u64,
+    pub(crate) resource_version: Option<String>,
     #[serde(serialize_with = "super::time::serialize_millis_opt")]
-    pub last_event_at: Option<DateTime<Utc>>,
+    pub(crate) last_event_at: Option<DateTime<Utc>>,
     #[serde(serialize_with = "super::time::serialize_millis_opt")]
-    pub retry_at: Option<DateTime<Utc>>,
-    pub last_error: Option<String>,
+    pub(crate) retry_at: Option<DateTime<Utc>>,
+    pub(crate) last_error: Option<String>,
     /// Set when the cluster went down while this resource was syncing and
     /// its watch has reported no failure since: it resumes when the cluster does.
     #[serde(skip)]
@@ -78,40 +82,60 @@ pub struct SyncStatus {
 /// What the source and the engine tell the sync machine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SyncInput {
+    /// A list (initial or relist) started: `Listing`.
     ListStarted,
+    /// A page of the list arrived.
     Listed {
+        /// Objects listed so far in this list.
         count: u64,
     },
+    /// The list completed: `Syncing`.
     ListDone {
+        /// Objects in the cache.
         count: u64,
+        /// `resourceVersion` of the list; absent when the server gave none.
         resource_version: Option<String>,
     },
+    /// A watch event (added, modified, deleted) arrived while syncing.
     Event {
+        /// Objects in the cache after the event.
         count: u64,
+        /// `resourceVersion` of the event; absent when the server gave none.
         resource_version: Option<String>,
     },
+    /// The list or watch failed: `Error`.
     Failed {
+        /// CamelCase reason (`Forbidden`, `NotServed`, `Expired`, `Throttled`, `Timeout`, …).
         reason: String,
+        /// The error text, kept in `lastError`.
         message: String,
     },
+    /// A retry is scheduled: `Backoff` (from `Error`).
     BackingOff {
+        /// When the retry starts (`retryAt`).
         until: DateTime<Utc>,
     },
     /// A failure and the backoff before the retry, observed together: both
     /// transitions (Error, then Backoff) in one step, so subscribers get one
     /// change instead of two in the same instant.
     FailedRetrying {
+        /// CamelCase reason, as for `Failed`.
         reason: String,
+        /// The error text, kept in `lastError`.
         message: String,
+        /// When the retry starts (`retryAt`).
         until: DateTime<Utc>,
     },
+    /// The cluster became unhealthy: `Stopped (ClusterUnhealthy)`.
     ClusterDown,
+    /// The cluster is up again: `Syncing` when the watch never failed meanwhile, else `Pending (ClusterRecovered)`.
     ClusterUp,
+    /// No registry names the resource any more: `Stopped (RemovedFromRegistry)`, final.
     Removed,
 }
 
 impl SyncStatus {
-    pub fn new(cluster: &str, resource: Gvr, now: DateTime<Utc>) -> Self {
+    pub(crate) fn new(cluster: &str, resource: Gvr, now: DateTime<Utc>) -> Self {
         Self {
             cluster: cluster.into(),
             resource,
@@ -130,14 +154,14 @@ impl SyncStatus {
         }
     }
 
-    pub fn phase(&self) -> SyncPhase {
+    pub(crate) fn phase(&self) -> SyncPhase {
         self.lifecycle.phase
     }
 
     /// Counted as failing by the cluster machine: API-level errors only.
     /// Connectivity (`Disconnected`, `Timeout`, `TLSError`) is the probe's to
     /// judge, and `Expired` is a relist in progress.
-    pub fn is_failing(&self) -> bool {
+    pub(crate) fn is_failing(&self) -> bool {
         matches!(self.phase(), SyncPhase::Error | SyncPhase::Backoff)
             && !matches!(
                 self.lifecycle.reason.as_str(),
@@ -149,7 +173,7 @@ impl SyncStatus {
         self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "ClusterUnhealthy"
     }
 
-    pub fn step(mut self, input: SyncInput, now: DateTime<Utc>) -> Self {
+    pub(crate) fn step(mut self, input: SyncInput, now: DateTime<Utc>) -> Self {
         if self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "RemovedFromRegistry" {
             return self;
         }

@@ -5,11 +5,13 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serializer;
 
-pub fn serialize_millis<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+/// Serializes a time as RFC 3339 UTC with milliseconds (`serialize_with`).
+pub(crate) fn serialize_millis<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
 }
 
-pub fn serialize_millis_opt<S: Serializer>(
+/// Like [`serialize_millis`], for an optional time (`null` when absent).
+pub(crate) fn serialize_millis_opt<S: Serializer>(
     t: &Option<DateTime<Utc>>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

@@ -332,7 +332,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // The clock is paused: the runtime jumps to the 50 ms timeout once `Hangs` is idle.
+    #[tokio::test(start_paused = true)]
     async fn checks_run_with_a_timeout() {
         let h = Arc::new(Health {
             livez: vec![],

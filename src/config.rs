@@ -19,14 +19,17 @@ use crate::names::{cluster_name_for_context, valid_name};
 pub struct FileConfig {
     /// Listen address; the `--listen` flag wins when both are given.
     pub listen: Option<SocketAddr>,
+    /// The member clusters to watch; at least one, names unique.
     pub clusters: Vec<ClusterSpec>,
     /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
     #[serde(default)]
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
     /// Label whose value groups workloads into apps.
     pub app_label: Option<String>,
+    /// How member apiservers are probed; defaults as in [`ProbeSettings`].
     #[serde(default)]
     pub probe: ProbeSettings,
+    /// Output format and external stores of the health endpoints.
     #[serde(default)]
     pub health: HealthSettings,
 }
@@ -46,7 +49,9 @@ pub struct HealthSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ProbeSettings {
+    /// Seconds between two probes of a member (default 5; 0 counts as 1).
     pub interval_seconds: u64,
+    /// Seconds a probe may take before it counts as failed (default 3; 0 counts as 1).
     pub timeout_seconds: u64,
     /// Consecutive successes before an unhealthy cluster counts as healthy again.
     pub success_threshold: u32,
@@ -96,12 +101,17 @@ pub struct ClusterSpec {
     pub name: String,
     /// Kubeconfig file; with `context`, the cluster comes from there.
     pub kubeconfig: Option<PathBuf>,
+    /// Context of `kubeconfig` to use; its current context when absent.
     pub context: Option<String>,
     /// Or: the apiserver URL, with a bearer token and CA file.
     pub server: Option<String>,
+    /// Bearer token for `server`, inline (a secret; prefer `token_file`).
     pub token: Option<String>,
+    /// File holding the bearer token for `server` (e.g. a mounted service account token).
     pub token_file: Option<PathBuf>,
+    /// PEM CA bundle that verifies `server`'s certificate; the system roots when absent.
     pub ca_file: Option<PathBuf>,
+    /// Accept any certificate from `server` (default false; for test clusters only).
     #[serde(
         default,
         rename = "insecureSkipTLSVerify",

@@ -106,7 +106,9 @@ async fn serve_plain(
 /// Where the TLS certificate chain and key are (PEM).
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
+    /// PEM certificate chain, leaf first.
     pub cert: std::path::PathBuf,
+    /// PEM private key of the leaf certificate (a secret: only its path is kept).
     pub key: std::path::PathBuf,
     /// How often the files are checked for a change (then reloaded).
     pub reload_every: std::time::Duration,

@@ -17,40 +17,40 @@ use prometheus_client::registry::Registry;
 use crate::hub::{Hub, Pattern};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HttpLabels {
-    pub method: String,
-    pub route: String,
-    pub status: u16,
+pub(crate) struct HttpLabels {
+    pub(crate) method: String,
+    pub(crate) route: String,
+    pub(crate) status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TransportLabels {
-    pub transport: String,
+pub(crate) struct TransportLabels {
+    pub(crate) transport: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ClusterPhaseLabels {
-    pub cluster: String,
-    pub phase: String,
+pub(crate) struct ClusterPhaseLabels {
+    pub(crate) cluster: String,
+    pub(crate) phase: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PhaseLabels {
-    pub cluster: String,
-    pub resource: String,
-    pub phase: String,
+pub(crate) struct PhaseLabels {
+    pub(crate) cluster: String,
+    pub(crate) resource: String,
+    pub(crate) phase: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WatchLabels {
-    pub cluster: String,
-    pub resource: String,
-    pub reason: String,
+pub(crate) struct WatchLabels {
+    pub(crate) cluster: String,
+    pub(crate) resource: String,
+    pub(crate) reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ClusterLabels {
-    pub cluster: String,
+pub(crate) struct ClusterLabels {
+    pub(crate) cluster: String,
 }
 
 /// Phases a cluster or sync gauge is reported for (1 for the current one).
@@ -69,34 +69,48 @@ const SYNC_PHASES: [&str; 6] = [
 /// Every metric of the process.
 pub struct Metrics {
     registry: Registry,
-    pub http_requests: Family<HttpLabels, Counter>,
-    pub sessions: Family<TransportLabels, Gauge>,
+    pub(crate) http_requests: Family<HttpLabels, Counter>,
+    pub(crate) sessions: Family<TransportLabels, Gauge>,
     /// `sessions{transport="sse"}`, kept at hand for the SSE transport.
     pub sse_sessions: Gauge,
     /// `sessions{transport="ws"}`, kept at hand for the WebSocket transport.
-    pub ws_sessions: Gauge,
-    pub subscriptions: Gauge,
+    pub(crate) ws_sessions: Gauge,
+    pub(crate) subscriptions: Gauge,
+    /// Push messages written to sessions (`messages_sent_total`).
     pub messages_sent: Counter,
+    /// Bytes of push messages written to sessions (`bytes_sent_total`).
     pub bytes_sent: Counter,
+    /// Topics resent as one snapshot to a lagging subscriber (`collapses_total`).
     pub collapses: Counter,
+    /// Sessions closed because their client read too slowly (`slow_consumer_closes_total`).
     pub slow_consumer_closes: Counter,
-    pub rejected_connections: Counter,
-    pub hub_changes: Counter,
-    pub hub_topics: Gauge,
-    pub replay_log_size: Gauge,
+    pub(crate) rejected_connections: Counter,
+    pub(crate) hub_changes: Counter,
+    pub(crate) hub_topics: Gauge,
+    pub(crate) replay_log_size: Gauge,
     /// Seconds from a change entering the hub to its message being handed to a socket.
-    pub delivery_lag: Histogram,
-    pub cluster_phase: Family<ClusterPhaseLabels, Gauge>,
-    pub sync_phase: Family<PhaseLabels, Gauge>,
-    pub watch_lists: Family<WatchLabels, Counter>,
-    pub watch_errors: Family<WatchLabels, Counter>,
-    pub probe_latency: Family<ClusterLabels, Histogram>,
+    pub(crate) delivery_lag: Histogram,
+    pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
+    pub(crate) sync_phase: Family<PhaseLabels, Gauge>,
+    pub(crate) watch_lists: Family<WatchLabels, Counter>,
+    pub(crate) watch_errors: Family<WatchLabels, Counter>,
+    pub(crate) probe_latency: Family<ClusterLabels, Histogram>,
     /// The hub sequence already folded into `hub_changes`.
     seen_seq: std::sync::atomic::AtomicU64,
 }
 
+// By hand: the registry holds every instrument; a few totals say enough.
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("messages_sent", &self.messages_sent.get())
+            .field("hub_changes", &self.hub_changes.get())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Metrics {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("kube_pulse");
         let sessions = Family::<TransportLabels, Gauge>::default();
         let session_gauge = |transport: &str| {
@@ -218,7 +232,7 @@ impl Metrics {
         Arc::new(m)
     }
 
-    pub fn observe_probe(&self, cluster: &str, latency: Duration) {
+    pub(crate) fn observe_probe(&self, cluster: &str, latency: Duration) {
         self.probe_latency
             .get_or_create(&ClusterLabels {
                 cluster: cluster.into(),
@@ -226,7 +240,7 @@ impl Metrics {
             .observe(latency.as_secs_f64());
     }
 
-    pub fn observe_delivery(&self, at: chrono::DateTime<chrono::Utc>) {
+    pub(crate) fn observe_delivery(&self, at: chrono::DateTime<chrono::Utc>) {
         let lag = (chrono::Utc::now() - at)
             .num_microseconds()
             .unwrap_or(0)

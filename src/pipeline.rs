@@ -19,16 +19,22 @@ const OBSERVATION_QUEUE: usize = 4096;
 /// A member cluster to watch.
 #[derive(Debug, Clone)]
 pub struct Member {
+    /// Name in topics (`clusters/{name}`): a DNS label, unique among members.
     pub name: String,
+    /// How to reach its apiserver; client-side retries are turned off.
     pub config: kube::Config,
 }
 
 /// Settings of the pipeline.
 #[derive(Debug, Clone, Default)]
 pub struct PipelineConfig {
+    /// Probe interval and timeout, app label and list page size of every source.
     pub source: SourceConfig,
+    /// Consecutive probe results before a member counts as up or down.
     pub thresholds: Thresholds,
+    /// How many changes the hub keeps for resume and queues per subscription.
     pub hub: HubConfig,
+    /// Resources to sync besides the built-ins.
     pub registries: Vec<SyncRegistry>,
 }
 
@@ -44,6 +50,16 @@ pub struct Pipeline {
     /// Kept to see how full the engine's queue is (health).
     tx: mpsc::Sender<Observation>,
     token: CancellationToken,
+}
+
+// By hand: holds clients, channels and task handles; show what it watches.
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("members", &self.clients.keys().collect::<Vec<_>>())
+            .field("app_label", &self.app_label)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Pipeline {
@@ -108,6 +124,7 @@ impl Pipeline {
         }))
     }
 
+    /// The hub the engine publishes into; subscribe here for status documents.
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
     }

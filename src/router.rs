@@ -21,13 +21,24 @@ use crate::transports::{TransportConfig, Transports};
 
 /// State shared by every request.
 pub struct GatewayState {
-    pub hub: Arc<Hub>,
+    pub(crate) hub: Arc<Hub>,
+    /// The SSE and WebSocket endpoints, with their limits and counters.
     pub transports: Arc<Transports>,
-    pub health: Arc<Health>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) health: Arc<Health>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The tasks API, when the gateway runs over member clusters.
     pub tasks: Option<Arc<Tasks>>,
-    pub auth: Arc<Auth>,
+    pub(crate) auth: Arc<Auth>,
+}
+
+// By hand: holds the hub, open sessions and credentials' verifiers.
+impl std::fmt::Debug for GatewayState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayState")
+            .field("health", &self.health)
+            .field("tasks", &self.tasks.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GatewayState {

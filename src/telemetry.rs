@@ -5,7 +5,9 @@ use tracing_subscriber::EnvFilter;
 /// Output format of the logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
+    /// Compact human-readable lines, for a terminal (the default).
     Pretty,
+    /// One JSON object per event, for log collectors.
     Json,
 }
 

@@ -16,6 +16,7 @@ use crate::pipeline::Pipeline;
 use crate::tasks::Tasks;
 
 /// `Ping`: the process answers.
+#[derive(Debug)]
 pub struct Ping;
 
 impl Check for Ping {
@@ -29,9 +30,9 @@ impl Check for Ping {
 
 /// `Server`: the engine runs and its observation queue is not saturated,
 /// and the task store answers.
-pub struct Server {
-    pub pipeline: Arc<Pipeline>,
-    pub tasks: Option<Arc<Tasks>>,
+pub(crate) struct Server {
+    pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) tasks: Option<Arc<Tasks>>,
 }
 
 impl Check for Server {
@@ -50,7 +51,7 @@ impl Check for Server {
 }
 
 /// `Syncer`: every member cluster has an answer and its watches run.
-pub struct Syncer(pub Arc<Pipeline>);
+pub(crate) struct Syncer(pub(crate) Arc<Pipeline>);
 
 impl Check for Syncer {
     fn name(&self) -> &str {
@@ -65,13 +66,16 @@ impl Check for Syncer {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StorageEndpoint {
+    /// Shown in the failure reason (`{name}: HTTP 503, expected 200`).
     pub name: String,
     /// An `http://` or `https://` URL (https verified against the system's roots).
     pub url: String,
+    /// The HTTP status a healthy store answers with (default 200).
     #[serde(default = "default_status")]
     pub expect_status: u16,
     /// A top-level JSON field of the answer that must hold one of `allowed_values`.
     pub json_field: Option<String>,
+    /// Values of `json_field` that count as healthy (required with it; default none).
     #[serde(default)]
     pub allowed_values: Vec<String>,
 }
@@ -81,7 +85,7 @@ fn default_status() -> u16 {
 }
 
 impl StorageEndpoint {
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             return Err(format!(
                 "storage check {:?}: url {:?} must be an http:// or https:// URL",
@@ -102,7 +106,7 @@ impl StorageEndpoint {
 }
 
 /// `Storage`: every configured store answers as expected; passes when none is configured.
-pub struct Storage {
+pub(crate) struct Storage {
     endpoints: Vec<StorageEndpoint>,
     client: hyper_util::client::legacy::Client<HttpsConnector, http_body_util::Empty<bytes::Bytes>>,
 }
@@ -111,7 +115,7 @@ type HttpsConnector =
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>;
 
 impl Storage {
-    pub fn new(endpoints: Vec<StorageEndpoint>) -> Self {
+    pub(crate) fn new(endpoints: Vec<StorageEndpoint>) -> Self {
         if endpoints.is_empty() {
             tracing::info!("no external storage configured; the Storage check passes");
         }

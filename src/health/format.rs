@@ -58,7 +58,9 @@ impl<'de> Deserialize<'de> for Format {
 /// The outcome of one check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
+    /// The check's name, as [`super::Check::name`] gives it.
     pub name: String,
+    /// Ok, or the reason of the failure (a timeout included).
     pub result: Result<(), String>,
 }
 

@@ -22,14 +22,14 @@ use super::watch::{self, WatchOptions};
 
 /// A subresource of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sub {
+pub(crate) enum Sub {
     Status,
     Scale,
 }
 
 /// What a resource path addresses.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+pub(crate) enum Target {
     /// `APIResourceList` of a group/version.
     Discovery { group: String, version: String },
     /// A collection, in one namespace or across all.
@@ -47,7 +47,7 @@ pub enum Target {
 }
 
 /// Resolves a request path against the catalogue.
-pub fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
+pub(crate) fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
     let catalog = shared.store.catalog();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segments.as_slice() {
@@ -127,7 +127,7 @@ pub fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
 }
 
 /// The RBAC-style verb of a request, for the deny list and the counters.
-pub fn verb_of(method: &Method, target: &Target, params: &Params) -> &'static str {
+pub(crate) fn verb_of(method: &Method, target: &Target, params: &Params) -> &'static str {
     match (target, method.as_str()) {
         (Target::Collection { .. }, "GET") if params.bool("watch").unwrap_or(false) => "watch",
         (Target::Collection { .. }, "GET") => "list",
@@ -197,7 +197,7 @@ fn list_body(def: &ResourceDef, page: super::store::ListPage, as_table: bool) ->
 }
 
 /// The fallback handler for every `/api/...` and `/apis/...` request.
-pub async fn handle(
+pub(crate) async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,

@@ -35,7 +35,7 @@ fn body<T: serde::de::DeserializeOwned>(payload: Bytes) -> Result<T, Box<Respons
 }
 
 /// The control routes; mount under `/_sim` (or `/_sim/clusters/{name}`).
-pub fn router(shared: Arc<Shared>) -> Router {
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", get(info))
         .route("/faults", get(get_faults).put(put_faults).delete(heal))

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::Shared;
 
-pub async fn version() -> Json<Value> {
+pub(crate) async fn version() -> Json<Value> {
     Json(json!({
         "major": "1",
         "minor": "32",
@@ -36,7 +36,7 @@ fn server_address(headers: &HeaderMap) -> String {
         .to_string()
 }
 
-pub async fn core_versions(headers: HeaderMap) -> Json<Value> {
+pub(crate) async fn core_versions(headers: HeaderMap) -> Json<Value> {
     Json(json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -44,7 +44,7 @@ pub async fn core_versions(headers: HeaderMap) -> Json<Value> {
     }))
 }
 
-pub async fn groups(State(shared): State<Arc<Shared>>) -> Json<Value> {
+pub(crate) async fn groups(State(shared): State<Arc<Shared>>) -> Json<Value> {
     let groups: Vec<Value> = shared
         .store
         .catalog()
@@ -62,7 +62,7 @@ pub async fn groups(State(shared): State<Arc<Shared>>) -> Json<Value> {
 }
 
 /// `APIResourceList` for one group/version, or None when nothing is served there.
-pub fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Value> {
     let defs = shared.store.catalog().in_group_version(group, version);
     if defs.is_empty() {
         return None;
@@ -82,7 +82,7 @@ pub fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Valu
 }
 
 /// The OpenAPI v3 index: one entry per served group/version.
-pub async fn openapi_v3(State(shared): State<Arc<Shared>>) -> Json<Value> {
+pub(crate) async fn openapi_v3(State(shared): State<Arc<Shared>>) -> Json<Value> {
     let mut paths = serde_json::Map::new();
     paths.insert(
         "api/v1".into(),
@@ -103,7 +103,7 @@ pub async fn openapi_v3(State(shared): State<Arc<Shared>>) -> Json<Value> {
 /// The OpenAPI v3 document of one group/version. It carries no schemas, only
 /// the PATCH operations with their `fieldValidation` parameter, which is how
 /// kubectl learns that the server validates fields itself.
-pub async fn openapi_v3_group(
+pub(crate) async fn openapi_v3_group(
     State(shared): State<Arc<Shared>>,
     axum::extract::Path(rest): axum::extract::Path<String>,
 ) -> Response {
@@ -155,7 +155,7 @@ pub async fn openapi_v3_group(
     .into_response()
 }
 
-pub async fn openapi_v2() -> Response {
+pub(crate) async fn openapi_v2() -> Response {
     super::status::ApiError::no_route("/openapi/v2").into_response()
 }
 
@@ -206,11 +206,11 @@ fn verbose(query: &Option<String>) -> bool {
     })
 }
 
-pub async fn livez(axum::extract::RawQuery(q): axum::extract::RawQuery) -> Response {
+pub(crate) async fn livez(axum::extract::RawQuery(q): axum::extract::RawQuery) -> Response {
     health_text("livez", true, verbose(&q))
 }
 
-pub async fn readyz(
+pub(crate) async fn readyz(
     State(shared): State<Arc<Shared>>,
     axum::extract::RawQuery(q): axum::extract::RawQuery,
 ) -> Response {
@@ -218,7 +218,7 @@ pub async fn readyz(
     health_text("readyz", ok, verbose(&q))
 }
 
-pub async fn healthz(
+pub(crate) async fn healthz(
     State(shared): State<Arc<Shared>>,
     axum::extract::RawQuery(q): axum::extract::RawQuery,
 ) -> Response {

@@ -81,6 +81,7 @@ impl StatsSnapshot {
 }
 
 /// Marks one open watch for as long as it lives.
+#[derive(Debug)]
 pub struct WatchGuard<'a>(&'a Stats);
 
 impl Drop for WatchGuard<'_> {

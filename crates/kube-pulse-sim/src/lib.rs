@@ -289,6 +289,16 @@ pub struct SimCluster {
     tracker: TaskTracker,
 }
 
+// By hand: `Shared` holds the bearer token and channels; only say which cluster this is.
+impl std::fmt::Debug for SimCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimCluster")
+            .field("name", &self.shared.name)
+            .field("addr", &self.shared.addr)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SimCluster {
     /// Binds `config.listen`, seeds objects and starts serving.
     pub async fn start(config: SimConfig) -> std::io::Result<Self> {

@@ -11,20 +11,20 @@ use super::status::{ApiError, ApiResult};
 pub(crate) struct Params(HashMap<String, String>);
 
 impl Params {
-    pub fn parse(raw: Option<&str>) -> ApiResult<Self> {
+    pub(crate) fn parse(raw: Option<&str>) -> ApiResult<Self> {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))?;
         Ok(Self(pairs.into_iter().collect()))
     }
 
-    pub fn str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn str(&self, key: &str) -> Option<&str> {
         self.0
             .get(key)
             .map(String::as_str)
             .filter(|s| !s.is_empty())
     }
 
-    pub fn bool(&self, key: &str) -> ApiResult<bool> {
+    pub(crate) fn bool(&self, key: &str) -> ApiResult<bool> {
         match self.0.get(key).map(String::as_str) {
             None | Some("false") | Some("0") => Ok(false),
             Some("true") | Some("1") | Some("") => Ok(true),
@@ -34,7 +34,7 @@ impl Params {
         }
     }
 
-    pub fn u64(&self, key: &str) -> ApiResult<Option<u64>> {
+    pub(crate) fn u64(&self, key: &str) -> ApiResult<Option<u64>> {
         self.str(key)
             .map(|v| {
                 v.parse::<u64>().map_err(|_| {
@@ -46,7 +46,7 @@ impl Params {
             .transpose()
     }
 
-    pub fn selection(&self) -> ApiResult<Selection> {
+    pub(crate) fn selection(&self) -> ApiResult<Selection> {
         Ok(Selection {
             labels: LabelSelector::parse(self.str("labelSelector").unwrap_or(""))
                 .map_err(ApiError::bad_request)?,
@@ -56,7 +56,7 @@ impl Params {
     }
 
     /// `resourceVersion` as a number ("" and absent are None).
-    pub fn resource_version(&self) -> ApiResult<Option<u64>> {
+    pub(crate) fn resource_version(&self) -> ApiResult<Option<u64>> {
         self.str("resourceVersion")
             .map(|v| {
                 v.parse::<u64>()
@@ -65,7 +65,7 @@ impl Params {
             .transpose()
     }
 
-    pub fn dry_run(&self) -> ApiResult<bool> {
+    pub(crate) fn dry_run(&self) -> ApiResult<bool> {
         match self.str("dryRun") {
             None => Ok(false),
             Some("All") => Ok(true),
@@ -75,7 +75,7 @@ impl Params {
         }
     }
 
-    pub fn check_field_validation(&self) -> ApiResult<()> {
+    pub(crate) fn check_field_validation(&self) -> ApiResult<()> {
         match self.str("fieldValidation") {
             None | Some("Strict" | "Warn" | "Ignore") => Ok(()),
             Some(other) => Err(ApiError::bad_request(format!(

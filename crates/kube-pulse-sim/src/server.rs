@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use super::Shared;
 
 /// Binds with `SO_REUSEADDR` so a refused cluster can reopen its port at once.
-pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {

@@ -100,6 +100,16 @@ pub struct WatchStart {
     pub resource_version: u64,
 }
 
+impl std::fmt::Debug for WatchStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchStart")
+            .field("initial", &self.initial.len())
+            .field("backlog", &self.backlog.len())
+            .field("resource_version", &self.resource_version)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Preconditions of a delete (`DeleteOptions.preconditions`).
 #[derive(Debug, Default, Clone)]
 pub struct Preconditions {
@@ -115,6 +125,15 @@ pub struct Store {
     events: broadcast::Sender<Arc<StoredEvent>>,
     /// Bumped when every open watch must end with 410 Expired.
     expiry: tokio::sync::watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("catalog", &self.catalog)
+            .field("window_size", &self.window_size)
+            .finish_non_exhaustive()
+    }
 }
 
 fn ns_key(def: &ResourceDef, namespace: Option<&str>, name: &str) -> Key {

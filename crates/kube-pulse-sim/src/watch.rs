@@ -30,7 +30,7 @@ const CLIENT_BUFFER: usize = 256;
 
 /// Parameters of one watch request.
 #[derive(Debug, Clone)]
-pub struct WatchOptions {
+pub(crate) struct WatchOptions {
     pub resource_version: Option<u64>,
     pub selection: Selection,
     pub bookmarks: bool,
@@ -41,7 +41,7 @@ pub struct WatchOptions {
 }
 
 impl WatchOptions {
-    pub fn from_params(params: &Params) -> ApiResult<Self> {
+    pub(crate) fn from_params(params: &Params) -> ApiResult<Self> {
         let send_initial_events = params.bool("sendInitialEvents")?;
         let bookmarks = params.bool("allowWatchBookmarks")?;
         let rv_match = params.str("resourceVersionMatch");
@@ -98,7 +98,7 @@ fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
 
 /// What a watch with this namespace and selection sees of a committed event:
 /// moves into the selection become ADDED and moves out of it DELETED.
-pub fn translate(
+pub(crate) fn translate(
     event: &StoredEvent,
     namespace: Option<&str>,
     selection: &Selection,
@@ -121,7 +121,7 @@ pub fn translate(
 }
 
 /// Starts a watch and returns the streaming response.
-pub fn serve(
+pub(crate) fn serve(
     shared: Arc<Shared>,
     def: ResourceDef,
     namespace: Option<String>,

@@ -15,10 +15,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
-pub const MARKER: &[u8] = b"bench:ts";
+pub(crate) const MARKER: &[u8] = b"bench:ts";
 
 /// Nanoseconds since the Unix epoch.
-pub fn now_nanos() -> u64 {
+pub(crate) fn now_nanos() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -27,12 +27,12 @@ pub fn now_nanos() -> u64 {
 
 /// What one subscriber has seen.
 #[derive(Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     /// Latencies in microseconds of changes newer than the last one seen.
-    pub latencies: Mutex<Vec<u32>>,
-    pub last: AtomicU64,
-    pub connected: AtomicBool,
-    pub deliveries: AtomicU64,
+    pub(crate) latencies: Mutex<Vec<u32>>,
+    pub(crate) last: AtomicU64,
+    pub(crate) connected: AtomicBool,
+    pub(crate) deliveries: AtomicU64,
 }
 
 impl Seen {
@@ -78,7 +78,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// How a subscriber connects.
 #[derive(Clone, Debug)]
-pub enum Via {
+pub(crate) enum Via {
     /// `GET path` as Server-Sent Events.
     Sse { addr: SocketAddr, path: String },
     /// A WebSocket to `url`, sending `hello` (if any) once open.
@@ -86,7 +86,7 @@ pub enum Via {
 }
 
 /// Runs one subscriber until `stop`; a `stalled` one connects, then never reads.
-pub async fn subscribe(via: Via, seen: Arc<Seen>, stalled: bool, stop: Arc<AtomicBool>) {
+pub(crate) async fn subscribe(via: Via, seen: Arc<Seen>, stalled: bool, stop: Arc<AtomicBool>) {
     // A refused connection (a 502 from a busy proxy) is retried, as a
     // browser would, a bounded number of times before it is connected.
     for attempt in 0..20u64 {

@@ -13,7 +13,7 @@ fn stat(pid: u32) -> Option<Vec<String>> {
 }
 
 /// `roots` and all their descendants.
-pub fn tree(roots: &[u32]) -> Vec<u32> {
+pub(crate) fn tree(roots: &[u32]) -> Vec<u32> {
     let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
@@ -39,7 +39,7 @@ pub fn tree(roots: &[u32]) -> Vec<u32> {
 }
 
 /// Resident memory of the processes, in bytes.
-pub fn rss(pids: &[u32]) -> u64 {
+pub(crate) fn rss(pids: &[u32]) -> u64 {
     pids.iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
         .filter_map(|s| {
@@ -53,7 +53,7 @@ pub fn rss(pids: &[u32]) -> u64 {
 }
 
 /// CPU seconds (user + system) the processes used so far.
-pub fn cpu_seconds(pids: &[u32]) -> f64 {
+pub(crate) fn cpu_seconds(pids: &[u32]) -> f64 {
     pids.iter()
         .filter_map(|pid| stat(*pid))
         .map(|f| {

@@ -18,7 +18,7 @@ struct Frame {
     text: tokio_tungstenite::tungstenite::Utf8Bytes,
 }
 
-pub async fn run(port: u16, control: u16) -> anyhow::Result<()> {
+pub(crate) async fn run(port: u16, control: u16) -> anyhow::Result<()> {
     let (tx, _) = broadcast::channel::<Frame>(4096);
     let tx = Arc::new(tx);
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;

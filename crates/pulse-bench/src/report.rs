@@ -10,27 +10,27 @@ use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Sweep};
 use crate::targets::Kind;
 
 #[derive(Serialize)]
-pub struct Results {
-    pub machine: Machine,
-    pub plan: Plan,
-    pub skipped: Vec<String>,
-    pub fanout: Vec<Sweep>,
-    pub ws: Vec<Sweep>,
-    pub idle: Vec<Idle>,
-    pub slow: Vec<Slow>,
-    pub narrow: Option<Sweep>,
-    pub diff: Option<Diff>,
-    pub initial_sync: Option<InitialSync>,
+pub(crate) struct Results {
+    pub(crate) machine: Machine,
+    pub(crate) plan: Plan,
+    pub(crate) skipped: Vec<String>,
+    pub(crate) fanout: Vec<Sweep>,
+    pub(crate) ws: Vec<Sweep>,
+    pub(crate) idle: Vec<Idle>,
+    pub(crate) slow: Vec<Slow>,
+    pub(crate) narrow: Option<Sweep>,
+    pub(crate) diff: Option<Diff>,
+    pub(crate) initial_sync: Option<InitialSync>,
 }
 
 #[derive(Serialize)]
-pub struct Machine {
-    pub cpus: usize,
-    pub cpu_model: String,
-    pub memory_gb: f64,
-    pub kernel: String,
-    pub fd_limit: u64,
-    pub date: String,
+pub(crate) struct Machine {
+    pub(crate) cpus: usize,
+    pub(crate) cpu_model: String,
+    pub(crate) memory_gb: f64,
+    pub(crate) kernel: String,
+    pub(crate) fd_limit: u64,
+    pub(crate) date: String,
 }
 
 fn machine(fd_limit: u64) -> Machine {
@@ -65,7 +65,7 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
 }
 
 impl Results {
-    pub fn new(plan: &Plan, fd_limit: u64, skipped: Vec<String>) -> Self {
+    pub(crate) fn new(plan: &Plan, fd_limit: u64, skipped: Vec<String>) -> Self {
         Self {
             machine: machine(fd_limit),
             plan: plan.clone(),
@@ -80,7 +80,7 @@ impl Results {
         }
     }
 
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub(crate) fn write(&self, dir: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(self)?)?;
         std::fs::write(dir.join("results.md"), self.markdown())?;
@@ -121,7 +121,7 @@ impl Results {
         }
     }
 
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let mut out = String::new();
         let m = &self.machine;
         let _ = writeln!(
@@ -242,7 +242,7 @@ impl Results {
     }
 
     /// p99 latency at each server's sustained rate against subscribers.
-    pub fn svg(&self) -> String {
+    pub(crate) fn svg(&self) -> String {
         let (w, h, pad) = (640.0, 360.0, 56.0);
         let colours = [
             (Kind::KubePulse, "#2b6cb0"),

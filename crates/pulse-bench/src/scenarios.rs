@@ -15,24 +15,24 @@ use crate::targets::{Kind, Target};
 
 /// Sizes of a run.
 #[derive(Debug, Clone, Serialize)]
-pub struct Plan {
-    pub fanout_sizes: Vec<usize>,
-    pub rates: Vec<u32>,
-    pub step: Duration,
-    pub ws_size: usize,
-    pub idle_size: usize,
-    pub slow_size: usize,
-    pub slow_rate: u32,
-    pub narrow_size: usize,
-    pub narrow_rates: Vec<u32>,
-    pub diff_duration: Duration,
-    pub sync_clusters: usize,
-    pub sync_objects: usize,
-    pub p99_limit_ms: f64,
+pub(crate) struct Plan {
+    pub(crate) fanout_sizes: Vec<usize>,
+    pub(crate) rates: Vec<u32>,
+    pub(crate) step: Duration,
+    pub(crate) ws_size: usize,
+    pub(crate) idle_size: usize,
+    pub(crate) slow_size: usize,
+    pub(crate) slow_rate: u32,
+    pub(crate) narrow_size: usize,
+    pub(crate) narrow_rates: Vec<u32>,
+    pub(crate) diff_duration: Duration,
+    pub(crate) sync_clusters: usize,
+    pub(crate) sync_objects: usize,
+    pub(crate) p99_limit_ms: f64,
 }
 
 impl Plan {
-    pub fn full() -> Self {
+    pub(crate) fn full() -> Self {
         Self {
             fanout_sizes: vec![1000, 5000, 10_000],
             rates: vec![5, 10, 20, 50, 100, 200, 500, 1000],
@@ -51,7 +51,7 @@ impl Plan {
         }
     }
 
-    pub fn smoke() -> Self {
+    pub(crate) fn smoke() -> Self {
         Self {
             fanout_sizes: vec![50],
             rates: vec![10, 50],
@@ -71,15 +71,15 @@ impl Plan {
 }
 
 /// Subscribers connected to one server.
-pub struct Crowd {
-    pub seen: Vec<Arc<Seen>>,
+pub(crate) struct Crowd {
+    pub(crate) seen: Vec<Arc<Seen>>,
     stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Crowd {
     /// Connects `n` subscribers (200 connecting at a time); `stalled` of them never read.
-    pub async fn connect(
+    pub(crate) async fn connect(
         via: impl Fn(usize) -> Via,
         n: usize,
         stalled: usize,
@@ -124,14 +124,14 @@ impl Crowd {
         Ok(crowd)
     }
 
-    pub fn connected(&self) -> usize {
+    pub(crate) fn connected(&self) -> usize {
         self.seen
             .iter()
             .filter(|s| s.connected.load(Ordering::Relaxed))
             .count()
     }
 
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
@@ -141,22 +141,22 @@ impl Crowd {
 
 /// One measured step at a fixed change rate.
 #[derive(Debug, Clone, Serialize)]
-pub struct Step {
+pub(crate) struct Step {
     /// The offered rate.
-    pub rate: u32,
+    pub(crate) rate: u32,
     /// The rate the publisher achieved (changes accepted per second).
-    pub achieved_rate: f64,
-    pub sent: u64,
-    pub expected: u64,
-    pub delivered: u64,
-    pub loss: u64,
-    pub deliveries_per_sec: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    pub server_cpu_pct: f64,
-    pub bench_cpu_pct: f64,
-    pub server_rss_mb: f64,
+    pub(crate) achieved_rate: f64,
+    pub(crate) sent: u64,
+    pub(crate) expected: u64,
+    pub(crate) delivered: u64,
+    pub(crate) loss: u64,
+    pub(crate) deliveries_per_sec: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) max_ms: f64,
+    pub(crate) server_cpu_pct: f64,
+    pub(crate) bench_cpu_pct: f64,
+    pub(crate) server_rss_mb: f64,
 }
 
 fn percentile(sorted: &[u32], p: f64) -> f64 {
@@ -169,7 +169,7 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 
 /// Publishes at `rate` for `duration` to `apps` apps round-robin, then
 /// waits for deliveries to settle; measures the `healthy` subscribers.
-pub async fn step(
+pub(crate) async fn step(
     target: &Target,
     crowd: &Crowd,
     healthy: std::ops::Range<usize>,
@@ -266,23 +266,28 @@ fn sustains(step: &Step, plan: &Plan) -> bool {
 
 /// A rate sweep at one subscriber count.
 #[derive(Debug, Clone, Serialize)]
-pub struct Sweep {
-    pub server: Kind,
-    pub transport: &'static str,
-    pub subscribers: usize,
-    pub steps: Vec<Step>,
+pub(crate) struct Sweep {
+    pub(crate) server: Kind,
+    pub(crate) transport: &'static str,
+    pub(crate) subscribers: usize,
+    pub(crate) steps: Vec<Step>,
     /// The highest rate with p99 ≤ the limit and no loss.
-    pub sustained_rate: Option<u32>,
-    pub sustained_deliveries_per_sec: Option<f64>,
+    pub(crate) sustained_rate: Option<u32>,
+    pub(crate) sustained_deliveries_per_sec: Option<f64>,
     /// The highest rate with no loss, whatever the latency.
-    pub lossless_rate: Option<u32>,
-    pub lossless_deliveries_per_sec: Option<f64>,
-    pub lossless_p99_ms: Option<f64>,
-    pub error: Option<String>,
+    pub(crate) lossless_rate: Option<u32>,
+    pub(crate) lossless_deliveries_per_sec: Option<f64>,
+    pub(crate) lossless_p99_ms: Option<f64>,
+    pub(crate) error: Option<String>,
 }
 
 /// Sweeps rates upward until p99 passes the limit or changes are lost.
-pub async fn sweep(target: &Target, transport: &'static str, n: usize, plan: &Plan) -> Sweep {
+pub(crate) async fn sweep(
+    target: &Target,
+    transport: &'static str,
+    n: usize,
+    plan: &Plan,
+) -> Sweep {
     let via = |i: usize| match transport {
         "ws" => target.ws().expect("WebSocket targets only"),
         _ => target.sse(i, false),
@@ -364,26 +369,26 @@ async fn run_rates(
 
 /// Memory per idle connection.
 #[derive(Debug, Clone, Serialize)]
-pub struct Idle {
-    pub server: Kind,
+pub(crate) struct Idle {
+    pub(crate) server: Kind,
     /// `SSE` or `WebSocket`.
-    pub transport: &'static str,
-    pub subscribers: usize,
-    pub rss_before_mb: f64,
-    pub rss_after_mb: f64,
-    pub per_connection_kib: f64,
+    pub(crate) transport: &'static str,
+    pub(crate) subscribers: usize,
+    pub(crate) rss_before_mb: f64,
+    pub(crate) rss_after_mb: f64,
+    pub(crate) per_connection_kib: f64,
     /// Simulator list/watch requests and open watches with 1 and with all subscribers (kube-pulse).
-    pub upstream: Option<Upstream>,
-    pub error: Option<String>,
+    pub(crate) upstream: Option<Upstream>,
+    pub(crate) error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Upstream {
-    pub points: Vec<(usize, u64, u64, u64)>,
+pub(crate) struct Upstream {
+    pub(crate) points: Vec<(usize, u64, u64, u64)>,
 }
 
 /// `via`: how subscriber `i` connects (SSE or WebSocket).
-pub async fn idle(
+pub(crate) async fn idle(
     target: &Target,
     n: usize,
     transport: &'static str,
@@ -440,17 +445,17 @@ pub async fn idle(
 
 /// Slow readers: a tenth of the subscribers stop reading.
 #[derive(Debug, Clone, Serialize)]
-pub struct Slow {
-    pub server: Kind,
-    pub subscribers: usize,
-    pub stalled: usize,
-    pub rate: u32,
+pub(crate) struct Slow {
+    pub(crate) server: Kind,
+    pub(crate) subscribers: usize,
+    pub(crate) stalled: usize,
+    pub(crate) rate: u32,
     /// Three consecutive windows: p99 of the healthy readers and server RSS.
-    pub windows: Vec<Step>,
-    pub error: Option<String>,
+    pub(crate) windows: Vec<Step>,
+    pub(crate) error: Option<String>,
 }
 
-pub async fn slow(target: &Target, plan: &Plan) -> Slow {
+pub(crate) async fn slow(target: &Target, plan: &Plan) -> Slow {
     let n = plan.slow_size;
     let stalled = n / 10;
     let mut result = Slow {
@@ -495,7 +500,7 @@ pub async fn slow(target: &Target, plan: &Plan) -> Slow {
 }
 
 /// Narrow subscriptions: each subscriber on its own app.
-pub async fn narrow(target: &Target, plan: &Plan) -> Sweep {
+pub(crate) async fn narrow(target: &Target, plan: &Plan) -> Sweep {
     let (n, apps) = (plan.narrow_size, target.apps.max(1));
     // Change k goes to app k mod apps: the subscribers on that app.
     let per_app = move |k: usize| (n / apps + usize::from(k % apps < n % apps)) as u64;
@@ -514,23 +519,23 @@ pub async fn narrow(target: &Target, plan: &Plan) -> Sweep {
 
 /// Merge-patch bytes against full-document bytes over the demo scenario.
 #[derive(Debug, Clone, Serialize)]
-pub struct Diff {
-    pub seconds: f64,
+pub(crate) struct Diff {
+    pub(crate) seconds: f64,
     /// One scenario round (its script, start to end).
-    pub round_seconds: f64,
+    pub(crate) round_seconds: f64,
     /// Per round (the first starts with empty histories), then all of it.
-    pub windows: Vec<DiffWindow>,
+    pub(crate) windows: Vec<DiffWindow>,
     /// Patch bytes by top-level member, largest first: where the bytes go.
-    pub patch_bytes_by_member: Vec<(String, u64)>,
+    pub(crate) patch_bytes_by_member: Vec<(String, u64)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct DiffWindow {
-    pub label: String,
-    pub changes: u64,
-    pub patch_bytes: u64,
-    pub full_bytes: u64,
-    pub ratio_pct: f64,
+pub(crate) struct DiffWindow {
+    pub(crate) label: String,
+    pub(crate) changes: u64,
+    pub(crate) patch_bytes: u64,
+    pub(crate) full_bytes: u64,
+    pub(crate) ratio_pct: f64,
 }
 
 impl DiffWindow {
@@ -542,7 +547,7 @@ impl DiffWindow {
     }
 }
 
-pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
+pub(crate) async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
     use kube_pulse::demo::{DemoOptions, start_clusters};
     use kube_pulse::gateway::{Gateway, GatewayConfig};
     use kube_pulse::hub::{Delivery, Pattern};
@@ -625,14 +630,14 @@ pub async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
 
 /// Time until every cluster is Healthy and every sync status Syncing.
 #[derive(Debug, Clone, Serialize)]
-pub struct InitialSync {
-    pub clusters: usize,
-    pub objects_per_cluster: usize,
-    pub seconds: f64,
-    pub server_rss_mb: f64,
+pub(crate) struct InitialSync {
+    pub(crate) clusters: usize,
+    pub(crate) objects_per_cluster: usize,
+    pub(crate) seconds: f64,
+    pub(crate) server_rss_mb: f64,
 }
 
-pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
+pub(crate) async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
     use kube_pulse::gateway::{Gateway, GatewayConfig};
     use kube_pulse::hub::Pattern;
     use kube_pulse_sim::{SimCluster, SimConfig};
@@ -706,7 +711,7 @@ pub async fn initial_sync(plan: &Plan) -> anyhow::Result<InitialSync> {
 }
 
 /// Starts a server of `kind` for the scenario.
-pub async fn start(kind: Kind, bin: &Path, apps: usize) -> anyhow::Result<Target> {
+pub(crate) async fn start(kind: Kind, bin: &Path, apps: usize) -> anyhow::Result<Target> {
     match kind {
         Kind::KubePulse => Target::kube_pulse(bin, apps).await,
         Kind::Pushpin => Target::pushpin().await,

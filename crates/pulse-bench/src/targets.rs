@@ -21,7 +21,7 @@ use crate::load::Via;
 
 /// Which server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum Kind {
+pub(crate) enum Kind {
     #[serde(rename = "kube-pulse")]
     KubePulse,
     #[serde(rename = "Pushpin")]
@@ -33,7 +33,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::KubePulse => "kube-pulse",
             Kind::Pushpin => "Pushpin",
@@ -44,16 +44,16 @@ impl Kind {
 }
 
 /// A running server.
-pub struct Target {
-    pub kind: Kind,
+pub(crate) struct Target {
+    pub(crate) kind: Kind,
     children: Vec<Child>,
     addr: SocketAddr,
     publish: Publish,
     _dir: tempfile::TempDir,
     /// The simulated member (kube-pulse only).
-    pub sim: Option<SimCluster>,
+    pub(crate) sim: Option<SimCluster>,
     /// Apps in the simulated member (kube-pulse's narrow scenario).
-    pub apps: usize,
+    pub(crate) apps: usize,
     /// One client for every publish: its pool keeps the connection open.
     http: Client<HttpConnector, Full<Bytes>>,
 }
@@ -101,7 +101,7 @@ fn image(ts: u64) -> String {
 
 impl Target {
     /// kube-pulse `serve` (release binary `bin`) over a simulated member with `apps` Deployments.
-    pub async fn kube_pulse(bin: &Path, apps: usize) -> anyhow::Result<Self> {
+    pub(crate) async fn kube_pulse(bin: &Path, apps: usize) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let seeds = (0..apps)
             .map(|i| WorkloadSeed {
@@ -173,7 +173,7 @@ impl Target {
     }
 
     /// Nginx with Nchan.
-    pub async fn nchan() -> anyhow::Result<Self> {
+    pub(crate) async fn nchan() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let port = free_port();
         let template = std::fs::read_to_string(peer_config("nginx-nchan.conf"))?;
@@ -214,7 +214,7 @@ impl Target {
     }
 
     /// Pushpin, with this process answering as its origin (GRIP stream hold).
-    pub async fn pushpin() -> anyhow::Result<Self> {
+    pub(crate) async fn pushpin() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let origin = grip_origin().await?;
         let (port, publish_port) = (free_port(), free_port());
@@ -261,7 +261,7 @@ impl Target {
     }
 
     /// This binary's `raw-server`.
-    pub async fn raw() -> anyhow::Result<Self> {
+    pub(crate) async fn raw() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let (port, control) = (free_port(), free_port());
         let child = Command::new(std::env::current_exe()?)
@@ -293,7 +293,7 @@ impl Target {
     }
 
     /// How subscriber `i` connects over SSE (narrow: each on its own app).
-    pub fn sse(&self, i: usize, narrow: bool) -> Via {
+    pub(crate) fn sse(&self, i: usize, narrow: bool) -> Via {
         let path = match self.kind {
             Kind::KubePulse => {
                 let app = if narrow { i % self.apps } else { 0 };
@@ -310,7 +310,7 @@ impl Target {
     }
 
     /// How subscriber `i` connects over WebSocket, if the server can.
-    pub fn ws(&self) -> Option<Via> {
+    pub(crate) fn ws(&self) -> Option<Via> {
         let base = format!("ws://{}", self.addr);
         match self.kind {
             Kind::KubePulse => Some(Via::Ws {
@@ -334,7 +334,7 @@ impl Target {
     }
 
     /// Publishes one change at `ts` (to app `app` in kube-pulse).
-    pub async fn publish(&self, ts: u64, app: usize) -> anyhow::Result<()> {
+    pub(crate) async fn publish(&self, ts: u64, app: usize) -> anyhow::Result<()> {
         match &self.publish {
             Publish::Sim => {
                 let sim = self.sim.as_ref().expect("kube-pulse has its simulator");
@@ -391,12 +391,12 @@ impl Target {
     }
 
     /// Every process of the server (children of children too).
-    pub fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         let roots: Vec<u32> = self.children.iter().map(Child::id).collect();
         crate::proc::tree(&roots)
     }
 
-    pub fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         for child in &mut self.children {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])

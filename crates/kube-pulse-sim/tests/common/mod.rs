@@ -2,10 +2,10 @@
 #![allow(dead_code)]
 
 #[allow(unused_imports)]
-pub use kube_pulse_sim::testing::{eventually, kubectl, ok, sim, sim_with};
+pub(crate) use kube_pulse_sim::testing::{eventually, kubectl, ok, sim, sim_with};
 
 /// A plain HTTP client for raw requests.
-pub fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(20))
         .build()

@@ -94,7 +94,7 @@ impl FileConfig {
 }
 
 /// One member cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
     /// Name used in topics (`clusters/{name}`): a DNS label.
@@ -191,6 +191,22 @@ impl ClusterSpec {
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
             .map_err(Error::Kubeconfig)
+    }
+}
+
+/// Everything but the inline token, which logs must never show.
+impl std::fmt::Debug for ClusterSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSpec")
+            .field("name", &self.name)
+            .field("kubeconfig", &self.kubeconfig)
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_file", &self.token_file)
+            .field("ca_file", &self.ca_file)
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .finish()
     }
 }
 
@@ -394,6 +410,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("available: Prod_EU, dev"), "{err}");
+    }
+
+    #[test]
+    fn debug_output_hides_the_token() {
+        let spec = ClusterSpec {
+            name: "edge".into(),
+            kubeconfig: None,
+            context: None,
+            server: Some("https://edge:6443".into()),
+            token: Some("s3cret-token".into()),
+            token_file: None,
+            ca_file: None,
+            insecure_skip_tls_verify: false,
+        };
+        let shown = format!("{spec:?}");
+        assert!(!shown.contains("s3cret-token"), "{shown}");
+        assert!(
+            shown.contains("<redacted>") && shown.contains("edge:6443"),
+            "{shown}"
+        );
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::Transports;
+use super::state::Transports;
 use crate::auth::Principal;
 use crate::hub::{Change, ChangeKind, Delivery, Pattern, Subscription};
 use crate::protocol::{self, Cursor, ServerMessage, Synced};

@@ -36,9 +36,6 @@ import sys
 # (from, to) file pairs, relative to src/: edges that close circles which
 # are known and not yet opened. Each one is debt, not a rule.
 WAIVED = {
-    # auth: children use helpers of auth/mod.rs that use the children.
-    ("auth/tokens.rs", "auth/mod.rs"): "tokens.rs uses super::sha256",
-    ("auth/kubernetes.rs", "auth/mod.rs"): "kubernetes.rs uses an item of auth/mod.rs",
     ("cli/sim.rs", "cli/mod.rs"): "cli/sim.rs uses an item of cli/mod.rs",
 }
 

@@ -81,7 +81,7 @@ impl KubeAuth {
     }
 
     async fn review_token(&self, token: &str) -> Result<KubeUser, String> {
-        let key = super::sha256(token.as_bytes());
+        let key = super::credential::sha256(token.as_bytes());
         if let Some((answer, at)) = self.tokens.lock().get(&key)
             && at.elapsed() < self.ttl
         {

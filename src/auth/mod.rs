@@ -5,6 +5,7 @@
 //! forced), static `tokens`, `jwt`, and `kubernetes` (TokenReview +
 //! SubjectAccessReview on the host cluster). See `docs/SECURITY.md`.
 
+mod credential;
 pub mod jwt;
 pub mod kubernetes;
 mod scope;
@@ -13,19 +14,13 @@ pub mod tokens;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use chrono::Utc;
 
+pub use credential::{Credential, WS_PROTOCOL, WS_TOKEN_PROTOCOL, bearer, ws_protocol_token};
 pub use scope::{KubeUser, Principal, Scope, Scopes};
-
-/// The WebSocket subprotocol prefix that carries a bearer token (the one the
-/// Kubernetes apiserver accepts): `base64url.bearer.authorization.k8s.io.<token, base64url>`.
-pub const WS_TOKEN_PROTOCOL: &str = "base64url.bearer.authorization.k8s.io.";
-/// The subprotocol the gateway answers with.
-pub const WS_PROTOCOL: &str = "kube-pulse";
 
 /// How callers are authenticated.
 pub enum Mode {
@@ -258,41 +253,6 @@ impl AuthSettings {
     }
 }
 
-/// SHA-256 of a token: how token files and review caches key tokens
-/// without keeping them.
-pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, data);
-    let mut out = [0; 32];
-    out.copy_from_slice(digest.as_ref());
-    out
-}
-
-/// The bearer token of an `Authorization` header.
-pub fn bearer(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_string())
-}
-
-/// The token a WebSocket handshake carries in `Sec-WebSocket-Protocol`, if any.
-pub fn ws_protocol_token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .find_map(|p| p.strip_prefix(WS_TOKEN_PROTOCOL))
-        .and_then(|b64| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(b64.trim_end_matches('='))
-                .ok()
-        })
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-}
-
 /// Middleware for protected routes: authenticates the `Authorization`
 /// header and hands the [`Principal`] to the handler (401 otherwise).
 pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
@@ -310,31 +270,9 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
     }
 }
 
-/// The raw token a request was authenticated with (sessions re-check it).
-#[derive(Debug, Clone, Default)]
-pub struct Credential(pub Option<String>);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_come_from_headers_and_subprotocols() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc.def"),
-        );
-        assert_eq!(bearer(&h).as_deref(), Some("abc.def"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert_eq!(bearer(&h), None);
-        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("tok-123");
-        h.insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_str(&format!("kube-pulse, {WS_TOKEN_PROTOCOL}{encoded}")).unwrap(),
-        );
-        assert_eq!(ws_protocol_token(&h).as_deref(), Some("tok-123"));
-    }
 
     #[tokio::test]
     async fn none_lets_everyone_in_and_tokens_need_one() {

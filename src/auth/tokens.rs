@@ -7,8 +7,8 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use super::credential::sha256;
 use super::scope::{Principal, Scopes};
-use super::sha256;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -33,11 +33,11 @@ import os
 import re
 import sys
 
-# (from, to) file pairs, relative to src/: edges that close circles which
-# are known and not yet opened. Each one is debt, not a rule.
-WAIVED = {
-    ("cli/sim.rs", "cli/mod.rs"): "cli/sim.rs uses an item of cli/mod.rs",
-}
+# (from, to) file pairs, relative to src/, mapped to the reason: edges that
+# close circles which are known and not yet opened. Each one is debt, not a
+# rule; none is left. Add one only with the reason it cannot be opened yet,
+# e.g. ("a/b.rs", "a/mod.rs"): "b.rs uses super::Thing, which routes to b".
+WAIVED = {}
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

@@ -347,4 +347,34 @@ mod tests {
     fn cli_is_consistent() {
         Cli::command().debug_assert();
     }
+
+    #[test]
+    #[cfg(feature = "demo")]
+    fn sim_flags_become_config() {
+        let cli = Cli::try_parse_from([
+            "kube-pulse",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--app",
+            "shop/web:2",
+            "--statefulset",
+            "shop/db",
+            "--token",
+            "s3cret",
+            "--deny",
+            "apps/deployments",
+        ])
+        .unwrap();
+        let Command::Sim(args) = cli.command else {
+            panic!("sim expected")
+        };
+        let config = args.to_config();
+        assert_eq!(config.workloads.len(), 2);
+        assert_eq!(config.workloads[1].kind, "StatefulSet");
+        assert_eq!(config.token.as_deref(), Some("s3cret"));
+        assert_eq!(config.deny, ["apps/deployments"]);
+        assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
+        assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
+    }
 }

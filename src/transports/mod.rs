@@ -7,7 +7,7 @@
 //! longer than the write timeout is closed. What they send, collapse, close
 //! and refuse is counted straight into `crate::metrics`.
 
-pub mod limits;
+mod limits;
 mod session;
 pub mod sse;
 mod state;

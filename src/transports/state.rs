@@ -27,9 +27,11 @@ pub struct TransportConfig {
     pub sse_retry: Duration,
     /// Open SSE + WebSocket sessions at most.
     pub max_connections: usize,
+    /// Subscriptions one WebSocket may hold at once (default 100).
     pub max_subscriptions_per_socket: usize,
     /// Topic patterns per SSE request or per WebSocket subscribe.
     pub max_topics_per_request: usize,
+    /// Largest WebSocket message a client may send, in bytes (default 64 KiB).
     pub max_ws_message_bytes: usize,
     /// Subscribe operations per second per WebSocket (burst of the same size).
     pub max_subscribes_per_second: u32,
@@ -67,19 +69,36 @@ impl Default for TransportConfig {
 
 /// Everything a transport session needs.
 pub struct Transports {
-    pub hub: Arc<Hub>,
-    pub auth: Arc<crate::auth::Auth>,
-    pub limits: Arc<limits::Limits>,
+    /// Where sessions subscribe to topics.
+    pub(crate) hub: Arc<Hub>,
+    /// Authenticates handshakes and re-checks a session's credential.
+    pub(crate) auth: Arc<crate::auth::Auth>,
+    /// The per-client connection counts and subscribe rates.
+    pub(super) limits: Arc<limits::Limits>,
     /// Where sessions count what they send, drop and refuse.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The limits and timings every session follows.
     pub config: TransportConfig,
     connections: Arc<Semaphore>,
     /// Cancelled at shutdown: every session ends itself.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Transports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transports")
+            .field("config", &self.config)
+            .field("free_connections", &self.connections.available_permits())
+            .field("shutdown", &self.shutdown.is_cancelled())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Transports {
-    pub fn new(
+    /// The shared state of both transports over `hub`, admitting sessions
+    /// through `auth` within `config`'s limits; sessions end when
+    /// `shutdown` is cancelled.
+    pub(crate) fn new(
         hub: Arc<Hub>,
         auth: Arc<crate::auth::Auth>,
         config: TransportConfig,

@@ -49,8 +49,16 @@ pub fn ws_protocol_token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// The raw token a request was authenticated with (sessions re-check it).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Credential(pub Option<String>);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token itself: only whether one was sent.
+        let token = self.0.as_ref().map(|_| "<redacted>");
+        f.debug_tuple("Credential").field(&token).finish()
+    }
+}
 
 #[cfg(test)]
 mod tests {

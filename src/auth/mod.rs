@@ -24,26 +24,46 @@ pub use scope::{KubeUser, Principal, Scope, Scopes};
 
 /// How callers are authenticated.
 pub enum Mode {
+    /// Everyone may see and do everything (loopback listeners only, unless forced).
     None,
+    /// Static bearer tokens from a token file, each with its grants.
     Tokens(tokens::TokenFile),
+    /// Signed JWTs whose claims carry the subject and grants.
     Jwt(jwt::JwtVerifier),
+    /// TokenReview and SubjectAccessReview on the host cluster.
     Kubernetes(kubernetes::KubeAuth),
+}
+
+impl std::fmt::Debug for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::None => f.write_str("None"),
+            Mode::Tokens(file) => f.debug_tuple("Tokens").field(file).finish(),
+            Mode::Jwt(verifier) => f.debug_tuple("Jwt").field(verifier).finish(),
+            Mode::Kubernetes(kube) => f.debug_tuple("Kubernetes").field(kube).finish(),
+        }
+    }
 }
 
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
+    /// No token was sent (401).
     #[error("a bearer token is required (Authorization: Bearer …)")]
     Missing,
+    /// The token is not accepted: unknown, expired, badly signed (401).
     #[error("{0}")]
     Invalid(String),
+    /// The caller is known but may not do this (403).
     #[error("{0}")]
     Forbidden(String),
+    /// The authority that decides (the host cluster) did not answer (503).
     #[error("authentication is unavailable: {0}")]
     Unavailable(String),
 }
 
 impl AuthError {
+    /// The HTTP status the refusal is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
             AuthError::Missing | AuthError::Invalid(_) => StatusCode::UNAUTHORIZED,
@@ -52,6 +72,7 @@ impl AuthError {
         }
     }
 
+    /// The machine-readable `code` of the error body.
     pub fn code(&self) -> &'static str {
         match self {
             AuthError::Missing | AuthError::Invalid(_) => "unauthorized",
@@ -75,6 +96,7 @@ impl IntoResponse for AuthError {
 }
 
 /// The gateway's authenticator.
+#[derive(Debug)]
 pub struct Auth {
     mode: Mode,
     /// Accept `?access_token=` on the WebSocket endpoint (tokens end up in logs).
@@ -82,6 +104,7 @@ pub struct Auth {
 }
 
 impl Auth {
+    /// An authenticator in `mode` that takes tokens from headers only.
     pub fn new(mode: Mode) -> Arc<Self> {
         Arc::new(Self {
             mode,
@@ -89,6 +112,8 @@ impl Auth {
         })
     }
 
+    /// An authenticator in `mode` that also accepts `?access_token=` on the
+    /// WebSocket endpoint when `allow` is set.
     pub fn with_query_token(mode: Mode, allow: bool) -> Arc<Self> {
         Arc::new(Self {
             mode,
@@ -106,6 +131,7 @@ impl Auth {
         !matches!(self.mode, Mode::None)
     }
 
+    /// The mode's name as `--auth` spells it, for logs and health output.
     pub fn mode_name(&self) -> &'static str {
         match self.mode {
             Mode::None => "none",
@@ -167,23 +193,31 @@ impl Auth {
 /// Which authentication mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModeName {
+    /// No authentication.
     #[default]
     None,
+    /// Static tokens from `--tokens-file`.
     Tokens,
+    /// JWTs verified with the configured keys.
     Jwt,
+    /// TokenReview and SubjectAccessReview on the host cluster.
     Kubernetes,
 }
 
 /// How to authenticate, as configured.
 #[derive(Debug, Clone, Default)]
 pub struct AuthSettings {
+    /// Which mode (default `none`).
     pub mode: ModeName,
     /// Run `none` on a non-loopback listener anyway.
     pub insecure_no_auth: bool,
+    /// The token file of `tokens` mode.
     pub tokens_file: Option<std::path::PathBuf>,
+    /// The keys and claims of `jwt` mode.
     pub jwt: jwt::JwtSettings,
     /// Host cluster for `kubernetes` (default: in-cluster or `KUBECONFIG`).
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// Context of `kubeconfig` to use (default: its current context).
     pub context: Option<String>,
     /// Audiences a TokenReview asks for (default: the apiserver's).
     pub review_audiences: Vec<String>,

@@ -33,7 +33,7 @@ use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
 use crate::hub::{Hub, Pattern};
 
 /// Where Stop remembers a workload's replica count for Start.
-pub const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
+pub(super) const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
 
 /// Why an action failed: a reason word and a message.
 type Failure = (String, String);

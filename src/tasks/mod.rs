@@ -16,7 +16,7 @@ pub mod api;
 mod board;
 mod executor;
 pub mod model;
-pub mod progress;
+mod progress;
 mod service;
 pub mod store;
 

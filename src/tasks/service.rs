@@ -46,10 +46,15 @@ impl Default for TaskSettings {
 /// What `GET /api/v1/tasks` filters on.
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter {
+    /// Only tasks on this member cluster (None: any).
     pub cluster: Option<String>,
+    /// Only tasks in this namespace (None: any).
     pub namespace: Option<String>,
+    /// Only tasks on this app (None: any).
     pub app: Option<String>,
+    /// Only tasks with this status (None: any).
     pub status: Option<TaskStatus>,
+    /// Only tasks of this type (None: any).
     pub kind: Option<TaskType>,
 }
 
@@ -76,6 +81,20 @@ pub struct Tasks {
     running: parking_lot::Mutex<HashMap<String, CancellationToken>>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The member clients stay out: they carry the clusters' credentials.
+        let clusters: Vec<&String> = self.clients.keys().collect();
+        f.debug_struct("Tasks")
+            .field("board", &self.board)
+            .field("clusters", &clusters)
+            .field("app_label", &self.app_label)
+            .field("settings", &self.settings)
+            .field("running", &self.running.lock().len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Tasks {
@@ -204,10 +223,12 @@ impl Tasks {
         }
     }
 
+    /// The task `id`, or 404.
     pub async fn get(&self, id: &str) -> Result<Task> {
         self.board.get(id).await
     }
 
+    /// The stored tasks `filter` lets through, oldest first.
     pub async fn list(&self, filter: &TaskFilter) -> Result<Vec<Task>> {
         let tasks = self.board.store.list().await.map_err(store_error)?;
         Ok(tasks.into_iter().filter(|t| filter.matches(t)).collect())

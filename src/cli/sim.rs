@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 
+/// Flags of `sim`: one simulated cluster's address, seed and faults.
 #[derive(Debug, Args)]
 pub struct SimArgs {
     /// Address of the simulated apiserver (plain HTTP).

@@ -24,7 +24,9 @@ pub struct JwtSettings {
     pub public_keys: Vec<PathBuf>,
     /// A JWKS file (`{"keys": [...]}`) of RSA and EC P-256 keys.
     pub jwks: Option<PathBuf>,
+    /// The `iss` a token must carry (None: any issuer).
     pub issuer: Option<String>,
+    /// An `aud` a token must list (None: any audience).
     pub audience: Option<String>,
     /// Clock skew allowed on `exp` and `nbf`, in seconds.
     pub leeway: u64,
@@ -112,7 +114,20 @@ fn jwks_keys(json: &[u8], path: &Path) -> Result<Vec<Key>, String> {
     Ok(keys)
 }
 
+impl std::fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keys stay out: an HS256 key is the shared secret itself.
+        f.debug_struct("JwtVerifier")
+            .field("keys", &self.keys.len())
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("leeway", &self.leeway)
+            .finish()
+    }
+}
+
 impl JwtVerifier {
+    /// Reads the keys `settings` names; fails on an unreadable or unusable key.
     pub fn new(settings: &JwtSettings) -> Result<Self, String> {
         let mut keys = Vec::new();
         if let Some(path) = &settings.hs256_secret {

@@ -50,6 +50,15 @@ pub struct KubeAuth {
     decisions: Mutex<HashMap<(KubeUser, Attrs), (bool, Instant)>>,
 }
 
+impl std::fmt::Debug for KubeAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeAuth")
+            .field("audiences", &self.audiences)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
 fn remember<K: std::hash::Hash + Eq, V>(
     map: &mut HashMap<K, (V, Instant)>,
     key: K,
@@ -81,7 +90,7 @@ impl KubeAuth {
     }
 
     async fn review_token(&self, token: &str) -> Result<KubeUser, String> {
-        let key = super::sha256(token.as_bytes());
+        let key = super::credential::sha256(token.as_bytes());
         if let Some((answer, at)) = self.tokens.lock().get(&key)
             && at.elapsed() < self.ttl
         {

@@ -5,6 +5,7 @@
 //! forced), static `tokens`, `jwt`, and `kubernetes` (TokenReview +
 //! SubjectAccessReview on the host cluster). See `docs/SECURITY.md`.
 
+mod credential;
 pub mod jwt;
 pub mod kubernetes;
 mod scope;
@@ -13,42 +14,56 @@ pub mod tokens;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use chrono::Utc;
 
+pub use credential::{Credential, WS_PROTOCOL, WS_TOKEN_PROTOCOL, bearer, ws_protocol_token};
 pub use scope::{KubeUser, Principal, Scope, Scopes};
-
-/// The WebSocket subprotocol prefix that carries a bearer token (the one the
-/// Kubernetes apiserver accepts): `base64url.bearer.authorization.k8s.io.<token, base64url>`.
-pub const WS_TOKEN_PROTOCOL: &str = "base64url.bearer.authorization.k8s.io.";
-/// The subprotocol the gateway answers with.
-pub const WS_PROTOCOL: &str = "kube-pulse";
 
 /// How callers are authenticated.
 pub enum Mode {
+    /// Everyone may see and do everything (loopback listeners only, unless forced).
     None,
+    /// Static bearer tokens from a token file, each with its grants.
     Tokens(tokens::TokenFile),
+    /// Signed JWTs whose claims carry the subject and grants.
     Jwt(jwt::JwtVerifier),
+    /// TokenReview and SubjectAccessReview on the host cluster.
     Kubernetes(kubernetes::KubeAuth),
+}
+
+impl std::fmt::Debug for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::None => f.write_str("None"),
+            Mode::Tokens(file) => f.debug_tuple("Tokens").field(file).finish(),
+            Mode::Jwt(verifier) => f.debug_tuple("Jwt").field(verifier).finish(),
+            Mode::Kubernetes(kube) => f.debug_tuple("Kubernetes").field(kube).finish(),
+        }
+    }
 }
 
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
+    /// No token was sent (401).
     #[error("a bearer token is required (Authorization: Bearer …)")]
     Missing,
+    /// The token is not accepted: unknown, expired, badly signed (401).
     #[error("{0}")]
     Invalid(String),
+    /// The caller is known but may not do this (403).
     #[error("{0}")]
     Forbidden(String),
+    /// The authority that decides (the host cluster) did not answer (503).
     #[error("authentication is unavailable: {0}")]
     Unavailable(String),
 }
 
 impl AuthError {
+    /// The HTTP status the refusal is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
             AuthError::Missing | AuthError::Invalid(_) => StatusCode::UNAUTHORIZED,
@@ -57,6 +72,7 @@ impl AuthError {
         }
     }
 
+    /// The machine-readable `code` of the error body.
     pub fn code(&self) -> &'static str {
         match self {
             AuthError::Missing | AuthError::Invalid(_) => "unauthorized",
@@ -80,6 +96,7 @@ impl IntoResponse for AuthError {
 }
 
 /// The gateway's authenticator.
+#[derive(Debug)]
 pub struct Auth {
     mode: Mode,
     /// Accept `?access_token=` on the WebSocket endpoint (tokens end up in logs).
@@ -87,6 +104,7 @@ pub struct Auth {
 }
 
 impl Auth {
+    /// An authenticator in `mode` that takes tokens from headers only.
     pub fn new(mode: Mode) -> Arc<Self> {
         Arc::new(Self {
             mode,
@@ -94,6 +112,8 @@ impl Auth {
         })
     }
 
+    /// An authenticator in `mode` that also accepts `?access_token=` on the
+    /// WebSocket endpoint when `allow` is set.
     pub fn with_query_token(mode: Mode, allow: bool) -> Arc<Self> {
         Arc::new(Self {
             mode,
@@ -111,6 +131,7 @@ impl Auth {
         !matches!(self.mode, Mode::None)
     }
 
+    /// The mode's name as `--auth` spells it, for logs and health output.
     pub fn mode_name(&self) -> &'static str {
         match self.mode {
             Mode::None => "none",
@@ -172,23 +193,31 @@ impl Auth {
 /// Which authentication mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModeName {
+    /// No authentication.
     #[default]
     None,
+    /// Static tokens from `--tokens-file`.
     Tokens,
+    /// JWTs verified with the configured keys.
     Jwt,
+    /// TokenReview and SubjectAccessReview on the host cluster.
     Kubernetes,
 }
 
 /// How to authenticate, as configured.
 #[derive(Debug, Clone, Default)]
 pub struct AuthSettings {
+    /// Which mode (default `none`).
     pub mode: ModeName,
     /// Run `none` on a non-loopback listener anyway.
     pub insecure_no_auth: bool,
+    /// The token file of `tokens` mode.
     pub tokens_file: Option<std::path::PathBuf>,
+    /// The keys and claims of `jwt` mode.
     pub jwt: jwt::JwtSettings,
     /// Host cluster for `kubernetes` (default: in-cluster or `KUBECONFIG`).
     pub kubeconfig: Option<std::path::PathBuf>,
+    /// Context of `kubeconfig` to use (default: its current context).
     pub context: Option<String>,
     /// Audiences a TokenReview asks for (default: the apiserver's).
     pub review_audiences: Vec<String>,
@@ -258,41 +287,6 @@ impl AuthSettings {
     }
 }
 
-/// SHA-256 of a token: how token files and review caches key tokens
-/// without keeping them.
-pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, data);
-    let mut out = [0; 32];
-    out.copy_from_slice(digest.as_ref());
-    out
-}
-
-/// The bearer token of an `Authorization` header.
-pub fn bearer(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_string())
-}
-
-/// The token a WebSocket handshake carries in `Sec-WebSocket-Protocol`, if any.
-pub fn ws_protocol_token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .find_map(|p| p.strip_prefix(WS_TOKEN_PROTOCOL))
-        .and_then(|b64| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(b64.trim_end_matches('='))
-                .ok()
-        })
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-}
-
 /// Middleware for protected routes: authenticates the `Authorization`
 /// header and hands the [`Principal`] to the handler (401 otherwise).
 pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
@@ -310,31 +304,9 @@ pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: 
     }
 }
 
-/// The raw token a request was authenticated with (sessions re-check it).
-#[derive(Debug, Clone, Default)]
-pub struct Credential(pub Option<String>);
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_come_from_headers_and_subprotocols() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc.def"),
-        );
-        assert_eq!(bearer(&h).as_deref(), Some("abc.def"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert_eq!(bearer(&h), None);
-        let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("tok-123");
-        h.insert(
-            header::SEC_WEBSOCKET_PROTOCOL,
-            HeaderValue::from_str(&format!("kube-pulse, {WS_TOKEN_PROTOCOL}{encoded}")).unwrap(),
-        );
-        assert_eq!(ws_protocol_token(&h).as_deref(), Some("tok-123"));
-    }
 
     #[tokio::test]
     async fn none_lets_everyone_in_and_tokens_need_one() {

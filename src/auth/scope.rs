@@ -11,7 +11,9 @@ use crate::protocol::{Topic, TopicKind};
 /// One grant: every cluster, one cluster, or one namespace (in one or every cluster).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Scope {
+    /// Every cluster and namespace (`*`).
     All,
+    /// Every namespace of one member cluster.
     Cluster(String),
     /// `(cluster, namespace)`; cluster `*` means every cluster.
     Namespace(String, String),
@@ -68,10 +70,12 @@ impl Scope {
 pub struct Scopes(pub Vec<Scope>);
 
 impl Scopes {
+    /// Everything: the grant of an unauthenticated gateway.
     pub fn all() -> Self {
         Scopes(vec![Scope::All])
     }
 
+    /// Scopes from their written form (`*`, `cluster`, `cluster/namespace`).
     pub fn parse<S: AsRef<str>>(raw: &[S]) -> Result<Self, String> {
         raw.iter()
             .map(|s| Scope::parse(s.as_ref()))
@@ -79,6 +83,7 @@ impl Scopes {
             .map(Scopes)
     }
 
+    /// Whether these scopes grant everything.
     pub fn is_all(&self) -> bool {
         self.0.contains(&Scope::All)
     }
@@ -97,8 +102,11 @@ impl Scopes {
 /// principal of `--auth kubernetes` carries for its access reviews.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KubeUser {
+    /// The user name access reviews ask about.
     pub username: String,
+    /// The user's UID (empty when the apiserver reports none).
     pub uid: String,
+    /// The groups the user belongs to (RBAC grants to groups count).
     pub groups: Vec<String>,
 }
 
@@ -107,6 +115,7 @@ pub struct KubeUser {
 pub struct Principal {
     /// Who: a token's subject, a JWT `sub`, a Kubernetes user name.
     pub subject: String,
+    /// Which clusters and namespaces it may watch (topics it may see).
     pub read: Scopes,
     /// Creating, cancelling and reporting on tasks.
     pub write: Scopes,

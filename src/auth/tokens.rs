@@ -7,8 +7,8 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use super::credential::sha256;
 use super::scope::{Principal, Scopes};
-use super::sha256;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,6 +43,20 @@ pub struct TokenFile {
     tokens: Vec<Token>,
 }
 
+impl std::fmt::Debug for TokenFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Subjects only: even a digest of a token is not printed.
+        let subjects: Vec<&str> = self
+            .tokens
+            .iter()
+            .map(|t| t.principal.subject.as_str())
+            .collect();
+        f.debug_struct("TokenFile")
+            .field("subjects", &subjects)
+            .finish()
+    }
+}
+
 fn from_hex(hex: &str) -> Option<[u8; 32]> {
     if hex.len() != 64 {
         return None;
@@ -55,12 +69,15 @@ fn from_hex(hex: &str) -> Option<[u8; 32]> {
 }
 
 impl TokenFile {
+    /// Reads and parses the token file at `path` (see `parse`).
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read token file {}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("token file {}: {e}", path.display()))
     }
 
+    /// Parses a YAML token file (`tokens: [{subject, token | sha256, read,
+    /// write, expires}]`); tokens are kept only as their SHA-256.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: File = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
         let mut tokens = Vec::new();

@@ -27,10 +27,12 @@ pub struct Cli {
         default_value = "pretty"
     )]
     pub log_format: LogFormat,
+    /// What to run.
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The subcommands: what the binary runs.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one simulated Kubernetes cluster (for kubectl, scripts and tests).
@@ -59,6 +61,7 @@ pub struct NotBuilt {
     pub args: Vec<String>,
 }
 
+/// Flags of `demo`: the simulated clusters and the gateway in front of them.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Address of the gateway and web demo.
@@ -73,10 +76,13 @@ pub struct DemoArgs {
     /// Milliseconds between workload controller steps.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
+    /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
+    /// Task deadlines, retention and capacity.
     #[command(flatten)]
     pub tasks: TaskArgs,
+    /// Authentication and TLS.
     #[command(flatten)]
     pub security: SecurityArgs,
 }
@@ -116,6 +122,8 @@ fn parse_base_path(raw: &str) -> Result<String, String> {
 }
 
 impl PushArgs {
+    /// The transports' configuration these flags describe: connection and
+    /// rate limits at least 1, the other settings at their defaults.
     pub fn to_config(&self) -> crate::transports::TransportConfig {
         crate::transports::TransportConfig {
             allowed_origins: self.allow_origins.clone(),
@@ -192,6 +200,7 @@ pub struct SecurityArgs {
 }
 
 impl SecurityArgs {
+    /// The authentication settings these flags describe.
     pub fn auth_settings(&self) -> crate::auth::AuthSettings {
         crate::auth::AuthSettings {
             mode: self.auth,
@@ -213,6 +222,7 @@ impl SecurityArgs {
         }
     }
 
+    /// TLS when both a certificate and a key are given (reloaded every 10 s).
     pub fn tls(&self) -> Option<crate::http_server::TlsSettings> {
         Some(crate::http_server::TlsSettings {
             cert: self.tls_cert.clone()?,
@@ -237,6 +247,7 @@ pub struct TaskArgs {
 }
 
 impl TaskArgs {
+    /// The task settings these flags describe (seconds become durations).
     pub fn to_settings(&self) -> crate::tasks::TaskSettings {
         crate::tasks::TaskSettings {
             default_timeout: std::time::Duration::from_secs(self.task_timeout),
@@ -246,6 +257,7 @@ impl TaskArgs {
     }
 }
 
+/// Flags of `serve`: the member clusters and the gateway's settings.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address of the gateway.
@@ -260,10 +272,13 @@ pub struct ServeArgs {
     /// Context to use (repeatable); all contexts when omitted.
     #[arg(long = "context", value_name = "NAME", requires = "kubeconfig")]
     pub contexts: Vec<String>,
+    /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
+    /// Task deadlines, retention and capacity.
     #[command(flatten)]
     pub tasks: TaskArgs,
+    /// Authentication and TLS.
     #[command(flatten)]
     pub security: SecurityArgs,
 }
@@ -346,5 +361,35 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    #[cfg(feature = "demo")]
+    fn sim_flags_become_config() {
+        let cli = Cli::try_parse_from([
+            "kube-pulse",
+            "sim",
+            "--listen",
+            "127.0.0.1:0",
+            "--app",
+            "shop/web:2",
+            "--statefulset",
+            "shop/db",
+            "--token",
+            "s3cret",
+            "--deny",
+            "apps/deployments",
+        ])
+        .unwrap();
+        let Command::Sim(args) = cli.command else {
+            panic!("sim expected")
+        };
+        let config = args.to_config();
+        assert_eq!(config.workloads.len(), 2);
+        assert_eq!(config.workloads[1].kind, "StatefulSet");
+        assert_eq!(config.token.as_deref(), Some("s3cret"));
+        assert_eq!(config.deny, ["apps/deployments"]);
+        assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
+        assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
     }
 }

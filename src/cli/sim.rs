@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 
+/// Flags of `sim`: one simulated cluster's address, seed and faults.
 #[derive(Debug, Args)]
 pub struct SimArgs {
     /// Address of the simulated apiserver (plain HTTP).
@@ -175,8 +176,6 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
-    use clap::Parser;
 
     #[test]
     fn workload_specs() {
@@ -207,34 +206,5 @@ mod tests {
         ] {
             assert!(parse_crd(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn sim_flags_become_config() {
-        let cli = Cli::try_parse_from([
-            "kube-pulse",
-            "sim",
-            "--listen",
-            "127.0.0.1:0",
-            "--app",
-            "shop/web:2",
-            "--statefulset",
-            "shop/db",
-            "--token",
-            "s3cret",
-            "--deny",
-            "apps/deployments",
-        ])
-        .unwrap();
-        let Command::Sim(args) = cli.command else {
-            panic!("sim expected")
-        };
-        let config = args.to_config();
-        assert_eq!(config.workloads.len(), 2);
-        assert_eq!(config.workloads[1].kind, "StatefulSet");
-        assert_eq!(config.token.as_deref(), Some("s3cret"));
-        assert_eq!(config.deny, ["apps/deployments"]);
-        assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
-        assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! The built-in executor: acts on the member cluster through kube-rs, then
 //! follows the app document the watches keep current until the task
 //! succeeds, fails, times out or is cancelled
-//! (`executor ──kube-rs──▶ member ──watch──▶ engine ──▶ hub ──▶ executor`).
+//! (`executor ──kube-rs──▶ member ──watch──▶ engine ──▶ hub ──▶ executor`),
+//! writing each revision of the task through the board.
 //!
 //! What each type does:
 //! - Stop: scales every workload of the app to 0 and remembers its replica
@@ -26,13 +27,13 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Po
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::model::{Task, TaskStatus, TaskType};
+use super::board::Board;
+use super::model::{Task, TaskStatus, TaskStatus::*, TaskType};
 use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
-use super::{TaskStatus::*, Tasks};
 use crate::hub::{Hub, Pattern};
 
 /// Where Stop remembers a workload's replica count for Start.
-pub const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
+pub(super) const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
 
 /// Why an action failed: a reason word and a message.
 type Failure = (String, String);
@@ -43,15 +44,16 @@ fn failure(err: &kube::Error) -> Failure {
 
 /// Runs one built-in task to its end.
 pub(super) async fn run(
-    tasks: Arc<Tasks>,
+    board: Arc<Board>,
     task: Task,
     client: kube::Client,
+    app_label: &str,
     token: CancellationToken,
 ) {
     let topic = task.target.topic();
     let Ok(pattern) = Pattern::parse(&topic) else {
         finish(
-            &tasks,
+            &board,
             &task.id,
             Failed,
             "InvalidTarget",
@@ -61,9 +63,9 @@ pub(super) async fn run(
         return;
     };
     // Subscribed before acting, so no change the action causes is missed.
-    let mut changes = tasks.hub.subscribe(vec![pattern]);
+    let mut changes = board.hub.subscribe(vec![pattern]);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(task.timeout_seconds);
-    let started = tasks
+    let started = board
         .write(&task.id, |t| {
             t.advance(
                 Running,
@@ -78,24 +80,24 @@ pub(super) async fn run(
     if started.is_err() {
         return; // cancelled before it began
     }
-    let baseline = AppView::read(&tasks.hub, &topic).unwrap_or_default();
+    let baseline = AppView::read(&board.hub, &topic).unwrap_or_default();
     let acted = tokio::select! {
         _ = token.cancelled() => return,
-        acted = act(&tasks, &client, &task, &baseline) => acted,
+        acted = act(&board, &client, &task, &baseline, app_label) => acted,
     };
     let plan = match acted {
         Ok(plan) => plan,
         Err((reason, message)) => {
-            finish(&tasks, &task.id, Failed, &reason, message).await;
+            finish(&board, &task.id, Failed, &reason, message).await;
             return;
         }
     };
     tracing::debug!(task = %task.id, ?plan, "acted; following progress");
     loop {
-        let verdict = progress::evaluate(&plan, AppView::read(&tasks.hub, &topic).as_ref());
+        let verdict = progress::evaluate(&plan, AppView::read(&board.hub, &topic).as_ref());
         match verdict {
             Verdict::Progress(p, message) => {
-                let written = tasks
+                let written = board
                     .write(&task.id, |t| {
                         if !t.status.is_active() {
                             return Err(crate::Error::Conflict("finished".into()));
@@ -118,20 +120,20 @@ pub(super) async fn run(
                 }
             }
             Verdict::Succeeded(message) => {
-                finish(&tasks, &task.id, Succeeded, "", message).await;
+                finish(&board, &task.id, Succeeded, "", message).await;
                 return;
             }
             Verdict::Failed { reason, message } => {
-                finish(&tasks, &task.id, Failed, &reason, message).await;
+                finish(&board, &task.id, Failed, &reason, message).await;
                 return;
             }
         }
         tokio::select! {
             _ = token.cancelled() => return,
             _ = tokio::time::sleep_until(deadline) => {
-                let last = tasks.get(&task.id).await.map(|t| t.message).unwrap_or_default();
+                let last = board.get(&task.id).await.map(|t| t.message).unwrap_or_default();
                 let message = format!("not done within {}s; last: {last}", task.timeout_seconds);
-                finish(&tasks, &task.id, Failed, "DeadlineExceeded", message).await;
+                finish(&board, &task.id, Failed, "DeadlineExceeded", message).await;
                 return;
             }
             delivery = changes.next() => if delivery.is_none() { return },
@@ -140,20 +142,20 @@ pub(super) async fn run(
 }
 
 /// An external task's deadline: fails it unless it ended in time.
-pub(super) async fn expire(tasks: &Tasks, task: &Task, token: CancellationToken) {
+pub(super) async fn expire(board: &Board, task: &Task, token: CancellationToken) {
     tokio::select! {
         _ = token.cancelled() => {}
         _ = tokio::time::sleep(Duration::from_secs(task.timeout_seconds)) => {
             let message = format!("no final report within {}s", task.timeout_seconds);
-            finish(tasks, &task.id, Failed, "DeadlineExceeded", message).await;
+            finish(board, &task.id, Failed, "DeadlineExceeded", message).await;
         }
     }
 }
 
 /// Ends a task (unless it already ended, e.g. cancelled meanwhile).
-async fn finish(tasks: &Tasks, id: &str, status: TaskStatus, reason: &str, message: String) {
+async fn finish(board: &Board, id: &str, status: TaskStatus, reason: &str, message: String) {
     let reason = (!reason.is_empty()).then(|| reason.to_string());
-    let ended = tasks
+    let ended = board
         .write(id, |t| {
             t.advance(
                 status,
@@ -195,10 +197,11 @@ fn pods(w: &progress::WorkloadState) -> i32 {
 
 /// Does the work on the cluster and returns what the watches should show.
 async fn act(
-    tasks: &Tasks,
+    board: &Board,
     client: &kube::Client,
     task: &Task,
     baseline: &AppView,
+    app_label: &str,
 ) -> Result<Plan, Failure> {
     let ns = &task.target.namespace;
     let params = PatchParams::default();
@@ -291,7 +294,7 @@ async fn act(
                 }
                 targets.push(target(w, None));
             }
-            let shared = namespace_is_shared(&tasks.hub, task);
+            let shared = namespace_is_shared(&board.hub, task);
             if !shared {
                 let namespaces: Api<Namespace> = Api::all(client.clone());
                 match namespaces.delete(ns, &DeleteParams::default()).await {
@@ -307,7 +310,7 @@ async fn act(
         }
         TaskType::Create => {
             let replicas = task.replicas.unwrap_or(1);
-            create(client, task, &tasks.app_label, replicas).await?;
+            create(client, task, app_label, replicas).await?;
             Ok(Plan::Start {
                 workloads: vec![WorkloadTarget {
                     kind: "Deployment".into(),

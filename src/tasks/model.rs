@@ -15,10 +15,15 @@ pub const MAX_REPLICAS: i32 = 10_000;
 /// A user action on an app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskType {
+    /// Create the namespace if needed and a Deployment named after the app.
     Create,
+    /// Scale the app's workloads back up.
     Start,
+    /// Scale the app's workloads to zero, remembering their replicas.
     Stop,
+    /// Delete the app's workloads, and its namespace unless shared.
     Delete,
+    /// Set the image and/or the replicas of the app's workloads.
     Update,
 }
 
@@ -37,10 +42,15 @@ impl TaskType {
 /// Where a task is in its own life (not the app's state).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TaskStatus {
+    /// Stored, not yet acted on.
     Pending,
+    /// Acting, or waiting for the cluster to show the result.
     Running,
+    /// The cluster shows what the task asked for (progress 100).
     Succeeded,
+    /// Ended without success; `reason` says why.
     Failed,
+    /// Ended by request; what it already changed stays.
     Cancelled,
 }
 
@@ -74,12 +84,16 @@ pub enum Executor {
 /// The app a task acts on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Target {
+    /// Member cluster name.
     pub cluster: String,
+    /// Namespace of the app.
     pub namespace: String,
+    /// App name (the value of the app label).
     pub app: String,
 }
 
 impl Target {
+    /// The hub topic of the app (`apps/{cluster}/{namespace}/{app}`).
     pub fn topic(&self) -> String {
         crate::hub::topic::app(&self.cluster, &self.namespace, &self.app)
     }
@@ -95,29 +109,41 @@ impl std::fmt::Display for Target {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Task {
+    /// A UUID given at creation.
     pub id: String,
+    /// What it does (`type` on the wire).
     #[serde(rename = "type")]
     pub kind: TaskType,
+    /// Who does the work.
     pub executor: Executor,
+    /// The app it acts on.
     pub target: Target,
+    /// Replicas asked for (Start, Update, Create; None: the task's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    /// Container image asked for (Update, Create).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Deadline after creation, in seconds.
     pub timeout_seconds: u64,
     /// The app's transitional state while this task is active.
     pub state: String,
+    /// Where the task is in its own life.
     pub status: TaskStatus,
     /// 0–100; never goes backwards; 100 only when Succeeded.
     pub progress: u8,
     /// Why it failed or was cancelled (`Forbidden`, `DeadlineExceeded`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What is happening now, for people.
     pub message: String,
+    /// When it was created (milliseconds on the wire).
     #[serde(serialize_with = "crate::status::time::serialize_millis")]
     pub created: DateTime<Utc>,
+    /// When it last changed (milliseconds on the wire).
     #[serde(serialize_with = "crate::status::time::serialize_millis")]
     pub updated: DateTime<Utc>,
+    /// When it ended (None while active).
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "crate::status::time::serialize_millis_opt"
@@ -235,15 +261,22 @@ impl Task {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TaskRequest {
+    /// What to do (`type` on the wire).
     #[serde(rename = "type")]
     pub kind: TaskType,
+    /// Member cluster of the app.
     pub cluster: String,
+    /// Namespace of the app.
     pub namespace: String,
+    /// App name (the value of the app label).
     pub app: String,
+    /// Replicas per workload, 0 to `MAX_REPLICAS` (Start, Update, Create).
     #[serde(default)]
     pub replicas: Option<i32>,
+    /// Container image (Update, Create).
     #[serde(default)]
     pub image: Option<String>,
+    /// Who does the work (default: the built-in executor).
     #[serde(default)]
     pub executor: Executor,
     /// Deadline of the task (default: the gateway's setting).
@@ -344,12 +377,15 @@ impl TaskRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusReport {
+    /// The task's new status.
     pub status: TaskStatus,
     /// Wider than `u8` so that 300 is refused by name, not as a type error.
     #[serde(default)]
     pub progress: Option<i64>,
+    /// What is happening now (None: unchanged).
     #[serde(default)]
     pub message: Option<String>,
+    /// Why it failed or was cancelled.
     #[serde(default)]
     pub reason: Option<String>,
 }

@@ -9,49 +9,49 @@ use serde::Deserialize;
 /// The part of an app document the rules read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AppView {
-    pub phase: String,
+pub(super) struct AppView {
+    pub(super) phase: String,
     /// Keyed by `Kind/name`, as in the document.
     #[serde(default)]
-    pub workloads: std::collections::BTreeMap<String, WorkloadState>,
+    pub(super) workloads: std::collections::BTreeMap<String, WorkloadState>,
 }
 
 /// One workload as the app document shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct WorkloadState {
-    pub kind: String,
-    pub name: String,
+pub(super) struct WorkloadState {
+    pub(super) kind: String,
+    pub(super) name: String,
     #[serde(default)]
-    pub generation: i64,
+    pub(super) generation: i64,
     #[serde(default)]
-    pub observed_generation: i64,
-    pub expected: i32,
+    pub(super) observed_generation: i64,
+    pub(super) expected: i32,
     #[serde(default)]
-    pub replicas: i32,
-    pub ready: i32,
-    pub updated: i32,
-    pub health: String,
+    pub(super) replicas: i32,
+    pub(super) ready: i32,
+    pub(super) updated: i32,
+    pub(super) health: String,
     #[serde(default)]
-    pub message: String,
+    pub(super) message: String,
     #[serde(default)]
-    pub images: Vec<String>,
+    pub(super) images: Vec<String>,
 }
 
 /// A workload a task acts on, and what it should end up with.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkloadTarget {
-    pub kind: String,
-    pub name: String,
+pub(super) struct WorkloadTarget {
+    pub(super) kind: String,
+    pub(super) name: String,
     /// Desired `spec.replicas` (None: left as it is).
-    pub replicas: Option<i32>,
+    pub(super) replicas: Option<i32>,
     /// Pods it had when the task began.
-    pub from: i32,
+    pub(super) from: i32,
 }
 
 /// What the executor did, and so what the watches should come to show.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub(super) enum Plan {
     /// Scaled to zero.
     Stop { workloads: Vec<WorkloadTarget> },
     /// Scaled up (Start), or created (Create: the workloads appear later).
@@ -73,7 +73,7 @@ pub enum Plan {
 
 /// The rules' answer for one app document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(super) enum Verdict {
     /// Still going: progress 0–99 and what is happening.
     Progress(u8, String),
     Succeeded(String),
@@ -98,7 +98,7 @@ impl WorkloadState {
 
 impl AppView {
     /// The app document of `topic` as the rules read it (None: no document).
-    pub fn read(hub: &crate::hub::Hub, topic: &str) -> Option<Self> {
+    pub(super) fn read(hub: &crate::hub::Hub, topic: &str) -> Option<Self> {
         hub.get(topic)
             .and_then(|d| serde_json::from_value((*d.doc).clone()).ok())
     }
@@ -135,7 +135,7 @@ fn rollout_failure(workloads: &[&WorkloadState]) -> Option<Verdict> {
 }
 
 /// Judges `app` (None: no document yet) against `plan`.
-pub fn evaluate(plan: &Plan, app: Option<&AppView>) -> Verdict {
+pub(super) fn evaluate(plan: &Plan, app: Option<&AppView>) -> Verdict {
     let empty = AppView::default();
     let app = app.unwrap_or(&empty);
     let creating = matches!(plan, Plan::Start { created: true, .. });

@@ -17,16 +17,25 @@ use super::model::Task;
 pub enum StoreError {
     /// Another task is still active on the same app.
     #[error("task {id} is still {status} on this app")]
-    ActiveTask { id: String, status: String },
+    ActiveTask {
+        /// The active task's id.
+        id: String,
+        /// Its status (`Pending`, `Running`).
+        status: String,
+    },
+    /// No task has this id.
     #[error("task {0} does not exist")]
     NotFound(String),
     /// The task changed since it was read (revision mismatch).
     #[error("task {0} was changed concurrently")]
     Stale(String),
+    /// A task with this id is already stored.
     #[error("task {0} already exists")]
     Exists(String),
+    /// Every slot holds an active task (the capacity is the value).
     #[error("the task store is full ({0} tasks, all active)")]
     Full(usize),
+    /// The backend failed (I/O, connection).
     #[error("task store: {0}")]
     Backend(String),
 }
@@ -37,6 +46,7 @@ pub trait TaskStore: Send + Sync {
     fn name(&self) -> &str;
     /// Stores a new task, unless another one is active on its app.
     fn create(&self, task: Task) -> BoxFuture<'_, Result<Task, StoreError>>;
+    /// The task `id`, if stored.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
     /// Every stored task, oldest first.
     fn list(&self) -> BoxFuture<'_, Result<Vec<Task>, StoreError>>;
@@ -49,6 +59,7 @@ pub trait TaskStore: Send + Sync {
 }
 
 /// The default store: a bounded map in this process. Tasks are lost on restart.
+#[derive(Debug)]
 pub struct MemoryStore {
     tasks: Mutex<BTreeMap<String, Task>>,
     capacity: usize,

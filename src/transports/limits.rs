@@ -11,15 +11,18 @@ use dashmap::DashMap;
 
 /// A token bucket: `rate` operations per second with a burst of the same size.
 #[derive(Debug)]
-pub struct Bucket {
+pub(super) struct Bucket {
     tokens: f64,
     rate: f64,
     last: Instant,
-    pub refused_in_a_row: u32,
+    /// Operations refused since the last one taken (a client that keeps
+    /// going past its limit is disconnected).
+    pub(super) refused_in_a_row: u32,
 }
 
 impl Bucket {
-    pub fn new(rate: u32) -> Self {
+    /// A full bucket of `rate` operations per second (at least 1).
+    pub(super) fn new(rate: u32) -> Self {
         Self {
             tokens: f64::from(rate.max(1)),
             rate: f64::from(rate.max(1)),
@@ -28,7 +31,8 @@ impl Bucket {
         }
     }
 
-    pub fn take(&mut self) -> bool {
+    /// Takes one operation's token: false when the client is over its rate.
+    pub(super) fn take(&mut self) -> bool {
         let now = Instant::now();
         self.tokens =
             (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(self.rate);
@@ -45,7 +49,8 @@ impl Bucket {
 }
 
 /// The per-client limits.
-pub struct Limits {
+#[derive(Debug)]
+pub(super) struct Limits {
     per_ip: usize,
     per_subject: usize,
     rate: u32,
@@ -55,10 +60,11 @@ pub struct Limits {
 
 /// Who a session belongs to, for the limits.
 #[derive(Debug, Clone, Default)]
-pub struct Client {
-    pub ip: Option<IpAddr>,
+pub(super) struct Client {
+    /// The peer address (None when the server does not pass it on).
+    pub(super) ip: Option<IpAddr>,
     /// The authenticated subject (None without authentication: only the IP counts).
-    pub subject: Option<String>,
+    pub(super) subject: Option<String>,
 }
 
 impl Client {
@@ -75,7 +81,8 @@ impl Client {
 }
 
 /// An open session's place in the per-client counts; released on drop.
-pub struct Slot {
+#[derive(Debug)]
+pub(super) struct Slot {
     limits: Arc<Limits>,
     keys: Vec<String>,
 }
@@ -98,7 +105,9 @@ impl Drop for Slot {
 }
 
 impl Limits {
-    pub fn new(per_ip: usize, per_subject: usize, rate: u32) -> Arc<Self> {
+    /// At most `per_ip` sessions per address and `per_subject` per subject
+    /// (each at least 1), and `rate` subscribes per second per client.
+    pub(super) fn new(per_ip: usize, per_subject: usize, rate: u32) -> Arc<Self> {
         Arc::new(Self {
             per_ip: per_ip.max(1),
             per_subject: per_subject.max(1),
@@ -109,7 +118,7 @@ impl Limits {
     }
 
     /// Counts a new session of `client`, or says which limit it reached.
-    pub fn admit(self: &Arc<Self>, client: &Client) -> Result<Slot, String> {
+    pub(super) fn admit(self: &Arc<Self>, client: &Client) -> Result<Slot, String> {
         let mut taken = Vec::new();
         for (key, is_ip) in client.keys() {
             let limit = if is_ip { self.per_ip } else { self.per_subject };
@@ -134,7 +143,7 @@ impl Limits {
     }
 
     /// Takes one subscribe operation from each of the client's buckets.
-    pub fn allow_subscribe(&self, client: &Client) -> bool {
+    pub(super) fn allow_subscribe(&self, client: &Client) -> bool {
         let mut allowed = true;
         for (key, _) in client.keys() {
             if !self

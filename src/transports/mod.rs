@@ -7,159 +7,18 @@
 //! longer than the write timeout is closed. What they send, collapse, close
 //! and refuse is counted straight into `crate::metrics`.
 
-pub mod limits;
+mod limits;
 mod session;
 pub mod sse;
+mod state;
 pub mod ws;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
 use axum::routing::get;
-use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 
-use crate::hub::Hub;
-
-/// Limits and timings of the transports.
-#[derive(Debug, Clone)]
-pub struct TransportConfig {
-    /// Interval of SSE comment heartbeats and WebSocket pings.
-    pub heartbeat: Duration,
-    /// A session whose writes are blocked this long is closed (slow consumer).
-    pub write_timeout: Duration,
-    /// A WebSocket that sends nothing (not even pongs) this long is closed.
-    pub ws_idle_timeout: Duration,
-    /// Reconnect delay suggested to SSE clients (`retry:`).
-    pub sse_retry: Duration,
-    /// Open SSE + WebSocket sessions at most.
-    pub max_connections: usize,
-    pub max_subscriptions_per_socket: usize,
-    /// Topic patterns per SSE request or per WebSocket subscribe.
-    pub max_topics_per_request: usize,
-    pub max_ws_message_bytes: usize,
-    /// Subscribe operations per second per WebSocket (burst of the same size).
-    pub max_subscribes_per_second: u32,
-    /// Extra allowed WebSocket origins (`*` for any); same-origin and loopback
-    /// origins are always allowed.
-    pub allowed_origins: Vec<String>,
-    /// Open sessions per client IP address.
-    pub max_connections_per_ip: usize,
-    /// Open sessions per authenticated subject (with authentication on).
-    pub max_connections_per_token: usize,
-    /// Subscribe operations (WebSocket subscribes and SSE requests) per
-    /// second per client IP and per subject, across all its sessions.
-    pub max_subscribes_per_client_second: u32,
-}
-
-impl Default for TransportConfig {
-    fn default() -> Self {
-        Self {
-            heartbeat: Duration::from_secs(15),
-            write_timeout: Duration::from_secs(10),
-            ws_idle_timeout: Duration::from_secs(60),
-            sse_retry: Duration::from_secs(2),
-            max_connections: 10_000,
-            max_subscriptions_per_socket: 100,
-            max_topics_per_request: 50,
-            max_ws_message_bytes: 64 * 1024,
-            max_subscribes_per_second: 20,
-            allowed_origins: Vec::new(),
-            max_connections_per_ip: 1000,
-            max_connections_per_token: 200,
-            max_subscribes_per_client_second: 100,
-        }
-    }
-}
-
-/// Everything a transport session needs.
-pub struct Transports {
-    pub hub: Arc<Hub>,
-    pub auth: Arc<crate::auth::Auth>,
-    pub limits: Arc<limits::Limits>,
-    /// Where sessions count what they send, drop and refuse.
-    pub metrics: Arc<crate::metrics::Metrics>,
-    pub config: TransportConfig,
-    connections: Arc<Semaphore>,
-    /// Cancelled at shutdown: every session ends itself.
-    pub shutdown: CancellationToken,
-}
-
-impl Transports {
-    pub fn new(
-        hub: Arc<Hub>,
-        auth: Arc<crate::auth::Auth>,
-        config: TransportConfig,
-        metrics: Arc<crate::metrics::Metrics>,
-        shutdown: CancellationToken,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            hub,
-            auth,
-            limits: limits::Limits::new(
-                config.max_connections_per_ip,
-                config.max_connections_per_token,
-                config.max_subscribes_per_client_second,
-            ),
-            metrics,
-            connections: Arc::new(Semaphore::new(config.max_connections)),
-            config,
-            shutdown,
-        })
-    }
-
-    /// A connection slot for `client` (gateway-wide and per-client limits,
-    /// and its subscribe rate), or the 429 answer.
-    fn admit(&self, client: &limits::Client) -> Result<Admitted, Box<Response>> {
-        let refuse = |message: String| {
-            self.metrics.rejected_connections.inc();
-            let mut response = crate::protocol::error_response(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_connections",
-                &message,
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            Box::new(response)
-        };
-        let Ok(permit) = self.connections.clone().try_acquire_owned() else {
-            return Err(refuse(
-                "the gateway is at its connection limit; retry later".into(),
-            ));
-        };
-        let slot = self.limits.admit(client).map_err(refuse)?;
-        Ok(Admitted {
-            _permit: permit,
-            _slot: slot,
-        })
-    }
-}
-
-/// A session's places in the connection limits; released on drop.
-struct Admitted {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    _slot: limits::Slot,
-}
-
-/// Who a request comes from, for the per-client limits.
-fn client_of(
-    extensions: &axum::http::Extensions,
-    principal: Option<&crate::auth::Principal>,
-    auth: &crate::auth::Auth,
-) -> limits::Client {
-    limits::Client {
-        ip: extensions
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map(|c| c.0.ip()),
-        subject: principal
-            .filter(|_| auth.required())
-            .map(|p| p.subject.clone()),
-    }
-}
+pub use state::{TransportConfig, Transports};
 
 /// The push routes: `/api/v1/events` (SSE, behind the authentication
 /// middleware) and `/api/v1/ws` (WebSocket, which authenticates its

@@ -6,33 +6,33 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::Transports;
+use super::state::Transports;
 use crate::auth::Principal;
 use crate::hub::{Change, ChangeKind, Delivery, Pattern, Subscription};
 use crate::protocol::{self, Cursor, ServerMessage, Synced};
 
 /// A started subscription: its first messages, then live deliveries.
-pub struct Started {
-    pub subscription: Subscription,
+pub(super) struct Started {
+    pub(super) subscription: Subscription,
     /// Snapshots or replayed changes, each with its cursor and type.
-    pub initial: Vec<Message>,
-    pub synced: Synced,
+    pub(super) initial: Vec<Message>,
+    pub(super) synced: Synced,
 }
 
 /// One encoded message with what SSE framing needs.
 #[derive(Debug, Clone)]
-pub struct Message {
-    pub kind: &'static str,
-    pub cursor: String,
-    pub json: Bytes,
+pub(super) struct Message {
+    pub(super) kind: &'static str,
+    pub(super) cursor: String,
+    pub(super) json: Bytes,
     /// The cached SSE frame, for hub changes shared by every subscriber.
-    pub sse: Option<Bytes>,
+    pub(super) sse: Option<Bytes>,
     /// When the hub published it (live changes only), for the delivery-lag metric.
-    pub at: Option<chrono::DateTime<chrono::Utc>>,
+    pub(super) at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// Why a session's credential no longer holds.
-pub enum Revoked {
+pub(super) enum Revoked {
     /// Expired, revoked, or no longer accepted: (WebSocket close code 4001).
     Expired(String),
     /// Still valid, but its read grants changed: reconnect (close code 4003).
@@ -40,7 +40,7 @@ pub enum Revoked {
 }
 
 /// When the session must check its credential again (its expiry).
-pub fn recheck_at(principal: &Principal) -> Option<tokio::time::Instant> {
+pub(super) fn recheck_at(principal: &Principal) -> Option<tokio::time::Instant> {
     principal.expires.map(|at| {
         let left = (at - chrono::Utc::now()).to_std().unwrap_or_default();
         tokio::time::Instant::now() + left
@@ -48,7 +48,7 @@ pub fn recheck_at(principal: &Principal) -> Option<tokio::time::Instant> {
 }
 
 /// Sleeps until `at` (forever when None).
-pub async fn until(at: Option<tokio::time::Instant>) {
+pub(super) async fn until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
@@ -57,7 +57,7 @@ pub async fn until(at: Option<tokio::time::Instant>) {
 
 /// Authenticates `token` again for a live session of `current`: the same
 /// subject with the same read grants continues (with the new expiry).
-pub async fn recheck(
+pub(super) async fn recheck(
     transports: &Transports,
     token: Option<&str>,
     current: &Principal,
@@ -70,7 +70,7 @@ pub async fn recheck(
 }
 
 /// Parses topic patterns, naming the first bad one.
-pub fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, String> {
+pub(super) fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, String> {
     if raw.is_empty() {
         return Err("at least one topic is required, e.g. topic=clusters/*".into());
     }
@@ -86,7 +86,7 @@ pub fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, String> {
 /// Subscribes and prepares the initial messages: a replay when `since` is a
 /// cursor of this process still in the log, else fresh snapshots (with the
 /// reason in `synced`).
-pub fn start(
+pub(super) fn start(
     transports: &Transports,
     patterns: Vec<Pattern>,
     since: Option<&str>,
@@ -227,7 +227,7 @@ fn change_message(change: &Change) -> Message {
 
 /// The next message of a subscription that `principal` may see (None when
 /// the hub is gone).
-pub async fn next(
+pub(super) async fn next(
     transports: &Transports,
     subscription: &mut Subscription,
     principal: &Principal,
@@ -241,7 +241,7 @@ pub async fn next(
 }
 
 /// Like [`next`], but only what is ready now (None: nothing queued).
-pub fn try_next(
+pub(super) fn try_next(
     transports: &Transports,
     subscription: &mut Subscription,
     principal: &Principal,
@@ -256,7 +256,7 @@ pub fn try_next(
 
 /// Why a message could not be handed to a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Undelivered {
+pub(super) enum Undelivered {
     /// The connection is gone.
     Closed,
     /// It did not take the message within the write timeout.
@@ -265,7 +265,7 @@ pub enum Undelivered {
 
 /// Hands `value` to a connection's queue: at once when there is room, else
 /// waiting at most the write timeout (whose timer is armed only then).
-pub async fn hand_over<T>(
+pub(super) async fn hand_over<T>(
     transports: &Transports,
     tx: &mpsc::Sender<T>,
     value: T,
@@ -283,7 +283,7 @@ pub async fn hand_over<T>(
 }
 
 /// Most messages a session hands its connection in one write.
-pub const MAX_BATCH: usize = 64;
+pub(super) const MAX_BATCH: usize = 64;
 
 fn visible(principal: &Principal, delivery: &Delivery) -> bool {
     match delivery {

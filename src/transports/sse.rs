@@ -13,8 +13,8 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::Transports;
 use super::session::{self, Message, Undelivered};
+use super::state::Transports;
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::protocol::{ServerMessage, error_response, sse};
@@ -78,7 +78,7 @@ pub async fn events(
         Ok(p) => p,
         Err(e) => return Error::BadRequest(e).into_response(),
     };
-    let client = super::client_of(&extensions, Some(&principal), &t.auth);
+    let client = super::state::client_of(&extensions, Some(&principal), &t.auth);
     if !t.limits.allow_subscribe(&client) {
         let message = format!(
             "at most {} subscriptions per second per client",

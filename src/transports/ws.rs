@@ -18,9 +18,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::Transports;
 use super::limits::Bucket;
 use super::session;
+use super::state::Transports;
 use crate::auth::Principal;
 use crate::protocol::{self, ClientOp, ServerMessage, close, error_response};
 
@@ -104,7 +104,7 @@ pub async fn upgrade(
         // No token: the socket must send an `auth` operation first.
         (None, true) => None,
     };
-    let client = super::client_of(&extensions, principal.as_ref(), &t.auth);
+    let client = super::state::client_of(&extensions, principal.as_ref(), &t.auth);
     let admitted = match t.admit(&client) {
         Ok(a) => a,
         Err(response) => return *response,

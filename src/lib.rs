@@ -4,6 +4,9 @@
 //! browsers; health beside. The Kubernetes API simulator that stands in for
 //! member clusters in tests, benchmarks and the demo is the crate
 //! `kube-pulse-sim`, reached only through the `demo` feature.
+//! `docs/ARCHITECTURE.md` maps every module to its place in the flow.
+
+#![warn(missing_docs)]
 
 pub mod auth;
 mod classify;

@@ -10,13 +10,13 @@ use serde::Deserialize;
 use super::credential::sha256;
 use super::scope::{Principal, Scopes};
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     tokens: Vec<Entry>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Entry {
     subject: String,

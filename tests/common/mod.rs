@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use kube_pulse_sim::SimCluster;
 
 #[allow(unused_imports)]
-pub use kube_pulse_sim::testing::{eventually, kubectl, ok, sim, sim_with};
+pub(crate) use kube_pulse_sim::testing::{eventually, kubectl, ok, sim, sim_with};
 
 /// A plain HTTP client for raw requests.
-pub fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(20))
         .build()
@@ -19,12 +19,12 @@ pub fn http() -> reqwest::Client {
 }
 
 /// GETs `url` and parses the JSON answer (any status).
-pub async fn get_json(url: &str) -> serde_json::Value {
+pub(crate) async fn get_json(url: &str) -> serde_json::Value {
     http().get(url).send().await.unwrap().json().await.unwrap()
 }
 
 /// The kube-pulse binary, started with `args`, stdout piped.
-pub fn spawn_binary(args: &[&str]) -> Child {
+pub(crate) fn spawn_binary(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
         .args(args)
         .env("RUST_LOG", "warn")
@@ -35,7 +35,7 @@ pub fn spawn_binary(args: &[&str]) -> Child {
 }
 
 /// Reads stdout lines of `child` until one contains `http://`, returning the URL.
-pub fn wait_for_url(child: &mut Child) -> String {
+pub(crate) fn wait_for_url(child: &mut Child) -> String {
     use std::io::{BufRead, BufReader};
     let stdout = child.stdout.take().expect("stdout is piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -51,7 +51,7 @@ pub fn wait_for_url(child: &mut Child) -> String {
 }
 
 /// Sends SIGTERM and waits (bounded) for the process to exit; returns its status.
-pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
+pub(crate) fn terminate(child: &mut Child) -> std::process::ExitStatus {
     let pid = child.id().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(killed.success());
@@ -70,7 +70,7 @@ pub fn terminate(child: &mut Child) -> std::process::ExitStatus {
 
 /// Starts sources + engine + hub over the given simulated clusters, with
 /// [`quick_pipeline`] settings.
-pub async fn pipeline(
+pub(crate) async fn pipeline(
     sims: &[&SimCluster],
     registries: Vec<kube_pulse::sources::SyncRegistry>,
     shutdown: &tokio_util::sync::CancellationToken,
@@ -81,7 +81,7 @@ pub async fn pipeline(
 }
 
 /// The simulated clusters as gateway members.
-pub fn members(sims: &[&SimCluster]) -> Vec<kube_pulse::pipeline::Member> {
+pub(crate) fn members(sims: &[&SimCluster]) -> Vec<kube_pulse::pipeline::Member> {
     sims.iter()
         .map(|s| kube_pulse::pipeline::Member {
             name: s.name().into(),
@@ -92,7 +92,7 @@ pub fn members(sims: &[&SimCluster]) -> Vec<kube_pulse::pipeline::Member> {
 
 /// Pipeline settings for tests: quick probes (every 200 ms, 500 ms timeout)
 /// and thresholds 1 / 3.
-pub fn quick_pipeline(
+pub(crate) fn quick_pipeline(
     registries: Vec<kube_pulse::sources::SyncRegistry>,
 ) -> kube_pulse::pipeline::PipelineConfig {
     kube_pulse::pipeline::PipelineConfig {
@@ -113,7 +113,7 @@ pub fn quick_pipeline(
 /// The whole gateway (`kube_pulse::gateway::Gateway`, as `serve` starts it)
 /// over `sims` with quick probes, served on 127.0.0.1:0 until `shutdown`;
 /// `tweak` adjusts its configuration. Returns the base URL and the gateway.
-pub async fn start_gateway(
+pub(crate) async fn start_gateway(
     sims: &[&SimCluster],
     tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
     shutdown: &tokio_util::sync::CancellationToken,
@@ -140,7 +140,7 @@ pub async fn start_gateway(
 }
 
 /// Waits until the hub document of `topic` satisfies `check`, returning it.
-pub async fn doc_where(
+pub(crate) async fn doc_where(
     hub: &kube_pulse::hub::Hub,
     topic: &str,
     within: Duration,
@@ -163,7 +163,7 @@ pub async fn doc_where(
 }
 
 /// `phase (reason)` of a status document.
-pub fn label(doc: &serde_json::Value) -> String {
+pub(crate) fn label(doc: &serde_json::Value) -> String {
     format!(
         "{} ({})",
         doc["phase"].as_str().unwrap_or("?"),
@@ -173,7 +173,7 @@ pub fn label(doc: &serde_json::Value) -> String {
 
 /// A gateway over `hub` on 127.0.0.1:0; returns its base URL and the shutdown
 /// token that stops it (push sessions end with it).
-pub async fn gateway(
+pub(crate) async fn gateway(
     hub: std::sync::Arc<kube_pulse::hub::Hub>,
     config: kube_pulse::transports::TransportConfig,
 ) -> (
@@ -196,7 +196,7 @@ pub async fn gateway(
 
 /// Serves the gateway of `state` on 127.0.0.1:0 until `shutdown`; returns
 /// its base URL and the server task.
-pub async fn serve(
+pub(crate) async fn serve(
     state: std::sync::Arc<kube_pulse::router::GatewayState>,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> (String, tokio::task::JoinHandle<()>) {
@@ -214,27 +214,27 @@ pub async fn serve(
 
 /// One Server-Sent Event.
 #[derive(Debug, Clone)]
-pub struct SseEvent {
-    pub id: String,
-    pub event: String,
-    pub data: serde_json::Value,
+pub(crate) struct SseEvent {
+    pub(crate) id: String,
+    pub(crate) event: String,
+    pub(crate) data: serde_json::Value,
 }
 
 /// A minimal SSE reader over a streaming HTTP response.
-pub struct SseReader {
+pub(crate) struct SseReader {
     stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     buffer: String,
-    pub comments: usize,
+    pub(crate) comments: usize,
 }
 
 impl SseReader {
     /// Opens `GET {url}` (with an optional Last-Event-ID) and checks the SSE headers.
-    pub async fn open(url: &str, last_event_id: Option<&str>) -> Self {
+    pub(crate) async fn open(url: &str, last_event_id: Option<&str>) -> Self {
         Self::open_request(url, last_event_id, None).await
     }
 
     /// Opens `GET {url}` with a bearer token.
-    pub async fn open_with_token(url: &str, token: &str) -> Self {
+    pub(crate) async fn open_with_token(url: &str, token: &str) -> Self {
         Self::open_request(url, None, Some(token)).await
     }
 
@@ -261,7 +261,7 @@ impl SseReader {
     }
 
     /// The next event, None when the stream ended; panics after `within`.
-    pub async fn next_within(&mut self, within: Duration) -> Option<SseEvent> {
+    pub(crate) async fn next_within(&mut self, within: Duration) -> Option<SseEvent> {
         use futures::StreamExt;
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -299,14 +299,14 @@ impl SseReader {
         }
     }
 
-    pub async fn next(&mut self) -> SseEvent {
+    pub(crate) async fn next(&mut self) -> SseEvent {
         self.next_within(Duration::from_secs(20))
             .await
             .expect("the stream goes on")
     }
 
     /// Events up to and including `synced`.
-    pub async fn until_synced(&mut self) -> Vec<SseEvent> {
+    pub(crate) async fn until_synced(&mut self) -> Vec<SseEvent> {
         let mut events = Vec::new();
         loop {
             let e = self.next().await;
@@ -321,12 +321,12 @@ impl SseReader {
 
 /// Applies protocol messages to a local copy of documents, as a client does.
 #[derive(Debug, Default)]
-pub struct Replica {
-    pub docs: std::collections::BTreeMap<String, (u64, serde_json::Value)>,
+pub(crate) struct Replica {
+    pub(crate) docs: std::collections::BTreeMap<String, (u64, serde_json::Value)>,
 }
 
 impl Replica {
-    pub fn apply(&mut self, message: &serde_json::Value) {
+    pub(crate) fn apply(&mut self, message: &serde_json::Value) {
         let topic = message["topic"].as_str().unwrap_or("").to_string();
         let rev = message["rev"].as_u64().unwrap_or(0);
         match message["type"].as_str().unwrap() {
@@ -358,11 +358,11 @@ impl Replica {
 }
 
 /// A WebSocket client connection.
-pub type Ws =
+pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Sends one JSON operation.
-pub async fn ws_send(ws: &mut Ws, value: serde_json::Value) {
+pub(crate) async fn ws_send(ws: &mut Ws, value: serde_json::Value) {
     use futures::SinkExt;
     ws.send(tokio_tungstenite::tungstenite::Message::Text(
         value.to_string().into(),
@@ -372,7 +372,7 @@ pub async fn ws_send(ws: &mut Ws, value: serde_json::Value) {
 }
 
 /// The next JSON text message (skipping pings), or the close frame's code.
-pub async fn ws_next(ws: &mut Ws) -> Result<serde_json::Value, Option<u16>> {
+pub(crate) async fn ws_next(ws: &mut Ws) -> Result<serde_json::Value, Option<u16>> {
     use futures::StreamExt;
     use tokio_tungstenite::tungstenite::Message;
     loop {
@@ -389,7 +389,7 @@ pub async fn ws_next(ws: &mut Ws) -> Result<serde_json::Value, Option<u16>> {
 }
 
 /// Messages up to and including `synced`.
-pub async fn ws_until_synced(ws: &mut Ws) -> Vec<serde_json::Value> {
+pub(crate) async fn ws_until_synced(ws: &mut Ws) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     loop {
         let m = ws_next(ws).await.expect("messages until synced");

@@ -1,6 +1,6 @@
 //! The servers under test, each started fresh on loopback: kube-pulse (its
 //! release binary over a simulated member), Pushpin and Nginx + Nchan (from
-//! Debian's packages, with the configs in `bench/peers/`), and the raw
+//! Debian's packages, with the configs in `crates/pulse-bench/peers/`), and the raw
 //! baseline (this binary's `raw-server`). Each can publish a change carrying
 //! a timestamp and name the processes whose memory and CPU count.
 
@@ -417,7 +417,7 @@ impl Target {
 
 fn peer_config(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("bench/peers")
+        .join("peers")
         .join(name)
 }
 

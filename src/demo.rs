@@ -89,7 +89,7 @@ pub fn member(cluster: &SimCluster) -> crate::pipeline::Member {
 }
 
 /// A simulated cluster as the index page lists it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 struct ClusterLink {
     name: String,
     server: String,
@@ -141,11 +141,8 @@ pub fn pipeline_config() -> PipelineConfig {
 
 /// `GET /_sim/clusters`: the simulated clusters, for the page's simulator panel.
 async fn sim_clusters(State(clusters): State<Arc<Vec<ClusterLink>>>) -> Response {
-    let items: Vec<serde_json::Value> = clusters
-        .iter()
-        .map(|c| serde_json::json!({"name": c.name, "server": c.server}))
-        .collect();
-    axum::Json(serde_json::json!({ "items": items })).into_response()
+    let items = clusters.iter().cloned().collect();
+    axum::Json(crate::protocol::rest::ItemList { items }).into_response()
 }
 
 /// Starts the simulated clusters and the gateway over them (errors before

@@ -10,11 +10,12 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Json};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, Pattern, topic};
+use crate::protocol::rest::{History, ItemList};
 use crate::query::query;
 
 fn segment(name: &str, value: &str) -> Result<()> {
@@ -31,19 +32,22 @@ fn segment(name: &str, value: &str) -> Result<()> {
     }
 }
 
-fn items(hub: &Hub, who: &Principal, pattern: &str) -> Vec<Value> {
+/// The documents under `pattern` the caller may see, as a list body.
+fn items(hub: &Hub, who: &Principal, pattern: &str) -> Json<ItemList<Arc<Value>>> {
     let pattern = Pattern::parse(pattern).expect("built-in patterns parse");
-    hub.list(&[pattern])
+    let items = hub
+        .list(&[pattern])
         .into_iter()
         .filter(|d| who.can_see(&d.topic, Some(&d.doc)))
-        .map(|d| (*d.doc).clone())
-        .collect()
+        .map(|d| d.doc)
+        .collect();
+    Json(ItemList { items })
 }
 
-fn one(hub: &Hub, who: &Principal, topic: &str, what: &str) -> Result<Value> {
+fn one(hub: &Hub, who: &Principal, topic: &str, what: &str) -> Result<Arc<Value>> {
     hub.get(topic)
         .filter(|d| who.can_see(&d.topic, Some(&d.doc)))
-        .map(|d| (*d.doc).clone())
+        .map(|d| d.doc)
         .ok_or_else(|| Error::NotFound(format!("{what} does not exist")))
 }
 
@@ -63,16 +67,16 @@ async fn clusters(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>> {
+) -> Result<Json<ItemList<Arc<Value>>>> {
     query(q, &[])?;
-    Ok(Json(json!({"items": items(&hub, &who, "clusters/*")})))
+    Ok(items(&hub, &who, "clusters/*"))
 }
 
 async fn cluster(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Arc<Value>>> {
     segment("cluster", &name)?;
     Ok(Json(one(
         &hub,
@@ -86,7 +90,7 @@ async fn cluster_sync(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
-) -> Result<Json<Value>> {
+) -> Result<Json<ItemList<Arc<Value>>>> {
     segment("cluster", &name)?;
     one(
         &hub,
@@ -94,16 +98,14 @@ async fn cluster_sync(
         &topic::cluster(&name),
         &format!("cluster {name:?}"),
     )?;
-    Ok(Json(
-        json!({"items": items(&hub, &who, &format!("clusters/{name}/sync/**"))}),
-    ))
+    Ok(items(&hub, &who, &format!("clusters/{name}/sync/**")))
 }
 
 async fn apps(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     RawQuery(q): RawQuery,
-) -> Result<Json<Value>> {
+) -> Result<Json<ItemList<Arc<Value>>>> {
     let q = query(q, &["cluster", "namespace"])?;
     let cluster = match q.get("cluster") {
         Some(c) => {
@@ -120,16 +122,14 @@ async fn apps(
         }
         None => "*",
     };
-    Ok(Json(
-        json!({"items": items(&hub, &who, &format!("apps/{cluster}/{namespace}/*"))}),
-    ))
+    Ok(items(&hub, &who, &format!("apps/{cluster}/{namespace}/*")))
 }
 
 async fn app(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     Path((cluster, namespace, app)): Path<(String, String, String)>,
-) -> Result<Json<Value>> {
+) -> Result<Json<Arc<Value>>> {
     segment("cluster", &cluster)?;
     segment("namespace", &namespace)?;
     segment("app", &app)?;
@@ -162,16 +162,17 @@ async fn history(
             .get(topic)
             .filter(|d| who.can_see(&d.topic, Some(&d.doc)))
             .ok_or_else(|| Error::NotFound(format!("topic {topic:?} does not exist")))?;
-        Ok(json!({
-            "topic": doc.topic,
-            "rev": doc.rev,
-            "phase": doc.doc.get("phase"),
-            "since": doc.doc.get("since"),
-            "history": crate::status::lifecycle::transitions(&doc.doc),
-        }))
+        Ok(doc)
     })();
     match result {
-        Ok(body) => Json(body).into_response(),
+        Ok(doc) => Json(History {
+            topic: &doc.topic,
+            rev: doc.rev,
+            phase: doc.doc.get("phase"),
+            since: doc.doc.get("since"),
+            history: crate::status::lifecycle::transitions(&doc.doc),
+        })
+        .into_response(),
         Err(e) => e.into_response(),
     }
 }

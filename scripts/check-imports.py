@@ -24,7 +24,12 @@ Known circles in modules this check arrived after are waived edge by edge
 out of the graph and named on every run, so a new circle through other
 edges still fails. Remove a waiver when its edge is gone.
 
-Exit status: 0 without a circle, 1 with one (each circle printed once as
+Layer rules (LAYERS below) state what the lowest parts may import at all:
+the wire (protocol/) and names nothing, the status machines only the wire,
+the hub only the wire, sources only the engine's input, the status machines
+and error classification. An edge that breaks one is reported.
+
+Exit status: 0 without a circle or broken rule, 1 with one (each circle printed once as
 `a.rs -> b.rs -> a.rs`, with the line of each edge's first use).
 `--graph` prints every edge. Only the standard library is used.
 """
@@ -38,6 +43,43 @@ import sys
 # rule; none is left. Add one only with the reason it cannot be opened yet,
 # e.g. ("a/b.rs", "a/mod.rs"): "b.rs uses super::Thing, which routes to b".
 WAIVED = {}
+
+# The rules of docs/ARCHITECTURE.md that a file's imports can break: each
+# entry names a part of src/ (a directory or a file) and the parts it may
+# import besides itself. Parts not listed here may import anything below
+# them, as long as no circle forms.
+LAYERS = {
+    # The wire depends on nothing else in the crate.
+    "protocol/": (),
+    "names.rs": (),
+    # Status machines are pure: values in, values out.
+    "status/": ("protocol/", "names.rs"),
+    "classify.rs": ("status/",),
+    # The hub never knows transports, engine, sources or tasks.
+    "hub/": ("protocol/",),
+    # Sources feed only the engine: they send Observations and touch no
+    # hub, transport or task.
+    "sources/": ("engine/observation.rs", "status/", "classify.rs", "names.rs", "protocol/"),
+}
+
+
+def part_of(rel, part):
+    return rel == part or (part.endswith("/") and rel.startswith(part))
+
+
+def layer_breaks(edges):
+    """(from, to, line, part) for every edge a LAYERS rule forbids."""
+    out = []
+    for a, targets in sorted(edges.items()):
+        for part, allowed in LAYERS.items():
+            if not part_of(a, part):
+                continue
+            for b, line in sorted(targets.items()):
+                if part_of(b, part) or any(part_of(b, p) for p in allowed):
+                    continue
+                out.append((a, b, line, part))
+    return out
+
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -273,6 +315,10 @@ def main():
             for b, line in sorted(edges[a].items()):
                 print(f"src/{a}:{line} -> src/{b}")
 
+    breaks = layer_breaks(edges)
+    for a, b, line, part in breaks:
+        print(f"layer rule broken: src/{a} (line {line}) imports src/{b}; src/{part} may import only {', '.join('src/' + p for p in LAYERS[part]) or 'itself'}")
+
     # Tarjan's strongly connected components, then one circle per component.
     index, low, stack, on, comps = {}, {}, [], set(), []
     counter = [0]
@@ -330,10 +376,10 @@ def main():
         print(f"import circle: {steps} -> src/{start}")
         if len(comp) > len(chain) - 1:
             print(f"  (the same knot also holds: {', '.join('src/' + c for c in comp if c not in chain)})")
-    if comps:
-        print(f"{len(comps)} import circle(s) among src/ modules", file=sys.stderr)
+    if comps or breaks:
+        print(f"{len(comps)} import circle(s), {len(breaks)} layer rule(s) broken among src/ modules", file=sys.stderr)
         return 1
-    print(f"no import circle among {len(files)} modules of src/")
+    print(f"no import circle among {len(files)} modules of src/, and every layer rule holds")
     return 0
 
 

@@ -6,7 +6,6 @@
 //! hub first holds it; changes, resyncs and snapshots carry that form. A slow subscription never blocks it: its queue is bounded
 //! and, when full, the topics it missed are resent as fresh snapshots.
 
-pub mod patch;
 pub mod topic;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -20,6 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::protocol::patch;
 use topic::PatternIndex;
 pub use topic::{Pattern, Topic};
 

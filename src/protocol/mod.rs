@@ -1,11 +1,12 @@
 //! The wire: every byte a client sees or sends, in one place that reads
 //! side by side with `docs/PROTOCOL.md` and `web-demo/client/kube-pulse.js`
 //! (`hub → transports → [protocol] → clients`). Server messages and the
-//! HTTP error body ([`messages`]), REST bodies ([`rest`]), SSE framing
-//! ([`sse`]), topic names ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
+//! HTTP error body ([`messages`]), merge patches ([`patch`]), REST bodies
+//! ([`rest`]), SSE framing ([`sse`]), topic names ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
 //! the crate, so the hub, the transports, auth and the tests can all use it.
 
 mod messages;
+pub mod patch;
 pub mod rest;
 pub mod sse;
 pub mod topic;

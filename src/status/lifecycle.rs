@@ -196,7 +196,7 @@ mod tests {
         );
         l.set(P::B, "Again", "m", t(100));
         let after = serde_json::to_value(&l).unwrap();
-        let patch = crate::hub::patch::merge_diff(&before, &after);
+        let patch = crate::protocol::patch::merge_diff(&before, &after);
         assert_eq!(
             patch["history"],
             serde_json::json!({"1": null, "21": {"from": "A", "to": "B", "reason": "Again",

@@ -1,4 +1,6 @@
-//! RFC 7386 JSON merge patches, computed from two documents.
+//! RFC 7386 JSON merge patches, computed from two documents: what a
+//! `patch` message carries (`hub → [patch] → transports → clients`, which
+//! apply it to their copy).
 
 use serde_json::{Map, Value};
 

@@ -6,9 +6,12 @@
 //! hub first holds it; changes, resyncs and snapshots carry that form. A slow subscription never blocks it: its queue is bounded
 //! and, when full, the topics it missed are resent as fresh snapshots.
 
+#[cfg(test)]
+mod resume_tests;
 pub mod topic;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -114,6 +117,33 @@ pub enum Delivery {
     },
 }
 
+/// One message of a resumed subscription (see [`Subscription::replay_since`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replayed<'a> {
+    /// A change after the client's cursor, as it was published.
+    Change(Arc<Change>),
+    /// The topic's document at subscription time.
+    Doc(&'a TopicDoc),
+    /// The topic was removed; `rev` is the removal's revision.
+    Removed {
+        /// The removed topic.
+        topic: Topic,
+        /// The removal's revision.
+        rev: u64,
+    },
+}
+
+impl Replayed<'_> {
+    /// The topic this message is about.
+    pub fn topic(&self) -> &Topic {
+        match self {
+            Replayed::Change(c) => &c.topic,
+            Replayed::Doc(d) => &d.topic,
+            Replayed::Removed { topic, .. } => topic,
+        }
+    }
+}
+
 /// Sizes of the hub's bounded structures.
 #[derive(Debug, Clone, Copy)]
 pub struct HubConfig {
@@ -143,13 +173,40 @@ struct Slot {
     lagged: Arc<Lagged>,
 }
 
-#[derive(Default)]
+/// The topics a subscription fell behind on, each with the sequence of the
+/// first change it missed there. Written by the publisher (under the hub's
+/// lock), read by the subscription.
 struct Lagged {
-    topics: Mutex<BTreeSet<Topic>>,
+    topics: Mutex<BTreeMap<Topic, u64>>,
+    /// The smallest first-missed sequence in `topics` (`u64::MAX` when none):
+    /// read on every delivery without taking the lock.
+    floor: AtomicU64,
+}
+
+impl Default for Lagged {
+    fn default() -> Self {
+        Self {
+            topics: Mutex::new(BTreeMap::new()),
+            floor: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Lagged {
+    /// Recomputes `floor` after `topics` changed (with its lock held).
+    fn set_floor(&self, topics: &BTreeMap<Topic, u64>) {
+        let floor = topics.values().copied().min().unwrap_or(u64::MAX);
+        self.floor.store(floor, Ordering::Release);
+    }
 }
 
 struct Inner {
     topics: BTreeMap<Topic, Entry>,
+    /// Removed topics whose removal is still in the replay log: (the
+    /// removal's revision, its sequence). A topic created again continues
+    /// from that revision, so a topic's revisions only grow while a client
+    /// could still resume across its removal.
+    removed: HashMap<Topic, (u64, u64)>,
     seq: u64,
     log: VecDeque<Arc<Change>>,
     index: PatternIndex<u64>,
@@ -208,6 +265,7 @@ impl Hub {
             config,
             inner: Mutex::new(Inner {
                 topics: BTreeMap::new(),
+                removed: HashMap::new(),
                 seq: 0,
                 log: VecDeque::new(),
                 index: PatternIndex::default(),
@@ -246,7 +304,11 @@ impl Hub {
                 entry.rev + 1,
                 Some(Arc::new(patch::merge_diff(&entry.doc, &doc))),
             ),
-            None => (Topic::new(topic), ChangeKind::Snapshot, 1, None),
+            None => {
+                let topic = Topic::new(topic);
+                let rev = inner.removed.remove(&topic).map_or(1, |(rev, _)| rev + 1);
+                (topic, ChangeKind::Snapshot, rev, None)
+            }
         };
         let doc = Arc::new(doc);
         inner.topics.insert(
@@ -263,14 +325,16 @@ impl Hub {
     pub fn remove(&self, topic: &str) -> Option<Arc<Change>> {
         let mut inner = self.inner.lock();
         let (topic, entry) = inner.topics.remove_entry(topic)?;
-        Some(self.publish(
+        let change = self.publish(
             &mut inner,
-            topic,
+            topic.clone(),
             entry.rev + 1,
             ChangeKind::Removed,
             None,
             None,
-        ))
+        );
+        inner.removed.insert(topic, (change.rev, change.seq));
+        Some(change)
     }
 
     fn publish(
@@ -296,7 +360,17 @@ impl Hub {
         });
         inner.log.push_back(change.clone());
         while inner.log.len() > self.config.log_size {
-            inner.log.pop_front();
+            let Some(gone) = inner.log.pop_front() else {
+                break;
+            };
+            if gone.kind == ChangeKind::Removed
+                && inner
+                    .removed
+                    .get(&gone.topic)
+                    .is_some_and(|r| r.1 == gone.seq)
+            {
+                inner.removed.remove(&gone.topic);
+            }
         }
         let mut ids = inner.index.matches(&topic);
         ids.sort_unstable();
@@ -308,8 +382,11 @@ impl Hub {
             };
             let mut missed = slot.lagged.topics.lock();
             // Once a topic is behind, its later changes wait for the resync too.
-            if missed.contains(&topic) || slot.tx.try_send(change.clone()).is_err() {
-                missed.insert(topic.clone());
+            if missed.contains_key(&topic) {
+                lagged += 1;
+            } else if slot.tx.try_send(change.clone()).is_err() {
+                missed.insert(topic.clone(), change.seq);
+                slot.lagged.floor.fetch_min(change.seq, Ordering::AcqRel);
                 lagged += 1;
             }
         }
@@ -382,6 +459,7 @@ impl Hub {
             patterns,
             snapshot,
             seq,
+            resume: seq,
             rx,
             lagged,
         }
@@ -415,6 +493,9 @@ pub struct Subscription {
     patterns: Vec<Pattern>,
     snapshot: Vec<TopicDoc>,
     seq: u64,
+    /// The sequence the last delivery may be resumed from: every change up to
+    /// it has been delivered (or is covered by a delivered snapshot).
+    resume: u64,
     rx: mpsc::Receiver<Arc<Change>>,
     lagged: Arc<Lagged>,
 }
@@ -427,6 +508,7 @@ impl std::fmt::Debug for Subscription {
             .field("patterns", &self.patterns)
             .field("snapshot", &self.snapshot.len())
             .field("seq", &self.seq)
+            .field("resume", &self.resume)
             .field("queued", &self.rx.len());
         match self.lagged.topics.try_lock() {
             Some(missed) => d.field("lagged_topics", &missed.len()),
@@ -442,6 +524,54 @@ impl Subscription {
         &self.snapshot
     }
 
+    /// What a client that has every change up to `since` is missing at
+    /// subscription time: the matching changes after `since`, in order,
+    /// except for topics removed in between, which come first, collapsed to
+    /// their document at subscription time (or to their removal). A client
+    /// may hold more than `since` says (a catch-up snapshot covers changes
+    /// after its cursor, a catch-up removal leaves nothing to patch), so
+    /// patches from a state it no longer holds would not apply. None when
+    /// `since` is ahead of the subscription or older than the replay log.
+    pub fn replay_since(&self, since: u64) -> Option<Vec<Replayed<'_>>> {
+        if since > self.seq {
+            return None;
+        }
+        let changes: Vec<Arc<Change>> = self
+            .hub
+            .changes_since(since)?
+            .into_iter()
+            .filter(|c| c.seq <= self.seq && self.patterns.iter().any(|p| p.matches(&c.topic)))
+            .collect();
+        let mut collapsed: BTreeMap<Topic, u64> = BTreeMap::new();
+        for c in changes.iter().filter(|c| c.kind == ChangeKind::Removed) {
+            collapsed.insert(c.topic.clone(), c.rev);
+        }
+        for c in &changes {
+            if let Some(rev) = collapsed.get_mut(&c.topic) {
+                *rev = (*rev).max(c.rev);
+            }
+        }
+        let mut replayed: Vec<Replayed<'_>> = collapsed
+            .iter()
+            .map(
+                |(topic, &rev)| match self.snapshot.binary_search_by(|d| d.topic.cmp(topic)) {
+                    Ok(i) => Replayed::Doc(&self.snapshot[i]),
+                    Err(_) => Replayed::Removed {
+                        topic: topic.clone(),
+                        rev,
+                    },
+                },
+            )
+            .collect();
+        replayed.extend(
+            changes
+                .into_iter()
+                .filter(|c| !collapsed.contains_key(&c.topic))
+                .map(Replayed::Change),
+        );
+        Some(replayed)
+    }
+
     /// Hub sequence at subscription time (later changes have larger ones).
     pub fn seq(&self) -> u64 {
         self.seq
@@ -450,12 +580,52 @@ impl Subscription {
     /// A change or resync that is ready now, without waiting: lets a
     /// transport write everything queued with one wake-up.
     pub fn try_next(&mut self) -> Option<Delivery> {
-        if let Ok(change) = self.rx.try_recv() {
-            return Some(Delivery::Change(change));
+        if let Some(delivery) = self.queued() {
+            return Some(delivery);
         }
-        let topic = self.lagged.topics.lock().pop_first()?;
-        let current = self.hub.get(topic.as_str());
+        if self.lagged.floor.load(Ordering::Acquire) == u64::MAX {
+            return None;
+        }
+        // A resync, under the hub's lock: no change can be published between
+        // finding the queue empty and reading the document and the sequence
+        // it is current at.
+        let inner = self.hub.inner.lock();
+        if !self.rx.is_empty() {
+            drop(inner);
+            return self.queued();
+        }
+        let mut missed = self.lagged.topics.lock();
+        let (topic, _) = missed.pop_first()?;
+        self.lagged.set_floor(&missed);
+        let current = inner.topics.get_key_value(&topic).map(|(t, e)| TopicDoc {
+            topic: t.clone(),
+            rev: e.rev,
+            doc: e.doc.clone(),
+        });
+        // Topics still behind missed changes before now: resuming must not
+        // skip them, so the cursor stays below the first one.
+        self.resume = match missed.values().min() {
+            Some(first) => (first - 1).min(inner.seq),
+            None => inner.seq,
+        };
         Some(Delivery::Resync { topic, current })
+    }
+
+    /// The next change in the queue, if any, noting where it may be resumed
+    /// from: its own sequence, unless a topic fell behind before it.
+    fn queued(&mut self) -> Option<Delivery> {
+        let change = self.rx.try_recv().ok()?;
+        let floor = self.lagged.floor.load(Ordering::Acquire);
+        self.resume = change.seq.min(floor.saturating_sub(1));
+        Some(Delivery::Change(change))
+    }
+
+    /// Where a client may resume after the last delivery: the sequence up to
+    /// which it has every change of its topics. Lower than the delivery's own
+    /// sequence while some topic waits for its resync, so a reconnect with
+    /// this cursor replays what that topic missed instead of skipping it.
+    pub fn resume_seq(&self) -> u64 {
+        self.resume
     }
 
     /// The next change, or a resync of a topic this subscription fell behind
@@ -467,7 +637,10 @@ impl Subscription {
         // A topic is marked behind only while this queue is full (or for a
         // topic already marked), so the queue wakes this receiver before any
         // resync is due: no second wake-up source is needed.
-        self.rx.recv().await.map(Delivery::Change)
+        let change = self.rx.recv().await?;
+        let floor = self.lagged.floor.load(Ordering::Acquire);
+        self.resume = change.seq.min(floor.saturating_sub(1));
+        Some(Delivery::Change(change))
     }
 }
 
@@ -512,6 +685,28 @@ mod tests {
         assert_eq!((removed.kind, removed.rev), (ChangeKind::Removed, 3));
         assert!(hub.get("clusters/a").is_none());
         assert!(hub.remove("clusters/a").is_none());
+    }
+
+    #[test]
+    fn revisions_continue_across_a_removal_while_it_is_in_the_log() {
+        let hub = Hub::new(HubConfig {
+            log_size: 4,
+            subscriber_queue: 8,
+        });
+        hub.put("clusters/a", json!({"n": 1}));
+        hub.put("clusters/a", json!({"n": 2}));
+        assert_eq!(hub.remove("clusters/a").unwrap().rev, 3);
+        let again = hub.put("clusters/a", json!({"n": 1})).unwrap();
+        assert_eq!((again.kind, again.rev), (ChangeKind::Snapshot, 4));
+        hub.remove("clusters/a");
+        for i in 0..4 {
+            hub.put("clusters/b", json!({"i": i}));
+        }
+        assert!(
+            hub.inner.lock().removed.is_empty(),
+            "a removal that left the log is forgotten"
+        );
+        assert_eq!(hub.put("clusters/a", json!({"n": 1})).unwrap().rev, 1);
     }
 
     #[test]

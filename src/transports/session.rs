@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::state::Transports;
 use crate::auth::Principal;
-use crate::hub::{Change, ChangeKind, Delivery, Pattern, Subscription};
+use crate::hub::{Change, ChangeKind, Delivery, Pattern, Replayed, Subscription, TopicDoc};
 use crate::protocol::{self, Cursor, ServerMessage, Synced};
 
 /// A started subscription: its first messages, then live deliveries.
@@ -101,19 +101,7 @@ pub(super) fn start(
             .snapshot()
             .iter()
             .filter(|doc| principal.can_see(&doc.topic, Some(&doc.doc)))
-            .map(|doc| Message {
-                kind: "snapshot",
-                cursor: now.clone(),
-                json: ServerMessage::Snapshot {
-                    topic: &doc.topic,
-                    rev: doc.rev,
-                    cursor: &now,
-                    doc: &doc.doc,
-                }
-                .encode(),
-                sse: None,
-                at: None,
-            })
+            .map(|doc| snapshot_message(doc, &now))
             .collect();
         let synced = Synced {
             cursor: now.clone(),
@@ -147,7 +135,15 @@ pub(super) fn start(
             subscription,
         );
     }
-    let Some(changes) = hub.changes_since(cursor.seq) else {
+    if cursor.seq > at {
+        return fallback(
+            Some(format!(
+                "cursor {raw:?} is ahead of this gateway (at {now}); sending fresh snapshots"
+            )),
+            subscription,
+        );
+    }
+    let Some(replayed) = subscription.replay_since(cursor.seq) else {
         return fallback(
             Some(format!(
                 "cursor {raw:?} is older than the replay log; sending fresh snapshots"
@@ -155,11 +151,31 @@ pub(super) fn start(
             subscription,
         );
     };
-    let initial: Vec<Message> = changes
-        .iter()
-        .filter(|c| c.seq <= at && patterns.iter().any(|p| p.matches(&c.topic)))
-        .filter(|c| principal.can_see(&c.topic, c.doc.as_deref()))
-        .map(|c| change_message(c))
+    // Collapsed topics come first, at the client's own cursor: until the
+    // replayed changes that follow, it has nothing more than that.
+    let from = hub.cursor(cursor.seq);
+    let initial: Vec<Message> = replayed
+        .into_iter()
+        .filter_map(|r| match r {
+            Replayed::Change(c) => principal
+                .can_see(&c.topic, c.doc.as_deref())
+                .then(|| change_message(&c)),
+            Replayed::Doc(doc) => principal
+                .can_see(&doc.topic, Some(&doc.doc))
+                .then(|| snapshot_message(doc, &from)),
+            Replayed::Removed { topic, rev } => principal.can_see(&topic, None).then(|| Message {
+                kind: "removed",
+                json: ServerMessage::Removed {
+                    topic: &topic,
+                    rev: Some(rev),
+                    cursor: &from,
+                }
+                .encode(),
+                cursor: from.clone(),
+                sse: None,
+                at: None,
+            }),
+        })
         .collect();
     let synced = Synced {
         cursor: now,
@@ -174,13 +190,30 @@ pub(super) fn start(
     }
 }
 
+/// A topic's whole document at `cursor`.
+fn snapshot_message(doc: &TopicDoc, cursor: &str) -> Message {
+    Message {
+        kind: "snapshot",
+        cursor: cursor.to_string(),
+        json: ServerMessage::Snapshot {
+            topic: &doc.topic,
+            rev: doc.rev,
+            cursor,
+            doc: &doc.doc,
+        }
+        .encode(),
+        sse: None,
+        at: None,
+    }
+}
+
 /// A document the hub holds is never JSON `null`; this stands in for an
 /// absent one so that encoding a change cannot fail.
 static NULL: serde_json::Value = serde_json::Value::Null;
 
-/// The server message of a hub change.
-fn server_message(change: &Change) -> ServerMessage<'_> {
-    let (topic, rev, cursor) = (&change.topic, change.rev, change.cursor.as_str());
+/// The server message of a hub change, at `cursor`.
+fn server_message<'a>(change: &'a Change, cursor: &'a str) -> ServerMessage<'a> {
+    let (topic, rev) = (&change.topic, change.rev);
     match change.kind {
         ChangeKind::Snapshot => ServerMessage::Snapshot {
             topic,
@@ -205,11 +238,12 @@ fn server_message(change: &Change) -> ServerMessage<'_> {
 /// A hub change as a message: its JSON and SSE frame are encoded by the
 /// first subscriber that needs them and shared by every later one.
 fn change_message(change: &Change) -> Message {
-    let kind = server_message(change).kind();
+    let cursor = change.cursor.as_str();
+    let kind = server_message(change, cursor).kind();
     let json = change
         .encoded
         .json
-        .get_or_init(|| server_message(change).encode())
+        .get_or_init(|| server_message(change, cursor).encode())
         .clone();
     let sse = change
         .encoded
@@ -235,7 +269,7 @@ pub(super) async fn next(
     loop {
         let delivery = subscription.next().await?;
         if visible(principal, &delivery) {
-            return Some(message(transports, delivery));
+            return Some(message(transports, delivery, subscription.resume_seq()));
         }
     }
 }
@@ -249,7 +283,7 @@ pub(super) fn try_next(
     loop {
         let delivery = subscription.try_next()?;
         if visible(principal, &delivery) {
-            return Some(message(transports, delivery));
+            return Some(message(transports, delivery, subscription.resume_seq()));
         }
     }
 }
@@ -294,12 +328,30 @@ fn visible(principal: &Principal, delivery: &Delivery) -> bool {
     }
 }
 
-fn message(transports: &Transports, delivery: Delivery) -> Message {
+/// The message of a delivery whose cursor is `resume` (see
+/// [`Subscription::resume_seq`]): every cursor a client sees is safe to
+/// resume from, including while some of its topics wait for a resync.
+fn message(transports: &Transports, delivery: Delivery, resume: u64) -> Message {
     match delivery {
-        Delivery::Change(change) => change_message(&change),
+        Delivery::Change(change) if change.seq == resume => change_message(&change),
+        Delivery::Change(change) => {
+            // Behind on another topic: this change's own cursor would skip
+            // what that topic missed, so it goes out with an earlier one
+            // (encoded for this subscription alone; the shared encoding
+            // keeps the change's cursor).
+            let cursor = transports.hub.cursor(resume);
+            let message = server_message(&change, &cursor);
+            Message {
+                kind: message.kind(),
+                json: message.encode(),
+                cursor,
+                sse: None,
+                at: Some(change.at),
+            }
+        }
         Delivery::Resync { topic, current } => {
             transports.metrics.collapses.inc();
-            let cursor = transports.hub.cursor(transports.hub.seq());
+            let cursor = transports.hub.cursor(resume);
             match current {
                 Some(doc) => Message {
                     kind: "snapshot",

@@ -181,7 +181,9 @@ async fn run(
                                 session::Revoked::Changed => ("permissions_changed", "the session's grants changed; reconnect".to_string()),
                             };
                             let error = ServerMessage::Error { code, message: &message, id: None };
-                            let cursor = t.hub.cursor(t.hub.seq());
+                            // The event's id becomes Last-Event-ID: only a
+                            // cursor this subscription may resume from.
+                            let cursor = t.hub.cursor(subscription.resume_seq());
                             let _ = send(t, tx, sse::message_frame(&cursor, &error), 1).await;
                             return Ok(());
                         }

@@ -70,12 +70,29 @@ impl Default for ProbeSettings {
     }
 }
 
+impl ProbeSettings {
+    /// Zero would probe in a busy loop, time out at once or never change
+    /// phase: each value must be at least 1.
+    fn validate(&self) -> std::result::Result<(), String> {
+        let values = [
+            ("intervalSeconds", self.interval_seconds),
+            ("timeoutSeconds", self.timeout_seconds),
+            ("successThreshold", u64::from(self.success_threshold)),
+            ("failureThreshold", u64::from(self.failure_threshold)),
+        ];
+        match values.iter().find(|(_, v)| *v == 0) {
+            Some((key, _)) => Err(format!("probe.{key} must be at least 1, not 0")),
+            None => Ok(()),
+        }
+    }
+}
+
 impl FileConfig {
-    /// The pipeline settings this file describes.
+    /// The pipeline settings this file describes (validated by [`load_file`]).
     pub fn pipeline(&self) -> crate::pipeline::PipelineConfig {
         let mut source = crate::sources::SourceConfig {
-            probe_interval: std::time::Duration::from_secs(self.probe.interval_seconds.max(1)),
-            probe_timeout: std::time::Duration::from_secs(self.probe.timeout_seconds.max(1)),
+            probe_interval: std::time::Duration::from_secs(self.probe.interval_seconds),
+            probe_timeout: std::time::Duration::from_secs(self.probe.timeout_seconds),
             ..Default::default()
         };
         if let Some(label) = &self.app_label {
@@ -84,8 +101,8 @@ impl FileConfig {
         crate::pipeline::PipelineConfig {
             source,
             thresholds: crate::status::cluster::Thresholds {
-                success: self.probe.success_threshold.max(1),
-                failure: self.probe.failure_threshold.max(1),
+                success: self.probe.success_threshold,
+                failure: self.probe.failure_threshold,
             },
             registries: self.sync_registries.clone(),
             ..Default::default()
@@ -137,14 +154,10 @@ impl ClusterSpec {
                 "cluster {:?}: needs kubeconfig (+ context) or server",
                 self.name
             )),
-            (None, Some(server))
-                if !(server.starts_with("https://") || server.starts_with("http://")) =>
-            {
-                Err(format!(
-                    "cluster {:?}: server {server:?} must be an http(s) URL",
-                    self.name
-                ))
-            }
+            (None, Some(server)) if !is_http_url(server) => Err(format!(
+                "cluster {:?}: server {server:?} must be an http(s) URL with a host, e.g. https://10.0.0.1:6443",
+                self.name
+            )),
             (None, Some(_)) if self.token.is_some() && self.token_file.is_some() => Err(format!(
                 "cluster {:?}: give token or tokenFile, not both",
                 self.name
@@ -153,12 +166,36 @@ impl ClusterSpec {
         }
     }
 
-    /// The kube-rs configuration for this member.
+    /// Every file the member names exists and can be read now, rather than
+    /// when its client first needs it (after the gateway listens).
+    fn check_files(&self) -> std::result::Result<(), String> {
+        let files = [
+            ("kubeconfig", &self.kubeconfig),
+            ("caFile", &self.ca_file),
+            ("tokenFile", &self.token_file),
+        ];
+        for (key, path) in files {
+            if let Some(path) = path
+                && let Err(e) = std::fs::File::open(path)
+            {
+                return Err(format!(
+                    "cluster {:?}: {key} {} cannot be read: {e}",
+                    self.name,
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The kube-rs configuration for this member, after checking that the
+    /// files it names can be read.
     pub async fn kube_config(&self) -> Result<kube::Config> {
         let cluster_err = |message: String| Error::Cluster {
             cluster: self.name.clone(),
             message,
         };
+        self.check_files().map_err(Error::Settings)?;
         if let Some(path) = &self.kubeconfig {
             let kubeconfig = Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
             let options = KubeConfigOptions {
@@ -192,6 +229,14 @@ impl ClusterSpec {
             .await
             .map_err(Error::Kubeconfig)
     }
+}
+
+/// `http://HOST[:PORT][/…]` or `https://…` with a non-empty host.
+fn is_http_url(raw: &str) -> bool {
+    raw.parse::<http::Uri>().is_ok_and(|uri| {
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|h| !h.is_empty())
+    })
 }
 
 /// Everything but the inline token, which logs must never show.
@@ -257,6 +302,27 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         });
     }
     check_unique(&config.clusters, path)?;
+    let invalid = |message: String| Error::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    config.probe.validate().map_err(invalid)?;
+    for registry in &config.sync_registries {
+        for cluster in &registry.clusters {
+            if cluster != "*" && !config.clusters.iter().any(|c| &c.name == cluster) {
+                let name = registry.name.as_deref().unwrap_or("(unnamed)");
+                return Err(invalid(format!(
+                    "sync registry {name:?} names cluster {cluster:?}, which is not under `clusters:` (known: {})",
+                    config
+                        .clusters
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+    }
     for endpoint in &config.health.storage {
         endpoint.validate().map_err(|message| Error::Config {
             path: path.to_path_buf(),
@@ -268,7 +334,14 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
 
 /// One member per context of a kubeconfig (all contexts when none are named).
 pub fn from_kubeconfig(path: &Path, contexts: &[String]) -> Result<Vec<ClusterSpec>> {
-    let kubeconfig = Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
+    std::fs::File::open(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: format!("not a usable kubeconfig: {e}"),
+    })?;
     let available: Vec<&str> = kubeconfig
         .contexts
         .iter()
@@ -357,6 +430,19 @@ mod tests {
                 "clusters:\n- {name: a, server: 'https://x'}\nhealth:\n  format: pretty\n",
                 "unknown variant",
             ),
+            ("clusters:\n- {name: a, server: 'http://'}\n", "with a host"),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nprobe: {intervalSeconds: 0}\n",
+                "probe.intervalSeconds must be at least 1",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nprobe: {failureThreshold: 0}\n",
+                "probe.failureThreshold must be at least 1",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nsyncRegistries:\n- {name: r, clusters: [zz], resources: []}\n",
+                "sync registry \"r\" names cluster \"zz\", which is not under `clusters:` (known: a)",
+            ),
         ];
         for (i, (text, want)) in cases.iter().enumerate() {
             let path = write(&dir, &format!("c{i}.yaml"), text);
@@ -429,6 +515,39 @@ mod tests {
         assert!(
             shown.contains("<redacted>") && shown.contains("edge:6443"),
             "{shown}"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreadable_files_are_named_before_anything_starts() {
+        let dir = tempdir();
+        let cases = [
+            (
+                "clusters:\n- {name: a, server: 'https://x', caFile: /nonexistent/ca.pem}\n",
+                "cluster \"a\": caFile /nonexistent/ca.pem cannot be read: No such file",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x', tokenFile: /nonexistent/token}\n",
+                "cluster \"a\": tokenFile /nonexistent/token cannot be read",
+            ),
+            (
+                "clusters:\n- {name: a, kubeconfig: /nonexistent/kc}\n",
+                "cluster \"a\": kubeconfig /nonexistent/kc cannot be read",
+            ),
+        ];
+        for (i, (text, want)) in cases.iter().enumerate() {
+            let path = write(&dir, &format!("f{i}.yaml"), text);
+            let config = load_file(&path).unwrap();
+            let err = members(&config.clusters).await.unwrap_err().to_string();
+            assert!(err.contains(want), "case {i}: {err}");
+            assert!(!err.contains("'\""), "one set of quotes: {err}");
+        }
+        let err = from_kubeconfig(&dir.join("missing"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("cannot read ") && !err.contains("'\""),
+            "{err}"
         );
     }
 

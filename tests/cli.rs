@@ -27,6 +27,11 @@ fn every_command_has_help() {
 
 #[tokio::test]
 async fn sim_serves_kubernetes_and_stops_on_sigterm() {
+    let control_port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let control_addr = format!("127.0.0.1:{control_port}");
     let mut child = spawn_binary(&[
         "sim",
         "--listen",
@@ -35,6 +40,8 @@ async fn sim_serves_kubernetes_and_stops_on_sigterm() {
         "shop/web:2",
         "--token",
         "t0k",
+        "--control-listen",
+        &control_addr,
     ]);
     let url = wait_for_url(&mut child);
     let client = http();
@@ -56,6 +63,9 @@ async fn sim_serves_kubernetes_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(list["items"][0]["metadata"]["name"], "web");
+    // The control port serves the documented /_sim/ paths.
+    let faults = get_json(&format!("http://{control_addr}/_sim/faults")).await;
+    assert_eq!(faults["refuse"], false, "{faults}");
     let status = tokio::task::spawn_blocking(move || terminate(&mut child))
         .await
         .unwrap();
@@ -248,7 +258,51 @@ fn serve_rejects_bad_configuration_clearly() {
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");
     std::fs::write(&bad, "clusters:\n- name: a\n").unwrap();
+    // Each is refused before anything listens (nothing on stdout).
+    let file = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        vec![
+            "serve".to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--config".into(),
+            path.display().to_string(),
+        ]
+    };
     let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            file(
+                "ca.yaml",
+                "clusters:\n- {name: a, server: 'https://x', caFile: /nonexistent/ca.pem}\n",
+            ),
+            "cluster \"a\": caFile /nonexistent/ca.pem cannot be read",
+        ),
+        (
+            file(
+                "token.yaml",
+                "clusters:\n- {name: a, server: 'https://x', tokenFile: /nonexistent/t}\n",
+            ),
+            "cluster \"a\": tokenFile /nonexistent/t cannot be read",
+        ),
+        (
+            file("url.yaml", "clusters:\n- {name: a, server: 'http://'}\n"),
+            "must be an http(s) URL with a host",
+        ),
+        (
+            file(
+                "probe.yaml",
+                "clusters:\n- {name: a, server: 'https://x'}\nprobe: {timeoutSeconds: 0}\n",
+            ),
+            "probe.timeoutSeconds must be at least 1",
+        ),
+        (
+            file(
+                "registry.yaml",
+                "clusters:\n- {name: a, server: 'https://x'}\nsyncRegistries:\n- {name: r, clusters: [b], resources: []}\n",
+            ),
+            "sync registry \"r\" names cluster \"b\"",
+        ),
         (
             vec!["serve".into()],
             "serve needs --config FILE or --kubeconfig PATH",
@@ -296,6 +350,10 @@ fn serve_rejects_bad_configuration_clearly() {
             .output()
             .unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("listening"),
+            "{args:?} failed only after listening"
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }

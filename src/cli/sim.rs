@@ -144,14 +144,20 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
             source,
         })?;
     cluster.set_failing_images(args.failing_images.clone());
+    println!(
+        "simulated cluster {} listening on {}",
+        cluster.name(),
+        cluster.url()
+    );
     let control = match args.control_listen {
         Some(addr) => {
             let listener = crate::http_server::bind(addr).await?;
             println!(
-                "control API on http://{}/",
+                "control API on http://{}/_sim/",
                 listener.local_addr().map_err(Error::Serve)?
             );
-            let app = cluster.control_router();
+            // The same paths as on the cluster's own port (docs/SIMULATOR.md).
+            let app = axum::Router::new().nest("/_sim", cluster.control_router());
             let token = shutdown.clone();
             Some(tokio::spawn(crate::http_server::serve(
                 listener, app, None, token,
@@ -159,11 +165,6 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
         }
         None => None,
     };
-    println!(
-        "simulated cluster {} listening on {}",
-        cluster.name(),
-        cluster.url()
-    );
     shutdown.cancelled().await;
     cluster.shutdown().await;
     if let Some(task) = control {

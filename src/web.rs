@@ -76,7 +76,10 @@ pub fn validate_base_path(path: &str) -> Result<(), String> {
     let ok = path.starts_with('/')
         && !path.ends_with('/')
         && path[1..].split('/').all(|s| {
+            // `.` and `..` would make the browser's URLs and the router's differ.
             !s.is_empty()
+                && s != "."
+                && s != ".."
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-._~".contains(c))
         });
@@ -84,7 +87,7 @@ pub fn validate_base_path(path: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "base path {path:?} must be `/` or like `/pulse` (letters, digits, -._~ segments, no trailing slash)"
+            "base path {path:?} must be `/` or like `/pulse` (letters, digits, -._~ segments other than . and .., no trailing slash)"
         ))
     }
 }
@@ -174,10 +177,12 @@ mod tests {
 
     #[test]
     fn base_paths_are_checked() {
-        for ok in ["/", "/pulse", "/a/b-c", "/v1.2"] {
+        for ok in ["/", "/pulse", "/a/b-c", "/v1.2", "/..a", "/a.."] {
             assert!(validate_base_path(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "pulse", "/pulse/", "//", "/a//b", "/a b", "/{x}", "/*"] {
+        for bad in [
+            "", "pulse", "/pulse/", "//", "/a//b", "/a b", "/{x}", "/*", "/a/../b", "/..", "/.",
+        ] {
             assert!(validate_base_path(bad).is_err(), "{bad}");
         }
     }

@@ -499,3 +499,42 @@ async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
     p.stop().await;
     a.shutdown().await;
 }
+
+const SYNCS: [&str; 3] = [
+    "clusters/a/sync/apps/v1/deployments",
+    "clusters/a/sync/apps/v1/statefulsets",
+    "clusters/a/sync/core/v1/namespaces",
+];
+
+#[tokio::test]
+async fn a_resource_failing_on_every_retry_keeps_the_cluster_degraded() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    a.set_deny(["apps/deployments"]);
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "clusters/a", WAIT, is("Degraded", "ResourcesFailing")).await;
+    // Retries after 0.8 s, 1.6 s, 3.2 s (or later, with jitter): several in 6 s.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let sync = hub.get(SYNCS[0]).unwrap().doc.as_ref().clone();
+    let lists = transitions(&sync)
+        .iter()
+        .filter(|h| h["to"] == "Listing")
+        .count();
+    assert!(lists >= 3, "a first list and two retries: {sync:#}");
+    let cluster = hub.get("clusters/a").unwrap().doc.as_ref().clone();
+    assert_eq!(label(&cluster), "Degraded (ResourcesFailing)");
+    let to: Vec<String> = transitions(&cluster)
+        .iter()
+        .map(|h| h["to"].as_str().unwrap().to_string())
+        .collect();
+    let degraded = to.iter().position(|p| p == "Degraded").unwrap();
+    assert_eq!(
+        to[degraded..],
+        ["Degraded"],
+        "no transition after the first failure: {to:?}"
+    );
+    assert_eq!(cluster["resources"]["failing"], 1);
+    p.stop().await;
+    a.shutdown().await;
+}

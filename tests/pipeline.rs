@@ -499,3 +499,108 @@ async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
     p.stop().await;
     a.shutdown().await;
 }
+
+const SYNCS: [&str; 3] = [
+    "clusters/a/sync/apps/v1/deployments",
+    "clusters/a/sync/apps/v1/statefulsets",
+    "clusters/a/sync/core/v1/namespaces",
+];
+
+/// How long until a sync document's `retryAt` (zero when it has none or it passed).
+fn retry_in(doc: &Value) -> Duration {
+    doc["retryAt"]
+        .as_str()
+        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .and_then(|at| (at.to_utc() - chrono::Utc::now()).to_std().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn documents_are_fresh_within_moments_of_a_member_answering_again() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "apps/a/shop/web", WAIT, is("Running", "AllReady")).await;
+    a.set_faults(Faults {
+        refuse: true,
+        ..Faults::default()
+    });
+    // Refused long enough for every watch to back off well beyond the bound
+    // below (0.8 s doubling: the fourth retry waits 6.4 s or more).
+    for topic in SYNCS {
+        doc_where(&hub, topic, Duration::from_secs(25), |d| {
+            retry_in(d) > Duration::from_secs(4)
+        })
+        .await;
+    }
+    for topic in SYNCS {
+        let doc = hub.get(topic).unwrap().doc.as_ref().clone();
+        assert_eq!(label(&doc), "Stopped (ClusterUnhealthy)", "{topic}");
+    }
+    // The member changes while it is unreachable.
+    a.apply(&workload_manifest(&seed("web", 3))).unwrap();
+    let healed = std::time::Instant::now();
+    a.heal();
+    let bound = Duration::from_millis(2500);
+    doc_where(&hub, "apps/a/shop/web", bound, |d| d["expected"] == 3).await;
+    let app_fresh = healed.elapsed();
+    for topic in SYNCS {
+        // Syncing again, and by a completed relist, not by resuming a dead watch.
+        let doc = doc_where(&hub, topic, bound.saturating_sub(healed.elapsed()), |d| {
+            d["phase"] == "Syncing"
+        })
+        .await;
+        let history = transitions(&doc);
+        let last_listing = history.iter().rev().find(|h| h["to"] == "Listing");
+        assert_eq!(
+            last_listing.map(|h| h["reason"].clone()),
+            Some(json!("Relist")),
+            "{topic}: {history:?}"
+        );
+        assert_eq!(
+            history.last().map(|h| h["from"].clone()),
+            Some(json!("Listing")),
+            "{topic}: {history:?}"
+        );
+    }
+    let all_fresh = healed.elapsed();
+    assert!(all_fresh < bound, "fresh {all_fresh:?} after healing");
+    assert_eq!(a.stats().open_watches, 3);
+    eprintln!("app fresh {app_fresh:?}, every sync {all_fresh:?} after healing");
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_resource_failing_on_every_retry_keeps_the_cluster_degraded() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    a.set_deny(["apps/deployments"]);
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "clusters/a", WAIT, is("Degraded", "ResourcesFailing")).await;
+    // Retries after 0.8 s, 1.6 s, 3.2 s (or later, with jitter): several in 6 s.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let sync = hub.get(SYNCS[0]).unwrap().doc.as_ref().clone();
+    let lists = transitions(&sync)
+        .iter()
+        .filter(|h| h["to"] == "Listing")
+        .count();
+    assert!(lists >= 3, "a first list and two retries: {sync:#}");
+    let cluster = hub.get("clusters/a").unwrap().doc.as_ref().clone();
+    assert_eq!(label(&cluster), "Degraded (ResourcesFailing)");
+    let to: Vec<String> = transitions(&cluster)
+        .iter()
+        .map(|h| h["to"].as_str().unwrap().to_string())
+        .collect();
+    let degraded = to.iter().position(|p| p == "Degraded").unwrap();
+    assert_eq!(
+        to[degraded..],
+        ["Degraded"],
+        "no transition after the first failure: {to:?}"
+    );
+    assert_eq!(cluster["resources"]["failing"], 1);
+    p.stop().await;
+    a.shutdown().await;
+}

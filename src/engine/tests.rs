@@ -260,6 +260,58 @@ fn sync_registry_phases_and_the_cluster_they_feed() {
 }
 
 #[test]
+fn a_resource_retrying_after_an_api_error_keeps_the_cluster_degraded() {
+    let forbidden = || {
+        sync(SyncInput::FailedRetrying {
+            reason: "Forbidden".into(),
+            message: "403".into(),
+            until: t(100),
+        })
+    };
+    let degraded = |failing: u64| {
+        vec![
+            (CLUSTER, "/phase", json!("Degraded")),
+            (CLUSTER, "/resources/failing", json!(failing)),
+        ]
+    };
+    let mut steps = registered().to_vec();
+    steps.extend([
+        (
+            sync(SyncInput::ListStarted),
+            vec![(CLUSTER, "/phase", json!("Healthy"))],
+        ),
+        (forbidden(), degraded(1)),
+        // Every retry lists again and fails again: the cluster stays Degraded throughout.
+        (sync(SyncInput::ListStarted), degraded(1)),
+        (forbidden(), degraded(1)),
+        (sync(SyncInput::ListStarted), degraded(1)),
+        (ok(), degraded(1)),
+        (forbidden(), degraded(1)),
+        (sync(SyncInput::ListStarted), degraded(1)),
+        (
+            sync(SyncInput::ListDone {
+                count: 2,
+                resource_version: Some("9".into()),
+            }),
+            vec![
+                (CLUSTER, "/phase", json!("Healthy")),
+                (CLUSTER, "/resources/failing", json!(0)),
+            ],
+        ),
+        // Only the failure that made it Degraded and the recovery are transitions.
+        (
+            ok(),
+            vec![
+                (CLUSTER, "/history/3/to", json!("Degraded")),
+                (CLUSTER, "/history/4/to", json!("Healthy")),
+                (CLUSTER, "/history/5", Value::Null),
+            ],
+        ),
+    ]);
+    run("retrying", Thresholds::default(), steps);
+}
+
+#[test]
 fn app_stable_states_and_tasks() {
     let task = ActiveTask {
         id: "t1".into(),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch as channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -28,6 +28,8 @@ pub(crate) struct ClusterSource {
     tx: mpsc::Sender<Observation>,
     token: CancellationToken,
     probe: JoinHandle<()>,
+    /// The probe's count of the member's recoveries, which cuts short the watches' backoff.
+    recoveries: watch::Recoveries,
     watches: BTreeMap<Gvr, RunningWatch>,
 }
 
@@ -56,11 +58,13 @@ impl ClusterSource {
                 input: ClusterInput::Started,
             })
             .await;
+        let (recovered, recoveries) = channel::channel(0);
         let probe = tokio::spawn(probe::run(
             name.into(),
             client.clone(),
             config.clone(),
             tx.clone(),
+            recovered,
             token.clone(),
         ));
         let mut source = Self {
@@ -70,6 +74,7 @@ impl ClusterSource {
             tx,
             token,
             probe,
+            recoveries,
             watches: BTreeMap::new(),
         };
         source.set_resources(resources).await;
@@ -117,6 +122,7 @@ impl ClusterSource {
                 resource.clone(),
                 self.config.clone(),
                 self.tx.clone(),
+                self.recoveries.clone(),
                 token.clone(),
             ));
             self.watches.insert(

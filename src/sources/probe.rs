@@ -1,10 +1,11 @@
 //! The periodic probe of a member apiserver: `GET /readyz` (falling back to
 //! `/version` where `/readyz` is not served), with a timeout and the
-//! latency measured. Emits one observation per probe.
+//! latency measured. Emits one observation per probe, and counts the times
+//! the member answers again after failing, so failed watches retry at once.
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::SourceConfig;
@@ -67,17 +68,20 @@ pub(crate) async fn probe_once(
     }
 }
 
-/// Probes until shutdown, every `config.probe_interval`.
+/// Probes until shutdown, every `config.probe_interval`. A success after a
+/// failure counts up `recoveries`, after the engine was told.
 pub(crate) async fn run(
     cluster: String,
     client: kube::Client,
     config: SourceConfig,
     tx: mpsc::Sender<Observation>,
+    recoveries: watch::Sender<u64>,
     shutdown: CancellationToken,
 ) {
     let mut ticker = tokio::time::interval(config.probe_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut have_version = false;
+    let mut failing = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -93,6 +97,7 @@ pub(crate) async fn run(
         {
             have_version = true;
         }
+        let succeeded = matches!(input, ClusterInput::ProbeSucceeded { .. });
         if tx
             .send(Observation::Cluster {
                 cluster: cluster.clone(),
@@ -103,5 +108,9 @@ pub(crate) async fn run(
         {
             return;
         }
+        if succeeded && failing {
+            recoveries.send_modify(|n| *n += 1);
+        }
+        failing = !succeeded;
     }
 }

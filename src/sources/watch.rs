@@ -4,7 +4,10 @@
 //! On any error except an in-stream 410 (which the watcher answers with an
 //! immediate relist) the watch reports `Error`, waits kube-runtime's
 //! `DefaultBackoff`, reporting `Backoff`, and starts over with a fresh list,
-//! so a recovered sync is always confirmed by a completed list.
+//! so a recovered sync is always confirmed by a completed list. When the
+//! probe sees the member answer again after failing, a pending backoff ends
+//! at once (and starts over from its minimum): the backoff grown during an
+//! outage must not keep documents stale once the member is back.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -19,7 +22,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::{SourceConfig, SyncResource};
@@ -68,12 +71,20 @@ async fn report(tx: &mpsc::Sender<Observation>, observation: Observation) -> boo
     tx.send(observation).await.is_ok()
 }
 
+/// Counts the times the probe saw the member answer again after failing
+/// (sent by the probe only); a watch compares it with the count when its
+/// attempt started to know whether the member came back meanwhile.
+pub(crate) type Recoveries = watch::Receiver<u64>;
+
 /// Reports a failure together with the backoff before the retry (one
-/// observation), then sleeps through the backoff. False on shutdown.
+/// observation), then sleeps through the backoff, which ends early when the
+/// member came back since `attempt` (the recovery count when the failed
+/// attempt started) or comes back meanwhile. False on shutdown.
 async fn fail_and_back_off(
     observe: impl FnOnce(SyncInput) -> Observation,
     (reason, message): (String, String),
     backoff: &mut DefaultBackoff,
+    (recoveries, attempt): (&mut Recoveries, u64),
     tx: &mpsc::Sender<Observation>,
     shutdown: &CancellationToken,
 ) -> bool {
@@ -87,9 +98,18 @@ async fn fail_and_back_off(
     if !report(tx, observe(input)).await {
         return false;
     }
+    if *recoveries.borrow_and_update() != attempt {
+        *backoff = DefaultBackoff::default();
+        return true;
+    }
     tokio::select! {
         _ = shutdown.cancelled() => false,
         _ = tokio::time::sleep(delay) => true,
+        // Err: the probe is gone (shutdown); the branch is then disabled.
+        Ok(()) = recoveries.changed() => {
+            *backoff = DefaultBackoff::default();
+            true
+        }
     }
 }
 
@@ -101,6 +121,7 @@ pub(crate) async fn drive<K, F>(
     api: Api<K>,
     config: watcher::Config,
     tx: mpsc::Sender<Observation>,
+    mut recoveries: Recoveries,
     shutdown: CancellationToken,
     mut on_step: F,
 ) where
@@ -110,6 +131,7 @@ pub(crate) async fn drive<K, F>(
     let sync = |input| Observation::sync(&cluster, &gvr, input);
     let mut backoff = DefaultBackoff::default();
     loop {
+        let attempt = *recoveries.borrow_and_update();
         let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
         let mut known: HashSet<String> = HashSet::new();
         let mut listing: Vec<K> = Vec::new();
@@ -190,7 +212,8 @@ pub(crate) async fn drive<K, F>(
         };
         let (reason, message) = &failed;
         tracing::debug!(cluster = %cluster, resource = %gvr.path(), %reason, %message, "watch failed");
-        if !fail_and_back_off(sync, failed, &mut backoff, &tx, &shutdown).await {
+        let recovered = (&mut recoveries, attempt);
+        if !fail_and_back_off(sync, failed, &mut backoff, recovered, &tx, &shutdown).await {
             return;
         }
     }
@@ -225,6 +248,7 @@ pub(crate) async fn run(
     resource: SyncResource,
     config: SourceConfig,
     tx: mpsc::Sender<Observation>,
+    recoveries: Recoveries,
     shutdown: CancellationToken,
 ) {
     let gvr = resource.gvr.clone();
@@ -239,32 +263,57 @@ pub(crate) async fn run(
         ("apps", "v1", "deployments") => {
             let c = cluster.clone();
             let api: Api<Deployment> = scoped(client, ns);
-            drive(cluster, gvr, api, wc, tx, shutdown, move |step| {
-                workload_steps(&c, "Deployment", step, |d| {
-                    Workload::from_deployment(d, &app_label)
-                })
-            })
+            drive(
+                cluster,
+                gvr,
+                api,
+                wc,
+                tx,
+                recoveries,
+                shutdown,
+                move |step| {
+                    workload_steps(&c, "Deployment", step, |d| {
+                        Workload::from_deployment(d, &app_label)
+                    })
+                },
+            )
             .await
         }
         ("apps", "v1", "statefulsets") => {
             let c = cluster.clone();
             let api: Api<StatefulSet> = scoped(client, ns);
-            drive(cluster, gvr, api, wc, tx, shutdown, move |step| {
-                workload_steps(&c, "StatefulSet", step, |s| {
-                    Workload::from_statefulset(s, &app_label)
-                })
-            })
+            drive(
+                cluster,
+                gvr,
+                api,
+                wc,
+                tx,
+                recoveries,
+                shutdown,
+                move |step| {
+                    workload_steps(&c, "StatefulSet", step, |s| {
+                        Workload::from_statefulset(s, &app_label)
+                    })
+                },
+            )
             .await
         }
         ("", "v1", "namespaces") => {
             let c = cluster.clone();
             let api: Api<Namespace> = Api::all(client);
-            drive(cluster, gvr, api, wc, tx, shutdown, move |step| {
-                namespace_steps(&c, step)
-            })
+            drive(
+                cluster,
+                gvr,
+                api,
+                wc,
+                tx,
+                recoveries,
+                shutdown,
+                move |step| namespace_steps(&c, step),
+            )
             .await
         }
-        _ => run_dynamic(cluster, client, resource, wc, tx, shutdown).await,
+        _ => run_dynamic(cluster, client, resource, wc, tx, recoveries, shutdown).await,
     }
 }
 
@@ -319,11 +368,13 @@ async fn run_dynamic(
     resource: SyncResource,
     wc: watcher::Config,
     tx: mpsc::Sender<Observation>,
+    mut recoveries: Recoveries,
     shutdown: CancellationToken,
 ) {
     let gvr = resource.gvr.clone();
     let mut backoff = DefaultBackoff::default();
     let found: ApiResource = loop {
+        let attempt = *recoveries.borrow_and_update();
         let gv = kube::core::GroupVersion::gv(&gvr.group, &gvr.version);
         let discovered = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -356,7 +407,9 @@ async fn run_dynamic(
             }
         };
         let observe = |input| Observation::sync(&cluster, &gvr, input);
-        if !fail_and_back_off(observe, (reason, message), &mut backoff, &tx, &shutdown).await {
+        let failed = (reason, message);
+        let recovered = (&mut recoveries, attempt);
+        if !fail_and_back_off(observe, failed, &mut backoff, recovered, &tx, &shutdown).await {
             return;
         }
     };
@@ -364,5 +417,8 @@ async fn run_dynamic(
         Some(ns) => Api::namespaced_with(client, ns, &found),
         None => Api::all_with(client, &found),
     };
-    drive(cluster, gvr, api, wc, tx, shutdown, |_| Vec::new()).await
+    drive(cluster, gvr, api, wc, tx, recoveries, shutdown, |_| {
+        Vec::new()
+    })
+    .await
 }

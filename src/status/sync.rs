@@ -65,7 +65,8 @@ pub(crate) struct SyncStatus {
     pub(crate) resource: Gvr,
     #[serde(flatten)]
     pub(crate) lifecycle: Lifecycle<SyncPhase>,
-    /// Objects in the cache (while listing: listed so far).
+    /// Objects in the cache (while listing: listed so far; after a failed
+    /// list: the cache's count again, as the cache still holds them).
     pub(crate) objects: u64,
     pub(crate) resource_version: Option<String>,
     #[serde(serialize_with = "super::time::serialize_millis_opt")]
@@ -77,6 +78,17 @@ pub(crate) struct SyncStatus {
     /// its watch has reported no failure since: it resumes when the cluster does.
     #[serde(skip)]
     resume_syncing: bool,
+    /// Objects in the cache after the last completed list and its events;
+    /// `objects` falls back to it when a list fails or stops part way.
+    #[serde(skip)]
+    cached: u64,
+    /// A list has completed once: later lists are relists.
+    #[serde(skip)]
+    listed: bool,
+    /// The last failure was an API error (`Forbidden`, …) and no list has
+    /// completed since: the retry's list still counts as failing.
+    #[serde(skip)]
+    retrying_failure: bool,
 }
 
 /// What the source and the engine tell the sync machine.
@@ -134,6 +146,15 @@ pub enum SyncInput {
     Removed,
 }
 
+/// An API-level failure reason (as opposed to connectivity, which the probe
+/// judges, and `Expired` or `StreamEnded`, which a relist answers).
+fn is_api_error(reason: &str) -> bool {
+    !matches!(
+        reason,
+        "Disconnected" | "Timeout" | "TLSError" | "Expired" | "StreamEnded"
+    )
+}
+
 impl SyncStatus {
     pub(crate) fn new(cluster: &str, resource: Gvr, now: DateTime<Utc>) -> Self {
         Self {
@@ -151,6 +172,9 @@ impl SyncStatus {
             retry_at: None,
             last_error: None,
             resume_syncing: false,
+            cached: 0,
+            listed: false,
+            retrying_failure: false,
         }
     }
 
@@ -160,13 +184,15 @@ impl SyncStatus {
 
     /// Counted as failing by the cluster machine: API-level errors only.
     /// Connectivity (`Disconnected`, `Timeout`, `TLSError`) is the probe's to
-    /// judge, and `Expired` is a relist in progress.
+    /// judge, and `Expired` is a relist in progress. A resource retrying after
+    /// an API error keeps failing until a list completes, so the cluster does
+    /// not turn `Healthy` for the instant of every retry.
     pub(crate) fn is_failing(&self) -> bool {
-        matches!(self.phase(), SyncPhase::Error | SyncPhase::Backoff)
-            && !matches!(
-                self.lifecycle.reason.as_str(),
-                "Disconnected" | "Timeout" | "TLSError" | "Expired" | "StreamEnded"
-            )
+        match self.phase() {
+            SyncPhase::Error | SyncPhase::Backoff => is_api_error(&self.lifecycle.reason),
+            SyncPhase::Listing | SyncPhase::Pending => self.retrying_failure,
+            SyncPhase::Syncing | SyncPhase::Stopped => false,
+        }
     }
 
     fn stopped_for_cluster(&self) -> bool {
@@ -181,11 +207,8 @@ impl SyncStatus {
             // While the cluster is down, retries do not leave `Stopped` until one succeeds.
             SyncInput::ListStarted | SyncInput::Listed { .. } if self.stopped_for_cluster() => {}
             SyncInput::ListStarted => {
-                let reason = if self.resource_version.is_some() {
-                    "Relist"
-                } else {
-                    "InitialList"
-                };
+                // Not `resource_version`: an empty list has none, and its relists are relists too.
+                let reason = if self.listed { "Relist" } else { "InitialList" };
                 self.objects = 0;
                 self.retry_at = None;
                 self.lifecycle
@@ -213,6 +236,9 @@ impl SyncStatus {
             } => {
                 let listed = self.phase() == SyncPhase::Listing;
                 self.objects = count;
+                self.cached = count;
+                self.listed = true;
+                self.retrying_failure = false;
                 if resource_version.is_some() {
                     self.resource_version = resource_version;
                 }
@@ -239,6 +265,9 @@ impl SyncStatus {
             SyncInput::Failed { reason, message } => {
                 self.last_error = Some(message.clone());
                 self.resume_syncing = false;
+                self.retrying_failure = is_api_error(&reason);
+                // A failed list leaves the cache as it was.
+                self.objects = self.cached;
                 if !self.stopped_for_cluster() {
                     self.lifecycle.set(SyncPhase::Error, &reason, message, now);
                 }
@@ -257,6 +286,9 @@ impl SyncStatus {
                 }
             }
             SyncInput::ClusterDown => {
+                if self.phase() == SyncPhase::Listing {
+                    self.objects = self.cached;
+                }
                 if self.phase() != SyncPhase::Stopped {
                     self.resume_syncing = self.phase() == SyncPhase::Syncing;
                     self.lifecycle.set(
@@ -414,6 +446,49 @@ mod tests {
                 ],
             ),
             (
+                "a relist after an empty list (no resourceVersion) is a relist",
+                vec![
+                    SyncInput::ListStarted,
+                    SyncInput::ListDone {
+                        count: 0,
+                        resource_version: None,
+                    },
+                    failed("Expired"),
+                    SyncInput::ListStarted,
+                ],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 0",
+                    "Error (Expired) 0",
+                    "Listing (Relist) 0",
+                ],
+            ),
+            (
+                "a failed relist keeps the count of the cache",
+                vec![
+                    SyncInput::ListStarted,
+                    done(800),
+                    SyncInput::ListStarted,
+                    SyncInput::Listed { count: 500 },
+                    SyncInput::FailedRetrying {
+                        reason: "Forbidden".into(),
+                        message: "forbidden".into(),
+                        until: t(30),
+                    },
+                    SyncInput::ListStarted,
+                    SyncInput::ClusterDown,
+                ],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 800",
+                    "Listing (Relist) 0",
+                    "Listing (Relist) 500",
+                    "Backoff (Forbidden) 800",
+                    "Listing (Relist) 0",
+                    "Stopped (ClusterUnhealthy) 800",
+                ],
+            ),
+            (
                 "removed from the registry is final",
                 vec![done(1), SyncInput::Removed, SyncInput::ListStarted],
                 vec![
@@ -434,6 +509,75 @@ mod tests {
         ];
         for (name, inputs, want) in cases {
             assert_eq!(run(inputs), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_retry_after_an_api_error_fails_until_a_list_completes() {
+        let retrying = |reason: &str| SyncInput::FailedRetrying {
+            reason: reason.into(),
+            message: format!("{reason} happened"),
+            until: t(30),
+        };
+        // (input, failing after it)
+        let cases: Vec<(&str, Vec<(SyncInput, bool)>)> = vec![
+            (
+                "forbidden, retried, still forbidden, then allowed",
+                vec![
+                    (SyncInput::ListStarted, false),
+                    (retrying("Forbidden"), true),
+                    (SyncInput::ListStarted, true),
+                    (SyncInput::Listed { count: 500 }, true),
+                    (retrying("Forbidden"), true),
+                    (SyncInput::ListStarted, true),
+                    (done(3), false),
+                    (SyncInput::ListStarted, false),
+                ],
+            ),
+            (
+                "connectivity and expiry never count",
+                vec![
+                    (SyncInput::ListStarted, false),
+                    (done(3), false),
+                    (retrying("Disconnected"), false),
+                    (SyncInput::ListStarted, false),
+                    (done(3), false),
+                    (failed("Expired"), false),
+                    (SyncInput::ListStarted, false),
+                ],
+            ),
+            (
+                "an API error, then a connectivity error: the probe judges",
+                vec![
+                    (retrying("Throttled"), true),
+                    (SyncInput::ListStarted, true),
+                    (retrying("Timeout"), false),
+                    (SyncInput::ListStarted, false),
+                ],
+            ),
+            (
+                "the cluster's outage does not count, a failure still pending after it does",
+                vec![
+                    (retrying("Forbidden"), true),
+                    (SyncInput::ClusterDown, false),
+                    (SyncInput::ClusterUp, true),
+                    (SyncInput::ListStarted, true),
+                    (done(1), false),
+                ],
+            ),
+        ];
+        for (name, steps) in cases {
+            let mut s = SyncStatus::new("c", Gvr::new("apps", "v1", "deployments"), t(0));
+            for (i, (input, want)) in steps.into_iter().enumerate() {
+                s = s.step(input, t(i as i64 + 1));
+                assert_eq!(
+                    s.is_failing(),
+                    want,
+                    "{name}, step {i}: {} ({})",
+                    s.phase(),
+                    s.lifecycle.reason
+                );
+            }
         }
     }
 

@@ -41,6 +41,13 @@ pub(crate) struct PhaseLabels {
     pub(crate) phase: String,
 }
 
+/// A watched resource of one member (lists have no reason to tell).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResourceLabels {
+    pub(crate) cluster: String,
+    pub(crate) resource: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct WatchLabels {
     pub(crate) cluster: String,
@@ -92,7 +99,7 @@ pub struct Metrics {
     pub(crate) delivery_lag: Histogram,
     pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
     pub(crate) sync_phase: Family<PhaseLabels, Gauge>,
-    pub(crate) watch_lists: Family<WatchLabels, Counter>,
+    pub(crate) watch_lists: Family<ResourceLabels, Counter>,
     pub(crate) watch_errors: Family<WatchLabels, Counter>,
     pub(crate) probe_latency: Family<ClusterLabels, Histogram>,
     /// The hub sequence already folded into `hub_changes`.

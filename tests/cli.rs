@@ -180,7 +180,7 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         "kube_pulse_http_requests_total{method=\"GET\",route=\"/livez\",status=\"200\"}",
         "kube_pulse_sessions{transport=\"sse\"}",
         "kube_pulse_probe_latency_seconds_count{cluster=\"dev\"}",
-        "kube_pulse_watch_lists_total{cluster=\"dev\",resource=\"apps/v1/deployments\",reason=\"\"}",
+        "kube_pulse_watch_lists_total{cluster=\"dev\",resource=\"apps/v1/deployments\"}",
     ] {
         value(&first, series);
     }

@@ -18,7 +18,7 @@ mod tests;
 pub use observation::Observation;
 
 use crate::hub::{Hub, topic};
-use crate::metrics::{Metrics, WatchLabels};
+use crate::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::cluster::{
     ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
@@ -91,7 +91,11 @@ impl Engine {
                 };
                 match input {
                     SyncInput::ListStarted => {
-                        m.watch_lists.get_or_create(&labels("")).inc();
+                        let labels = ResourceLabels {
+                            cluster: cluster.clone(),
+                            resource: resource.path(),
+                        };
+                        m.watch_lists.get_or_create(&labels).inc();
                     }
                     SyncInput::Failed { reason, .. } | SyncInput::FailedRetrying { reason, .. } => {
                         m.watch_errors.get_or_create(&labels(reason)).inc();

@@ -32,6 +32,9 @@ pub struct FileConfig {
     /// Output format and external stores of the health endpoints.
     #[serde(default)]
     pub health: HealthSettings,
+    /// Bytes the replay log may hold (default 64 MiB); the
+    /// `--replay-log-bytes` flag wins when both are given.
+    pub replay_log_bytes: Option<usize>,
 }
 
 /// The gateway's own health endpoints.
@@ -105,7 +108,12 @@ impl FileConfig {
                 failure: self.probe.failure_threshold,
             },
             registries: self.sync_registries.clone(),
-            ..Default::default()
+            hub: crate::hub::HubConfig {
+                log_bytes: self
+                    .replay_log_bytes
+                    .unwrap_or(crate::hub::DEFAULT_LOG_BYTES),
+                ..Default::default()
+            },
         }
     }
 }
@@ -473,6 +481,7 @@ mod tests {
             std::time::Duration::from_secs(5)
         );
         assert_eq!(pipeline.thresholds.failure, 2);
+        assert_eq!(pipeline.hub.log_bytes, 64 << 20);
         assert_eq!(
             crate::sources::resources_for("prod-eu", &pipeline.registries).len(),
             2

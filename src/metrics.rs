@@ -95,6 +95,7 @@ pub struct Metrics {
     pub(crate) hub_changes: Counter,
     pub(crate) hub_topics: Gauge,
     pub(crate) replay_log_size: Gauge,
+    pub(crate) replay_log_bytes: Gauge,
     /// Seconds from a change entering the hub to its message being handed to a socket.
     pub(crate) delivery_lag: Histogram,
     pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
@@ -142,6 +143,7 @@ impl Metrics {
             hub_changes: Counter::default(),
             hub_topics: Gauge::default(),
             replay_log_size: Gauge::default(),
+            replay_log_bytes: Gauge::default(),
             delivery_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 18)),
             cluster_phase: Family::default(),
             sync_phase: Family::default(),
@@ -203,6 +205,11 @@ impl Metrics {
             "replay_log_size",
             "Changes kept for resume",
             m.replay_log_size.clone(),
+        );
+        registry.register(
+            "replay_log_bytes",
+            "Estimated bytes of the changes kept for resume (their JSON messages)",
+            m.replay_log_bytes.clone(),
         );
         registry.register(
             "delivery_lag_seconds",
@@ -268,6 +275,8 @@ impl Metrics {
         self.subscriptions.set(stats.subscriptions as i64);
         self.hub_topics.set(stats.topics as i64);
         self.replay_log_size.set(stats.log_len as i64);
+        self.replay_log_bytes
+            .set(i64::try_from(stats.log_bytes).unwrap_or(i64::MAX));
         let seen = self
             .seen_seq
             .fetch_max(stats.seq, std::sync::atomic::Ordering::Relaxed);
@@ -336,6 +345,7 @@ mod tests {
             serde_json::json!({"name": "a", "phase": "Healthy"}),
         );
         let text = metrics.render(&hub);
+        assert!(hub.stats().log_bytes > 0);
         for line in [
             r#"kube_pulse_sessions{transport="sse"} 2"#,
             r#"kube_pulse_sessions{transport="ws"} 1"#,
@@ -343,6 +353,8 @@ mod tests {
             "kube_pulse_bytes_sent_total 120",
             "kube_pulse_collapses_total 1",
             "kube_pulse_hub_changes_total 1",
+            "kube_pulse_replay_log_size 1",
+            &format!("kube_pulse_replay_log_bytes {}", hub.stats().log_bytes),
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

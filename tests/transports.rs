@@ -200,6 +200,7 @@ async fn a_reader_that_stops_converges_later_while_others_get_every_change() {
     let hub = Hub::new(HubConfig {
         log_size: 100_000,
         subscriber_queue: 16,
+        ..HubConfig::default()
     });
     let pad = "x".repeat(16 * 1024);
     hub.put("apps/a/shop/web", json!({"i": 0, "pad": pad}));
@@ -265,6 +266,7 @@ async fn a_reader_stuck_past_the_write_timeout_is_closed() {
     let hub = Hub::new(HubConfig {
         log_size: 1000,
         subscriber_queue: 4,
+        ..HubConfig::default()
     });
     hub.put("t/x", json!({"i": 0}));
     let config = TransportConfig {
@@ -650,6 +652,7 @@ async fn a_cursor_from_a_catch_up_snapshot_resumes_without_loss() {
     let hub = Hub::new(HubConfig {
         log_size: 100_000,
         subscriber_queue: 16,
+        ..HubConfig::default()
     });
     let pad = "x".repeat(16 * 1024);
     let topics: Vec<String> = (0..20).map(|i| format!("apps/a/shop/w{i}")).collect();

@@ -115,6 +115,10 @@ pub struct PushArgs {
     /// `/pulse` behind another app's origin.
     #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
     pub base_path: String,
+    /// Bytes of changes kept for resume besides their count (default 64 MiB;
+    /// `serve` takes `replayLogBytes` from its config file otherwise).
+    #[arg(long, value_name = "BYTES")]
+    pub replay_log_bytes: Option<usize>,
 }
 
 fn parse_base_path(raw: &str) -> Result<String, String> {
@@ -306,6 +310,10 @@ impl ServeArgs {
                 ));
             }
         };
+        let mut pipeline = pipeline;
+        if let Some(bytes) = self.push.replay_log_bytes {
+            pipeline.hub.log_bytes = bytes;
+        }
         let addr = self
             .listen
             .or(file_listen)
@@ -333,6 +341,10 @@ impl DemoArgs {
         let auth = self.security.auth_settings();
         auth.check_listener(self.listen).map_err(Error::Settings)?;
         let defaults = crate::demo::DemoOptions::default();
+        let mut pipeline = defaults.gateway.pipeline.clone();
+        if let Some(bytes) = self.push.replay_log_bytes {
+            pipeline.hub.log_bytes = bytes;
+        }
         let options = crate::demo::DemoOptions {
             clusters: self.clusters.into(),
             scenario: !self.no_scenario,
@@ -346,6 +358,7 @@ impl DemoArgs {
                 base_path: self.push.base_path.clone(),
                 auth,
                 tls: self.security.tls(),
+                pipeline,
                 ..defaults.gateway
             },
         };
@@ -361,6 +374,20 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_replay_log_byte_budget_is_a_flag() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "serve", "--kubeconfig", "kc"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args.push.replay_log_bytes,
+                _ => panic!("serve expected"),
+            }
+        };
+        assert_eq!(parse(&[]), None);
+        assert_eq!(parse(&["--replay-log-bytes", "1048576"]), Some(1 << 20));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The hub: in-memory state keyed by topic (`sources → engine → [hub] →
 //! transports`). It assigns per-topic revisions and a hub-wide sequence
 //! within a process epoch, keeps a bounded replay log, computes each change's
-//! JSON merge patch once, and fans changes out to subscriptions through a
-//! pattern index. A topic's name is parsed into a [`Topic`] once, when the
+//! JSON merge patch and its JSON message once, and fans changes out to
+//! subscriptions through a pattern index. A topic's name is parsed into a [`Topic`] once, when the
 //! hub first holds it; changes, resyncs and snapshots carry that form. A slow subscription never blocks it: its queue is bounded
 //! and, when full, the topics it missed are resent as fresh snapshots.
 
@@ -22,7 +22,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::protocol::patch;
+use crate::protocol::topic::TopicKind;
+use crate::protocol::{ServerMessage, patch};
 use topic::PatternIndex;
 pub use topic::{Pattern, Topic};
 
@@ -38,7 +39,9 @@ pub enum ChangeKind {
     Removed,
 }
 
-/// One published change, shared by every subscriber.
+/// One published change, shared by every subscriber. The replay log keeps a
+/// slimmer copy (see [`Hub::changes_since`]): its message in `encoded.json`,
+/// no `patch`, and a `doc` only where visibility reads it (task topics).
 #[derive(Debug, Serialize)]
 pub struct Change {
     /// The topic that changed.
@@ -51,9 +54,11 @@ pub struct Change {
     pub cursor: String,
     /// Snapshot, patch or removal.
     pub kind: ChangeKind,
-    /// The document after the change (None when removed).
+    /// The document after the change (None when removed, and in the replay
+    /// log except for task topics, whose visibility reads their target).
     pub doc: Option<Arc<Value>>,
-    /// RFC 7386 merge patch from the previous revision (for `Patch`).
+    /// RFC 7386 merge patch from the previous revision (for `Patch`; None in
+    /// the replay log, whose message carries it).
     pub patch: Option<Arc<Value>>,
     /// When the hub published the change.
     pub at: DateTime<Utc>,
@@ -82,10 +87,11 @@ impl PartialEq for Change {
     }
 }
 
-/// Lazily encoded forms of a change: the JSON message and its SSE frame.
+/// Encoded forms of a change: the JSON message and its SSE frame.
 #[derive(Debug, Default)]
 pub struct EncodeCache {
-    /// The change as one JSON message (without a WebSocket `sub`), made on first use.
+    /// The change as one JSON message at its own cursor (without a WebSocket
+    /// `sub`), made once when the hub publishes it.
     pub json: OnceLock<Bytes>,
     /// The change as an SSE frame (`id:`, `event:`, `data:`), made on first use.
     pub sse: OnceLock<Bytes>,
@@ -149,6 +155,8 @@ impl Replayed<'_> {
 pub struct HubConfig {
     /// Changes kept for resume.
     pub log_size: usize,
+    /// Bytes the changes kept for resume may take (see [`HubStats::log_bytes`]).
+    pub log_bytes: usize,
     /// Changes queued per subscription before it falls back to snapshots.
     pub subscriber_queue: usize,
 }
@@ -157,10 +165,17 @@ impl Default for HubConfig {
     fn default() -> Self {
         Self {
             log_size: 10_000,
+            log_bytes: DEFAULT_LOG_BYTES,
             subscriber_queue: 1024,
         }
     }
 }
+
+/// The replay log's default byte budget: 64 MiB, room for the default
+/// 10 000 changes at up to ~6.5 KiB each (a demo app document's whole message
+/// is 3–7 KiB), so the count binds first for ordinary traffic and the bytes
+/// only when documents are unusually large (docs/RELIABILITY.md).
+pub const DEFAULT_LOG_BYTES: usize = 64 << 20;
 
 struct Entry {
     rev: u64,
@@ -208,7 +223,10 @@ struct Inner {
     /// could still resume across its removal.
     removed: HashMap<Topic, (u64, u64)>,
     seq: u64,
-    log: VecDeque<Arc<Change>>,
+    /// Logged changes, oldest first, with their sequences contiguous; each
+    /// with its [`logged_bytes`], which `log_bytes` sums.
+    log: VecDeque<(Arc<Change>, usize)>,
+    log_bytes: usize,
     index: PatternIndex<u64>,
     slots: HashMap<u64, Slot>,
     next_id: u64,
@@ -229,6 +247,9 @@ pub struct HubStats {
     pub lag_events: u64,
     /// Changes in the replay log.
     pub log_len: usize,
+    /// Estimated bytes the replay log holds: each change's JSON message plus
+    /// bookkeeping (and a task's document, as serialized).
+    pub log_bytes: usize,
 }
 
 /// The hub. Cheap to share behind an `Arc`.
@@ -248,6 +269,7 @@ impl std::fmt::Debug for Hub {
                 .field("topics", &inner.topics.len())
                 .field("seq", &inner.seq)
                 .field("log_len", &inner.log.len())
+                .field("log_bytes", &inner.log_bytes)
                 .field("subscriptions", &inner.slots.len())
                 .field("lag_events", &inner.lag_events),
             None => d.field("inner", &"<locked>"),
@@ -268,6 +290,7 @@ impl Hub {
                 removed: HashMap::new(),
                 seq: 0,
                 log: VecDeque::new(),
+                log_bytes: 0,
                 index: PatternIndex::default(),
                 slots: HashMap::new(),
                 next_id: 0,
@@ -347,7 +370,7 @@ impl Hub {
         patch: Option<Arc<Value>>,
     ) -> Arc<Change> {
         inner.seq += 1;
-        let change = Arc::new(Change {
+        let change = Change {
             topic: topic.clone(),
             rev,
             seq: inner.seq,
@@ -357,12 +380,34 @@ impl Hub {
             patch,
             at: Utc::now(),
             encoded: EncodeCache::default(),
-        });
-        inner.log.push_back(change.clone());
-        while inner.log.len() > self.config.log_size {
-            let Some(gone) = inner.log.pop_front() else {
+        };
+        // Encoded here, once: live subscribers share it, and it is all the
+        // log needs to replay the change as it was published.
+        let json = encode(&change);
+        let _ = change.encoded.json.set(json.clone());
+        let logged = Change {
+            topic: topic.clone(),
+            cursor: change.cursor.clone(),
+            doc: match topic.kind() {
+                Some(TopicKind::Task { .. }) => change.doc.clone(),
+                _ => None,
+            },
+            patch: None,
+            encoded: EncodeCache {
+                json: OnceLock::from(json),
+                sse: OnceLock::new(),
+            },
+            ..change
+        };
+        let change = Arc::new(change);
+        let bytes = logged_bytes(&logged);
+        inner.log.push_back((Arc::new(logged), bytes));
+        inner.log_bytes += bytes;
+        while inner.log.len() > self.config.log_size || inner.log_bytes > self.config.log_bytes {
+            let Some((gone, bytes)) = inner.log.pop_front() else {
                 break;
             };
+            inner.log_bytes -= bytes;
             if gone.kind == ChangeKind::Removed
                 && inner
                     .removed
@@ -424,13 +469,26 @@ impl Hub {
     }
 
     /// Changes after `seq` still in the log, or None when some are gone.
+    /// Each is the log's copy: its message in `encoded.json` (to be sent as
+    /// is), no `patch`, and a `doc` only for task topics.
     pub fn changes_since(&self, seq: u64) -> Option<Vec<Arc<Change>>> {
         let inner = self.inner.lock();
-        let oldest = inner.log.front().map(|c| c.seq).unwrap_or(inner.seq + 1);
+        let oldest = inner
+            .log
+            .front()
+            .map(|(c, _)| c.seq)
+            .unwrap_or(inner.seq + 1);
         if seq > inner.seq || seq + 1 < oldest {
             return None;
         }
-        Some(inner.log.iter().filter(|c| c.seq > seq).cloned().collect())
+        Some(
+            inner
+                .log
+                .iter()
+                .filter(|(c, _)| c.seq > seq)
+                .map(|(c, _)| c.clone())
+                .collect(),
+        )
     }
 
     /// Subscribes to `patterns`: the current snapshot plus every later
@@ -482,8 +540,59 @@ impl Hub {
             subscriptions: inner.slots.len(),
             lag_events: inner.lag_events,
             log_len: inner.log.len(),
+            log_bytes: inner.log_bytes,
         }
     }
+}
+
+/// A change's JSON message at its own cursor, as every subscriber gets it.
+fn encode(change: &Change) -> Bytes {
+    // A document the hub holds is never JSON `null`: this only stands in
+    // for an absent one, so that encoding cannot fail.
+    static NULL: Value = Value::Null;
+    let (topic, rev, cursor) = (&change.topic, change.rev, change.cursor.as_str());
+    match change.kind {
+        ChangeKind::Snapshot => ServerMessage::Snapshot {
+            topic,
+            rev,
+            cursor,
+            doc: change.doc.as_deref().unwrap_or(&NULL),
+        },
+        ChangeKind::Patch => ServerMessage::Patch {
+            topic,
+            rev,
+            cursor,
+            patch: change.patch.as_deref().unwrap_or(&NULL),
+        },
+        ChangeKind::Removed => ServerMessage::Removed {
+            topic,
+            rev: Some(rev),
+            cursor,
+        },
+    }
+    .encode()
+}
+
+/// What a logged change costs, estimated once when it is logged: its JSON
+/// message, its cursor, the struct itself, and a kept document as serialized
+/// (in memory a `Value` takes several times that; only task documents are kept).
+fn logged_bytes(change: &Change) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut doc = Counter(0);
+    if let Some(d) = &change.doc {
+        let _ = serde_json::to_writer(&mut doc, &**d);
+    }
+    let json = change.encoded.json.get().map_or(0, Bytes::len);
+    std::mem::size_of::<Change>() + change.cursor.len() + json + doc.0
 }
 
 /// A live subscription; dropping it unsubscribes.
@@ -692,6 +801,7 @@ mod tests {
         let hub = Hub::new(HubConfig {
             log_size: 4,
             subscriber_queue: 8,
+            ..HubConfig::default()
         });
         hub.put("clusters/a", json!({"n": 1}));
         hub.put("clusters/a", json!({"n": 2}));
@@ -714,6 +824,7 @@ mod tests {
         let hub = Hub::new(HubConfig {
             log_size: 3,
             subscriber_queue: 8,
+            ..HubConfig::default()
         });
         for i in 0..5 {
             hub.put("t/x", json!({"i": i}));
@@ -722,6 +833,70 @@ mod tests {
         assert!(hub.changes_since(1).is_none(), "seq 2 fell out of the log");
         assert_eq!(hub.changes_since(5).unwrap().len(), 0);
         assert!(hub.changes_since(9).is_none(), "a future cursor is unknown");
+    }
+
+    #[test]
+    fn replay_log_is_bounded_in_bytes() {
+        let budget = 64 * 1024;
+        let hub = Hub::new(HubConfig {
+            log_size: 10_000,
+            log_bytes: budget,
+            subscriber_queue: 8,
+        });
+        for i in 0..100 {
+            let pad = format!("{i:04}").repeat(1024);
+            hub.put(
+                &format!("apps/a/shop/w{}", i % 5),
+                json!({"i": i, "pad": pad}),
+            );
+        }
+        let stats = hub.stats();
+        assert!(stats.log_bytes <= budget, "{stats:?}");
+        assert!(stats.log_bytes > budget - 5 * 1024, "{stats:?}");
+        assert!((10..20).contains(&stats.log_len), "{stats:?}");
+        let kept = hub.inner.lock().log.iter().map(|(_, b)| b).sum::<usize>();
+        assert_eq!(kept, stats.log_bytes);
+        // The oldest changes went first: the log holds the newest ones, in order.
+        let oldest = stats.seq - stats.log_len as u64;
+        let replay = hub.changes_since(oldest).expect("the oldest kept change");
+        let seqs: Vec<u64> = replay.iter().map(|c| c.seq).collect();
+        assert_eq!(seqs, (oldest + 1..=stats.seq).collect::<Vec<_>>());
+        assert!(hub.changes_since(oldest - 1).is_none(), "evicted by bytes");
+    }
+
+    #[test]
+    fn a_logged_change_keeps_its_message_not_its_documents() {
+        let hub = Hub::new(HubConfig::default());
+        let pad = "x".repeat(4096);
+        let first = hub.put("apps/a/s/w", json!({"n": 1, "pad": pad})).unwrap();
+        let second = hub.put("apps/a/s/w", json!({"n": 2, "pad": pad})).unwrap();
+        let target = json!({"cluster": "a", "namespace": "s"});
+        hub.put("tasks/1", json!({"target": target, "progress": 1}));
+        let task = hub
+            .put("tasks/1", json!({"target": target, "progress": 2}))
+            .unwrap();
+        assert!(
+            second.doc.is_some() && second.patch.is_some(),
+            "live changes are whole"
+        );
+        let logged = hub.changes_since(0).unwrap();
+        assert_eq!(logged.len(), 4);
+        for (live, kept) in [&first, &second].into_iter().zip(&logged) {
+            assert_eq!(
+                (kept.seq, kept.rev, kept.kind),
+                (live.seq, live.rev, live.kind)
+            );
+            assert!(kept.doc.is_none() && kept.patch.is_none(), "{kept:?}");
+            assert_eq!(kept.encoded.json.get(), live.encoded.json.get());
+            assert!(kept.encoded.sse.get().is_none());
+        }
+        let message: Value = serde_json::from_slice(logged[1].encoded.json.get().unwrap()).unwrap();
+        assert_eq!(message["patch"], json!({"n": 2}));
+        assert_eq!(message["cursor"], json!(second.cursor));
+        // Who may see a task depends on its document: the log keeps it.
+        assert_eq!(logged[3].doc, task.doc);
+        let stats = hub.stats();
+        assert!(stats.log_bytes < 2 * 4096 + 4 * 1024, "{stats:?}");
     }
 
     #[tokio::test]
@@ -751,6 +926,7 @@ mod tests {
         let hub = Hub::new(HubConfig {
             log_size: 100,
             subscriber_queue: 1,
+            ..HubConfig::default()
         });
         let mut sub = hub.subscribe(patterns(&["**"]));
         let reader = tokio::spawn(async move {
@@ -781,6 +957,7 @@ mod tests {
         let hub = Hub::new(HubConfig {
             log_size: 100,
             subscriber_queue: 2,
+            ..HubConfig::default()
         });
         let mut sub = hub.subscribe(patterns(&["**"]));
         for i in 0..10 {

@@ -14,23 +14,32 @@ use super::*;
 /// A client's copy: topic → (rev, doc), applied by the protocol's rules.
 type Copy = BTreeMap<String, (u64, Value)>;
 
+/// A field of the message a change goes out as (`doc`, `patch`): what a
+/// client receives, live or replayed from the log.
+fn sent(change: &Change, field: &str) -> Value {
+    let json = change
+        .encoded
+        .json
+        .get()
+        .expect("published changes are encoded");
+    let message: Value = serde_json::from_slice(json).unwrap();
+    message[field].clone()
+}
+
 fn apply_change(copy: &mut Copy, change: &Change) -> Result<(), String> {
     let topic = change.topic.to_string();
     let held = copy.get(&topic).map(|(rev, _)| *rev);
     match change.kind {
         ChangeKind::Snapshot => {
             if held.is_none_or(|h| change.rev > h) {
-                copy.insert(
-                    topic,
-                    (change.rev, (**change.doc.as_ref().unwrap()).clone()),
-                );
+                copy.insert(topic, (change.rev, sent(change, "doc")));
             }
         }
         ChangeKind::Patch => match held {
             Some(h) if change.rev <= h => {}
             Some(h) if change.rev == h + 1 => {
                 let entry = copy.get_mut(&topic).unwrap();
-                json_patch::merge(&mut entry.1, change.patch.as_ref().unwrap());
+                json_patch::merge(&mut entry.1, &sent(change, "patch"));
                 entry.0 = change.rev;
             }
             other => {
@@ -102,6 +111,7 @@ fn every_cursor_of_a_lagging_subscription_is_safe_to_resume_from() {
     let hub = Hub::new(HubConfig {
         log_size: 100_000,
         subscriber_queue: 3,
+        ..HubConfig::default()
     });
     let topics = [
         "apps/a/s/w0",
@@ -163,4 +173,59 @@ fn every_cursor_of_a_lagging_subscription_is_safe_to_resume_from() {
     assert!(checked > 100, "{checked} cuts checked");
     assert!(behind > 0, "the subscription fell behind and caught up");
     assert!(hub.stats().lag_events > 0);
+}
+
+/// A log bounded by bytes still replays exactly: every cut whose cursor is
+/// still in the log resumes to the hub's documents; older ones are refused.
+#[test]
+fn a_resume_from_a_cursor_still_in_a_byte_bounded_log_is_exact() {
+    let hub = Hub::new(HubConfig {
+        log_size: 100_000,
+        log_bytes: 48 * 1024,
+        subscriber_queue: 100_000,
+    });
+    let topics = ["apps/a/s/w0", "apps/a/s/w1", "apps/a/s/w2", "clusters/a"];
+    let mut sub = hub.subscribe(vec![Pattern::parse("**").unwrap()]);
+    let mut copy = Copy::new();
+    let mut cuts = Vec::new();
+    for step in 0..300u64 {
+        let topic = topics[(step * 7 % 11) as usize % topics.len()];
+        if step % 17 == 16 {
+            hub.remove(topic);
+        } else {
+            let pad = "p".repeat(200 + (step as usize * 37) % 900);
+            hub.put(
+                topic,
+                json!({"step": step, "pad": pad, "list": [step, step / 2]}),
+            );
+        }
+        while let Some(delivery) = sub.try_next() {
+            apply(&mut copy, &delivery).unwrap();
+        }
+        cuts.push((copy.clone(), sub.resume_seq()));
+    }
+    assert_eq!(copy, truth(&hub));
+    let stats = hub.stats();
+    assert!(
+        stats.log_bytes <= 48 * 1024 && stats.log_len < 300,
+        "{stats:?}"
+    );
+    let oldest = stats.seq - stats.log_len as u64;
+    let (mut exact, mut refused) = (0, 0);
+    for (held, resume) in cuts {
+        if resume >= oldest {
+            let after = resumed(&hub, held, resume)
+                .unwrap_or_else(|e| panic!("resume from {resume} (log from {oldest}): {e}"));
+            assert_eq!(after, truth(&hub), "resume from {resume}");
+            exact += 1;
+        } else {
+            let sub = hub.subscribe(vec![Pattern::parse("**").unwrap()]);
+            assert!(sub.replay_since(resume).is_none(), "{resume} left the log");
+            refused += 1;
+        }
+    }
+    assert!(
+        exact > 10 && refused > 10,
+        "{exact} exact, {refused} refused"
+    );
 }

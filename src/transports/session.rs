@@ -159,7 +159,7 @@ pub(super) fn start(
         .filter_map(|r| match r {
             Replayed::Change(c) => principal
                 .can_see(&c.topic, c.doc.as_deref())
-                .then(|| change_message(&c)),
+                .then(|| replayed_message(&c)),
             Replayed::Doc(doc) => principal
                 .can_see(&doc.topic, Some(&doc.doc))
                 .then(|| snapshot_message(doc, &from)),
@@ -255,6 +255,25 @@ fn change_message(change: &Change) -> Message {
         cursor: change.cursor.clone(),
         json,
         sse: Some(sse),
+        at: Some(change.at),
+    }
+}
+
+/// A change from the replay log as it was published: its message, made when
+/// the hub published it. No SSE frame is cached: the log keeps one encoding.
+fn replayed_message(change: &Change) -> Message {
+    let cursor = change.cursor.as_str();
+    let json = change
+        .encoded
+        .json
+        .get()
+        .cloned()
+        .unwrap_or_else(|| server_message(change, cursor).encode());
+    Message {
+        kind: server_message(change, cursor).kind(),
+        cursor: change.cursor.clone(),
+        json,
+        sse: None,
         at: Some(change.at),
     }
 }

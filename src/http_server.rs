@@ -11,7 +11,16 @@
 //! buffer. Serving HTTP/1.1 only, it stays 8 KiB (docs/BENCHMARKS.md,
 //! scenario 3). hyper still reads while a response streams, so a client
 //! that hangs up ends its stream at once.
+//!
+//! A connection counts until its socket is dropped, also after a WebSocket
+//! upgrade took it over from hyper: shutdown waits for every socket's close
+//! frame (docs/RELIABILITY.md). Accepted sockets get a fixed, modest send
+//! buffer ([`SEND_BUFFER`]) instead of the kernel's auto-tuning, so a client
+//! that stops reading blocks the session's writes after a few KiB, not
+//! megabytes, and is noticed within the write timeout.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -21,9 +30,11 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 use tower::ServiceExt;
 
 use crate::error::{Error, Result};
@@ -50,6 +61,74 @@ pub async fn serve(
     }
 }
 
+/// The send buffer asked for on every accepted socket (Linux doubles it
+/// for its bookkeeping and stops auto-tuning it, which would otherwise grow
+/// it to `net.ipv4.tcp_wmem`'s maximum, 4 MiB by default). What a stalled
+/// reader can hold in the kernel is bounded by this; a healthy one is not
+/// slowed at the rates status streams have (32 KiB per round trip).
+pub const SEND_BUFFER: u32 = 32 * 1024;
+
+/// Sets [`SEND_BUFFER`] on an accepted socket (through a duplicate of its
+/// descriptor: std and tokio offer the setter only on an unconnected socket).
+#[cfg(unix)]
+fn limit_send_buffer(stream: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsFd;
+    let duplicate = std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?);
+    tokio::net::TcpSocket::from_std_stream(duplicate).set_send_buffer_size(SEND_BUFFER)
+}
+
+#[cfg(not(unix))]
+fn limit_send_buffer(_: &TcpStream) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// An accepted socket that counts as a connection of the server until it is
+/// dropped: by hyper, or by the WebSocket session it was upgraded to.
+struct Tracked {
+    io: TcpStream,
+    _token: TaskTrackerToken,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
 /// Plain HTTP/1.1.
 async fn serve_plain(
     listener: TcpListener,
@@ -73,6 +152,13 @@ async fn serve_plain(
             },
         };
         let _ = stream.set_nodelay(true);
+        if let Err(e) = limit_send_buffer(&stream) {
+            tracing::debug!(error = %e, %peer, "cannot set the send buffer size");
+        }
+        let stream = Tracked {
+            io: stream,
+            _token: connections.token(),
+        };
         let service = app.clone().map_request(move |request: Request<Incoming>| {
             let mut request = request.map(Body::new);
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -99,6 +185,9 @@ async fn serve_plain(
     }
     drop(listener);
     connections.close();
+    // Every connection, upgraded ones included: WebSocket sessions end on
+    // `shutdown` themselves, each after its close frame (bounded by their
+    // close grace), SSE streams at once.
     connections.wait().await;
     Ok(())
 }

@@ -9,8 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Replica, SseReader, Ws, doc_where, gateway, pipeline, sim_with, ws_next, ws_send,
-    ws_until_synced,
+    Replica, SseReader, Ws, doc_where, gateway, gateway_on_own_runtime, pipeline, sim_with,
+    ws_connect_small, ws_next, ws_send, ws_until_synced,
 };
 use futures::{SinkExt, StreamExt};
 use kube_pulse::hub::{Hub, HubConfig};
@@ -309,6 +309,210 @@ async fn a_reader_stuck_past_the_write_timeout_is_closed() {
         }
     }
     assert!(code.is_none() || code == Some(4008), "close code {code:?}");
+    stop.cancel();
+}
+
+/// Every socket gets its 1001 on shutdown, even when the process ends as
+/// soon as the server returns (as the binary's `main` does): the server
+/// waits for the sockets' close frames. Several rounds, since a race shows
+/// up only now and then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_websocket_sees_going_away_on_shutdown() {
+    const ROUNDS: usize = 4;
+    const CLIENTS: usize = 30;
+    let rounds = async {
+        let mut seen = Vec::new();
+        for round in 0..ROUNDS {
+            let hub = Hub::new(HubConfig::default());
+            hub.put("t/x", json!({"i": 0}));
+            let (url, stop, thread) =
+                gateway_on_own_runtime(hub.clone(), TransportConfig::default());
+            let mut clients = Vec::new();
+            for c in 0..CLIENTS {
+                let mut ws = ws_connect(&url).await;
+                ws_send(
+                    &mut ws,
+                    json!({"op": "subscribe", "id": format!("s{c}"), "topics": ["t/**"]}),
+                )
+                .await;
+                ws_until_synced(&mut ws).await;
+                clients.push(ws);
+            }
+            // Changes in flight while the gateway stops.
+            for i in 1..=20 {
+                hub.put("t/x", json!({"i": i, "round": round}));
+            }
+            stop.cancel();
+            let codes = futures::future::join_all(clients.iter_mut().map(|ws| async move {
+                loop {
+                    match ws_next(ws).await {
+                        Ok(_) => continue,
+                        Err(code) => return code,
+                    }
+                }
+            }))
+            .await;
+            tokio::task::spawn_blocking(move || thread.join().unwrap())
+                .await
+                .unwrap();
+            seen.push(codes);
+        }
+        seen
+    };
+    let seen = tokio::time::timeout(Duration::from_secs(60), rounds)
+        .await
+        .expect("the rounds end within 60 s");
+    for (round, codes) in seen.iter().enumerate() {
+        let wrong: Vec<_> = codes.iter().filter(|c| **c != Some(1001)).collect();
+        assert!(
+            wrong.is_empty(),
+            "round {round}: {} of {CLIENTS} sockets did not see 1001: {wrong:?}",
+            wrong.len()
+        );
+    }
+}
+
+/// A client that stops reading while changes flow is closed as a slow
+/// consumer, and reading again it gets the 4008 close frame after what was
+/// buffered (within the close grace of the slow-consumer decision).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_consumer_sees_4008_when_it_reads_again() {
+    let hub = Hub::new(HubConfig {
+        log_size: 1000,
+        subscriber_queue: 16,
+        ..HubConfig::default()
+    });
+    hub.put("t/x", json!({"i": 0}));
+    let config = TransportConfig {
+        write_timeout: Duration::from_secs(1),
+        ..TransportConfig::default()
+    };
+    let (url, stop, state, _server) = gateway(hub.clone(), config).await;
+    let mut ws = ws_connect(&url).await;
+    ws_send(
+        &mut ws,
+        json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
+    )
+    .await;
+    ws_until_synced(&mut ws).await;
+    let pad = "z".repeat(16 * 1024);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut i = 0u64;
+    while state.transports.metrics.slow_consumer_closes.get() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no slow-consumer close after {i} changes"
+        );
+        i += 1;
+        hub.put("t/x", json!({"i": i, "pad": format!("{i}{pad}")}));
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let decided = tokio::time::Instant::now();
+    let code = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match ws_next(&mut ws).await {
+                Ok(_) => continue,
+                Err(code) => return code,
+            }
+        }
+    })
+    .await
+    .expect("the socket closes within 5 s of the decision");
+    assert_eq!(code, Some(4008), "after {i} changes");
+    eprintln!(
+        "slow consumer: 4008 read {:?} after the decision, {i} changes published",
+        decided.elapsed()
+    );
+    stop.cancel();
+}
+
+/// A reader with a small receive window that stops reading at a low rate
+/// (20 changes/s of about 1 KiB) is noticed: what the gateway holds for it
+/// is bounded, so its writes block and it is closed within the write
+/// timeout plus the few seconds it takes to fill that bound (WebSocket:
+/// 4008; SSE: the stream ends).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_reader_at_a_low_rate_is_closed_within_the_write_timeout() {
+    let hub = Hub::new(HubConfig {
+        log_size: 1000,
+        subscriber_queue: 16,
+        ..HubConfig::default()
+    });
+    hub.put("t/x", json!({"i": 0}));
+    let write_timeout = Duration::from_secs(2);
+    let config = TransportConfig {
+        write_timeout,
+        ..TransportConfig::default()
+    };
+    let (url, stop, state, _server) = gateway(hub.clone(), config).await;
+    let mut ws = ws_connect_small(&url, 4096).await;
+    ws_send(
+        &mut ws,
+        json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
+    )
+    .await;
+    ws_until_synced(&mut ws).await;
+    // An SSE client that sends its request and never reads.
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut sse = socket.connect(addr).await.unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        sse.write_all(b"GET /api/v1/events?topic=t/** HTTP/1.1\r\nhost: gw\r\n\r\n")
+            .await
+            .unwrap();
+    }
+    let bound = write_timeout + Duration::from_secs(5);
+    let pad = "p".repeat(1000);
+    let stopped = tokio::time::Instant::now();
+    let mut i = 0u64;
+    let mut ticks = tokio::time::interval(Duration::from_millis(50));
+    while state.transports.metrics.slow_consumer_closes.get() < 2 {
+        assert!(
+            stopped.elapsed() < bound,
+            "{} of 2 stalled readers closed {:?} after they stopped reading ({i} changes of 1 KiB at 20/s; {} messages, {} bytes sent, {} collapses)",
+            state.transports.metrics.slow_consumer_closes.get(),
+            stopped.elapsed(),
+            state.transports.metrics.messages_sent.get(),
+            state.transports.metrics.bytes_sent.get(),
+            state.transports.metrics.collapses.get(),
+        );
+        ticks.tick().await;
+        i += 1;
+        hub.put("t/x", json!({"i": i, "pad": format!("{i}{pad}")}));
+    }
+    let closed_after = stopped.elapsed();
+    eprintln!("stalled readers closed {closed_after:?} after they stopped reading ({i} changes)");
+    let code = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match ws_next(&mut ws).await {
+                Ok(_) => continue,
+                Err(code) => return code,
+            }
+        }
+    })
+    .await
+    .expect("the socket closes");
+    assert_eq!(code, Some(4008));
+    // The SSE stream ends: its chunked body reaches the last chunk.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        use tokio::io::AsyncReadExt;
+        let mut body = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match sse.read(&mut buf).await {
+                Ok(0) | Err(_) => return body.len(),
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+            if body.ends_with(b"\r\n0\r\n\r\n") {
+                return body.len();
+            }
+        }
+    })
+    .await
+    .expect("the SSE stream ends");
+    eprintln!("the stalled SSE reader had {ended} bytes waiting for it");
     stop.cancel();
 }
 

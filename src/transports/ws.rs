@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -140,8 +140,12 @@ struct Session {
 enum Out {
     Text(Bytes),
     Ping,
-    Close(u16, String),
 }
+
+/// How long a close frame may take to reach the client, and how long the
+/// client's answering close frame is awaited: a client that resumes reading
+/// within this grace sees the close code after what was buffered for it.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Refused subscribes in a row after which a socket is closed (policy).
 const MAX_REFUSED_IN_A_ROW: u32 = 20;
@@ -164,52 +168,71 @@ async fn push(
     }
 }
 
-/// A queued message as a frame: (frame, payload bytes, whether it closes).
-fn frame_of(out: Out) -> Option<(Message, usize, bool)> {
+/// A queued message as a frame: (frame, payload bytes).
+fn frame_of(out: Out) -> Option<(Message, usize)> {
     Some(match out {
         Out::Text(bytes) => {
             let len = bytes.len();
-            (Message::Text(Utf8Bytes::try_from(bytes).ok()?), len, false)
+            (Message::Text(Utf8Bytes::try_from(bytes).ok()?), len)
         }
-        Out::Ping => (Message::Ping(Bytes::new()), 0, false),
-        Out::Close(code, reason) => (
-            Message::Close(Some(CloseFrame {
-                code,
-                reason: reason.into(),
-            })),
-            0,
-            true,
-        ),
+        Out::Ping => (Message::Ping(Bytes::new()), 0),
     })
+}
+
+/// The close frame the reader asks for; None when it went without asking
+/// (then `close` is None and this never completes again).
+async fn close_requested(
+    close: &mut Option<oneshot::Receiver<(u16, String)>>,
+) -> Option<(u16, String)> {
+    match close {
+        Some(rx) => rx.await.ok(),
+        None => std::future::pending().await,
+    }
 }
 
 /// Owns the socket's sending half: writes what is queued (up to
 /// [`session::MAX_BATCH`] frames) and flushes once, so a burst costs one
-/// write, not one per message.
+/// write, not one per message. It alone sends the close frame: the one the
+/// reader asks for on `close` (ahead of queued messages, abandoning a write
+/// in flight), or 4008 when a write stays blocked for the write timeout.
+/// The close frame goes out after what is already buffered, within
+/// [`CLOSE_GRACE`].
 async fn write(
     t: Arc<Transports>,
     mut sink: futures::stream::SplitSink<WebSocket, Message>,
     mut outbox: mpsc::Receiver<Out>,
+    close: oneshot::Receiver<(u16, String)>,
     slow: CancellationToken,
 ) {
-    while let Some(first) = outbox.recv().await {
+    // None once the reader has gone without asking for a close frame.
+    let mut close = Some(close);
+    let closing: Option<(u16, String)> = loop {
+        let first = tokio::select! {
+            biased;
+            request = close_requested(&mut close) => match request {
+                Some(request) => break Some(request),
+                None => {
+                    close = None;
+                    continue;
+                }
+            },
+            first = outbox.recv() => match first {
+                Some(first) => first,
+                None => break None,
+            },
+        };
         let (mut messages, mut sent) = (0, 0);
-        let mut closing = false;
         let batch = async {
             let mut next = Some(first);
             let mut frames = 0;
             while let Some(out) = next.take() {
-                if let Some((message, len, close)) = frame_of(out) {
+                if let Some((message, len)) = frame_of(out) {
                     sink.feed(message).await?;
                     if len > 0 {
                         messages += 1;
                         sent += len;
                     }
                     frames += 1;
-                    if close {
-                        closing = true;
-                        break;
-                    }
                 }
                 if frames < session::MAX_BATCH {
                     next = outbox.try_recv().ok();
@@ -217,19 +240,43 @@ async fn write(
             }
             sink.flush().await
         };
-        match tokio::time::timeout(t.config.write_timeout, batch).await {
+        let written = tokio::select! {
+            biased;
+            request = close_requested(&mut close) => match request {
+                // A feed abandoned here leaves no partial frame: tungstenite
+                // buffers whole frames.
+                Some(request) => break Some(request),
+                None => {
+                    close = None;
+                    continue;
+                }
+            },
+            written = tokio::time::timeout(t.config.write_timeout, batch) => written,
+        };
+        match written {
             Ok(Ok(())) => t.metrics.sent(messages, sent),
             Ok(Err(_)) => return,
             Err(_) => {
                 slow.cancel();
-                return;
+                break Some((
+                    close::SLOW_CONSUMER,
+                    "slow consumer: messages were not read in time".into(),
+                ));
             }
         }
-        if closing {
-            return;
+    };
+    match closing {
+        Some((code, reason)) => {
+            let frame = Message::Close(Some(CloseFrame {
+                code,
+                reason: reason.into(),
+            }));
+            let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(frame)).await;
+        }
+        None => {
+            let _ = tokio::time::timeout(CLOSE_GRACE, sink.close()).await;
         }
     }
-    let _ = sink.close().await;
 }
 
 fn error(code: &str, message: &str, id: Option<&str>) -> Out {
@@ -309,8 +356,9 @@ struct Socket {
 async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
     let (sink, mut stream) = socket.split();
     let (outbox, outbox_rx) = mpsc::channel::<Out>(OUTBOX);
+    let (close_tx, close_rx) = oneshot::channel();
     let slow = CancellationToken::new();
-    let writer = tokio::spawn(write(t.clone(), sink, outbox_rx, slow.clone()));
+    let writer = tokio::spawn(write(t.clone(), sink, outbox_rx, close_rx, slow.clone()));
     let auth_deadline = session
         .principal
         .is_none()
@@ -386,16 +434,17 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
     for (_, task) in subscriptions.drain() {
         task.abort();
     }
-    if let Some((code, reason)) = close.clone() {
-        let _ = tokio::time::timeout(
-            t.config.write_timeout,
-            outbox.send(Out::Close(code, reason)),
-        )
-        .await;
+    // The writer sends the close frame (ahead of anything still queued);
+    // without one it finishes the queue and closes.
+    let closing = close.is_some();
+    if let Some(close) = close {
+        let _ = close_tx.send(close);
+    } else {
+        drop(close_tx);
     }
     drop(outbox);
     let _ = writer.await;
-    if close.is_some() {
+    if closing {
         // Finish the closing handshake: read (and drop) what the client still
         // sends until its close frame, so the socket is not reset under it.
         let drain = async {
@@ -405,7 +454,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
                 }
             }
         };
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
+        let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
     }
 }
 

@@ -400,3 +400,62 @@ pub(crate) async fn ws_until_synced(ws: &mut Ws) -> Vec<serde_json::Value> {
         }
     }
 }
+
+/// A gateway over `hub` served on its own runtime in its own thread, which
+/// (like the binary's `main`) ends as soon as `serve` returns: whatever a
+/// session has not sent by then is lost. Returns the base URL, the
+/// shutdown token and the thread.
+pub(crate) fn gateway_on_own_runtime(
+    hub: std::sync::Arc<kube_pulse::hub::Hub>,
+    config: kube_pulse::transports::TransportConfig,
+) -> (
+    String,
+    tokio_util::sync::CancellationToken,
+    std::thread::JoinHandle<()>,
+) {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let token = shutdown.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let health = kube_pulse::health::Health {
+                livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+                readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+                format: Default::default(),
+                timeout: Duration::from_secs(1),
+            };
+            let state = kube_pulse::router::GatewayState::new(hub, config, health, token.clone());
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(format!("http://{}", listener.local_addr().unwrap()))
+                .unwrap();
+            let app = kube_pulse::router::app(state);
+            kube_pulse::http_server::serve(listener, app, None, token)
+                .await
+                .unwrap();
+        });
+        // The runtime is dropped here, with every task still on it.
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the gateway listens");
+    (url, shutdown, thread)
+}
+
+/// A WebSocket client whose socket has a receive buffer of about
+/// `recv_buffer` bytes (set before connecting, so the window stays small).
+pub(crate) async fn ws_connect_small(url: &str, recv_buffer: u32) -> Ws {
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(recv_buffer).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
+    tokio_tungstenite::client_async(ws_url, tokio_tungstenite::MaybeTlsStream::Plain(stream))
+        .await
+        .expect("websocket connects")
+        .0
+}

@@ -67,6 +67,37 @@ pub struct Change {
     pub encoded: EncodeCache,
 }
 
+impl Change {
+    /// The server message of this change, carrying `cursor` (its own, or an
+    /// earlier one for a subscriber that is behind on other topics).
+    pub fn message<'a>(&'a self, cursor: &'a str) -> ServerMessage<'a> {
+        // A document the hub holds is never JSON `null`: this only stands
+        // in for an absent one (a logged patch keeps no document), so that
+        // encoding cannot fail.
+        static NULL: Value = Value::Null;
+        let (topic, rev) = (&self.topic, self.rev);
+        match self.kind {
+            ChangeKind::Snapshot => ServerMessage::Snapshot {
+                topic,
+                rev,
+                cursor,
+                doc: self.doc.as_deref().unwrap_or(&NULL),
+            },
+            ChangeKind::Patch => ServerMessage::Patch {
+                topic,
+                rev,
+                cursor,
+                patch: self.patch.as_deref().unwrap_or(&NULL),
+            },
+            ChangeKind::Removed => ServerMessage::Removed {
+                topic,
+                rev: Some(rev),
+                cursor,
+            },
+        }
+    }
+}
+
 impl PartialEq for Change {
     fn eq(&self, other: &Self) -> bool {
         (
@@ -547,30 +578,7 @@ impl Hub {
 
 /// A change's JSON message at its own cursor, as every subscriber gets it.
 fn encode(change: &Change) -> Bytes {
-    // A document the hub holds is never JSON `null`: this only stands in
-    // for an absent one, so that encoding cannot fail.
-    static NULL: Value = Value::Null;
-    let (topic, rev, cursor) = (&change.topic, change.rev, change.cursor.as_str());
-    match change.kind {
-        ChangeKind::Snapshot => ServerMessage::Snapshot {
-            topic,
-            rev,
-            cursor,
-            doc: change.doc.as_deref().unwrap_or(&NULL),
-        },
-        ChangeKind::Patch => ServerMessage::Patch {
-            topic,
-            rev,
-            cursor,
-            patch: change.patch.as_deref().unwrap_or(&NULL),
-        },
-        ChangeKind::Removed => ServerMessage::Removed {
-            topic,
-            rev: Some(rev),
-            cursor,
-        },
-    }
-    .encode()
+    change.message(&change.cursor).encode()
 }
 
 /// What a logged change costs, estimated once when it is logged: its JSON

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use super::state::Transports;
 use crate::auth::Principal;
-use crate::hub::{Change, ChangeKind, Delivery, Pattern, Replayed, Subscription, TopicDoc};
+use crate::hub::{Change, Delivery, Pattern, Replayed, Subscription, TopicDoc};
 use crate::protocol::{self, Cursor, ServerMessage, Synced};
 
 /// A started subscription: its first messages, then live deliveries.
@@ -207,43 +207,15 @@ fn snapshot_message(doc: &TopicDoc, cursor: &str) -> Message {
     }
 }
 
-/// A document the hub holds is never JSON `null`; this stands in for an
-/// absent one so that encoding a change cannot fail.
-static NULL: serde_json::Value = serde_json::Value::Null;
-
-/// The server message of a hub change, at `cursor`.
-fn server_message<'a>(change: &'a Change, cursor: &'a str) -> ServerMessage<'a> {
-    let (topic, rev) = (&change.topic, change.rev);
-    match change.kind {
-        ChangeKind::Snapshot => ServerMessage::Snapshot {
-            topic,
-            rev,
-            cursor,
-            doc: change.doc.as_deref().unwrap_or(&NULL),
-        },
-        ChangeKind::Patch => ServerMessage::Patch {
-            topic,
-            rev,
-            cursor,
-            patch: change.patch.as_deref().unwrap_or(&NULL),
-        },
-        ChangeKind::Removed => ServerMessage::Removed {
-            topic,
-            rev: Some(rev),
-            cursor,
-        },
-    }
-}
-
 /// A hub change as a message: its JSON and SSE frame are encoded by the
 /// first subscriber that needs them and shared by every later one.
 fn change_message(change: &Change) -> Message {
     let cursor = change.cursor.as_str();
-    let kind = server_message(change, cursor).kind();
+    let kind = change.message(cursor).kind();
     let json = change
         .encoded
         .json
-        .get_or_init(|| server_message(change, cursor).encode())
+        .get_or_init(|| change.message(cursor).encode())
         .clone();
     let sse = change
         .encoded
@@ -268,9 +240,9 @@ fn replayed_message(change: &Change) -> Message {
         .json
         .get()
         .cloned()
-        .unwrap_or_else(|| server_message(change, cursor).encode());
+        .unwrap_or_else(|| change.message(cursor).encode());
     Message {
-        kind: server_message(change, cursor).kind(),
+        kind: change.message(cursor).kind(),
         cursor: change.cursor.clone(),
         json,
         sse: None,
@@ -359,7 +331,7 @@ fn message(transports: &Transports, delivery: Delivery, resume: u64) -> Message 
             // (encoded for this subscription alone; the shared encoding
             // keeps the change's cursor).
             let cursor = transports.hub.cursor(resume);
-            let message = server_message(&change, &cursor);
+            let message = change.message(&cursor);
             Message {
                 kind: message.kind(),
                 json: message.encode(),

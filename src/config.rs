@@ -35,6 +35,9 @@ pub struct FileConfig {
     /// Bytes the replay log may hold (default 64 MiB); the
     /// `--replay-log-bytes` flag wins when both are given.
     pub replay_log_bytes: Option<usize>,
+    /// Seconds an app whose workloads or namespace are gone stays
+    /// `Stopped`/`NotExisted` before its topic is removed (default 600, at least 1).
+    pub app_retention_seconds: Option<u64>,
 }
 
 /// The gateway's own health endpoints.
@@ -114,6 +117,10 @@ impl FileConfig {
                     .unwrap_or(crate::hub::DEFAULT_LOG_BYTES),
                 ..Default::default()
             },
+            app_retention: self.app_retention_seconds.map_or(
+                crate::engine::DEFAULT_APP_RETENTION,
+                std::time::Duration::from_secs,
+            ),
         }
     }
 }
@@ -315,6 +322,12 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         message,
     };
     config.probe.validate().map_err(invalid)?;
+    if config.app_retention_seconds == Some(0) {
+        // Zero would drop an app the moment its last workload goes.
+        return Err(invalid(
+            "appRetentionSeconds must be at least 1, not 0".into(),
+        ));
+    }
     for registry in &config.sync_registries {
         for cluster in &registry.clusters {
             if cluster != "*" && !config.clusters.iter().any(|c| &c.name == cluster) {
@@ -448,6 +461,10 @@ mod tests {
                 "probe.failureThreshold must be at least 1",
             ),
             (
+                "clusters:\n- {name: a, server: 'https://x'}\nappRetentionSeconds: 0\n",
+                "appRetentionSeconds must be at least 1",
+            ),
+            (
                 "clusters:\n- {name: a, server: 'https://x'}\nsyncRegistries:\n- {name: r, clusters: [zz], resources: []}\n",
                 "sync registry \"r\" names cluster \"zz\", which is not under `clusters:` (known: a)",
             ),
@@ -482,6 +499,7 @@ mod tests {
         );
         assert_eq!(pipeline.thresholds.failure, 2);
         assert_eq!(pipeline.hub.log_bytes, 64 << 20);
+        assert_eq!(pipeline.app_retention, std::time::Duration::from_secs(600));
         assert_eq!(
             crate::sources::resources_for("prod-eu", &pipeline.registries).len(),
             2

@@ -26,7 +26,7 @@ pub struct Member {
 }
 
 /// Settings of the pipeline.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PipelineConfig {
     /// Probe interval and timeout, app label and list page size of every source.
     pub source: SourceConfig,
@@ -36,6 +36,24 @@ pub struct PipelineConfig {
     pub hub: HubConfig,
     /// Resources to sync besides the built-ins.
     pub registries: Vec<SyncRegistry>,
+    /// How long an app stays `Stopped (NoWorkloads)` or `NotExisted` before
+    /// its topic is removed. Default 10 minutes: long enough for people and
+    /// clients to see that the app went away, and for a redeploy or a
+    /// namespace re-created by CI to continue the same document; short
+    /// enough that deleted apps do not pile up in memory and snapshots.
+    pub app_retention: std::time::Duration,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            source: SourceConfig::default(),
+            thresholds: Thresholds::default(),
+            hub: HubConfig::default(),
+            registries: Vec::new(),
+            app_retention: engine::DEFAULT_APP_RETENTION,
+        }
+    }
 }
 
 /// Sources + engine + hub, running.
@@ -83,7 +101,9 @@ impl Pipeline {
         let token = shutdown.child_token();
         let (tx, rx) = mpsc::channel::<Observation>(OBSERVATION_QUEUE);
         let metrics = crate::metrics::Metrics::new();
-        let engine = Engine::new(hub.clone(), config.thresholds).with_metrics(metrics.clone());
+        let engine = Engine::new(hub.clone(), config.thresholds)
+            .with_metrics(metrics.clone())
+            .with_retention(config.app_retention);
         let engine = tokio::spawn(engine::run(engine, rx, token.clone()));
         let mut sources = Vec::new();
         let mut clients = BTreeMap::new();

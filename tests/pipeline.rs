@@ -609,3 +609,48 @@ async fn a_resource_failing_on_every_retry_keeps_the_cluster_degraded() {
     p.stop().await;
     a.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_app_whose_deployment_is_deleted_is_removed_after_the_retention() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let mut config = common::quick_pipeline(vec![]);
+    config.app_retention = Duration::from_secs(1);
+    let p = kube_pulse::pipeline::Pipeline::start(common::members(&[&a]), config, &shutdown)
+        .await
+        .expect("pipeline starts");
+    let hub = p.hub().clone();
+    let topic = "apps/a/shop/web";
+    doc_where(&hub, topic, WAIT, is("Running", "AllReady")).await;
+
+    let deployments: kube::Api<Deployment> =
+        kube::Api::namespaced(p.clients()["a"].clone(), "shop");
+    deployments
+        .delete("web", &Default::default())
+        .await
+        .expect("the simulator deletes the Deployment");
+    let deleted = std::time::Instant::now();
+    // The app is Stopped (NoWorkloads) for the retention, then its topic goes.
+    let within = Duration::from_secs(1 + 4);
+    loop {
+        if hub.get(topic).is_none() {
+            break;
+        }
+        assert!(
+            deleted.elapsed() < within,
+            "apps/a/shop/web still there {within:?} after its Deployment was deleted: {:?}",
+            hub.get(topic).map(|d| label(&d.doc))
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        deleted.elapsed() >= Duration::from_millis(900),
+        "removed before the retention: {:?}",
+        deleted.elapsed()
+    );
+    // The cluster itself is still there.
+    assert!(hub.get("clusters/a").is_some());
+    p.stop().await;
+    a.shutdown().await;
+}

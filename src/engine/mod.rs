@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -25,6 +26,9 @@ use crate::status::cluster::{
 };
 use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
 
+/// How long a gone app is kept by default; see [`crate::pipeline::PipelineConfig::app_retention`].
+pub(crate) const DEFAULT_APP_RETENTION: Duration = Duration::from_secs(600);
+
 type WorkloadKey = (&'static str, String, String);
 
 struct ClusterModel {
@@ -43,6 +47,9 @@ pub(crate) struct Engine {
     hub: Arc<Hub>,
     metrics: Option<Arc<Metrics>>,
     thresholds: Thresholds,
+    /// How long an app stays `Stopped (NoWorkloads)` or `NotExisted` before
+    /// `expire` removes its topic.
+    retention: chrono::Duration,
     clusters: BTreeMap<String, ClusterModel>,
 }
 
@@ -56,7 +63,40 @@ impl Engine {
             hub,
             metrics: None,
             thresholds,
+            retention: chrono::Duration::from_std(DEFAULT_APP_RETENTION)
+                .expect("the default retention fits"),
             clusters: BTreeMap::new(),
+        }
+    }
+
+    /// Keeps gone apps for `retention` instead of the default 10 minutes.
+    pub(crate) fn with_retention(mut self, retention: Duration) -> Self {
+        self.retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+        self
+    }
+
+    /// How often `run` calls `expire`: a tenth of the retention, within
+    /// 1–30 s, so an app goes at most 10 % (or 30 s) after its retention.
+    pub(crate) fn expiry_period(&self) -> Duration {
+        (self.retention.to_std().unwrap_or(Duration::MAX) / 10)
+            .clamp(Duration::from_secs(1), Duration::from_secs(30))
+    }
+
+    /// Removes the topics of apps gone (no workloads, or no namespace) for
+    /// at least the retention at `now`, unless a task is active on them.
+    /// An app whose workloads come back before then simply continues.
+    pub(crate) fn expire(&mut self, now: DateTime<Utc>) {
+        let retention = self.retention;
+        for (cluster, model) in &mut self.clusters {
+            let tasks = &model.tasks;
+            model.apps.retain(|key, app| {
+                let expired = !tasks.contains_key(key) && app.expired(retention, now);
+                if expired {
+                    tracing::debug!(cluster = %cluster, namespace = %key.0, app = %key.1, "gone app expired");
+                    self.hub.remove(&topic::app(cluster, &key.0, &key.1));
+                }
+                !expired
+            });
         }
     }
 
@@ -369,11 +409,16 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Observation>,
     shutdown: CancellationToken,
 ) {
+    let mut expiry = tokio::time::interval(engine.expiry_period());
+    expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        let observation = tokio::select! {
+        tokio::select! {
             _ = shutdown.cancelled() => return,
-            o = rx.recv() => match o { Some(o) => o, None => return },
-        };
-        engine.apply(observation, Utc::now());
+            _ = expiry.tick() => engine.expire(Utc::now()),
+            o = rx.recv() => match o {
+                Some(o) => engine.apply(o, Utc::now()),
+                None => return,
+            },
+        }
     }
 }

@@ -436,3 +436,136 @@ fn a_repeat_publishes_nothing_and_unknown_clusters_are_ignored() {
         None
     );
 }
+
+#[test]
+fn gone_apps_expire_after_the_retention_unless_they_come_back() {
+    let retention = std::time::Duration::from_secs(60);
+    let deleted = || Observation::WorkloadDeleted {
+        cluster: "c".into(),
+        kind: "Deployment",
+        namespace: "shop".into(),
+        name: "web".into(),
+    };
+    let ns_deleted = || Observation::NamespaceDeleted {
+        cluster: "c".into(),
+        name: "shop".into(),
+    };
+    let task = |active: bool| Observation::Task {
+        cluster: "c".into(),
+        namespace: "shop".into(),
+        app: "web".into(),
+        task: active.then(|| ActiveTask {
+            id: "t1".into(),
+            state: "Starting".into(),
+            status: "Running".into(),
+            progress: 10,
+        }),
+    };
+    let gone = Value::Null;
+    // Each case starts with `web` Running at t(4). A step is (second, an
+    // observation to apply or None to call `expire`, `/phase` of the app
+    // afterwards — Null: the topic is gone from the hub).
+    type Step = (i64, Option<Observation>, Value);
+    let cases: Vec<(&str, Vec<Step>)> = vec![
+        (
+            "workloads deleted",
+            vec![
+                (10, Some(deleted()), json!("Stopped")),
+                (11, None, json!("Stopped")),
+                (69, None, json!("Stopped")),
+                (70, None, gone.clone()),
+            ],
+        ),
+        (
+            "namespace deleted",
+            vec![
+                (10, Some(ns_deleted()), json!("NotExisted")),
+                (69, None, json!("NotExisted")),
+                (70, None, gone.clone()),
+            ],
+        ),
+        (
+            "namespace, then workloads deleted: counted from the first",
+            vec![
+                (10, Some(ns_deleted()), json!("NotExisted")),
+                (30, Some(deleted()), json!("NotExisted")),
+                (69, None, json!("NotExisted")),
+                (70, None, gone.clone()),
+            ],
+        ),
+        (
+            "workload re-created within the retention",
+            vec![
+                (10, Some(deleted()), json!("Stopped")),
+                (50, Some(applied(web(2, 2))), json!("Running")),
+                (70, None, json!("Running")),
+                (500, None, json!("Running")),
+                // Deleted again: the retention starts over.
+                (600, Some(deleted()), json!("Stopped")),
+                (659, None, json!("Stopped")),
+                (660, None, gone.clone()),
+                // A workload appearing later starts a new document.
+                (700, Some(applied(web(1, 1))), json!("Running")),
+            ],
+        ),
+        (
+            "scaled to zero is not gone",
+            vec![
+                (10, Some(applied(web(0, 0))), json!("Stopped")),
+                (10_000, None, json!("Stopped")),
+            ],
+        ),
+        (
+            "an active task keeps the app",
+            vec![
+                (10, Some(deleted()), json!("Stopped")),
+                (20, Some(task(true)), json!("Stopped")),
+                (1000, None, json!("Stopped")),
+                (1010, Some(task(false)), json!("Stopped")),
+                (1011, None, gone.clone()),
+            ],
+        ),
+    ];
+    for (name, steps) in cases {
+        let hub = Hub::new(HubConfig::default());
+        let mut engine = Engine::new(hub.clone(), Thresholds::default()).with_retention(retention);
+        for (i, (observation, _)) in registered().into_iter().enumerate() {
+            engine.apply(observation, t(i as i64));
+        }
+        let listed = Observation::NamespacesListed {
+            cluster: "c".into(),
+            names: vec!["shop".into()],
+        };
+        engine.apply(listed, t(3));
+        engine.apply(applied(web(2, 2)), t(4));
+        for (at, observation, want) in steps {
+            let what = format!("{name}, at {at} ({observation:?})");
+            match observation {
+                Some(observation) => engine.apply(observation, t(at)),
+                None => engine.expire(t(at)),
+            }
+            let doc = hub.get(APP).map(|d| (*d.doc).clone());
+            let got = doc.as_ref().map_or(Value::Null, |d| d["phase"].clone());
+            assert_eq!(got, want, "{what}: {doc:?}");
+            if let Some(doc) = &doc
+                && at == 700
+            {
+                assert_eq!(doc["history"], json!({}), "{what}: a new document");
+            }
+        }
+        // The cluster document is never expired.
+        engine.expire(t(100_000));
+        assert!(hub.get(CLUSTER).is_some(), "{name}");
+    }
+}
+
+#[test]
+fn expiry_runs_every_tenth_of_the_retention_within_1_to_30_s() {
+    let hub = Hub::new(HubConfig::default());
+    let secs = std::time::Duration::from_secs;
+    for (retention, period) in [(1, 1), (20, 2), (600, 30), (100_000, 30)] {
+        let engine =
+            Engine::new(hub.clone(), Thresholds::default()).with_retention(secs(retention));
+        assert_eq!(engine.expiry_period(), secs(period), "{retention}");
+    }
+}

@@ -278,6 +278,12 @@ pub(crate) struct AppStatus {
     /// Keyed by `Kind/name` (an object, so a merge patch carries only the
     /// workload fields that changed; an array would be resent whole).
     pub(crate) workloads: BTreeMap<String, WorkloadView>,
+    /// Since when the app has been gone (`Stopped (NoWorkloads)` or
+    /// `NotExisted`) without interruption; None while it has workloads.
+    /// Not in the document: the engine drops the app once it is older than
+    /// the retention ([`AppStatus::expired`]).
+    #[serde(skip)]
+    pub(crate) gone_since: Option<DateTime<Utc>>,
 }
 
 /// The stable state of an app: phase, reason, message.
@@ -378,6 +384,7 @@ impl AppStatus {
             expected: 0,
             ready: 0,
             workloads: BTreeMap::new(),
+            gone_since: Some(now),
         }
     }
 
@@ -404,6 +411,12 @@ impl AppStatus {
         now: DateTime<Utc>,
     ) -> Self {
         let (phase, reason, message) = stable_state(namespace_exists, workloads);
+        let gone = phase == AppPhase::NotExisted || reason == "NoWorkloads";
+        self.gone_since = if gone {
+            self.gone_since.or(Some(now))
+        } else {
+            None
+        };
         self.lifecycle.set(phase, reason, message, now);
         self.workloads = workloads
             .iter()
@@ -433,6 +446,15 @@ impl AppStatus {
             None => phase.to_string(),
         };
         self
+    }
+
+    /// Whether an app gone since `gone_since` has outlived `retention` at
+    /// `now`; an app with an active task never has (the task may bring it back).
+    pub(crate) fn expired(&self, retention: chrono::Duration, now: DateTime<Utc>) -> bool {
+        self.task.is_none()
+            && self
+                .gone_since
+                .is_some_and(|since| now - since >= retention)
     }
 }
 

@@ -491,6 +491,36 @@ fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
 
+/// A token past `exp` but inside the leeway still verifies; its session must
+/// last until the leeway ends, or a live session re-checks it in a busy
+/// loop until then.
+#[test]
+fn a_jwt_session_lasts_until_the_leeway_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = b"a-very-long-shared-secret-of-32-bytes-or-more";
+    let secret_path = dir.path().join("hs256");
+    std::fs::write(&secret_path, secret).unwrap();
+    let verifier = auth::jwt::JwtVerifier::new(&auth::jwt::JwtSettings {
+        hs256_secret: Some(secret_path),
+        public_keys: vec![],
+        jwks: None,
+        issuer: None,
+        audience: None,
+        leeway: 30,
+    })
+    .unwrap();
+    let exp = now() - 5;
+    let token = jwt_for(
+        &EncodingKey::from_secret(secret).unwrap(),
+        Algorithm::HS256,
+        json!({"sub": "dave", "exp": exp, "pulse": {"read": ["a"]}}),
+    );
+    let p = verifier.verify(&token).expect("inside the leeway");
+    let until = p.expires.expect("a JWT session expires").timestamp();
+    assert_eq!(until, exp + 30);
+    assert!(until > now(), "the next re-check is in the future");
+}
+
 #[test]
 fn jwt_tokens_are_verified_strictly() {
     let dir = tempfile::tempdir().unwrap();

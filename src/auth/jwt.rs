@@ -206,7 +206,7 @@ impl JwtVerifier {
         let mut last = String::new();
         for key in candidates {
             match jsonwebtoken::decode::<Claims>(token, &key.key, &validation) {
-                Ok(data) => return principal(data.claims),
+                Ok(data) => return principal(data.claims, self.leeway),
                 Err(e) => last = e.to_string(),
             }
         }
@@ -214,7 +214,11 @@ impl JwtVerifier {
     }
 }
 
-fn principal(claims: Claims) -> Result<Principal, String> {
+/// The principal of verified claims. Its session lasts while the token is
+/// accepted: until `exp` plus the leeway. (Ending it at `exp` would make a
+/// live session re-check at once, and keep doing so, all through the
+/// leeway, since the token still verifies.)
+fn principal(claims: Claims, leeway: u64) -> Result<Principal, String> {
     let read = Scopes::parse(&claims.pulse.read).map_err(|e| format!("claim pulse.read: {e}"))?;
     let write =
         Scopes::parse(&claims.pulse.write).map_err(|e| format!("claim pulse.write: {e}"))?;
@@ -222,7 +226,12 @@ fn principal(claims: Claims) -> Result<Principal, String> {
         subject: claims.sub.unwrap_or_else(|| "jwt".into()),
         read,
         write,
-        expires: DateTime::<Utc>::from_timestamp(claims.exp, 0),
+        expires: DateTime::<Utc>::from_timestamp(
+            claims
+                .exp
+                .saturating_add(i64::try_from(leeway).unwrap_or(i64::MAX)),
+            0,
+        ),
         kube_user: None,
     })
 }

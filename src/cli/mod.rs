@@ -310,41 +310,51 @@ impl ServeArgs {
                 ));
             }
         };
-        let mut pipeline = pipeline;
-        if let Some(bytes) = self.push.replay_log_bytes {
-            pipeline.hub.log_bytes = bytes;
-        }
         let addr = self
             .listen
             .or(file_listen)
             .unwrap_or(([0, 0, 0, 0], 8080).into());
-        let auth = self.security.auth_settings();
-        auth.check_listener(addr).map_err(Error::Settings)?;
-        let gateway = GatewayConfig {
-            members: config::members(&clusters).await?,
+        let base = GatewayConfig {
             pipeline,
-            transports: self.push.to_config(),
             health,
-            tasks: self.tasks.to_settings(),
-            base_path: self.push.base_path.clone(),
-            auth,
-            tls: self.security.tls(),
+            ..GatewayConfig::default()
         };
+        let mut gateway = shared_flags(base, addr, &self.push, &self.tasks, &self.security)?;
+        gateway.members = config::members(&clusters).await?;
         Ok((addr, gateway))
     }
+}
+
+/// Applies the flags `serve` and `demo` share (transports, tasks,
+/// authentication, TLS, replay log) onto `base`, after refusing to serve
+/// `addr` without authentication where that is not allowed.
+fn shared_flags(
+    mut base: GatewayConfig,
+    addr: SocketAddr,
+    push: &PushArgs,
+    tasks: &TaskArgs,
+    security: &SecurityArgs,
+) -> Result<GatewayConfig> {
+    let auth = security.auth_settings();
+    auth.check_listener(addr).map_err(Error::Settings)?;
+    if let Some(bytes) = push.replay_log_bytes {
+        base.pipeline.hub.log_bytes = bytes;
+    }
+    Ok(GatewayConfig {
+        transports: push.to_config(),
+        tasks: tasks.to_settings(),
+        base_path: push.base_path.clone(),
+        auth,
+        tls: security.tls(),
+        ..base
+    })
 }
 
 #[cfg(feature = "demo")]
 impl DemoArgs {
     /// The address and demo options these flags describe.
     pub fn resolve(&self) -> Result<(SocketAddr, crate::demo::DemoOptions)> {
-        let auth = self.security.auth_settings();
-        auth.check_listener(self.listen).map_err(Error::Settings)?;
         let defaults = crate::demo::DemoOptions::default();
-        let mut pipeline = defaults.gateway.pipeline.clone();
-        if let Some(bytes) = self.push.replay_log_bytes {
-            pipeline.hub.log_bytes = bytes;
-        }
         let options = crate::demo::DemoOptions {
             clusters: self.clusters.into(),
             scenario: !self.no_scenario,
@@ -352,15 +362,13 @@ impl DemoArgs {
                 tick: std::time::Duration::from_millis(self.tick_ms.max(10)),
                 ..Default::default()
             },
-            gateway: GatewayConfig {
-                transports: self.push.to_config(),
-                tasks: self.tasks.to_settings(),
-                base_path: self.push.base_path.clone(),
-                auth,
-                tls: self.security.tls(),
-                pipeline,
-                ..defaults.gateway
-            },
+            gateway: shared_flags(
+                defaults.gateway,
+                self.listen,
+                &self.push,
+                &self.tasks,
+                &self.security,
+            )?,
         };
         Ok((self.listen, options))
     }

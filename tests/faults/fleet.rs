@@ -1,0 +1,331 @@
+//! Three simulated members (`a`, `b`, `c`) on loopback and the real
+//! `kube-pulse serve` binary over them, started from a configuration file
+//! as an operator would; REST reads of every document, for comparison with
+//! what clients rebuilt from the wire.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, Patch, PatchParams};
+use kube_pulse_sim::{SimCluster, SimConfig, WorkloadSeed};
+use serde_json::{Value, json};
+
+/// The members' names.
+pub(crate) const MEMBERS: [&str; 3] = ["a", "b", "c"];
+
+/// The members, the gateway process and its configuration.
+pub(crate) struct Fleet {
+    pub(crate) sims: Vec<SimCluster>,
+    pub(crate) url: String,
+    apps: usize,
+    /// `--listen`: port 0 at first, then the port of the first process, so
+    /// a restarted gateway is where its clients reconnect.
+    listen: String,
+    args: Vec<String>,
+    dir: tempfile::TempDir,
+    gateway: Option<Child>,
+}
+
+/// Name of the `i`-th Deployment of every member (namespace `shop`).
+pub(crate) fn app(i: usize) -> String {
+    format!("w{i:02}")
+}
+
+impl Fleet {
+    /// `apps` Deployments (1 replica) per member; `tweak` adjusts a
+    /// member's simulator; `config` is appended to the gateway's YAML;
+    /// `args` are extra `serve` flags.
+    pub(crate) async fn start(
+        apps: usize,
+        tweak: impl Fn(&str, &mut SimConfig),
+        config: &str,
+        args: &[&str],
+    ) -> Self {
+        let mut sims = Vec::new();
+        for name in MEMBERS {
+            let sim = kube_pulse_sim::testing::sim_with(|c| {
+                c.name = name.into();
+                c.workloads = (0..apps)
+                    .map(|i| WorkloadSeed {
+                        kind: "Deployment".into(),
+                        namespace: "shop".into(),
+                        name: app(i),
+                        replicas: 1,
+                        image: "registry.example/app:1".into(),
+                    })
+                    .collect();
+                tweak(name, c);
+            })
+            .await;
+            sims.push(sim);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let members: String = sims
+            .iter()
+            .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
+            .collect();
+        std::fs::write(
+            dir.path().join("config.yaml"),
+            format!(
+                "clusters:\n{members}probe: {{intervalSeconds: 1, timeoutSeconds: 1}}\n{config}"
+            ),
+        )
+        .unwrap();
+        let mut fleet = Self {
+            sims,
+            url: String::new(),
+            apps,
+            listen: "127.0.0.1:0".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            dir,
+            gateway: None,
+        };
+        fleet.spawn();
+        fleet.until_running().await;
+        fleet
+    }
+
+    /// Starts `kube-pulse serve` on 127.0.0.1:0 (its log goes to a file in
+    /// the fleet's directory, so a chatty fault cannot fill a pipe).
+    fn spawn(&mut self) {
+        let config = self.dir.path().join("config.yaml");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("gateway.log"))
+            .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
+            .args(["serve", "--listen", &self.listen, "--config"])
+            .arg(&config)
+            .args(&self.args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("the binary starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(at) = line.find("http://") {
+                    let _ = tx.send(line[at..].trim_end_matches('/').to_string());
+                }
+            }
+        });
+        self.url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("serve prints the address it listens on");
+        self.listen = self.url.trim_start_matches("http://").to_string();
+        self.gateway = Some(child);
+    }
+
+    /// Waits until every member's apps are Running (bounded).
+    pub(crate) async fn until_running(&self) {
+        let want = self.apps * MEMBERS.len();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let docs = self.rest().await;
+            let running = docs
+                .iter()
+                .filter(|(t, d)| t.starts_with("apps/") && d["phase"] == "Running")
+                .count();
+            if running == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{running} of {want} apps Running after 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGTERMs the gateway and waits (bounded) for it to exit.
+    pub(crate) fn stop(&mut self) -> ExitStatus {
+        let mut child = self.gateway.take().expect("the gateway runs");
+        let pid = child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("serve did not stop within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the gateway and starts a new process on the same port.
+    pub(crate) fn restart(&mut self) -> ExitStatus {
+        let status = self.stop();
+        self.spawn();
+        status
+    }
+
+    /// The gateway's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.gateway.as_ref().expect("the gateway runs").id()
+    }
+
+    pub(crate) fn sim(&self, name: &str) -> &SimCluster {
+        self.sims.iter().find(|s| s.name() == name).unwrap()
+    }
+
+    /// Sets `replicas` of Deployment `shop/{name}` on `member` through the API.
+    pub(crate) async fn scale(&self, member: &str, name: &str, replicas: i32) {
+        let api: Api<Deployment> = Api::namespaced(self.sim(member).client(), "shop");
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("scale {member}/shop/{name}: {e}"));
+    }
+
+    /// Sets `replicas` of every Deployment of every member (8 requests in
+    /// flight): each then makes about two status changes per replica as
+    /// the simulator's controller adds or removes pods.
+    pub(crate) async fn scale_all(&self, replicas: i32) {
+        use futures::StreamExt;
+        let all: Vec<(&str, String)> = MEMBERS
+            .iter()
+            .flat_map(|m| (0..self.apps).map(move |i| (*m, app(i))))
+            .collect();
+        futures::stream::iter(all)
+            .for_each_concurrent(8, |(member, name)| async move {
+                self.scale(member, &name, replicas).await;
+            })
+            .await;
+    }
+
+    /// Scales Deployments round robin, up to 8 requests in flight, at
+    /// about `per_second` for `duration` (bounded: `per_second × duration`
+    /// requests at most). Returns how many were made.
+    pub(crate) async fn churn(&self, per_second: u32, duration: Duration) -> usize {
+        use futures::StreamExt;
+        let most = (f64::from(per_second) * duration.as_secs_f64()) as usize;
+        let end = tokio::time::Instant::now() + duration;
+        let pace = Duration::from_secs(1) / per_second;
+        let start = tokio::time::Instant::now();
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        futures::stream::iter(0..most)
+            .take_while(|_| std::future::ready(tokio::time::Instant::now() < end))
+            .for_each_concurrent(8, |n| {
+                let made = &made;
+                async move {
+                    tokio::time::sleep_until(start + pace * n as u32).await;
+                    let member = MEMBERS[n % MEMBERS.len()];
+                    let i = (n / MEMBERS.len()) % self.apps;
+                    // 1 → 10 → 1 …: each scale makes about 20 status changes
+                    // as the simulator's controller adds or removes pods.
+                    let replicas = if (n / (MEMBERS.len() * self.apps)).is_multiple_of(2) {
+                        10
+                    } else {
+                        1
+                    };
+                    self.scale(member, &app(i), replicas).await;
+                    made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            })
+            .await;
+        made.into_inner()
+    }
+
+    /// Every document the gateway holds, by topic, from its REST API.
+    pub(crate) async fn rest(&self) -> BTreeMap<String, Value> {
+        let http = crate::common::http();
+        let get = |path: String| {
+            let http = http.clone();
+            let url = format!("{}{path}", self.url);
+            async move {
+                let body: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
+                body["items"].as_array().cloned().unwrap_or_default()
+            }
+        };
+        let mut docs = BTreeMap::new();
+        for cluster in get("/api/v1/clusters".into()).await {
+            let name = cluster["name"].as_str().unwrap().to_string();
+            for sync in get(format!("/api/v1/clusters/{name}/sync")).await {
+                let resource = &sync["resource"];
+                let group = resource["group"]
+                    .as_str()
+                    .filter(|g| !g.is_empty())
+                    .unwrap_or("core");
+                let topic = format!(
+                    "clusters/{name}/sync/{group}/{}/{}",
+                    resource["version"].as_str().unwrap(),
+                    resource["resource"].as_str().unwrap()
+                );
+                docs.insert(topic, sync);
+            }
+            docs.insert(format!("clusters/{name}"), cluster);
+        }
+        for app in get("/api/v1/apps".into()).await {
+            let topic = format!(
+                "apps/{}/{}/{}",
+                app["cluster"].as_str().unwrap(),
+                app["namespace"].as_str().unwrap(),
+                app["app"].as_str().unwrap()
+            );
+            docs.insert(topic, app);
+        }
+        docs
+    }
+
+    /// The sum of a metric's samples in `/metrics` (0 when absent).
+    pub(crate) async fn metric(&self, name: &str) -> f64 {
+        let text = crate::common::http()
+            .get(format!("{}/metrics", self.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// The gateway's resident memory (`VmRSS`), in bytes.
+    pub(crate) fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kib * 1024
+    }
+
+    /// The gateway's log so far (for assertion messages).
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("gateway.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.gateway.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

@@ -86,7 +86,7 @@ async fn readers(url: &str, count: usize) -> Vec<Reader> {
 /// kept up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
-    let fleet = Fleet::start(34, |_, _| {}, "", &[]).await;
+    let fleet = Fleet::start(34, "", &[]).await;
     let live = readers(&fleet.url, 20).await;
     // Four readers with a small receive buffer stop reading after synced.
     let mut stalled = Vec::new();
@@ -133,7 +133,7 @@ async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
         let (via, mut mirror) = task.await.unwrap();
         catch_up += mirror.late_snapshots;
         let cursor = mirror.cursor.clone().expect("a cursor");
-        mirror.synced = false;
+        mirror.resubscribe();
         let conn = Conn::open(&fleet.url, via, Some(&cursor), None).await;
         resumed.push(Reader::continue_with(conn, mirror));
     }
@@ -162,7 +162,7 @@ async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
 /// during the outage), and no sync document claims `Syncing` meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_are_fresh_soon_after_a_member_recovers() {
-    let fleet = Fleet::start(3, |_, _| {}, "", &[]).await;
+    let fleet = Fleet::start(3, "", &[]).await;
     let reader = readers(&fleet.url, 1).await.remove(0);
     let b = fleet.sim("b");
     b.set_faults(kube_pulse_sim::Faults {
@@ -246,7 +246,7 @@ async fn documents_are_fresh_soon_after_a_member_recovers() {
 /// through every retry: no Healthy in between, no new transitions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_that_keeps_failing_does_not_make_its_cluster_flap() {
-    let fleet = Fleet::start(2, |_, _| {}, "", &[]).await;
+    let fleet = Fleet::start(2, "", &[]).await;
     let reader = readers(&fleet.url, 1).await.remove(0);
     let b = fleet.sim("b");
     b.set_deny(["apps/deployments"]);
@@ -314,7 +314,7 @@ async fn a_resource_that_keeps_failing_does_not_make_its_cluster_flap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_replay_log_stays_within_its_byte_bound() {
     const BOUND: f64 = 256.0 * 1024.0;
-    let fleet = Fleet::start(10, |_, _| {}, "", &["--replay-log-bytes", "262144"]).await;
+    let fleet = Fleet::start(10, "", &["--replay-log-bytes", "262144"]).await;
     let churn = fleet.churn(60, Duration::from_secs(6));
     let sample = async {
         let mut most: f64 = 0.0;
@@ -346,13 +346,16 @@ async fn the_replay_log_stays_within_its_byte_bound() {
     );
 }
 
-/// Item 5: on SIGTERM every WebSocket reads 1001, and the storm of
+/// Items 5 and 7: on SIGTERM every WebSocket reads 1001, and the storm of
 /// clients reconnecting to the restarted gateway with their old cursors
-/// (another process's) gets fresh snapshots and ends with every document.
+/// (another process's) gets fresh snapshots and ends with every document,
+/// without those of a member taken out of the configuration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_everything() {
+async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_the_new_state() {
     const CLIENTS: usize = 200;
-    let mut fleet = Fleet::start(5, |_, _| {}, "", &[]).await;
+    // The clients stand for 200 browsers but share one loopback address:
+    // the per-address subscribe rate (100/s) would spread the storm over 2 s.
+    let mut fleet = Fleet::start(5, "", &["--max-subscribes-per-client", "1000"]).await;
     let mut conns = Vec::new();
     for i in 0..CLIENTS {
         let via = if i % 2 == 0 { Via::Ws } else { Via::Sse };
@@ -363,9 +366,10 @@ async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_every
         }
         conns.push((via, conn, mirror));
     }
-    // Changes in flight while the gateway stops.
-    let churn = fleet.churn(50, Duration::from_secs(1));
-    churn.await;
+    // Changes in flight while the gateway stops; the new process runs
+    // without member c, taken out of the configuration.
+    fleet.churn(50, Duration::from_secs(1)).await;
+    fleet.configure(&["a", "b"]);
     let status = fleet.restart();
     assert!(status.success(), "serve exits 0 on SIGTERM: {status:?}");
     let mut codes = std::collections::BTreeMap::<String, usize>::new();
@@ -396,7 +400,7 @@ async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_every
             let url = url.clone();
             tokio::spawn(async move {
                 let cursor = mirror.cursor.clone().unwrap();
-                mirror.synced = false;
+                mirror.resubscribe();
                 Reader::continue_with(Conn::open(&url, via, Some(&cursor), None).await, mirror)
             })
         })
@@ -420,7 +424,12 @@ async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_every
             "a cursor of the previous process gets fresh snapshots"
         );
     }
-    fleet.until_running().await;
+    let rest = fleet.rest().await;
+    assert!(
+        rest.keys()
+            .all(|t| !t.starts_with("clusters/c") && !t.starts_with("apps/c/")),
+        "member c is gone from the configuration, its topics too"
+    );
     all_agree_with_rest(&fleet, &readers.iter().collect::<Vec<_>>()).await;
     eprintln!("restart: {CLIENTS} clients reconnected and synced in {synced:?}");
 }
@@ -429,7 +438,7 @@ async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_every
 /// timeout (10 s) once the little the gateway holds for it is full; a
 /// WebSocket that reads again then reads 4008.
 async fn a_stalled_reader_is_closed(via: Via) {
-    let fleet = Fleet::start(10, |_, _| {}, "", &[]).await;
+    let fleet = Fleet::start(10, "", &[]).await;
     let mut conn = Conn::open(&fleet.url, via, None, Some(4096)).await;
     let mut mirror = Mirror::default();
     while !mirror.synced {
@@ -490,7 +499,7 @@ async fn a_stalled_sse_stream_is_closed() {
 /// after the retention; subscribers and REST agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gone_apps_and_a_replaced_member_are_removed() {
-    let mut fleet = Fleet::start(3, |_, _| {}, "appRetentionSeconds: 1\n", &[]).await;
+    let mut fleet = Fleet::start(3, "appRetentionSeconds: 1\n", &[]).await;
     let readers = readers(&fleet.url, 4).await;
     let api: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(fleet.sim("b").client(), "shop");
@@ -539,4 +548,56 @@ async fn gone_apps_and_a_replaced_member_are_removed() {
         assert!(!rest.contains_key(topic), "REST still has {topic}");
     }
     all_agree_with_rest(&fleet, &readers.iter().collect::<Vec<_>>()).await;
+}
+
+/// API errors and relists on one member (500, 401, 403 on the apps group,
+/// then every watch expired with 410) while the others change: every
+/// subscriber ends with the true state, and the member's errors showed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_and_relists_end_with_the_true_state() {
+    let fleet = Fleet::start(3, "", &[]).await;
+    let readers = readers(&fleet.url, 4).await;
+    let b = fleet.sim("b");
+    let mut reasons = std::collections::BTreeSet::new();
+    for (status, prefix) in [(500, None), (401, None), (403, Some("/apis/apps"))] {
+        b.set_faults(kube_pulse_sim::Faults {
+            status: Some(status),
+            status_path_prefix: prefix.map(str::to_string),
+            ..Default::default()
+        });
+        b.close_watches();
+        fleet.scale("a", &app(status as usize % 3), 2).await;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(3) {
+            if let Some((_, doc)) = readers[0].mirror.lock().docs.get("clusters/b") {
+                reasons.insert(format!("{} ({})", doc["phase"], doc["reason"]));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    b.heal();
+    b.expire_watches();
+    fleet.scale("b", &app(0), 3).await;
+    fleet.until_running().await;
+    all_agree_with_rest(&fleet, &readers.iter().collect::<Vec<_>>()).await;
+    // The 403s' retries back off (0.8 s doubling): b turns Healthy at the
+    // next one after healing.
+    let healed = Instant::now();
+    loop {
+        let b_doc = fleet.rest().await["clusters/b"].clone();
+        if b_doc["phase"] == "Healthy" {
+            break;
+        }
+        assert!(
+            healed.elapsed() < WAIT,
+            "b not Healthy after healing: {b_doc}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    all_agree_with_rest(&fleet, &readers.iter().collect::<Vec<_>>()).await;
+    assert!(
+        reasons.iter().any(|r| r.contains("Unauthorized")),
+        "the 401s showed on the cluster: {reasons:?}"
+    );
+    eprintln!("member b under 500, 401, 403: cluster showed {reasons:?}");
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
-use kube_pulse_sim::{SimCluster, SimConfig, WorkloadSeed};
+use kube_pulse_sim::{SimCluster, WorkloadSeed};
 use serde_json::{Value, json};
 
 /// The members' names.
@@ -25,6 +25,8 @@ pub(crate) struct Fleet {
     /// a restarted gateway is where its clients reconnect.
     listen: String,
     args: Vec<String>,
+    /// YAML appended to the members' list.
+    config: String,
     dir: tempfile::TempDir,
     gateway: Option<Child>,
 }
@@ -35,15 +37,9 @@ pub(crate) fn app(i: usize) -> String {
 }
 
 impl Fleet {
-    /// `apps` Deployments (1 replica) per member; `tweak` adjusts a
-    /// member's simulator; `config` is appended to the gateway's YAML;
-    /// `args` are extra `serve` flags.
-    pub(crate) async fn start(
-        apps: usize,
-        tweak: impl Fn(&str, &mut SimConfig),
-        config: &str,
-        args: &[&str],
-    ) -> Self {
+    /// `apps` Deployments (1 replica) per member; `config` is appended to
+    /// the gateway's YAML; `args` are extra `serve` flags.
+    pub(crate) async fn start(apps: usize, config: &str, args: &[&str]) -> Self {
         let mut sims = Vec::new();
         for name in MEMBERS {
             let sim = kube_pulse_sim::testing::sim_with(|c| {
@@ -57,23 +53,11 @@ impl Fleet {
                         image: "registry.example/app:1".into(),
                     })
                     .collect();
-                tweak(name, c);
             })
             .await;
             sims.push(sim);
         }
         let dir = tempfile::tempdir().unwrap();
-        let members: String = sims
-            .iter()
-            .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
-            .collect();
-        std::fs::write(
-            dir.path().join("config.yaml"),
-            format!(
-                "clusters:\n{members}probe: {{intervalSeconds: 1, timeoutSeconds: 1}}\n{config}"
-            ),
-        )
-        .unwrap();
         let mut fleet = Self {
             sims,
             url: String::new(),
@@ -81,11 +65,32 @@ impl Fleet {
             listen: "127.0.0.1:0".into(),
             args: args.iter().map(|a| a.to_string()).collect(),
             dir,
+            config: config.to_string(),
             gateway: None,
         };
+        fleet.configure(&MEMBERS);
         fleet.spawn();
         fleet.until_running().await;
         fleet
+    }
+
+    /// Writes the gateway's configuration with the members named (it
+    /// takes effect when the gateway starts).
+    pub(crate) fn configure(&self, members: &[&str]) {
+        let members: String = self
+            .sims
+            .iter()
+            .filter(|s| members.contains(&s.name()))
+            .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
+            .collect();
+        std::fs::write(
+            self.dir.path().join("config.yaml"),
+            format!(
+                "clusters:\n{members}probe: {{intervalSeconds: 1, timeoutSeconds: 1}}\n{}",
+                self.config
+            ),
+        )
+        .unwrap();
     }
 
     /// Starts `kube-pulse serve` on 127.0.0.1:0 (its log goes to a file in
@@ -124,7 +129,12 @@ impl Fleet {
 
     /// Waits until every member's apps are Running (bounded).
     pub(crate) async fn until_running(&self) {
-        let want = self.apps * MEMBERS.len();
+        let configured = std::fs::read_to_string(self.dir.path().join("config.yaml")).unwrap();
+        let members = MEMBERS
+            .iter()
+            .filter(|m| configured.contains(&format!("name: {m},")))
+            .count();
+        let want = self.apps * members;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let docs = self.rest().await;

@@ -37,10 +37,20 @@ pub(crate) struct Mirror {
     pub(crate) late_snapshots: usize,
     /// `removed` messages received after `synced`, by topic.
     pub(crate) removed: BTreeSet<String>,
+    /// Topics snapshotted since the (re)subscription, until `synced`: with
+    /// `resumed: false` they are the whole state, and every other document
+    /// held from before is dropped.
+    fresh: BTreeSet<String>,
     pub(crate) messages: usize,
 }
 
 impl Mirror {
+    /// Prepares for a resubscription (resume) on a new connection.
+    pub(crate) fn resubscribe(&mut self) {
+        self.synced = false;
+        self.fresh.clear();
+    }
+
     /// Applies one message of the subscription, as docs/PROTOCOL.md says a client must.
     pub(crate) fn apply(&mut self, message: &Value) {
         let kind = message["type"].as_str().unwrap_or_default();
@@ -57,6 +67,8 @@ impl Mirror {
             "snapshot" => {
                 if self.synced {
                     self.late_snapshots += 1;
+                } else {
+                    self.fresh.insert(topic.clone());
                 }
                 self.docs.insert(topic, (rev, message["doc"].clone()));
             }
@@ -79,6 +91,10 @@ impl Mirror {
             "synced" => {
                 self.synced = true;
                 self.resumed = message["resumed"].as_bool();
+                let fresh = std::mem::take(&mut self.fresh);
+                if self.resumed == Some(false) {
+                    self.docs.retain(|topic, _| fresh.contains(topic));
+                }
             }
             other => panic!("unexpected message {other:?}: {message}"),
         }

@@ -13,6 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::common::{http, spawn_binary, wait_for_url};
 
 const WAIT: Duration = Duration::from_secs(30);
+const READER: &str = "reader-token-0123456789";
+const ADMIN: &str = "admin-token-0123456789";
 
 /// A running binary, killed when dropped (a failed assertion leaves nothing behind).
 struct Binary(Child);
@@ -32,6 +34,21 @@ fn start(args: &[&str]) -> (Binary, String) {
 
 fn port_of(url: &str) -> u16 {
     url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// A token file: `reader` reads cluster `a` (or `dev`), `admin` holds `*`.
+fn tokens_file(dir: &std::path::Path, reader_reads: &str) -> String {
+    let path = dir.join("tokens.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "tokens:\n\
+             - {{subject: reader, token: {READER}, read: [{reader_reads}]}}\n\
+             - {{subject: admin, token: {ADMIN}, read: ['*'], write: ['*']}}\n"
+        ),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
 }
 
 /// Polls `url` (bounded) until it answers 200.
@@ -266,4 +283,93 @@ async fn cross_site_and_rebinding_requests_are_refused_and_legitimate_ones_work(
             "{path}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_simulator_control_api_needs_the_admin_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path(), "dev");
+    let (_demo, url) = start(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--clusters",
+        "1",
+        "--no-scenario",
+        "--auth",
+        "tokens",
+        "--tokens-file",
+        &tokens,
+    ]);
+    let faults = format!("{url}/_sim/clusters/dev/faults");
+    let put = |token: Option<&'static str>, content_type: &'static str| {
+        let mut request = http()
+            .put(&faults)
+            .header("content-type", content_type)
+            .body(r#"{"notReady": false}"#);
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        request.send()
+    };
+    let none = put(None, "application/json").await.unwrap();
+    assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+    let reader = put(Some(READER), "application/json").await.unwrap();
+    assert_eq!(reader.status(), StatusCode::FORBIDDEN);
+    let body: Value = reader.json().await.unwrap();
+    assert!(
+        body["message"].as_str().unwrap().contains("admin"),
+        "{body}"
+    );
+    let plain = put(Some(ADMIN), "text/plain").await.unwrap();
+    assert_eq!(plain.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let admin = put(Some(ADMIN), "application/json").await.unwrap();
+    assert_eq!(admin.status(), StatusCode::OK);
+    // The list too.
+    let list = http()
+        .get(format!("{url}/_sim/clusters"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), StatusCode::UNAUTHORIZED);
+    let list = http()
+        .get(format!("{url}/_sim/clusters"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(list.status(), StatusCode::OK);
+
+    // `sim --token`: its control API needs the token as its Kubernetes API does.
+    let (_sim, sim_url) = start(&["sim", "--listen", "127.0.0.1:0", "--token", "t0k-t0k"]);
+    for (method, path) in [
+        (reqwest::Method::GET, "/_sim/faults"),
+        (reqwest::Method::PUT, "/_sim/faults"),
+        (reqwest::Method::DELETE, "/_sim/faults"),
+        (reqwest::Method::GET, "/_sim/stats"),
+    ] {
+        let denied = http()
+            .request(method.clone(), format!("{sim_url}{path}"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(denied.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
+        let wrong = http()
+            .request(method.clone(), format!("{sim_url}{path}"))
+            .bearer_auth("nope")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
+    }
+    let allowed = http()
+        .put(format!("{sim_url}/_sim/faults"))
+        .bearer_auth("t0k-t0k")
+        .body(r#"{"notReady": true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed.status(), StatusCode::OK);
 }

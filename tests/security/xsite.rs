@@ -373,3 +373,77 @@ async fn the_simulator_control_api_needs_the_admin_grant() {
         .unwrap();
     assert_eq!(allowed.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn health_details_name_only_clusters_the_caller_may_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens_file(dir.path(), "a");
+    // Member `a` answers; member `b` accepts connections and never answers,
+    // so it stays Initializing and fails the Syncer check for a minute.
+    let a = crate::common::sim_with(|c| c.name = "a".into()).await;
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "clusters:\n\
+             - {{name: a, server: '{}'}}\n\
+             - {{name: b, server: 'http://{}'}}\n\
+             probe: {{intervalSeconds: 1, timeoutSeconds: 60}}\n",
+            a.url(),
+            silent.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
+    let (_gateway, url) = start(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--config",
+        config.to_str().unwrap(),
+        "--auth",
+        "tokens",
+        "--tokens-file",
+        &tokens,
+    ]);
+    let details = |token: &'static str| {
+        let url = url.clone();
+        async move {
+            let response = http()
+                .get(format!("{url}/readyz/Syncer"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+    // `a` has answered: only `b` is left in the admin's reason.
+    let deadline = Instant::now() + WAIT;
+    let admin = loop {
+        let (status, body) = details(ADMIN).await;
+        if body.contains("cluster b") && !body.contains("cluster a") {
+            break (status, body);
+        }
+        assert!(Instant::now() < deadline, "admin never saw only b: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(admin.0, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        admin.1,
+        "internal server error: cluster b has not answered yet\n"
+    );
+    // The reader of `a` learns that the check fails, not about `b`.
+    let (status, body) = details(READER).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body, "internal server error: reason withheld\n");
+    // Still 401 without a token.
+    let anonymous = http()
+        .get(format!("{url}/readyz/Syncer"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    drop(silent);
+    a.shutdown().await;
+}

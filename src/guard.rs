@@ -163,9 +163,10 @@ fn refusal(config: &GuardConfig, request: &Request) -> Option<Response> {
         }
     }
     let headers = request.headers();
+    // CONNECT too: a WebSocket over HTTP/2 would arrive as one.
     let acts = matches!(
         *request.method(),
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE | Method::CONNECT
     );
     if !acts && !is_upgrade(headers) {
         return None;

@@ -38,6 +38,10 @@ pub struct FileConfig {
     /// Seconds an app whose workloads or namespace are gone stays
     /// `Stopped`/`NotExisted` before its topic is removed (default 600, at least 1).
     pub app_retention_seconds: Option<u64>,
+    /// Host names the gateway answers for besides IP literals and
+    /// `localhost` (`*.example.com`, `*`); `--allowed-host` wins.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The gateway's own health endpoints.
@@ -344,6 +348,10 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
             }
         }
     }
+    for host in &config.allowed_hosts {
+        crate::guard::validate_allowed_host(host)
+            .map_err(|message| invalid(format!("allowedHosts: {message}")))?;
+    }
     for endpoint in &config.health.storage {
         endpoint.validate().map_err(|message| Error::Config {
             path: path.to_path_buf(),
@@ -461,6 +469,10 @@ mod tests {
                 "probe.failureThreshold must be at least 1",
             ),
             (
+                "clusters:\n- {name: a, server: 'https://x'}\nallowedHosts: ['https://pulse.example.com']\n",
+                "allowedHosts: allowed host \"https://pulse.example.com\" must be a host name",
+            ),
+            (
                 "clusters:\n- {name: a, server: 'https://x'}\nappRetentionSeconds: 0\n",
                 "appRetentionSeconds must be at least 1",
             ),
@@ -500,6 +512,7 @@ mod tests {
         assert_eq!(pipeline.thresholds.failure, 2);
         assert_eq!(pipeline.hub.log_bytes, 64 << 20);
         assert_eq!(pipeline.app_retention, std::time::Duration::from_secs(600));
+        assert_eq!(config.allowed_hosts.len(), 2);
         assert_eq!(
             crate::sources::resources_for("prod-eu", &pipeline.registries).len(),
             2

@@ -96,8 +96,9 @@ struct ClusterLink {
 }
 
 /// The demo's own routes beside the gateway's: each simulated cluster's
-/// control API and their list.
-pub fn sim_routes(clusters: &[SimCluster]) -> Router {
+/// control API and their list. They change member clusters at will, so
+/// they need the admin grant (`auth::require_admin`) and JSON bodies.
+pub fn sim_routes(clusters: &[SimCluster], auth: Arc<crate::auth::Auth>) -> Router {
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
@@ -115,6 +116,11 @@ pub fn sim_routes(clusters: &[SimCluster]) -> Router {
         );
     }
     router
+        .route_layer(axum::middleware::from_fn(crate::guard::require_json))
+        .route_layer(axum::middleware::from_fn_with_state(
+            auth,
+            crate::auth::require_admin,
+        ))
 }
 
 /// The sync registry of the demo: config maps everywhere, besides the built-ins.
@@ -196,7 +202,7 @@ impl Demo {
             scenario,
             shutdown,
         } = self;
-        let routes = sim_routes(&clusters);
+        let routes = sim_routes(&clusters, gateway.state().auth.clone());
         let clusters = Arc::new(clusters);
         let scenario_task = scenario.then(|| {
             let clusters = clusters.clone();

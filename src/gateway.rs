@@ -167,7 +167,7 @@ impl Gateway {
     /// The gateway's routes with `extra` routes beside them, mounted under
     /// the base path.
     pub fn router(&self, extra: Router) -> Router {
-        let app = extra.merge(router::app(self.state.clone()));
+        let app = router::with_extra(self.state.clone(), extra);
         crate::web::mount(app, &self.base_path)
     }
 

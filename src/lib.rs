@@ -17,6 +17,7 @@ pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod gateway;
+pub mod guard;
 pub mod health;
 pub mod http_server;
 pub mod hub;

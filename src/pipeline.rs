@@ -198,6 +198,20 @@ impl Pipeline {
     /// The `Syncer` health check: every member cluster has an answer (up or
     /// down) and its probe and watches run.
     pub async fn check_syncer(&self) -> Result<(), String> {
+        let problems = self.syncer_problems().await;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems
+                .into_iter()
+                .map(|(_, text)| text)
+                .collect::<Vec<_>>()
+                .join("; "))
+        }
+    }
+
+    /// What fails the `Syncer` check, each with the cluster it is about.
+    pub async fn syncer_problems(&self) -> Vec<(String, String)> {
         let sources = self.sources.lock().await;
         let mut problems = Vec::new();
         for source in sources.iter() {
@@ -211,18 +225,17 @@ impl Pipeline {
                         .map(str::to_string)
                 })
                 .unwrap_or_default();
+            let cluster = source.name().to_string();
             if matches!(phase.as_str(), "" | "Pending" | "Initializing") {
-                problems.push(format!("cluster {} has not answered yet", source.name()));
+                let text = format!("cluster {cluster} has not answered yet");
+                problems.push((cluster.clone(), text));
             }
             if let Some(stopped) = source.stopped_task() {
-                problems.push(format!("cluster {}: {stopped} stopped", source.name()));
+                let text = format!("cluster {cluster}: {stopped} stopped");
+                problems.push((cluster, text));
             }
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        problems
     }
 
     /// Stops every source and the engine, and waits for them.

@@ -129,8 +129,15 @@ struct Parts {
 /// The gateway's routes. Origins listed in the transport configuration may
 /// also use the REST, tasks and SSE endpoints cross-origin (CORS). Health
 /// and the UI's static files are public; data and actions need a principal
-/// (`auth::require`; the WebSocket authenticates its own handshake).
+/// (`auth::require`; the WebSocket authenticates its own handshake). The
+/// request guard (`crate::guard`: Host, Origin, framing) is in front of all.
 pub fn app(state: Arc<GatewayState>) -> Router {
+    with_extra(state, Router::new())
+}
+
+/// [`app`] with `extra` routes beside the gateway's (the demo's simulator
+/// control API), behind the same guard, metrics and CORS.
+pub fn with_extra(state: Arc<GatewayState>, extra: Router) -> Router {
     let protected = Router::new()
         .route(
             "/metrics",
@@ -146,12 +153,20 @@ pub fn app(state: Arc<GatewayState>) -> Router {
             state.auth.clone(),
             crate::auth::require,
         ));
-    let router = Router::new()
+    let guard = Arc::new(crate::guard::GuardConfig {
+        allowed_hosts: state.transports.config.allowed_hosts.clone(),
+        allowed_origins: state.transports.config.allowed_origins.clone(),
+    });
+    let router = extra
         .merge(protected)
         .merge(crate::health::router(state.health.clone()))
         .merge(crate::web::router())
         .merge(crate::transports::router(state.transports.clone()))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::guard::guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
             count_requests,

@@ -63,8 +63,19 @@ async fn sim_serves_kubernetes_and_stops_on_sigterm() {
         .await
         .unwrap();
     assert_eq!(list["items"][0]["metadata"]["name"], "web");
-    // The control port serves the documented /_sim/ paths.
-    let faults = get_json(&format!("http://{control_addr}/_sim/faults")).await;
+    // The control port serves the documented /_sim/ paths, with the token.
+    let faults_url = format!("http://{control_addr}/_sim/faults");
+    let denied = client.get(&faults_url).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let faults: serde_json::Value = client
+        .get(&faults_url)
+        .bearer_auth("t0k")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(faults["refuse"], false, "{faults}");
     let status = tokio::task::spawn_blocking(move || terminate(&mut child))
         .await

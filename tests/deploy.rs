@@ -109,6 +109,21 @@ fn the_embedded_config_is_accepted() {
     let parsed = kube_pulse::config::load_file(&path).unwrap();
     assert_eq!(parsed.clusters[0].name, "host");
     assert_eq!(parsed.listen.unwrap().port(), 8080);
+    // In-cluster callers reach it by the Service's names (docs/SECURITY.md).
+    let service = find(&docs, "Service");
+    let namespace = service["metadata"]["namespace"].as_str().unwrap();
+    let name = service["metadata"]["name"].as_str().unwrap();
+    for host in [
+        name.to_string(),
+        format!("{name}.{namespace}"),
+        format!("{name}.{namespace}.svc"),
+        format!("{name}.{namespace}.svc.cluster.local"),
+    ] {
+        assert!(
+            kube_pulse::guard::host_allowed(&host, &parsed.allowed_hosts),
+            "{host} is not in allowedHosts"
+        );
+    }
 }
 
 #[test]

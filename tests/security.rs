@@ -4,6 +4,8 @@
 //! a certificate made in the test.
 
 mod common;
+#[path = "security/xsite.rs"]
+mod xsite;
 
 use std::sync::Arc;
 use std::time::Duration;

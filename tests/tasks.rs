@@ -663,11 +663,20 @@ async fn bad_task_requests_get_clear_errors() {
     }
     let raw = http()
         .post(format!("{}/api/v1/tasks", env.url))
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
         .unwrap();
     assert_eq!(raw.status(), StatusCode::BAD_REQUEST);
+    // A JSON body needs a JSON content type (issue 17: no cross-site forms).
+    let untyped = http()
+        .post(format!("{}/api/v1/tasks", env.url))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(untyped.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     let gets = [
         ("/api/v1/tasks?status=Bogus", StatusCode::BAD_REQUEST),
         ("/api/v1/tasks?colour=red", StatusCode::BAD_REQUEST),

@@ -459,7 +459,7 @@ async fn a_stalled_reader_at_a_low_rate_is_closed_within_the_write_timeout() {
     let mut sse = socket.connect(addr).await.unwrap();
     {
         use tokio::io::AsyncWriteExt;
-        sse.write_all(b"GET /api/v1/events?topic=t/** HTTP/1.1\r\nhost: gw\r\n\r\n")
+        sse.write_all(b"GET /api/v1/events?topic=t/** HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
             .await
             .unwrap();
     }

@@ -290,10 +290,19 @@ function renderSummary() {
 
 // ---- simulator controls (only `kube-pulse demo` serves them) ----------------
 
+/** The page's token as a header, if it has one: `/_sim` needs the admin grant. */
+function simHeaders(json) {
+  const headers = {};
+  const token = localStorage.getItem('kube-pulse-token');
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (json) headers['Content-Type'] = 'application/json';
+  return headers;
+}
+
 async function simulator() {
   let clusters;
   try {
-    const response = await fetch(new URL('_sim/clusters', base));
+    const response = await fetch(new URL('_sim/clusters', base), { headers: simHeaders(false) });
     if (!response.ok) return;
     clusters = (await response.json()).items;
   } catch {
@@ -303,7 +312,7 @@ async function simulator() {
   for (const c of clusters) {
     const faults = new URL(`_sim/clusters/${c.name}/faults`, base);
     const send = async (method, body) => {
-      const r = await fetch(faults, { method, body: body && JSON.stringify(body) });
+      const r = await fetch(faults, { method, headers: simHeaders(body !== undefined), body: body && JSON.stringify(body) });
       if (!r.ok) notice(`simulator ${c.name}: HTTP ${r.status}`);
     };
     list.append(

@@ -190,6 +190,53 @@ impl Auth {
     }
 }
 
+/// The admin grant: what the demo's simulator control API (`/_sim`) needs.
+impl Auth {
+    /// Whether `principal` holds the admin grant: the `*` write grant
+    /// (`tokens`, `jwt`; everyone with `none`, which is loopback-only), or
+    /// in `kubernetes` mode `update` on `simulators.kube-pulse.io`
+    /// cluster-wide.
+    pub async fn can_administer(&self, principal: &Principal) -> Result<(), AuthError> {
+        let allowed = match (&self.mode, &principal.kube_user) {
+            (Mode::None, _) => true,
+            (Mode::Kubernetes(kube), Some(user)) => kube
+                .allowed(user, "update", "simulators", None, "")
+                .await
+                .map_err(AuthError::Unavailable)?,
+            _ => principal.write.is_all(),
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden(format!(
+                "{} may not use the simulator's control API: it needs the admin grant (`*` write)",
+                principal.subject
+            )))
+        }
+    }
+}
+
+/// Middleware for admin routes (the demo's `/_sim`): [`require`], then the
+/// admin grant (401 without a valid token, 403 without the grant).
+pub async fn require_admin(
+    State(auth): State<Arc<Auth>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let token = bearer(request.headers());
+    let principal = match auth.authenticate(token.as_deref()).await {
+        Ok(principal) => principal,
+        Err(e) => return e.into_response(),
+    };
+    match auth.can_administer(&principal).await {
+        Ok(()) => next.run(request).await,
+        Err(e) => {
+            tracing::debug!(cause = %e, path = %request.uri().path(), "admin request refused");
+            e.into_response()
+        }
+    }
+}
+
 /// Which authentication mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ModeName {

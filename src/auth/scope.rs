@@ -138,6 +138,12 @@ impl Principal {
         }
     }
 
+    /// Whether the cluster `name` is visible at all (its `clusters/{name}`
+    /// document): any grant in it. Health details follow this too.
+    pub fn can_see_cluster(&self, name: &str) -> bool {
+        self.read.touches(name)
+    }
+
     /// Whether a topic (with its document, when there is one) is visible:
     /// `clusters/{c}` with any grant in `c`; sync documents with the whole
     /// cluster; `apps/{c}/{ns}/…` with `c` or `c/ns`; `tasks/{id}` by the

@@ -99,6 +99,17 @@ pub struct PushArgs {
         value_delimiter = ','
     )]
     pub allow_origins: Vec<String>,
+    /// Host name this gateway answers for besides IP literals and `localhost`
+    /// (repeatable; `*.example.com` for names below it, `*` for any). Other
+    /// `Host`s get 421, which stops DNS rebinding (docs/SECURITY.md).
+    #[arg(
+        long = "allowed-host",
+        value_name = "NAME",
+        env = "KUBE_PULSE_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_parser = parse_allowed_host
+    )]
+    pub allowed_hosts: Vec<String>,
     /// Most SSE + WebSocket sessions at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
@@ -121,6 +132,10 @@ pub struct PushArgs {
     pub replay_log_bytes: Option<usize>,
 }
 
+fn parse_allowed_host(raw: &str) -> Result<String, String> {
+    crate::guard::validate_allowed_host(raw).map(|()| raw.to_string())
+}
+
 fn parse_base_path(raw: &str) -> Result<String, String> {
     crate::web::validate_base_path(raw).map(|()| raw.to_string())
 }
@@ -131,6 +146,7 @@ impl PushArgs {
     pub fn to_config(&self) -> crate::transports::TransportConfig {
         crate::transports::TransportConfig {
             allowed_origins: self.allow_origins.clone(),
+            allowed_hosts: self.allowed_hosts.clone(),
             max_connections: self.max_connections.max(1),
             max_connections_per_ip: self.max_connections_per_ip.max(1),
             max_connections_per_token: self.max_connections_per_token.max(1),
@@ -292,10 +308,12 @@ impl ServeArgs {
     /// file describe: flags win over the file; every member's client
     /// configuration is resolved here, before anything listens.
     pub async fn resolve(&self) -> Result<(SocketAddr, GatewayConfig)> {
+        let mut file_hosts = Vec::new();
         let (clusters, file_listen, pipeline, health) = match (&self.config, &self.kubeconfig) {
             (Some(path), _) => {
                 let file = config::load_file(path)?;
                 let pipeline = file.pipeline();
+                file_hosts = file.allowed_hosts;
                 (file.clusters, file.listen, pipeline, file.health)
             }
             (None, Some(path)) => (
@@ -320,6 +338,10 @@ impl ServeArgs {
             ..GatewayConfig::default()
         };
         let mut gateway = shared_flags(base, addr, &self.push, &self.tasks, &self.security)?;
+        // `--allowed-host` wins over `allowedHosts`.
+        if self.push.allowed_hosts.is_empty() {
+            gateway.transports.allowed_hosts = file_hosts;
+        }
         gateway.members = config::members(&clusters).await?;
         Ok((addr, gateway))
     }

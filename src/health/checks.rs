@@ -60,6 +60,21 @@ impl Check for Syncer {
     fn check(&self) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move { self.0.check_syncer().await })
     }
+    fn problems(&self) -> BoxFuture<'_, Result<(), Vec<super::Problem>>> {
+        Box::pin(async move {
+            let problems = self.0.syncer_problems().await;
+            if problems.is_empty() {
+                return Ok(());
+            }
+            Err(problems
+                .into_iter()
+                .map(|(cluster, text)| super::Problem {
+                    cluster: Some(cluster),
+                    text,
+                })
+                .collect())
+        })
+    }
 }
 
 /// One external store to check over HTTP (e.g. Elasticsearch `_cluster/health`).

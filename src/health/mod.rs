@@ -10,6 +10,7 @@ mod format;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{StatusCode, header};
@@ -19,12 +20,37 @@ use futures::future::BoxFuture;
 
 pub use format::{Format, Outcome};
 
+use crate::auth::Principal;
+
 /// One health check: a name and an async probe that explains a failure.
 pub trait Check: Send + Sync {
     /// Shown as `[+] Name ok` (Karpor format) or `[+]name ok` (Kubernetes format).
     fn name(&self) -> &str;
     /// Ok, or why not (shown only by `/readyz/{name}` and the log).
     fn check(&self) -> BoxFuture<'_, Result<(), String>>;
+    /// Ok, or why not in parts, each with the cluster it names, so that
+    /// `/readyz/{name}` shows a caller only the clusters it may see. By
+    /// default the whole reason of [`Check::check`], naming no cluster.
+    fn problems(&self) -> BoxFuture<'_, Result<(), Vec<Problem>>> {
+        Box::pin(async move {
+            self.check().await.map_err(|text| {
+                vec![Problem {
+                    cluster: None,
+                    text,
+                }]
+            })
+        })
+    }
+}
+
+/// One part of a failed check's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The member cluster it is about, if any: shown only to callers that
+    /// may see that cluster.
+    pub cluster: Option<String>,
+    /// What is wrong (names the cluster, if any).
+    pub text: String,
 }
 
 /// The checks of each endpoint and how they are shown.
@@ -100,7 +126,8 @@ pub fn router(health: Arc<Health>) -> Router {
 }
 
 /// One check with its real reason (`/{endpoint}/{check}`): reasons name
-/// clusters, so the gateway serves these to authenticated callers.
+/// clusters, so the gateway serves these to authenticated callers, each
+/// seeing only the clusters its read grants cover.
 pub fn details(health: Arc<Health>) -> Router {
     Router::new()
         .route("/livez/{name}", get(livez_one))
@@ -149,28 +176,72 @@ async fn healthz(State(h): State<Arc<Health>>, RawQuery(q): RawQuery) -> Respons
     .await
 }
 
-async fn one(h: &Health, checks: &[Arc<dyn Check>], name: &str) -> Response {
+/// The reason of a failed check as `viewer` may read it: the parts about
+/// clusters it cannot see are left out, neither named nor counted; when
+/// nothing is left, the reason is withheld as on the summary endpoints.
+/// Without a viewer (no authentication layer) only cluster-less parts show.
+fn reason_for(problems: &[Problem], viewer: Option<&Principal>) -> String {
+    let shown: Vec<&str> = problems
+        .iter()
+        .filter(|p| match (&p.cluster, viewer) {
+            (None, _) => true,
+            (Some(cluster), Some(viewer)) => viewer.can_see_cluster(cluster),
+            (Some(_), None) => false,
+        })
+        .map(|p| p.text.as_str())
+        .collect();
+    if shown.is_empty() {
+        "reason withheld".into()
+    } else {
+        shown.join("; ")
+    }
+}
+
+async fn one(
+    h: &Health,
+    checks: &[Arc<dyn Check>],
+    name: &str,
+    viewer: Option<&Principal>,
+) -> Response {
     let Some(check) = checks.iter().find(|c| c.name().eq_ignore_ascii_case(name)) else {
         return text(
             StatusCode::NOT_FOUND,
             format!("no health check named {name:?}\n"),
         );
     };
-    match &h.run(std::slice::from_ref(check)).await[0].result {
+    let result = match tokio::time::timeout(h.timeout, check.problems()).await {
+        Ok(result) => result,
+        Err(_) => Err(vec![Problem {
+            cluster: None,
+            text: format!("no answer within {} ms", h.timeout.as_millis()),
+        }]),
+    };
+    match result {
         Ok(()) => text(StatusCode::OK, "ok".into()),
-        Err(reason) => text(
+        Err(problems) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("internal server error: {reason}\n"),
+            format!("internal server error: {}\n", reason_for(&problems, viewer)),
         ),
     }
 }
 
-async fn livez_one(State(h): State<Arc<Health>>, Path(name): Path<String>) -> Response {
-    one(&h, &h.livez, &name).await
+/// The caller `auth::require` put on the request, if any.
+type Viewer = Option<Extension<Principal>>;
+
+async fn livez_one(
+    State(h): State<Arc<Health>>,
+    Path(name): Path<String>,
+    viewer: Viewer,
+) -> Response {
+    one(&h, &h.livez, &name, viewer.as_deref()).await
 }
 
-async fn readyz_one(State(h): State<Arc<Health>>, Path(name): Path<String>) -> Response {
-    one(&h, &h.readyz, &name).await
+async fn readyz_one(
+    State(h): State<Arc<Health>>,
+    Path(name): Path<String>,
+    viewer: Viewer,
+) -> Response {
+    one(&h, &h.readyz, &name, viewer.as_deref()).await
 }
 
 #[cfg(test)]
@@ -330,6 +401,45 @@ mod tests {
             assert_eq!(ct, "text/plain; charset=utf-8");
             assert_eq!(nosniff, "nosniff");
         }
+    }
+
+    #[test]
+    fn reasons_name_only_visible_clusters() {
+        let problem = |cluster: Option<&str>, text: &str| Problem {
+            cluster: cluster.map(str::to_string),
+            text: text.into(),
+        };
+        let problems = [
+            problem(Some("prod"), "cluster prod has not answered yet"),
+            problem(Some("dev"), "cluster dev: watch stopped"),
+            problem(None, "the task store is down"),
+        ];
+        let reader = |read: &[&str]| Principal {
+            subject: "t".into(),
+            read: crate::auth::Scopes::parse(read).unwrap(),
+            write: Default::default(),
+            expires: None,
+            kube_user: None,
+        };
+        let cases = [
+            (
+                Some(reader(&["*"])),
+                "cluster prod has not answered yet; cluster dev: watch stopped; the task store is down",
+            ),
+            (
+                Some(reader(&["dev/shop"])),
+                "cluster dev: watch stopped; the task store is down",
+            ),
+            (Some(reader(&["staging"])), "the task store is down"),
+            (None, "the task store is down"),
+        ];
+        for (viewer, want) in cases {
+            assert_eq!(reason_for(&problems, viewer.as_ref()), want, "{viewer:?}");
+        }
+        assert_eq!(
+            reason_for(&problems[..1], Some(&reader(&["dev"]))),
+            "reason withheld"
+        );
     }
 
     // The clock is paused: the runtime jumps to the 50 ms timeout once `Hangs` is idle.

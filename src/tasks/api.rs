@@ -27,12 +27,14 @@ struct Api {
     auth: Arc<Auth>,
 }
 
-/// The task routes (behind `auth::require`, which supplies the principal).
+/// The task routes (behind `auth::require`, which supplies the principal);
+/// bodies must be JSON (`crate::guard::require_json`, 415 otherwise).
 pub fn router(tasks: Arc<Tasks>, auth: Arc<Auth>) -> Router {
     Router::new()
         .route("/api/v1/tasks", get(list).post(create))
         .route("/api/v1/tasks/{id}", get(one).delete(cancel))
         .route("/api/v1/tasks/{id}/status", patch(report))
+        .route_layer(axum::middleware::from_fn(crate::guard::require_json))
         .with_state(Api { tasks, auth })
 }
 

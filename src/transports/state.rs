@@ -35,9 +35,13 @@ pub struct TransportConfig {
     pub max_ws_message_bytes: usize,
     /// Subscribe operations per second per WebSocket (burst of the same size).
     pub max_subscribes_per_second: u32,
-    /// Extra allowed WebSocket origins (`*` for any); same-origin and loopback
-    /// origins are always allowed.
+    /// Extra origins allowed to open WebSockets and change state, and given
+    /// CORS headers (`*` for any); same-origin and loopback origins are
+    /// always allowed (`crate::guard::origin_allowed`).
     pub allowed_origins: Vec<String>,
+    /// Host names the gateway answers for besides IP literals and
+    /// `localhost` (`crate::guard`; `*.example.com`, `*` for any).
+    pub allowed_hosts: Vec<String>,
     /// Open sessions per client IP address.
     pub max_connections_per_ip: usize,
     /// Open sessions per authenticated subject (with authentication on).
@@ -60,6 +64,7 @@ impl Default for TransportConfig {
             max_ws_message_bytes: 64 * 1024,
             max_subscribes_per_second: 20,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             max_connections_per_ip: 1000,
             max_connections_per_token: 200,
             max_subscribes_per_client_second: 100,

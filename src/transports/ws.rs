@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
@@ -22,44 +22,12 @@ use super::limits::Bucket;
 use super::session;
 use super::state::Transports;
 use crate::auth::Principal;
-use crate::protocol::{self, ClientOp, ServerMessage, close, error_response};
+use crate::protocol::{self, ClientOp, ServerMessage, close};
 
 /// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
 const OUTBOX: usize = 64;
 /// Longest accepted subscription id.
 const MAX_ID_LEN: usize = 128;
-
-/// Whether a browser `Origin` may open a socket: none given (not a browser),
-/// the same origin, a loopback origin, or one the configuration allows.
-pub fn origin_allowed(headers: &HeaderMap, allowed: &[String]) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return headers.get(header::ORIGIN).is_none();
-    };
-    if allowed
-        .iter()
-        .any(|a| a == "*" || a.eq_ignore_ascii_case(origin))
-    {
-        return true;
-    }
-    let authority = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-        .unwrap_or("");
-    let host = if authority.starts_with('[') {
-        authority
-            .split(']')
-            .next()
-            .map(|h| format!("{h}]"))
-            .unwrap_or_default()
-    } else {
-        authority.split(':').next().unwrap_or("").to_string()
-    };
-    if matches!(host.as_str(), "localhost" | "127.0.0.1" | "[::1]") {
-        return true;
-    }
-    let same_host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    same_host.is_some_and(|h| !authority.is_empty() && h.eq_ignore_ascii_case(authority))
-}
 
 /// How long a socket opened without a token may wait before `auth`.
 const AUTH_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -80,7 +48,8 @@ fn handshake_token(t: &Transports, headers: &HeaderMap, query: Option<&str>) -> 
         })
 }
 
-/// Handles the upgrade request: origin, credential and connection limits first.
+/// Handles the upgrade request: credential and connection limits first (the
+/// Host and Origin were checked by `crate::guard`, in front of every route).
 pub async fn upgrade(
     State(t): State<Arc<Transports>>,
     headers: HeaderMap,
@@ -88,13 +57,6 @@ pub async fn upgrade(
     axum::extract::RawQuery(query): axum::extract::RawQuery,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if !origin_allowed(&headers, &t.config.allowed_origins) {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            "forbidden_origin",
-            "this Origin may not open a WebSocket here; configure allowed origins",
-        );
-    }
     let token = handshake_token(&t, &headers, query.as_deref());
     let principal = match (&token, t.auth.required()) {
         (Some(_), _) | (None, false) => match t.auth.authenticate(token.as_deref()).await {
@@ -654,42 +616,6 @@ async fn authenticate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(origin: Option<&str>, host: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, host.parse().unwrap());
-        if let Some(o) = origin {
-            h.insert(header::ORIGIN, o.parse().unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn origins() {
-        let allowed = vec!["https://karpor.example.com".to_string()];
-        let cases = [
-            (None, "gw:8080", true),
-            (Some("http://gw:8080"), "gw:8080", true),
-            (Some("http://localhost:3000"), "gw:8080", true),
-            (Some("http://127.0.0.1:5173"), "gw:8080", true),
-            (Some("http://[::1]:5173"), "gw:8080", true),
-            (Some("https://karpor.example.com"), "gw:8080", true),
-            (Some("https://evil.example"), "gw:8080", false),
-            (Some("http://gw:8081"), "gw:8080", false),
-            (Some("null"), "gw:8080", false),
-        ];
-        for (origin, host, want) in cases {
-            assert_eq!(
-                origin_allowed(&headers(origin, host), &allowed),
-                want,
-                "{origin:?}"
-            );
-        }
-        assert!(origin_allowed(
-            &headers(Some("https://evil.example"), "gw"),
-            &["*".to_string()]
-        ));
-    }
 
     #[test]
     fn bucket_limits_bursts() {

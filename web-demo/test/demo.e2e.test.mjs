@@ -112,6 +112,7 @@ test('the page shows every simulated cluster, live', async () => {
 test('a cluster made unreachable turns Unhealthy (Disconnected) without a reload', async () => {
   const response = await fetch(`${url}/_sim/clusters/staging/faults`, {
     method: 'PUT',
+    headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ refuse: true }),
   });
   assert.equal(response.status, 200);

@@ -1,7 +1,8 @@
 //! The control API of a simulated cluster (`/_sim/...`): fault injection,
 //! RBAC deny rules, failing images and request statistics, for scripts and
 //! for tests in other languages. Exempt from every fault it injects, except
-//! `refuse` when it shares the cluster's port.
+//! `refuse` when it shares the cluster's port. With a token configured
+//! (`sim --token`), it needs that token like the Kubernetes API does.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -34,6 +35,33 @@ fn body<T: serde::de::DeserializeOwned>(payload: Bytes) -> Result<T, Box<Respons
         .map_err(|e| Box::new(bad_request(format!("invalid JSON body: {e}"))))
 }
 
+/// With a cluster token, every control request must present it (401
+/// otherwise): whoever may change faults and RBAC rules holds the token.
+async fn require_token(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(token) = &shared.token {
+        let presented = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if presented != Some(token.as_str()) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(json!({
+                    "code": "unauthorized",
+                    "message": "the control API needs the cluster's token: Authorization: Bearer TOKEN",
+                })),
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
+}
+
 /// The control routes; mount under `/_sim` (or `/_sim/clusters/{name}`).
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -45,6 +73,10 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/failing-images", get(get_failing).put(put_failing))
         .route("/reviews", get(get_reviews).put(put_reviews))
         .route("/stats", get(stats).delete(reset_stats))
+        .route_layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            require_token,
+        ))
         .with_state(shared)
 }
 

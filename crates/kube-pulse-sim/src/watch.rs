@@ -221,14 +221,13 @@ async fn run(
         tokio::pin!(timeout);
         let mut bookmarks = tokio::time::interval(shared.bookmark_interval);
         bookmarks.reset();
-        let table = def.table_key();
         loop {
             tokio::select! {
                 _ = shared.shutdown.cancelled() => return Err(End::Stopped),
                 _ = tx.closed() => return Err(End::ClientGone),
                 _ = closes.changed() => return Err(End::Stopped),
                 _ = expiry.changed() => {
-                    let status = ApiError::expired(format!("too old resource version: {last_rv} ({})", shared.store.window_floor() + 1));
+                    let status = ApiError::expired(format!("too old resource version: {last_rv} ({})", shared.store.window_floor(def) + 1));
                     return send(shared, tx, line("ERROR", &status.to_status())).await;
                 }
                 _ = &mut timeout => {
@@ -246,9 +245,6 @@ async fn run(
                             continue;
                         }
                         last_rv = event.rv;
-                        if event.table != table {
-                            continue;
-                        }
                         if let Some((kind, obj)) = translate(&event, namespace, &options.selection) {
                             send(shared, tx, object_line(kind.as_str(), &obj, def, options)).await?;
                         }

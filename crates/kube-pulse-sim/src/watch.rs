@@ -41,7 +41,8 @@ pub(crate) struct WatchOptions {
 }
 
 impl WatchOptions {
-    pub(crate) fn from_params(params: &Params) -> ApiResult<Self> {
+    /// The options of a watch of `kind` from its query parameters.
+    pub(crate) fn from_params(params: &Params, kind: &str) -> ApiResult<Self> {
         let send_initial_events = params.bool("sendInitialEvents")?;
         let bookmarks = params.bool("allowWatchBookmarks")?;
         let rv_match = params.str("resourceVersionMatch");
@@ -69,7 +70,7 @@ impl WatchOptions {
         }
         Ok(Self {
             resource_version: params.resource_version()?,
-            selection: params.selection()?,
+            selection: params.selection(kind)?,
             bookmarks,
             send_initial_events,
             timeout: params.u64("timeoutSeconds")?.map(Duration::from_secs),
@@ -353,7 +354,7 @@ mod tests {
 
     #[test]
     fn options_validate_streaming_lists() {
-        let parse = |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap());
+        let parse = |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap(), "Pod");
         assert!(parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan").is_ok());
         assert_eq!(
             parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true")

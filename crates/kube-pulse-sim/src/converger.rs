@@ -349,7 +349,13 @@ impl Controllers {
                 let schedulable = model.new.min(room);
                 used = used.saturating_add(model.old + schedulable);
                 let previous = self.desired.insert(uid.clone(), desired);
-                if previous.is_some_and(|p| p != desired) && plural == "deployments" {
+                // The controller scales a new ReplicaSet up when the Deployment
+                // appears, and on every change of `replicas`.
+                let scaled = match previous {
+                    None => desired > 0,
+                    Some(p) => p != desired,
+                };
+                if scaled && plural == "deployments" {
                     let rs = super::pods::Owner {
                         workload: &obj,
                         template_hash: model.template_hash,

@@ -37,6 +37,12 @@ pub struct SimArgs {
     /// Image whose pods never become ready (repeatable).
     #[arg(long = "failing-image", value_name = "IMAGE")]
     pub failing_images: Vec<String>,
+    /// What goes wrong with pods of an image: IMAGE=pullError|crash|oomKilled|notReady (repeatable).
+    #[arg(long = "image-fault", value_name = "IMAGE=FAULT", value_parser = parse_image_fault)]
+    pub image_faults: Vec<(String, kube_pulse_sim::pods::ImageFault)>,
+    /// Pods the cluster has room for; more stay Pending as unschedulable.
+    #[arg(long, value_name = "PODS")]
+    pub pod_capacity: Option<u32>,
     /// Answer 403 for GROUP/RESOURCE[:VERB], e.g. apps/deployments or core/namespaces:watch (repeatable).
     #[arg(long = "deny", value_name = "RULE")]
     pub deny: Vec<String>,
@@ -58,6 +64,18 @@ pub struct SimArgs {
     /// Also serve the control API (`/_sim/...`) here, so it survives the `refuse` fault.
     #[arg(long, value_name = "ADDR")]
     pub control_listen: Option<SocketAddr>,
+}
+
+/// Parses `IMAGE=FAULT`.
+pub fn parse_image_fault(s: &str) -> Result<(String, kube_pulse_sim::pods::ImageFault), String> {
+    let (image, fault) = s
+        .rsplit_once('=')
+        .filter(|(image, _)| !image.is_empty())
+        .ok_or_else(|| format!("{s:?} must look like IMAGE=FAULT"))?;
+    Ok((
+        image.to_string(),
+        kube_pulse_sim::pods::ImageFault::parse(fault)?,
+    ))
 }
 
 /// Parses `NAMESPACE/NAME[:REPLICAS]`.
@@ -130,6 +148,8 @@ impl SimArgs {
             namespaces: self.namespaces.clone(),
             workloads,
             reviews: Default::default(),
+            image_faults: self.image_faults.iter().cloned().collect(),
+            pod_capacity: self.pod_capacity,
         }
     }
 }
@@ -187,6 +207,22 @@ mod tests {
         assert_eq!(parse_workload("shop/web").unwrap().2, 1);
         for bad in ["web", "/web", "shop/", "shop/web:x", "a/b/c", "shop/web:-1"] {
             assert!(parse_workload(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn image_fault_specs() {
+        use kube_pulse_sim::pods::ImageFault;
+        assert_eq!(
+            parse_image_fault("registry.example/web:2=crash").unwrap(),
+            ("registry.example/web:2".into(), ImageFault::Crash)
+        );
+        assert_eq!(
+            parse_image_fault("a=b=oomKilled").unwrap().1,
+            ImageFault::OomKilled
+        );
+        for bad in ["web", "=crash", "web=boom"] {
+            assert!(parse_image_fault(bad).is_err(), "{bad}");
         }
     }
 

@@ -296,12 +296,12 @@ async fn dispatch(
     match target {
         Target::Collection { .. } => match verb {
             "watch" => {
-                let mut options = WatchOptions::from_params(&params)?;
+                let mut options = WatchOptions::from_params(&params, &def.kind)?;
                 options.as_table = as_table;
                 Ok(watch::serve(shared.clone(), def, namespace, options))
             }
             "list" => {
-                let selection = params.selection()?;
+                let selection = params.selection(&def.kind)?;
                 let from = match (
                     params.str("resourceVersionMatch"),
                     params.resource_version()?,
@@ -347,7 +347,7 @@ async fn dispatch(
                 Ok(json_response(StatusCode::CREATED, &created))
             }
             "deletecollection" => {
-                let selection = params.selection()?;
+                let selection = params.selection(&def.kind)?;
                 let page = shared
                     .store
                     .list(&def, ns, &selection, ListFrom::Latest, None, None)?;

@@ -71,6 +71,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/actions/close-watches", post(close_watches))
         .route("/deny", get(get_deny).put(put_deny))
         .route("/failing-images", get(get_failing).put(put_failing))
+        .route("/image-faults", get(get_image_faults).put(put_image_faults))
+        .route("/capacity", get(get_capacity).put(put_capacity))
         .route("/reviews", get(get_reviews).put(put_reviews))
         .route("/stats", get(stats).delete(reset_stats))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -187,6 +189,46 @@ async fn put_failing(State(shared): State<Arc<Shared>>, payload: Bytes) -> Respo
     let images: BTreeSet<String> = request.images.into_iter().collect();
     *shared.failing_images.write() = images.clone();
     axum::Json(json!({"images": images})).into_response()
+}
+
+/// `{"faults": {"IMAGE": "pullError" | "crash" | "oomKilled" | "notReady"}}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImageFaultsRequest {
+    faults: std::collections::BTreeMap<String, crate::pods::ImageFault>,
+}
+
+async fn get_image_faults(State(shared): State<Arc<Shared>>) -> Response {
+    axum::Json(json!({"faults": *shared.image_faults.read()})).into_response()
+}
+
+async fn put_image_faults(State(shared): State<Arc<Shared>>, payload: Bytes) -> Response {
+    let request = match body::<ImageFaultsRequest>(payload) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    *shared.image_faults.write() = request.faults.clone();
+    axum::Json(json!({"faults": request.faults})).into_response()
+}
+
+/// `{"pods": N}` (or `null`: unlimited).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapacityRequest {
+    pods: Option<u32>,
+}
+
+async fn get_capacity(State(shared): State<Arc<Shared>>) -> Response {
+    axum::Json(json!({"pods": *shared.pod_capacity.read()})).into_response()
+}
+
+async fn put_capacity(State(shared): State<Arc<Shared>>, payload: Bytes) -> Response {
+    let request = match body::<CapacityRequest>(payload) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    *shared.pod_capacity.write() = request.pods;
+    axum::Json(json!({"pods": request.pods})).into_response()
 }
 
 async fn get_reviews(State(shared): State<Arc<Shared>>) -> Response {

@@ -4,7 +4,7 @@
 //! The pod model and the status it implies are pure functions (tested as
 //! tables); [`run`] is the loop that applies them to the store.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use super::kubelet::{Kubelet, Workload, fault_of};
 use super::object::{UpdateScope, is_terminating, name_of, namespace_of, timestamp};
 
 /// How fast workloads converge.
@@ -39,6 +40,8 @@ impl Default for ConvergeConfig {
 pub struct Pods {
     /// Ready pods of the previous pod template, still serving during a rollout.
     pub old: u32,
+    /// The previous pod template's hash (names the old pods).
+    pub old_hash: u64,
     /// Pods of the current template.
     pub new: u32,
     /// Ready pods of the current template.
@@ -51,6 +54,7 @@ impl Pods {
     pub fn new(now: DateTime<Utc>) -> Self {
         Self {
             old: 0,
+            old_hash: 0,
             new: 0,
             new_ready: 0,
             template_hash: 0,
@@ -63,14 +67,16 @@ impl Pods {
     }
 
     /// One controller step towards `desired` pods of the template `hash`.
-    /// Pods of a failing image are created but never become ready. With
+    /// At most `ready_cap` pods of the new template become ready: 0 for a
+    /// failing image (its pods are created but never get ready), fewer than
+    /// `desired` when the cluster has no room for the rest. With
     /// `recreate` (a Deployment's `Recreate` strategy) a new template first
     /// removes every old pod; otherwise old ready pods serve until replaced.
     pub fn step(
         &mut self,
         desired: u32,
         hash: u64,
-        failing: bool,
+        ready_cap: u32,
         recreate: bool,
         per_tick: u32,
         now: DateTime<Utc>,
@@ -84,13 +90,16 @@ impl Pods {
             } else {
                 self.old + self.new_ready
             };
+            if self.template_hash != 0 {
+                self.old_hash = self.template_hash;
+            }
             self.new = 0;
             self.new_ready = 0;
             self.template_hash = hash;
             self.last_progress = now;
         }
-        if !failing {
-            self.new_ready = self.new.min(self.new_ready + per_tick);
+        if self.new_ready < ready_cap {
+            self.new_ready = self.new.min(self.new_ready + per_tick).min(ready_cap);
         }
         if self.new < desired {
             self.new += per_tick.min(desired - self.new);
@@ -283,7 +292,7 @@ pub fn statefulset_status(obj: &Value, pods: &Pods, previous_revision: &str) -> 
 
 /// The controller loop of one simulated cluster.
 pub(crate) async fn run(shared: Arc<Shared>, config: ConvergeConfig, shutdown: CancellationToken) {
-    let mut pods: HashMap<String, Pods> = HashMap::new();
+    let mut controllers = Controllers::default();
     let mut ticker = tokio::time::interval(config.tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -291,69 +300,132 @@ pub(crate) async fn run(shared: Arc<Shared>, config: ConvergeConfig, shutdown: C
             _ = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        step_all(&shared, &mut pods, config.pods_per_tick, Utc::now());
+        controllers.step_all(&shared, config, Utc::now());
     }
 }
 
-fn step_all(shared: &Shared, pods: &mut HashMap<String, Pods>, per_tick: u32, now: DateTime<Utc>) {
-    let store = &shared.store;
-    let failing = shared.failing_images.read().clone();
-    let mut live = HashSet::new();
-    for plural in ["deployments", "statefulsets"] {
-        let Some(def) = store.catalog().find("apps", "v1", plural).cloned() else {
-            continue;
-        };
-        for obj in store.snapshot(&def) {
-            let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_string();
-            live.insert(uid.clone());
-            let model = pods.entry(uid).or_insert_with(|| Pods::new(now));
-            let is_failing = images(&obj).iter().any(|i| failing.contains(i));
-            let recreate = obj.pointer("/spec/strategy/type") == Some(&json!("Recreate"));
-            model.step(
-                desired_replicas(&obj),
-                template_hash(&obj),
-                is_failing,
-                recreate,
-                per_tick,
-                now,
-            );
-            let status = if plural == "deployments" {
-                deployment_status(&obj, model, now)
-            } else {
-                let previous = obj
-                    .pointer("/status/currentRevision")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                statefulset_status(&obj, model, previous)
-            };
-            if obj.get("status") == Some(&status) {
+/// What the controllers remember between steps.
+#[derive(Debug, Default)]
+struct Controllers {
+    /// Pod counts by workload uid.
+    pods: HashMap<String, Pods>,
+    /// `spec.replicas` last seen, by workload uid (for scaling events).
+    desired: HashMap<String, u32>,
+    kubelet: Kubelet,
+}
+
+impl Controllers {
+    fn step_all(&mut self, shared: &Shared, config: ConvergeConfig, now: DateTime<Utc>) {
+        let store = &shared.store;
+        let faults = shared.image_faults();
+        let capacity = *shared.pod_capacity.read();
+        let seconds = config.tick.as_secs_f64();
+        let mut live = BTreeSet::new();
+        // Pods the cluster holds so far this step (against its capacity).
+        let mut used: u32 = 0;
+        for plural in ["deployments", "statefulsets"] {
+            let Some(def) = store.catalog().find("apps", "v1", plural).cloned() else {
                 continue;
-            }
-            let (ns, name) = (namespace_of(&obj).to_string(), name_of(&obj).to_string());
-            let result = store.mutate(
-                &def,
-                Some(&ns),
-                &name,
-                UpdateScope::Status,
-                false,
-                |current| {
-                    let mut next = current.clone();
-                    next["status"] = status;
-                    Ok(next)
-                },
-            );
-            if let Err(err) = result
-                && err.code != 404
-            {
-                tracing::warn!(cluster = %shared.name, %name, cause = %err, "status update failed");
+            };
+            for obj in store.snapshot(&def) {
+                let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_string();
+                live.insert(uid.clone());
+                let model = self
+                    .pods
+                    .entry(uid.clone())
+                    .or_insert_with(|| Pods::new(now));
+                let fault = fault_of(&obj, &faults);
+                let room = capacity.map_or(u32::MAX, |c| c.saturating_sub(used + model.old));
+                let recreate = obj.pointer("/spec/strategy/type") == Some(&json!("Recreate"));
+                let desired = desired_replicas(&obj);
+                model.step(
+                    desired,
+                    template_hash(&obj),
+                    if fault.is_some() { 0 } else { room },
+                    recreate,
+                    config.pods_per_tick,
+                    now,
+                );
+                let schedulable = model.new.min(room);
+                used = used.saturating_add(model.old + schedulable);
+                let previous = self.desired.insert(uid.clone(), desired);
+                // The controller scales a new ReplicaSet up when the Deployment
+                // appears, and on every change of `replicas`.
+                let scaled = match previous {
+                    None => desired > 0,
+                    Some(p) => p != desired,
+                };
+                if scaled && plural == "deployments" {
+                    let rs = super::pods::Owner {
+                        workload: &obj,
+                        template_hash: model.template_hash,
+                    }
+                    .replica_set();
+                    let verb = if previous < Some(desired) {
+                        "up"
+                    } else {
+                        "down"
+                    };
+                    self.kubelet.workload_event(
+                        store,
+                        &obj,
+                        "ScalingReplicaSet",
+                        format!("Scaled {verb} replica set {rs} to {desired}"),
+                        now,
+                    );
+                }
+                self.kubelet.sync(
+                    store,
+                    &Workload {
+                        object: &obj,
+                        pods: model,
+                        schedulable,
+                        fault,
+                    },
+                    seconds,
+                    now,
+                );
+                let status = if plural == "deployments" {
+                    deployment_status(&obj, model, now)
+                } else {
+                    let previous = obj
+                        .pointer("/status/currentRevision")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    statefulset_status(&obj, model, previous)
+                };
+                if obj.get("status") == Some(&status) {
+                    continue;
+                }
+                let (ns, name) = (namespace_of(&obj).to_string(), name_of(&obj).to_string());
+                let result = store.mutate(
+                    &def,
+                    Some(&ns),
+                    &name,
+                    UpdateScope::Status,
+                    false,
+                    |current| {
+                        let mut next = current.clone();
+                        next["status"] = status;
+                        Ok(next)
+                    },
+                );
+                if let Err(err) = result
+                    && err.code != 404
+                {
+                    tracing::warn!(cluster = %shared.name, %name, cause = %err, "status update failed");
+                }
             }
         }
-    }
-    pods.retain(|uid, _| live.contains(uid));
-    let ns_def = store.catalog().namespaces().clone();
-    for ns in store.snapshot(&ns_def) {
-        if is_terminating(&ns) {
-            store.finalize_namespace(name_of(&ns));
+        self.pods.retain(|uid, _| live.contains(uid));
+        self.desired.retain(|uid, _| live.contains(uid));
+        self.kubelet.forget_others(store, &live);
+        self.kubelet.run_unowned(store, &faults, seconds, now);
+        let ns_def = store.catalog().namespaces().clone();
+        for ns in store.snapshot(&ns_def) {
+            if is_terminating(&ns) {
+                store.finalize_namespace(name_of(&ns));
+            }
         }
     }
 }
@@ -386,7 +458,7 @@ mod tests {
                 pods.step(
                     desired_replicas(obj),
                     template_hash(obj),
-                    failing,
+                    if failing { 0 } else { u32::MAX },
                     obj.pointer("/spec/strategy/type") == Some(&json!("Recreate")),
                     1,
                     t(i as i64),
@@ -412,6 +484,7 @@ mod tests {
     fn scale_down_removes_pods() {
         let mut pods = Pods {
             old: 0,
+            old_hash: 0,
             new: 3,
             new_ready: 3,
             template_hash: 0,
@@ -469,6 +542,7 @@ mod tests {
         let hash = template_hash(&obj);
         let pods = |old, new, new_ready, since| Pods {
             old,
+            old_hash: 0,
             new,
             new_ready,
             template_hash: hash,
@@ -508,6 +582,7 @@ mod tests {
         let mut obj = deployment(1, "nginx:1");
         let p = Pods {
             old: 0,
+            old_hash: 0,
             new: 1,
             new_ready: 1,
             template_hash: template_hash(&obj),
@@ -528,6 +603,7 @@ mod tests {
         let hash = template_hash(&obj);
         let done = Pods {
             old: 0,
+            old_hash: 0,
             new: 2,
             new_ready: 2,
             template_hash: hash,
@@ -538,6 +614,7 @@ mod tests {
         assert_eq!(status["currentReplicas"], 2);
         let rolling = Pods {
             old: 1,
+            old_hash: 0,
             new: 1,
             new_ready: 1,
             ..done

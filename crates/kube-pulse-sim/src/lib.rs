@@ -12,10 +12,13 @@ mod api;
 mod control;
 pub mod converger;
 mod discovery;
+pub mod events;
 pub mod faults;
+mod kubelet;
 pub mod object;
 mod params;
 pub mod patch;
+pub mod pods;
 pub mod resources;
 pub mod reviews;
 pub mod scenario;
@@ -27,7 +30,7 @@ pub mod table;
 pub mod testing;
 mod watch;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,6 +87,10 @@ pub struct SimConfig {
     pub workloads: Vec<WorkloadSeed>,
     /// Who tokens are and what they may do, for TokenReview / SubjectAccessReview.
     pub reviews: reviews::ReviewPolicy,
+    /// What goes wrong with pods of these images.
+    pub image_faults: BTreeMap<String, pods::ImageFault>,
+    /// Pods the cluster has room for (None: unlimited).
+    pub pod_capacity: Option<u32>,
 }
 
 impl Default for SimConfig {
@@ -100,6 +107,8 @@ impl Default for SimConfig {
             namespaces: Vec::new(),
             workloads: Vec::new(),
             reviews: reviews::ReviewPolicy::default(),
+            image_faults: BTreeMap::new(),
+            pod_capacity: None,
         }
     }
 }
@@ -123,6 +132,11 @@ pub(crate) struct Shared {
     faults: tokio::sync::watch::Sender<Faults>,
     deny: RwLock<BTreeSet<String>>,
     failing_images: RwLock<BTreeSet<String>>,
+    /// What goes wrong with pods of these images (besides `failing_images`,
+    /// whose pods run but never get ready).
+    image_faults: RwLock<BTreeMap<String, pods::ImageFault>>,
+    /// Pods the cluster has room for (None: unlimited); the rest are unschedulable.
+    pod_capacity: RwLock<Option<u32>>,
     /// Answers to TokenReview and SubjectAccessReview.
     reviews: RwLock<reviews::ReviewPolicy>,
     stats: Stats,
@@ -133,6 +147,18 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Every image with a fault: `failing_images` as `NotReady`, then the
+    /// explicit faults (which win).
+    fn image_faults(&self) -> BTreeMap<String, pods::ImageFault> {
+        let mut faults: BTreeMap<String, pods::ImageFault> = self
+            .failing_images
+            .read()
+            .iter()
+            .map(|i| (i.clone(), pods::ImageFault::NotReady))
+            .collect();
+        faults.extend(self.image_faults.read().clone());
+        faults
+    }
     fn is_denied(&self, def: &ResourceDef, verb: &str) -> bool {
         let key = def.stats_key();
         let deny = self.deny.read();
@@ -321,6 +347,8 @@ impl SimCluster {
             faults: tokio::sync::watch::channel(Faults::default()).0,
             deny: RwLock::new(config.deny.iter().cloned().collect()),
             failing_images: RwLock::new(BTreeSet::new()),
+            image_faults: RwLock::new(config.image_faults.clone()),
+            pod_capacity: RwLock::new(config.pod_capacity),
             reviews: RwLock::new(config.reviews.clone()),
             stats: Stats::default(),
             close_watches: tokio::sync::watch::channel(0).0,
@@ -437,6 +465,20 @@ impl SimCluster {
     }
 
     /// Images whose pods never become ready (rollouts stall, then exceed their deadline).
+    /// Sets what goes wrong with pods of each image (replacing the previous map).
+    pub fn set_image_faults<I: IntoIterator<Item = (S, pods::ImageFault)>, S: Into<String>>(
+        &self,
+        faults: I,
+    ) {
+        *self.shared.image_faults.write() =
+            faults.into_iter().map(|(i, f)| (i.into(), f)).collect();
+    }
+
+    /// Limits the pods the cluster has room for (None: unlimited).
+    pub fn set_pod_capacity(&self, pods: Option<u32>) {
+        *self.shared.pod_capacity.write() = pods;
+    }
+
     pub fn set_failing_images<I: IntoIterator<Item = S>, S: Into<String>>(&self, images: I) {
         *self.shared.failing_images.write() = images.into_iter().map(Into::into).collect();
     }

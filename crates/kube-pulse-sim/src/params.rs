@@ -46,11 +46,12 @@ impl Params {
             .transpose()
     }
 
-    pub(crate) fn selection(&self) -> ApiResult<Selection> {
+    /// The label and field selectors of a list or watch of `kind`.
+    pub(crate) fn selection(&self, kind: &str) -> ApiResult<Selection> {
         Ok(Selection {
             labels: LabelSelector::parse(self.str("labelSelector").unwrap_or(""))
                 .map_err(ApiError::bad_request)?,
-            fields: FieldSelector::parse(self.str("fieldSelector").unwrap_or(""))
+            fields: FieldSelector::parse_for(kind, self.str("fieldSelector").unwrap_or(""))
                 .map_err(ApiError::bad_request)?,
         })
     }
@@ -114,7 +115,7 @@ mod tests {
             parse("fieldValidation=Loose")
                 .check_field_validation()
                 .err(),
-            parse("labelSelector=a%20in%20(").selection().err(),
+            parse("labelSelector=a%20in%20(").selection("").err(),
         ];
         for (i, err) in errors.iter().enumerate() {
             assert!(err.is_some(), "case {i} must be refused");
@@ -124,7 +125,7 @@ mod tests {
                 .check_field_validation()
                 .is_ok()
         );
-        let s = parse("labelSelector=app%3Dshop").selection().unwrap();
+        let s = parse("labelSelector=app%3Dshop").selection("").unwrap();
         let shop = serde_json::json!({"metadata": {"labels": {"app": "shop"}}});
         let cart = serde_json::json!({"metadata": {"labels": {"app": "cart"}}});
         assert!(s.matches(&shop));

@@ -157,6 +157,7 @@ pub fn builtins() -> Vec<ResourceDef> {
         builtin("", "namespaces", "Namespace", false, true, false, &["ns"]),
         builtin("", "pods", "Pod", true, true, false, &["po"]),
         builtin("", "configmaps", "ConfigMap", true, false, false, &["cm"]),
+        builtin("", "events", "Event", true, false, false, &["ev"]),
         builtin(
             "apps",
             "deployments",
@@ -275,7 +276,7 @@ mod tests {
                 )
             ]
         );
-        assert_eq!(catalog.namespaced_tables().len(), 5);
+        assert_eq!(catalog.namespaced_tables().len(), 6);
     }
 
     #[test]

@@ -189,10 +189,39 @@ impl LabelSelector {
     }
 }
 
+/// Field labels the apiserver supports on Pods besides metadata.
+const POD_FIELDS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+
+/// Field labels the apiserver supports on core/v1 Events besides metadata.
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
 impl FieldSelector {
-    /// Parses the `fieldSelector` query parameter; only the metadata fields every
-    /// resource supports are accepted, as the apiserver does for most kinds.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Parses the `fieldSelector` query parameter of a list or watch of
+    /// `kind`: the metadata fields every resource supports, and the fields
+    /// the apiserver adds for Pods and Events; others are refused as the
+    /// apiserver refuses them.
+    pub fn parse_for(kind: &str, s: &str) -> Result<Self, String> {
         if s.trim().is_empty() {
             return Ok(Self::default());
         }
@@ -210,7 +239,10 @@ impl FieldSelector {
                 ));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
+            let supported = matches!(field, "metadata.name" | "metadata.namespace")
+                || (kind == "Pod" && POD_FIELDS.contains(&field))
+                || (kind == "Event" && EVENT_FIELDS.contains(&field));
+            if !supported {
                 return Err(format!("field label not supported: {field}"));
             }
             terms.push((field.to_string(), eq, value.trim().to_string()));
@@ -218,15 +250,25 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
+    /// Parses a selector of metadata fields only (what most kinds support).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::parse_for("", s)
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, eq, value)| {
             let actual = match field.as_str() {
-                "metadata.name" => obj.pointer("/metadata/name"),
-                _ => obj.pointer("/metadata/namespace"),
-            }
-            .and_then(Value::as_str)
-            .unwrap_or("");
-            (actual == value) == *eq
+                // `source` is the event's reporting component.
+                "source" => obj.pointer("/source/component"),
+                path => obj.pointer(&format!("/{}", path.replace('.', "/"))),
+            };
+            let actual = match actual {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                Some(Value::Bool(b)) => b.to_string(),
+                _ => String::new(),
+            };
+            (actual == *value) == *eq
         })
     }
 }
@@ -302,6 +344,48 @@ mod tests {
                 "{bad:?} should not parse"
             );
         }
+    }
+
+    #[test]
+    fn kind_specific_field_selectors() {
+        let event = json!({"metadata": {"name": "web.1", "namespace": "shop"},
+            "involvedObject": {"kind": "Deployment", "name": "web", "uid": "u-1"},
+            "reason": "ScalingReplicaSet", "type": "Normal", "source": {"component": "deployment-controller"}});
+        let cases = [
+            (
+                "involvedObject.kind=Deployment,involvedObject.name=web",
+                true,
+            ),
+            ("involvedObject.uid=u-2", false),
+            ("type!=Warning", true),
+            ("source=deployment-controller", true),
+            ("reason=BackOff", false),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(
+                FieldSelector::parse_for("Event", sel)
+                    .unwrap()
+                    .matches(&event),
+                want,
+                "{sel}"
+            );
+        }
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
+        assert!(
+            FieldSelector::parse_for("Pod", "spec.nodeName=n1,status.phase=Running")
+                .unwrap()
+                .matches(&pod)
+        );
+        assert!(
+            !FieldSelector::parse_for("Pod", "status.phase=Pending")
+                .unwrap()
+                .matches(&pod)
+        );
+        assert_eq!(
+            FieldSelector::parse_for("ConfigMap", "spec.nodeName=n1").unwrap_err(),
+            "field label not supported: spec.nodeName"
+        );
+        assert!(FieldSelector::parse_for("Event", "spec.nodeName=n1").is_err());
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! The object store of one simulated cluster: tables of JSON objects, one
-//! monotonic resourceVersion, and a bounded event window (the apiserver's
-//! watch cache) that watches replay from and paged lists read snapshots from.
+//! monotonic resourceVersion, and a bounded event window per table (the
+//! apiserver's watch cache, which it keeps per resource type) that watches
+//! replay from and paged lists read snapshots from.
 //!
 //! All mutation happens under one lock; every committed change is appended to
-//! the window and published on a broadcast channel that open watches read.
+//! its table's window and published on its table's broadcast channel, which
+//! open watches of that table read. Busy pods therefore never expire a
+//! Deployment watch, as on a real apiserver.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -57,9 +60,37 @@ type Table = BTreeMap<Key, Arc<Value>>;
 struct Inner {
     rv: u64,
     tables: HashMap<String, Table>,
-    window: VecDeque<Arc<StoredEvent>>,
-    /// Events with `rv <= floor` are gone from the window.
+    /// Event windows and watch channels, by table.
+    windows: HashMap<String, Window>,
+    /// The floor of a table without a window yet (raised by `expire_all`).
     floor: u64,
+}
+
+/// The recent events of one table, and its watchers' channel.
+struct Window {
+    events: VecDeque<Arc<StoredEvent>>,
+    /// Events of this table with `rv <= floor` are gone from the window.
+    floor: u64,
+    channel: broadcast::Sender<Arc<StoredEvent>>,
+}
+
+impl Inner {
+    /// The window of `table`, created (empty, with the store's floor) on first use.
+    fn window(&mut self, table: &str, capacity: usize) -> &mut Window {
+        let floor = self.floor;
+        self.windows
+            .entry(table.to_string())
+            .or_insert_with(|| Window {
+                events: VecDeque::new(),
+                floor,
+                channel: broadcast::channel(capacity).0,
+            })
+    }
+
+    /// The oldest resourceVersion a watch or list of `table` may start from.
+    fn floor_of(&self, table: &str) -> u64 {
+        self.windows.get(table).map_or(self.floor, |w| w.floor)
+    }
 }
 
 /// Result of a delete.
@@ -122,7 +153,6 @@ pub struct Store {
     inner: Mutex<Inner>,
     catalog: Catalog,
     window_size: usize,
-    events: broadcast::Sender<Arc<StoredEvent>>,
     /// Bumped when every open watch must end with 410 Expired.
     expiry: tokio::sync::watch::Sender<u64>,
 }
@@ -163,22 +193,26 @@ fn decode_continue(token: &str) -> ApiResult<(u64, Key)> {
 }
 
 impl Store {
-    /// A store with the given event-window size (events kept for watch resume).
+    /// A store with the given event-window size (events kept per table for
+    /// watch resume).
     pub fn new(catalog: Catalog, window_size: usize) -> Self {
-        let (events, _) = broadcast::channel(window_size.clamp(64, 16_384));
         let (expiry, _) = tokio::sync::watch::channel(0);
         Self {
             inner: Mutex::new(Inner {
                 rv: 1,
                 tables: HashMap::new(),
-                window: VecDeque::new(),
+                windows: HashMap::new(),
                 floor: 1,
             }),
             catalog,
             window_size: window_size.max(1),
-            events,
             expiry,
         }
+    }
+
+    /// How many events a watch may fall behind before it is ended.
+    fn channel_capacity(&self) -> usize {
+        self.window_size.clamp(64, 16_384)
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -189,9 +223,9 @@ impl Store {
         self.inner.lock().rv
     }
 
-    /// Oldest resourceVersion a watch may still resume from.
-    pub fn window_floor(&self) -> u64 {
-        self.inner.lock().floor
+    /// Oldest resourceVersion a watch of `def` may still resume from.
+    pub fn window_floor(&self, def: &ResourceDef) -> u64 {
+        self.inner.lock().floor_of(&def.table_key())
     }
 
     /// Subscribes to "all watches expire" notifications.
@@ -203,8 +237,12 @@ impl Store {
     /// watch or paged list from an older resourceVersion does too.
     pub fn expire_all(&self) {
         let mut inner = self.inner.lock();
-        inner.floor = inner.rv;
-        inner.window.clear();
+        let rv = inner.rv;
+        inner.floor = rv;
+        for window in inner.windows.values_mut() {
+            window.floor = rv;
+            window.events.clear();
+        }
         drop(inner);
         self.expiry.send_modify(|n| *n += 1);
     }
@@ -239,14 +277,16 @@ impl Store {
             object: object.clone(),
             prev,
         });
-        inner.window.push_back(event.clone());
-        while inner.window.len() > self.window_size {
-            if let Some(old) = inner.window.pop_front() {
-                inner.floor = old.rv;
+        let (size, capacity) = (self.window_size, self.channel_capacity());
+        let window = inner.window(&def.table_key(), capacity);
+        window.events.push_back(event.clone());
+        while window.events.len() > size {
+            if let Some(old) = window.events.pop_front() {
+                window.floor = old.rv;
             }
         }
         // No receivers is fine: nobody watches yet.
-        let _ = self.events.send(event);
+        let _ = window.channel.send(event);
         object
     }
 
@@ -473,17 +513,16 @@ impl Store {
         if rv >= inner.rv {
             return Ok(table);
         }
-        if rv < inner.floor {
+        let table_key = def.table_key();
+        let floor = inner.floor_of(&table_key);
+        if rv < floor {
             return Err(ApiError::expired(format!(
                 "too old resource version: {rv} ({})",
-                inner.floor + 1
+                floor + 1
             )));
         }
-        let table_key = def.table_key();
-        for event in inner.window.iter().rev().take_while(|e| e.rv > rv) {
-            if event.table != table_key {
-                continue;
-            }
+        let events = inner.windows.get(&table_key).map(|w| &w.events);
+        for event in events.into_iter().flatten().rev().take_while(|e| e.rv > rv) {
             let key = (
                 object::namespace_of(&event.object).to_string(),
                 name_of(&event.object).to_string(),
@@ -569,18 +608,21 @@ impl Store {
         from: Option<u64>,
         send_initial: bool,
     ) -> ApiResult<WatchStart> {
-        let inner = self.inner.lock();
-        let receiver = self.events.subscribe();
-        let table = inner.tables.get(&def.table_key());
+        let mut inner = self.inner.lock();
+        let table_key = def.table_key();
+        let capacity = self.channel_capacity();
+        let receiver = inner.window(&table_key, capacity).channel.subscribe();
+        let floor = inner.floor_of(&table_key);
+        let table = inner.tables.get(&table_key);
         let current: Vec<Arc<Value>> = table
             .map(|t| t.values().cloned().collect())
             .unwrap_or_default();
         let (initial, backlog) = match from {
             None | Some(0) => (current, Vec::new()),
-            Some(rv) if rv < inner.floor => {
+            Some(rv) if rv < floor => {
                 return Err(ApiError::expired(format!(
                     "too old resource version: {rv} ({})",
-                    inner.floor + 1
+                    floor + 1
                 )));
             }
             Some(rv) if rv > inner.rv => {
@@ -591,10 +633,10 @@ impl Store {
                 ));
             }
             Some(rv) => {
-                let backlog = inner
-                    .window
+                let backlog = inner.windows[&table_key]
+                    .events
                     .iter()
-                    .filter(|e| e.rv > rv && e.table == def.table_key())
+                    .filter(|e| e.rv > rv)
                     .cloned()
                     .collect();
                 if send_initial {
@@ -785,6 +827,37 @@ mod tests {
         let err = s.watch(&def, Some(recent), false).err().unwrap();
         assert_eq!(err.code, 410);
         assert!(s.watch(&def, Some(s.resource_version()), false).is_ok());
+    }
+
+    /// The window is per table, like the apiserver's watch cache: a flood
+    /// of ConfigMap events leaves a Namespace watch resumable, and a
+    /// ConfigMap watch still expires.
+    #[test]
+    fn windows_are_kept_per_table() {
+        let s = store(3);
+        let ns = s.catalog().namespaces().clone();
+        let cms = s.catalog().find("", "v1", "configmaps").unwrap().clone();
+        let before = s.resource_version();
+        for i in 0..10 {
+            cm(&s, &format!("c{i}"), json!({}));
+        }
+        let start = s.watch(&ns, Some(before), false).ok().unwrap();
+        assert!(start.backlog.is_empty() && start.initial.is_empty());
+        assert_eq!(s.watch(&cms, Some(before), false).err().unwrap().code, 410);
+        assert_eq!(s.window_floor(&ns), 1);
+        assert!(s.window_floor(&cms) > before);
+        // A Namespace list at that version is still exact.
+        let page = s
+            .list(
+                &ns,
+                None,
+                &Selection::default(),
+                ListFrom::Exact(before),
+                None,
+                None,
+            )
+            .unwrap();
+        assert_eq!(page.items.len(), 1);
     }
 
     #[test]

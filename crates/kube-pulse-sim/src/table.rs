@@ -38,8 +38,24 @@ fn column(name: &str, kind: &str, priority: u8) -> Value {
 }
 
 fn columns(def: &ResourceDef) -> Vec<Value> {
+    if def.kind == "Event" {
+        return vec![
+            column("Last Seen", "string", 0),
+            column("Type", "string", 0),
+            column("Reason", "string", 0),
+            column("Object", "string", 0),
+            column("Message", "string", 0),
+            column("Count", "integer", 1),
+            column("Name", "string", 1),
+        ];
+    }
     let mut cols = vec![column("Name", "string", 0)];
     match def.kind.as_str() {
+        "Pod" => cols.extend([
+            column("Ready", "string", 0),
+            column("Status", "string", 0),
+            column("Restarts", "string", 0),
+        ]),
         "Deployment" => cols.extend([
             column("Ready", "string", 0),
             column("Up-to-date", "integer", 0),
@@ -57,7 +73,62 @@ fn columns(def: &ResourceDef) -> Vec<Value> {
             column("Images", "string", 1),
         ]);
     }
+    if def.kind == "Pod" {
+        cols.extend([column("IP", "string", 1), column("Node", "string", 1)]);
+    }
     cols
+}
+
+/// A pod's READY, STATUS and RESTARTS cells, as kubectl's printer writes them.
+fn pod_cells(obj: &Value) -> [Value; 3] {
+    let statuses = obj
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let total = obj
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let ready = statuses.iter().filter(|c| c["ready"] == true).count();
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|c| c["restartCount"].as_i64())
+        .sum();
+    let waiting = statuses
+        .iter()
+        .find_map(|c| c.pointer("/state/waiting/reason").and_then(Value::as_str));
+    let status = waiting
+        .or_else(|| obj.pointer("/status/phase").and_then(Value::as_str))
+        .unwrap_or("Pending");
+    [
+        json!(format!("{ready}/{total}")),
+        json!(status),
+        json!(restarts.to_string()),
+    ]
+}
+
+/// An event's row: last seen, type, reason, kind/name, message, count, name.
+fn event_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let last = obj["lastTimestamp"]
+        .as_str()
+        .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+        .map(|t| human_age((now - t).num_seconds()))
+        .unwrap_or_else(|| "<unknown>".into());
+    let involved = &obj["involvedObject"];
+    vec![
+        json!(last),
+        obj["type"].clone(),
+        obj["reason"].clone(),
+        json!(format!(
+            "{}/{}",
+            involved["kind"].as_str().unwrap_or("").to_lowercase(),
+            involved["name"].as_str().unwrap_or("")
+        )),
+        obj["message"].clone(),
+        obj["count"].clone(),
+        obj.pointer("/metadata/name").cloned().unwrap_or(json!("")),
+    ]
 }
 
 fn int(obj: &Value, pointer: &str) -> i64 {
@@ -65,6 +136,9 @@ fn int(obj: &Value, pointer: &str) -> i64 {
 }
 
 fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    if def.kind == "Event" {
+        return event_cells(obj, now);
+    }
     let name = obj.pointer("/metadata/name").cloned().unwrap_or(json!(""));
     let created = obj
         .pointer("/metadata/creationTimestamp")
@@ -92,6 +166,7 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     );
     let mut row = vec![name];
     match def.kind.as_str() {
+        "Pod" => row.extend(pod_cells(obj)),
         "Deployment" => row.extend([
             json!(ready),
             json!(int(obj, "/status/updatedReplicas")),
@@ -113,6 +188,16 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     row.push(json!(created));
     if matches!(def.kind.as_str(), "Deployment" | "StatefulSet") {
         row.extend([json!(containers("name")), json!(containers("image"))]);
+    }
+    if def.kind == "Pod" {
+        row.extend([
+            obj.pointer("/status/podIP")
+                .cloned()
+                .unwrap_or(json!("<none>")),
+            obj.pointer("/spec/nodeName")
+                .cloned()
+                .unwrap_or(json!("<none>")),
+        ]);
     }
     row
 }
@@ -162,6 +247,51 @@ mod tests {
         for (secs, want) in cases {
             assert_eq!(human_age(secs), want, "{secs}");
         }
+    }
+
+    #[test]
+    fn pod_and_event_rows_read_like_kubectl() {
+        let catalog = Catalog::new(vec![]);
+        let now: DateTime<Utc> = "2026-01-01T00:10:00Z".parse().unwrap();
+        let pods = catalog.find("", "v1", "pods").unwrap();
+        let pod = json!({
+            "metadata": {"name": "web-1", "creationTimestamp": "2026-01-01T00:09:00Z"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "sim-node-1"},
+            "status": {"phase": "Running", "podIP": "10.244.0.2", "containerStatuses": [
+                {"ready": true, "restartCount": 0, "state": {"running": {}}},
+                {"ready": false, "restartCount": 4, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+        });
+        assert_eq!(
+            cells(pods, &pod, now),
+            [
+                json!("web-1"),
+                json!("1/2"),
+                json!("CrashLoopBackOff"),
+                json!("4"),
+                json!("60s"),
+                json!("10.244.0.2"),
+                json!("sim-node-1")
+            ]
+        );
+        assert_eq!(columns(pods).len(), cells(pods, &pod, now).len());
+        let events = catalog.find("", "v1", "events").unwrap();
+        let event = json!({
+            "metadata": {"name": "web.1"}, "lastTimestamp": "2026-01-01T00:09:30Z", "type": "Warning",
+            "reason": "BackOff", "involvedObject": {"kind": "Pod", "name": "web-1"}, "message": "m", "count": 3
+        });
+        assert_eq!(
+            cells(events, &event, now),
+            [
+                json!("30s"),
+                json!("Warning"),
+                json!("BackOff"),
+                json!("pod/web-1"),
+                json!("m"),
+                json!(3),
+                json!("web.1")
+            ]
+        );
+        assert_eq!(columns(events).len(), 7);
     }
 
     #[test]

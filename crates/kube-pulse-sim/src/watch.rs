@@ -41,7 +41,8 @@ pub(crate) struct WatchOptions {
 }
 
 impl WatchOptions {
-    pub(crate) fn from_params(params: &Params) -> ApiResult<Self> {
+    /// The options of a watch of `kind` from its query parameters.
+    pub(crate) fn from_params(params: &Params, kind: &str) -> ApiResult<Self> {
         let send_initial_events = params.bool("sendInitialEvents")?;
         let bookmarks = params.bool("allowWatchBookmarks")?;
         let rv_match = params.str("resourceVersionMatch");
@@ -69,7 +70,7 @@ impl WatchOptions {
         }
         Ok(Self {
             resource_version: params.resource_version()?,
-            selection: params.selection()?,
+            selection: params.selection(kind)?,
             bookmarks,
             send_initial_events,
             timeout: params.u64("timeoutSeconds")?.map(Duration::from_secs),
@@ -221,14 +222,13 @@ async fn run(
         tokio::pin!(timeout);
         let mut bookmarks = tokio::time::interval(shared.bookmark_interval);
         bookmarks.reset();
-        let table = def.table_key();
         loop {
             tokio::select! {
                 _ = shared.shutdown.cancelled() => return Err(End::Stopped),
                 _ = tx.closed() => return Err(End::ClientGone),
                 _ = closes.changed() => return Err(End::Stopped),
                 _ = expiry.changed() => {
-                    let status = ApiError::expired(format!("too old resource version: {last_rv} ({})", shared.store.window_floor() + 1));
+                    let status = ApiError::expired(format!("too old resource version: {last_rv} ({})", shared.store.window_floor(def) + 1));
                     return send(shared, tx, line("ERROR", &status.to_status())).await;
                 }
                 _ = &mut timeout => {
@@ -246,9 +246,6 @@ async fn run(
                             continue;
                         }
                         last_rv = event.rv;
-                        if event.table != table {
-                            continue;
-                        }
                         if let Some((kind, obj)) = translate(&event, namespace, &options.selection) {
                             send(shared, tx, object_line(kind.as_str(), &obj, def, options)).await?;
                         }
@@ -357,7 +354,7 @@ mod tests {
 
     #[test]
     fn options_validate_streaming_lists() {
-        let parse = |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap());
+        let parse = |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap(), "Pod");
         assert!(parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan").is_ok());
         assert_eq!(
             parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true")

@@ -96,6 +96,8 @@ pub struct Metrics {
     pub(crate) hub_topics: Gauge,
     pub(crate) replay_log_size: Gauge,
     pub(crate) replay_log_bytes: Gauge,
+    pub(crate) pattern_index_entries: Gauge,
+    pub(crate) pattern_index_nodes: Gauge,
     /// Seconds from a change entering the hub to its message being handed to a socket.
     pub(crate) delivery_lag: Histogram,
     pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
@@ -144,6 +146,8 @@ impl Metrics {
             hub_topics: Gauge::default(),
             replay_log_size: Gauge::default(),
             replay_log_bytes: Gauge::default(),
+            pattern_index_entries: Gauge::default(),
+            pattern_index_nodes: Gauge::default(),
             delivery_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 18)),
             cluster_phase: Family::default(),
             sync_phase: Family::default(),
@@ -212,6 +216,16 @@ impl Metrics {
             m.replay_log_bytes.clone(),
         );
         registry.register(
+            "pattern_index_entries",
+            "(pattern, subscription) entries in the hub's pattern index",
+            m.pattern_index_entries.clone(),
+        );
+        registry.register(
+            "pattern_index_nodes",
+            "Trie nodes of the hub's pattern index (follows the live subscriptions)",
+            m.pattern_index_nodes.clone(),
+        );
+        registry.register(
             "delivery_lag_seconds",
             "Time from a hub change to its message being written",
             m.delivery_lag.clone(),
@@ -277,6 +291,10 @@ impl Metrics {
         self.replay_log_size.set(stats.log_len as i64);
         self.replay_log_bytes
             .set(i64::try_from(stats.log_bytes).unwrap_or(i64::MAX));
+        self.pattern_index_entries
+            .set(i64::try_from(stats.index_entries).unwrap_or(i64::MAX));
+        self.pattern_index_nodes
+            .set(i64::try_from(stats.index_nodes).unwrap_or(i64::MAX));
         let seen = self
             .seen_seq
             .fetch_max(stats.seq, std::sync::atomic::Ordering::Relaxed);
@@ -355,6 +373,8 @@ mod tests {
             "kube_pulse_hub_changes_total 1",
             "kube_pulse_replay_log_size 1",
             &format!("kube_pulse_replay_log_bytes {}", hub.stats().log_bytes),
+            "kube_pulse_pattern_index_entries 0",
+            "kube_pulse_pattern_index_nodes 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

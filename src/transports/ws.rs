@@ -347,6 +347,10 @@ fn close_for(err: &axum::Error) -> (u16, String) {
 /// A socket's state, owned by its reader loop.
 struct Socket {
     session: Session,
+    /// The place in its subject's session count that an `auth` operation
+    /// took (a socket authenticated at its handshake holds it in its
+    /// admission instead); released when the socket ends.
+    subject_slot: Option<super::limits::Slot>,
     subscriptions: HashMap<String, JoinHandle<()>>,
     bucket: Bucket,
     outbox: mpsc::Sender<Out>,
@@ -365,6 +369,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         .then(|| tokio::time::Instant::now() + AUTH_GRACE);
     let mut s = Socket {
         session,
+        subject_slot: None,
         subscriptions: HashMap::new(),
         bucket: Bucket::new(t.config.max_subscribes_per_second),
         outbox: outbox.clone(),
@@ -640,6 +645,7 @@ async fn authenticate(
     {
         return Err(revoked_close(session::Revoked::Changed));
     }
+    count_subject(t, s, &principal.subject)?;
     let reply = ServerMessage::Authenticated {
         subject: &principal.subject,
         expires: principal.expires,
@@ -649,6 +655,35 @@ async fn authenticate(
     s.session.token = Some(token.to_string());
     s.session.principal = Some(Arc::new(principal));
     Ok(Some(Out::Text(reply)))
+}
+
+/// Counts a socket that `auth` authenticated against its subject's session
+/// limit, and charges its later subscribes to the subject's rate, as a
+/// handshake with the token would have. A renewal (the socket already
+/// counts for that subject) changes nothing; over the limit, the socket
+/// closes with 4029.
+fn count_subject(t: &Transports, s: &mut Socket, subject: &str) -> Result<(), (u16, String)> {
+    if !t.auth.required() || s.session.client.subject.is_some() {
+        return Ok(());
+    }
+    let client = super::limits::Client {
+        ip: None,
+        subject: Some(subject.to_string()),
+    };
+    match t.limits.admit(&client) {
+        Ok(slot) => {
+            s.subject_slot = Some(slot);
+            s.session.client.subject = client.subject;
+            Ok(())
+        }
+        Err(message) => {
+            t.metrics.rejected_connections.inc();
+            Err((
+                close::TOO_MANY,
+                truncate(&format!("too_many_connections: {message}")),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -218,3 +218,159 @@ async fn pattern_churn_gives_its_memory_back() {
         "RSS grew from {rss_before} to {rss_after} KiB"
     );
 }
+
+const ALICE: &str = "alice-token-0123456789";
+
+/// A token file (alice reads everything) in the temp directory.
+fn tokens_file(name: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "kube-pulse-abuse-{}-{name}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        format!("tokens:\n  - {{subject: alice, token: {ALICE}, read: ['*']}}\n"),
+    )
+    .unwrap();
+    path
+}
+
+/// `kube-pulse demo --auth tokens` with `extra` flags.
+fn demo_with_tokens(name: &str, extra: &[&str]) -> Binary {
+    let tokens = tokens_file(name);
+    let mut args = vec![
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--clusters",
+        "1",
+        "--no-scenario",
+        "--auth",
+        "tokens",
+        "--tokens-file",
+        tokens.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    Binary::start(&args)
+}
+
+/// Sends `auth` and returns the answer: the message, or the close code and reason.
+async fn auth_op(ws: &mut Ws, token: &str) -> Result<Value, (Option<u16>, String)> {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    ws_send(ws, json!({"op": "auth", "token": token, "id": "a"})).await;
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("an answer to auth");
+        match message {
+            Some(Ok(Message::Text(text))) => return Ok(serde_json::from_str(&text).unwrap()),
+            Some(Ok(Message::Close(frame))) => {
+                return Err((
+                    frame.as_ref().map(|f| u16::from(f.code)),
+                    frame.map(|f| f.reason.to_string()).unwrap_or_default(),
+                ));
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(_)) | None => return Err((None, String::new())),
+        }
+    }
+}
+
+/// Item 5: sockets opened without a token and authenticated with `auth`
+/// count against the subject's session limit (2 here) and share its
+/// subscribe rate (1/s here), as sockets with the token in the handshake do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_operation_is_held_to_the_subject_limits() {
+    let bin = demo_with_tokens(
+        "limits",
+        &[
+            "--max-connections-per-token",
+            "2",
+            "--max-subscribes-per-client",
+            "1",
+        ],
+    );
+    let url = bin.url.clone();
+    // Four sockets without a token, from four addresses, each `auth` as alice.
+    let mut sockets = Vec::new();
+    for i in 0..4u8 {
+        let mut ws = ws_from(&url, [127, 0, 0, 10 + i], None).await.unwrap();
+        let answer = auth_op(&mut ws, ALICE).await;
+        sockets.push((ws, answer));
+    }
+    for (i, (_, answer)) in sockets.iter().enumerate() {
+        match (i, answer) {
+            (0 | 1, Ok(m)) => assert_eq!(m["type"], "authenticated", "socket {i}"),
+            (2 | 3, Err((code, reason))) => {
+                assert_eq!(*code, Some(4029), "socket {i}: {reason}");
+                assert!(
+                    reason.contains("at most 2 open sessions per token"),
+                    "{reason}"
+                );
+            }
+            _ => panic!("socket {i}: {answer:?}"),
+        }
+    }
+    let mut sockets: Vec<Ws> = sockets.into_iter().take(2).map(|(ws, _)| ws).collect();
+    // The handshake path agrees: alice holds her two sessions.
+    let (status, _, body) = ws_from(&url, [127, 0, 0, 20], Some(ALICE))
+        .await
+        .err()
+        .expect("a third session of alice is refused");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (429, Some("too_many_connections"))
+    );
+    // A renewed `auth` with the same subject is not counted twice.
+    assert_eq!(
+        auth_op(&mut sockets[1], ALICE).await.unwrap()["type"],
+        "authenticated"
+    );
+    // Once the first socket is gone, one more (and only one) fits.
+    let first = sockets.remove(0);
+    drop(first);
+    let mut third = None;
+    for _ in 0..40 {
+        let mut ws = ws_from(&url, [127, 0, 0, 21], None).await.unwrap();
+        if auth_op(&mut ws, ALICE).await.is_ok() {
+            third = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut third = third.expect("the closed socket's place is given back");
+    // The two sockets (two addresses) share alice's subscribe rate: 1/s.
+    let started = Instant::now();
+    for n in 0..3 {
+        for ws in [&mut sockets[0], &mut third] {
+            let topics = json!(["clusters/*"]);
+            ws_send(
+                ws,
+                json!({"op": "subscribe", "id": format!("s{n}"), "topics": topics}),
+            )
+            .await;
+        }
+    }
+    let mut granted = 0;
+    for ws in [&mut sockets[0], &mut third] {
+        let mut answered = 0;
+        while answered < 3 {
+            let m = ws_next(ws).await.expect("answers to subscribe");
+            match (m["type"].as_str(), m["code"].as_str()) {
+                (Some("synced"), _) => {
+                    granted += 1;
+                    answered += 1;
+                }
+                (Some("error"), Some("rate_limited")) => answered += 1,
+                (Some("error"), code) => panic!("unexpected error {code:?}: {m}"),
+                _ => {}
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs();
+    assert!(
+        granted <= 1 + elapsed,
+        "{granted} subscribes granted in {elapsed} s at 1/s for alice"
+    );
+}

@@ -316,8 +316,7 @@ async fn the_auth_operation_is_held_to_the_subject_limits() {
     // The handshake path agrees: alice holds her two sessions.
     let (status, _, body) = ws_from(&url, [127, 0, 0, 20], Some(ALICE))
         .await
-        .err()
-        .expect("a third session of alice is refused");
+        .expect_err("a third session of alice is refused");
     assert_eq!(
         (status, body["code"].as_str()),
         (429, Some("too_many_connections"))
@@ -373,4 +372,220 @@ async fn the_auth_operation_is_held_to_the_subject_limits() {
         granted <= 1 + elapsed,
         "{granted} subscribes granted in {elapsed} s at 1/s for alice"
     );
+}
+
+/// GET `url` from `ip` with an optional token: (status, Retry-After, body).
+async fn get_from(ip: [u8; 4], url: &str, token: Option<&str>) -> (u16, Option<String>, Value) {
+    let mut request = client_from(ip).get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, retry, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Item 7, per socket: the third refused `auth` operation closes the socket
+/// (4001); an address past its failure limit is closed at its next `auth`
+/// (4029) and refused at the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_auth_operations_close_the_socket() {
+    let bin = demo_with_tokens("auth-op", &["--max-auth-failures-per-ip", "5"]);
+    let url = bin.url.clone();
+    const GUESSER: [u8; 4] = [127, 0, 0, 30];
+    let mut ws = ws_from(&url, GUESSER, None).await.unwrap();
+    for n in 0..2 {
+        let answer = auth_op(&mut ws, &format!("guess-{n}-0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(answer["code"], "unauthorized", "{answer}");
+    }
+    let (code, reason) = auth_op(&mut ws, "guess-2-0123456789").await.unwrap_err();
+    assert_eq!(code, Some(4001), "{reason}");
+    assert_eq!(reason, "3 failed auth operations");
+    // Two more failures on a new socket reach the address's limit (5): its
+    // next `auth`, even with a good token, closes the socket unchecked.
+    let mut ws = ws_from(&url, GUESSER, None).await.unwrap();
+    for n in 3..5 {
+        let answer = auth_op(&mut ws, &format!("guess-{n}-0123456789"))
+            .await
+            .unwrap();
+        assert_eq!(answer["code"], "unauthorized", "{answer}");
+    }
+    let (code, reason) = auth_op(&mut ws, ALICE).await.unwrap_err();
+    assert_eq!(code, Some(4029), "{reason}");
+    assert!(
+        reason.starts_with("too many failed authentications"),
+        "{reason}"
+    );
+    // The address is refused at the handshake, with or without a token.
+    for token in [None, Some(ALICE)] {
+        let (status, retry, body) = ws_from(&url, GUESSER, token).await.expect_err("refused");
+        assert_eq!(status, 429, "{body}");
+        assert_eq!(body["code"], "too_many_auth_failures");
+        let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+        assert!((1..=60).contains(&retry), "{retry}");
+    }
+    // Another address authenticates as usual.
+    let mut ws = ws_from(&url, [127, 0, 0, 31], None).await.unwrap();
+    assert_eq!(
+        auth_op(&mut ws, ALICE).await.unwrap()["type"],
+        "authenticated"
+    );
+}
+
+/// Item 7, per address: a flood of bad tokens on REST gets 429 (with
+/// `Retry-After` and a JSON body) after the limit, on every route that
+/// authenticates, good token or not; other addresses are not affected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_bad_tokens_is_throttled_per_address() {
+    let bin = demo_with_tokens("flood", &["--max-auth-failures-per-ip", "10"]);
+    let url = bin.url.clone();
+    const GUESSER: [u8; 4] = [127, 0, 0, 40];
+    let clusters = format!("{url}/api/v1/clusters");
+    let mut statuses = Vec::new();
+    for n in 0..200 {
+        let (status, retry, body) =
+            get_from(GUESSER, &clusters, Some(&format!("guess-{n}-0123456789"))).await;
+        if status == 429 {
+            assert_eq!(body["code"], "too_many_auth_failures", "{body}");
+            let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+            assert!((1..=60).contains(&retry), "{retry}");
+        }
+        statuses.push(status);
+    }
+    assert!(statuses[..10].iter().all(|s| *s == 401), "{statuses:?}");
+    assert!(statuses[10..].iter().all(|s| *s == 429), "{statuses:?}");
+    // Every way in from that address is refused while it is throttled, a
+    // good token too (its tokens are not checked at all).
+    for path in [
+        "/api/v1/clusters",
+        "/api/v1/events?topic=clusters/*",
+        "/api/v1/tasks",
+    ] {
+        let (status, _, body) = get_from(GUESSER, &format!("{url}{path}"), Some(ALICE)).await;
+        assert_eq!(status, 429, "{path}: {body}");
+    }
+    // Another address is not affected, and its successes are never throttled.
+    for _ in 0..30 {
+        let (status, _, body) = get_from([127, 0, 0, 41], &clusters, Some(ALICE)).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Health stays open to everyone.
+    assert_eq!(
+        get_from(GUESSER, &format!("{url}/livez"), None).await.0,
+        200
+    );
+}
+
+/// Item 7, `--auth kubernetes`: a rejected token's TokenReview answer is
+/// reused for a while, kept apart from the accepted ones (a flood of
+/// guesses cannot push a good token out of the cache), and an address past
+/// its failure limit costs the host cluster no more reviews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_mode_caches_rejections_apart_and_stops_reviewing_a_guesser() {
+    use futures::StreamExt;
+    use kube_pulse::auth::{Auth, FailureLimits, Mode};
+    use kube_pulse_sim::reviews::{ReviewPolicy, ReviewUser};
+    const ERIN: &str = "sa-token-erin";
+    let host = crate::common::sim_with(|c| c.name = "host".into()).await;
+    host.set_review_policy(ReviewPolicy {
+        users: vec![ReviewUser {
+            token: ERIN.into(),
+            username: "system:serviceaccount:team-a:erin".into(),
+            groups: vec!["team-a".into()],
+        }],
+        rules: vec![],
+    });
+    let reviews = || {
+        host.stats()
+            .requests
+            .iter()
+            .filter(|(resource, _)| resource.contains("tokenreviews"))
+            .filter_map(|(_, verbs)| verbs.get("create"))
+            .sum::<u64>()
+    };
+    let hub = kube_pulse::hub::Hub::new(Default::default());
+    let kube = kube_pulse::auth::kubernetes::KubeAuth::new(
+        kube::Client::try_from(host.kube_config()).unwrap(),
+        hub.clone(),
+        vec![],
+        Duration::from_secs(60),
+    );
+    let limits = FailureLimits {
+        per_ip: 10,
+        window: Duration::from_secs(60),
+    };
+    let auth = Auth::configured(Mode::Kubernetes(kube), false, limits);
+    auth.authenticate(Some(ERIN)).await.unwrap();
+    assert_eq!(reviews(), 1);
+    // One bad token, asked again and again: one review.
+    for _ in 0..20 {
+        assert!(auth.authenticate(Some("sa-token-bad")).await.is_err());
+    }
+    assert_eq!(reviews(), 2);
+    // 10 000 distinct guesses (the cache's size) cost a review each, and
+    // leave the accepted token's answer in place.
+    let guesses = futures::stream::iter(0..10_000)
+        .map(|n| {
+            let auth = auth.clone();
+            async move {
+                auth.authenticate(Some(&format!("guess-{n}")))
+                    .await
+                    .is_err()
+            }
+        })
+        .buffer_unordered(16)
+        .filter(|refused| std::future::ready(*refused))
+        .count()
+        .await;
+    assert_eq!(guesses, 10_000);
+    let before = reviews();
+    auth.authenticate(Some(ERIN)).await.unwrap();
+    assert_eq!(reviews(), before, "erin's answer is still cached");
+    // Through the gateway: one address's guesses stop costing reviews at
+    // its limit; another address still authenticates.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let health = kube_pulse::health::Health {
+        livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+        readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+        format: Default::default(),
+        timeout: Duration::from_secs(1),
+    };
+    let state = kube_pulse::router::GatewayState::with_auth(
+        hub,
+        auth,
+        Default::default(),
+        health,
+        shutdown.clone(),
+    );
+    let (url, _) = crate::common::serve(state, &shutdown).await;
+    let clusters = format!("{url}/api/v1/clusters");
+    let before = reviews();
+    let mut statuses = Vec::new();
+    for n in 0..50 {
+        let token = format!("flood-{n}");
+        statuses.push(get_from([127, 0, 0, 50], &clusters, Some(&token)).await.0);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 401).count(),
+        10,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        40,
+        "{statuses:?}"
+    );
+    assert_eq!(reviews(), before + 10, "no review past the limit");
+    assert_eq!(
+        get_from([127, 0, 0, 51], &clusters, Some(ERIN)).await.0,
+        200
+    );
+    shutdown.cancel();
+    host.shutdown().await;
 }

@@ -106,6 +106,14 @@ impl FailureThrottle {
             };
         }
         f.count = f.count.saturating_add(1);
+        if f.count == self.limits.per_ip {
+            tracing::warn!(
+                %ip,
+                failures = f.count,
+                window_secs = self.limits.window.as_secs(),
+                "address refused after failed authentications until its window ends"
+            );
+        }
     }
 
     /// Addresses tracked now (for tests and the bound).

@@ -42,6 +42,35 @@ pub struct FileConfig {
     /// `localhost` (`*.example.com`, `*`); `--allowed-host` wins.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Failed-authentication throttle per client address; the
+    /// `--max-auth-failures-per-ip` / `--auth-failure-window` flags win.
+    #[serde(default)]
+    pub auth_failures: AuthFailureSettings,
+}
+
+/// `authFailures`: rejected tokens one address may send per window before
+/// it is refused (docs/SECURITY.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthFailureSettings {
+    /// Rejected tokens per address and window (default 20, at least 1).
+    pub max_per_ip: Option<u32>,
+    /// The window in seconds (default 60, 1 to 86400).
+    pub window_seconds: Option<u64>,
+}
+
+impl AuthFailureSettings {
+    fn validate(&self) -> std::result::Result<(), String> {
+        if self.max_per_ip == Some(0) {
+            return Err("authFailures.maxPerIp must be at least 1, not 0".into());
+        }
+        match self.window_seconds {
+            Some(s) if !(1..=86_400).contains(&s) => Err(format!(
+                "authFailures.windowSeconds must be 1 to 86400, not {s}"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The gateway's own health endpoints.
@@ -98,6 +127,18 @@ impl ProbeSettings {
 }
 
 impl FileConfig {
+    /// The failure throttle's limits this file sets (defaults where it does not).
+    pub fn auth_failure_limits(&self) -> crate::auth::FailureLimits {
+        let defaults = crate::auth::FailureLimits::default();
+        crate::auth::FailureLimits {
+            per_ip: self.auth_failures.max_per_ip.unwrap_or(defaults.per_ip),
+            window: self
+                .auth_failures
+                .window_seconds
+                .map_or(defaults.window, std::time::Duration::from_secs),
+        }
+    }
+
     /// The pipeline settings this file describes (validated by [`load_file`]).
     pub fn pipeline(&self) -> crate::pipeline::PipelineConfig {
         let mut source = crate::sources::SourceConfig {
@@ -326,6 +367,7 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         message,
     };
     config.probe.validate().map_err(invalid)?;
+    config.auth_failures.validate().map_err(invalid)?;
     if config.app_retention_seconds == Some(0) {
         // Zero would drop an app the moment its last workload goes.
         return Err(invalid(
@@ -477,6 +519,14 @@ mod tests {
                 "appRetentionSeconds must be at least 1",
             ),
             (
+                "clusters:\n- {name: a, server: 'https://x'}\nauthFailures: {maxPerIp: 0}\n",
+                "authFailures.maxPerIp must be at least 1",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nauthFailures: {windowSeconds: 0}\n",
+                "authFailures.windowSeconds must be 1 to 86400",
+            ),
+            (
                 "clusters:\n- {name: a, server: 'https://x'}\nsyncRegistries:\n- {name: r, clusters: [zz], resources: []}\n",
                 "sync registry \"r\" names cluster \"zz\", which is not under `clusters:` (known: a)",
             ),
@@ -513,6 +563,10 @@ mod tests {
         assert_eq!(pipeline.hub.log_bytes, 64 << 20);
         assert_eq!(pipeline.app_retention, std::time::Duration::from_secs(600));
         assert_eq!(config.allowed_hosts.len(), 2);
+        assert_eq!(
+            config.auth_failure_limits(),
+            crate::auth::FailureLimits::default()
+        );
         assert_eq!(
             crate::sources::resources_for("prod-eu", &pipeline.registries).len(),
             2

@@ -96,6 +96,8 @@ pub struct Metrics {
     pub(crate) hub_topics: Gauge,
     pub(crate) replay_log_size: Gauge,
     pub(crate) replay_log_bytes: Gauge,
+    pub(crate) pattern_index_entries: Gauge,
+    pub(crate) pattern_index_nodes: Gauge,
     /// Seconds from a change entering the hub to its message being handed to a socket.
     pub(crate) delivery_lag: Histogram,
     pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
@@ -103,8 +105,13 @@ pub struct Metrics {
     pub(crate) watch_lists: Family<ResourceLabels, Counter>,
     pub(crate) watch_errors: Family<WatchLabels, Counter>,
     pub(crate) probe_latency: Family<ClusterLabels, Histogram>,
+    /// Changes a full subscriber queue turned into a later snapshot
+    /// (`lagged_changes_total`): subscribers falling behind.
+    pub(crate) lagged_changes: Counter,
     /// The hub sequence already folded into `hub_changes`.
     seen_seq: std::sync::atomic::AtomicU64,
+    /// The hub's lag count already folded into `lagged_changes`.
+    seen_lag: std::sync::atomic::AtomicU64,
 }
 
 // By hand: the registry holds every instrument; a few totals say enough.
@@ -141,9 +148,13 @@ impl Metrics {
             slow_consumer_closes: Counter::default(),
             rejected_connections: Counter::default(),
             hub_changes: Counter::default(),
+            lagged_changes: Counter::default(),
+            seen_lag: std::sync::atomic::AtomicU64::new(0),
             hub_topics: Gauge::default(),
             replay_log_size: Gauge::default(),
             replay_log_bytes: Gauge::default(),
+            pattern_index_entries: Gauge::default(),
+            pattern_index_nodes: Gauge::default(),
             delivery_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 18)),
             cluster_phase: Family::default(),
             sync_phase: Family::default(),
@@ -202,6 +213,11 @@ impl Metrics {
         );
         registry.register("hub_topics", "Topics held by the hub", m.hub_topics.clone());
         registry.register(
+            "lagged_changes",
+            "Changes a full subscriber queue turned into a later snapshot (subscribers falling behind)",
+            m.lagged_changes.clone(),
+        );
+        registry.register(
             "replay_log_size",
             "Changes kept for resume",
             m.replay_log_size.clone(),
@@ -210,6 +226,16 @@ impl Metrics {
             "replay_log_bytes",
             "Estimated bytes of the changes kept for resume (their JSON messages)",
             m.replay_log_bytes.clone(),
+        );
+        registry.register(
+            "pattern_index_entries",
+            "(pattern, subscription) entries in the hub's pattern index",
+            m.pattern_index_entries.clone(),
+        );
+        registry.register(
+            "pattern_index_nodes",
+            "Trie nodes of the hub's pattern index (follows the live subscriptions)",
+            m.pattern_index_nodes.clone(),
         );
         registry.register(
             "delivery_lag_seconds",
@@ -277,10 +303,19 @@ impl Metrics {
         self.replay_log_size.set(stats.log_len as i64);
         self.replay_log_bytes
             .set(i64::try_from(stats.log_bytes).unwrap_or(i64::MAX));
+        self.pattern_index_entries
+            .set(i64::try_from(stats.index_entries).unwrap_or(i64::MAX));
+        self.pattern_index_nodes
+            .set(i64::try_from(stats.index_nodes).unwrap_or(i64::MAX));
         let seen = self
             .seen_seq
             .fetch_max(stats.seq, std::sync::atomic::Ordering::Relaxed);
         self.hub_changes.inc_by(stats.seq.saturating_sub(seen));
+        let lagged = self
+            .seen_lag
+            .fetch_max(stats.lag_events, std::sync::atomic::Ordering::Relaxed);
+        self.lagged_changes
+            .inc_by(stats.lag_events.saturating_sub(lagged));
         self.cluster_phase.clear();
         for doc in hub.list(&[Pattern::parse("clusters/*").expect("valid")]) {
             let cluster = doc.doc["name"].as_str().unwrap_or("").to_string();
@@ -355,6 +390,8 @@ mod tests {
             "kube_pulse_hub_changes_total 1",
             "kube_pulse_replay_log_size 1",
             &format!("kube_pulse_replay_log_bytes {}", hub.stats().log_bytes),
+            "kube_pulse_pattern_index_entries 0",
+            "kube_pulse_pattern_index_nodes 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }

@@ -86,7 +86,7 @@ async fn readers(url: &str, count: usize) -> Vec<Reader> {
 /// kept up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
-    let fleet = Fleet::start(34, "", &[]).await;
+    let fleet = Fleet::start(50, "", &[]).await;
     let live = readers(&fleet.url, 20).await;
     // Four readers with a small receive buffer stop reading after synced.
     let mut stalled = Vec::new();
@@ -101,16 +101,22 @@ async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
     }
     let before = fleet.metric("kube_pulse_hub_changes_total").await;
     let burst = Instant::now();
-    fleet.scale_all(12).await;
-    // More than a subscription's queue (1024 changes) while they stall, and
-    // within the write timeout (10 s), after which they would be closed.
+    // Scale every Deployment up and down until the stalled subscriptions'
+    // queues (1 024 changes) overflowed (`/metrics` counts the changes
+    // turned into later snapshots), within the write timeout (10 s), after
+    // which they would be closed.
+    let mut round = 0;
     let changes = loop {
+        fleet.scale_all(if round % 2 == 0 { 12 } else { 2 }).await;
+        round += 1;
         let changes = fleet.metric("kube_pulse_hub_changes_total").await - before;
-        if changes > 1600.0 || burst.elapsed() > Duration::from_secs(7) {
+        let collapsed = fleet.metric("kube_pulse_lagged_changes_total").await > 0.0;
+        if collapsed || burst.elapsed() > Duration::from_secs(7) {
             break changes;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // The queued changes still flow while the controllers converge.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     // They read again, each up to the first snapshot after synced, hang up
     // there and resume from that snapshot's cursor.
     let cut: Vec<_> = stalled

@@ -3,6 +3,8 @@
 //! expiry, origin checks, per-client limits, a reconnect storm, and TLS with
 //! a certificate made in the test.
 
+#[path = "security/abuse.rs"]
+mod abuse;
 mod common;
 #[path = "security/xsite.rs"]
 mod xsite;

@@ -9,7 +9,8 @@
 //! | read the apps of namespace N in cluster C | `get` | `apps` | N | C |
 //! | create, cancel, report tasks on apps of N in C | `create` | `tasks` | N | C |
 //!
-//! Decisions are cached for `ttl`; a principal's read grants are resolved
+//! Decisions are cached for `ttl` (a rejected token for 10 s, apart from
+//! the accepted ones); a principal's read grants are resolved
 //! when it authenticates, over the clusters and namespaces the hub knows,
 //! and expire with the cache so that sessions re-check them.
 
@@ -33,12 +34,23 @@ use crate::protocol::TopicKind;
 /// The API group of the virtual resources.
 pub const GROUP: &str = "kube-pulse.io";
 
-/// Most review answers kept.
+/// Most review answers kept (in each cache).
 const CACHE_SIZE: usize = 10_000;
 
+/// How long a rejected token's answer is reused (at most the TTL): long
+/// enough that a client retrying one bad token costs the host one review,
+/// short enough that a token created just after is soon accepted.
+const REJECTED_TTL: Duration = Duration::from_secs(10);
+
 type Attrs = (String, String, Option<String>, String);
-/// A token review's answer, by token digest, with when it was given.
-type TokenCache = HashMap<[u8; 32], (Result<KubeUser, String>, Instant)>;
+/// Token reviews' answers, by token digest, with when they were given.
+#[derive(Default)]
+struct TokenCache {
+    accepted: HashMap<[u8; 32], (KubeUser, Instant)>,
+    /// Apart from the accepted ones, so that a flood of guesses can never
+    /// push a good token out.
+    rejected: HashMap<[u8; 32], (String, Instant)>,
+}
 
 /// Reviews tokens and access on the host cluster.
 pub struct KubeAuth {
@@ -84,17 +96,23 @@ impl KubeAuth {
             hub,
             audiences,
             ttl,
-            tokens: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(TokenCache::default()),
             decisions: Mutex::new(HashMap::new()),
         }
     }
 
     async fn review_token(&self, token: &str) -> Result<KubeUser, String> {
         let key = super::credential::sha256(token.as_bytes());
-        if let Some((answer, at)) = self.tokens.lock().get(&key)
+        if let Some((user, at)) = self.tokens.lock().accepted.get(&key)
             && at.elapsed() < self.ttl
         {
-            return answer.clone();
+            return Ok(user.clone());
+        }
+        let rejected_ttl = REJECTED_TTL.min(self.ttl);
+        if let Some((reason, at)) = self.tokens.lock().rejected.get(&key)
+            && at.elapsed() < rejected_ttl
+        {
+            return Err(reason.clone());
         }
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -119,7 +137,20 @@ impl KubeAuth {
                 .filter(|e| !e.is_empty())
                 .unwrap_or_else(|| "the token was not accepted by the cluster".into())),
         };
-        remember(&mut self.tokens.lock(), key, result.clone(), self.ttl);
+        match &result {
+            Ok(user) => remember(
+                &mut self.tokens.lock().accepted,
+                key,
+                user.clone(),
+                self.ttl,
+            ),
+            Err(reason) => remember(
+                &mut self.tokens.lock().rejected,
+                key,
+                reason.clone(),
+                rejected_ttl,
+            ),
+        }
         result
     }
 

@@ -9,6 +9,7 @@ mod credential;
 pub mod jwt;
 pub mod kubernetes;
 mod scope;
+pub mod throttle;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -21,8 +22,11 @@ use chrono::Utc;
 
 pub use credential::{Credential, WS_PROTOCOL, WS_TOKEN_PROTOCOL, bearer, ws_protocol_token};
 pub use scope::{KubeUser, Principal, Scope, Scopes};
+pub use throttle::FailureLimits;
 
 /// How callers are authenticated.
+// One per gateway, built once: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Mode {
     /// Everyone may see and do everything (loopback listeners only, unless forced).
     None,
@@ -60,6 +64,13 @@ pub enum AuthError {
     /// The authority that decides (the host cluster) did not answer (503).
     #[error("authentication is unavailable: {0}")]
     Unavailable(String),
+    /// The caller's address failed authentication too often; the token was
+    /// not looked at (429, `Retry-After` seconds).
+    #[error("too many failed authentications from this address; retry in {retry_after} s")]
+    Throttled {
+        /// Seconds until the address may try again.
+        retry_after: u64,
+    },
 }
 
 impl AuthError {
@@ -69,6 +80,7 @@ impl AuthError {
             AuthError::Missing | AuthError::Invalid(_) => StatusCode::UNAUTHORIZED,
             AuthError::Forbidden(_) => StatusCode::FORBIDDEN,
             AuthError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AuthError::Throttled { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -78,6 +90,7 @@ impl AuthError {
             AuthError::Missing | AuthError::Invalid(_) => "unauthorized",
             AuthError::Forbidden(_) => "forbidden",
             AuthError::Unavailable(_) => "unavailable",
+            AuthError::Throttled { .. } => "too_many_auth_failures",
         }
     }
 }
@@ -91,6 +104,11 @@ impl IntoResponse for AuthError {
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
+        if let AuthError::Throttled { retry_after } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+        }
         response
     }
 }
@@ -101,23 +119,29 @@ pub struct Auth {
     mode: Mode,
     /// Accept `?access_token=` on the WebSocket endpoint (tokens end up in logs).
     pub allow_query_token: bool,
+    /// Failed authentications per client address (see [`Auth::authenticate_from`]).
+    failures: throttle::FailureThrottle,
 }
 
 impl Auth {
     /// An authenticator in `mode` that takes tokens from headers only.
     pub fn new(mode: Mode) -> Arc<Self> {
-        Arc::new(Self {
-            mode,
-            allow_query_token: false,
-        })
+        Self::with_query_token(mode, false)
     }
 
     /// An authenticator in `mode` that also accepts `?access_token=` on the
     /// WebSocket endpoint when `allow` is set.
     pub fn with_query_token(mode: Mode, allow: bool) -> Arc<Self> {
+        Self::configured(mode, allow, FailureLimits::default())
+    }
+
+    /// An authenticator in `mode` (`?access_token=` when `allow_query_token`)
+    /// that throttles addresses past `failures`.
+    pub fn configured(mode: Mode, allow_query_token: bool, failures: FailureLimits) -> Arc<Self> {
         Arc::new(Self {
             mode,
-            allow_query_token: allow,
+            allow_query_token,
+            failures: throttle::FailureThrottle::new(failures),
         })
     }
 
@@ -161,6 +185,40 @@ impl Auth {
                     AuthError::Invalid(e)
                 }
             }),
+        }
+    }
+
+    /// Like [`Auth::authenticate`], for a caller at `ip` (None: unknown, not
+    /// throttled): while `ip` is over its failure limit the answer is
+    /// `Throttled` and the verifier is not asked, whatever the token; a
+    /// rejected token counts against `ip` (a missing one, or an unavailable
+    /// authority, does not). Sessions re-checking their own credential use
+    /// [`Auth::authenticate`].
+    pub async fn authenticate_from(
+        &self,
+        ip: Option<std::net::IpAddr>,
+        token: Option<&str>,
+    ) -> Result<Principal, AuthError> {
+        self.check_throttle(ip)?;
+        let result = self.authenticate(token).await;
+        if let (Err(AuthError::Invalid(_)), Some(ip)) = (&result, ip) {
+            self.failures.failed(ip);
+        }
+        result
+    }
+
+    /// `Throttled` while `ip` is over its failure limit (never without
+    /// authentication, nor for an unknown address).
+    pub fn check_throttle(&self, ip: Option<std::net::IpAddr>) -> Result<(), AuthError> {
+        match ip {
+            Some(ip) if self.required() => {
+                self.failures
+                    .check(ip)
+                    .map_err(|wait| AuthError::Throttled {
+                        retry_after: wait.as_secs() + u64::from(wait.subsec_nanos() > 0),
+                    })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -272,6 +330,8 @@ pub struct AuthSettings {
     pub cache_ttl: std::time::Duration,
     /// Accept `?access_token=` on the WebSocket endpoint.
     pub query_token: bool,
+    /// Failed authentications per client address before it is refused.
+    pub failures: FailureLimits,
 }
 
 impl AuthSettings {
@@ -330,15 +390,25 @@ impl AuthSettings {
                 ))
             }
         };
-        Ok(Auth::with_query_token(mode, self.query_token))
+        Ok(Auth::configured(mode, self.query_token, self.failures))
     }
 }
 
+/// The client address of a request, as the per-client limits see it (the
+/// connection's peer, set by the server as `ConnectInfo`).
+pub fn peer_ip(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
 /// Middleware for protected routes: authenticates the `Authorization`
-/// header and hands the [`Principal`] to the handler (401 otherwise).
+/// header and hands the [`Principal`] to the handler (401 otherwise, 429
+/// while the client's address is throttled for failed authentications).
 pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
     let token = bearer(request.headers());
-    match auth.authenticate(token.as_deref()).await {
+    let ip = peer_ip(request.extensions());
+    match auth.authenticate_from(ip, token.as_deref()).await {
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             request.extensions_mut().insert(Credential(token));
@@ -384,5 +454,44 @@ mod tests {
         let err = auth.can_write(&p, "x", "other").await.unwrap_err();
         assert_eq!(err.to_string(), "a may not act on apps in x/other");
         assert_eq!(err.status(), StatusCode::FORBIDDEN);
+    }
+
+    #[tokio::test]
+    async fn an_address_past_its_failures_is_refused_before_the_verifier() {
+        let file = tokens::TokenFile::parse(
+            "tokens: [{subject: a, token: aaaaaaaaaaaaaaaaaaaa, read: [x]}]",
+        )
+        .unwrap();
+        let limits = FailureLimits {
+            per_ip: 2,
+            window: std::time::Duration::from_secs(60),
+        };
+        let auth = Auth::configured(Mode::Tokens(file), false, limits);
+        let (guesser, other) = (Some([10, 0, 0, 1].into()), Some([10, 0, 0, 2].into()));
+        const GOOD: &str = "aaaaaaaaaaaaaaaaaaaa";
+        // Missing tokens are not guesses; rejected ones are.
+        assert_eq!(
+            auth.authenticate_from(guesser, None).await.unwrap_err(),
+            AuthError::Missing
+        );
+        for _ in 0..2 {
+            let refused = auth.authenticate_from(guesser, Some("nope")).await;
+            assert!(matches!(refused, Err(AuthError::Invalid(_))));
+        }
+        let throttled = auth
+            .authenticate_from(guesser, Some(GOOD))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(throttled, AuthError::Throttled { retry_after } if (59..=60).contains(&retry_after)),
+            "{throttled:?}"
+        );
+        assert_eq!(throttled.status(), StatusCode::TOO_MANY_REQUESTS);
+        let response = throttled.into_response();
+        assert!(response.headers().contains_key(header::RETRY_AFTER));
+        assert!(auth.authenticate_from(other, Some(GOOD)).await.is_ok());
+        assert!(auth.authenticate_from(None, Some(GOOD)).await.is_ok());
+        // Without authentication nothing is throttled.
+        assert!(Auth::none().check_throttle(guesser).is_ok());
     }
 }

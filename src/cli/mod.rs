@@ -217,6 +217,16 @@ pub struct SecurityArgs {
         env = "KUBE_PULSE_TLS_KEY"
     )]
     pub tls_key: Option<PathBuf>,
+    // Failed-authentication throttle (docs/SECURITY.md, "Abuse resistance").
+    /// Rejected tokens one client address may send per window before it is
+    /// refused (429) without its tokens being checked [default: 20;
+    /// `serve`: `authFailures.maxPerIp` of the config file otherwise].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_auth_failures_per_ip: Option<u32>,
+    /// Seconds of that window, from an address's first failure [default: 60;
+    /// `serve`: `authFailures.windowSeconds` otherwise].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub auth_failure_window: Option<u64>,
 }
 
 impl SecurityArgs {
@@ -239,6 +249,18 @@ impl SecurityArgs {
             review_audiences: self.token_review_audiences.clone(),
             cache_ttl: std::time::Duration::from_secs(self.auth_cache_ttl),
             query_token: self.ws_query_token,
+            failures: Default::default(),
+        }
+    }
+
+    /// The failure throttle's limits: these flags over `file` (the config
+    /// file's, or the defaults).
+    pub fn failure_limits(&self, file: crate::auth::FailureLimits) -> crate::auth::FailureLimits {
+        crate::auth::FailureLimits {
+            per_ip: self.max_auth_failures_per_ip.unwrap_or(file.per_ip),
+            window: self
+                .auth_failure_window
+                .map_or(file.window, std::time::Duration::from_secs),
         }
     }
 
@@ -309,9 +331,11 @@ impl ServeArgs {
     /// configuration is resolved here, before anything listens.
     pub async fn resolve(&self) -> Result<(SocketAddr, GatewayConfig)> {
         let mut file_hosts = Vec::new();
+        let mut auth_failures = crate::auth::FailureLimits::default();
         let (clusters, file_listen, pipeline, health) = match (&self.config, &self.kubeconfig) {
             (Some(path), _) => {
                 let file = config::load_file(path)?;
+                auth_failures = file.auth_failure_limits();
                 let pipeline = file.pipeline();
                 file_hosts = file.allowed_hosts;
                 (file.clusters, file.listen, pipeline, file.health)
@@ -332,11 +356,12 @@ impl ServeArgs {
             .listen
             .or(file_listen)
             .unwrap_or(([0, 0, 0, 0], 8080).into());
-        let base = GatewayConfig {
+        let mut base = GatewayConfig {
             pipeline,
             health,
             ..GatewayConfig::default()
         };
+        base.auth.failures = auth_failures;
         let mut gateway = shared_flags(base, addr, &self.push, &self.tasks, &self.security)?;
         // `--allowed-host` wins over `allowedHosts`.
         if self.push.allowed_hosts.is_empty() {
@@ -357,8 +382,9 @@ fn shared_flags(
     tasks: &TaskArgs,
     security: &SecurityArgs,
 ) -> Result<GatewayConfig> {
-    let auth = security.auth_settings();
+    let mut auth = security.auth_settings();
     auth.check_listener(addr).map_err(Error::Settings)?;
+    auth.failures = security.failure_limits(base.auth.failures);
     if let Some(bytes) = push.replay_log_bytes {
         base.pipeline.hub.log_bytes = bytes;
     }
@@ -448,5 +474,31 @@ mod tests {
         assert_eq!(config.deny, ["apps/deployments"]);
         assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
         assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn auth_failure_flags_win_over_the_defaults() {
+        let limits = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "demo"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Demo(args) => args.resolve().unwrap().1.gateway.auth.failures,
+                _ => panic!("demo expected"),
+            }
+        };
+        assert_eq!(limits(&[]), crate::auth::FailureLimits::default());
+        let set = limits(&[
+            "--max-auth-failures-per-ip",
+            "5",
+            "--auth-failure-window",
+            "9",
+        ]);
+        assert_eq!(
+            (set.per_ip, set.window),
+            (5, std::time::Duration::from_secs(9))
+        );
+        let zero = ["kube-pulse", "demo", "--max-auth-failures-per-ip", "0"];
+        assert!(Cli::try_parse_from(zero).is_err());
     }
 }

@@ -281,6 +281,11 @@ pub struct HubStats {
     /// Estimated bytes the replay log holds: each change's JSON message plus
     /// bookkeeping (and a task's document, as serialized).
     pub log_bytes: usize,
+    /// (pattern, subscription) entries in the pattern index.
+    pub index_entries: usize,
+    /// Nodes of the pattern index's trie: back to its old size once the
+    /// subscriptions that grew it are gone.
+    pub index_nodes: usize,
 }
 
 /// The hub. Cheap to share behind an `Arc`.
@@ -572,6 +577,8 @@ impl Hub {
             lag_events: inner.lag_events,
             log_len: inner.log.len(),
             log_bytes: inner.log_bytes,
+            index_entries: inner.index.len(),
+            index_nodes: inner.index.nodes(),
         }
     }
 }
@@ -925,8 +932,10 @@ mod tests {
             "overlapping patterns deliver once"
         );
         assert_eq!(hub.stats().subscriptions, 1);
+        assert_eq!((hub.stats().index_entries, hub.stats().index_nodes), (2, 2));
         drop(sub);
         assert_eq!(hub.stats().subscriptions, 0);
+        assert_eq!((hub.stats().index_entries, hub.stats().index_nodes), (0, 0));
     }
 
     #[tokio::test]

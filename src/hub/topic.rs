@@ -74,6 +74,10 @@ impl Pattern {
 pub struct PatternIndex<Id> {
     root: Node<Id>,
     len: usize,
+    /// Trie nodes below the root; [`PatternIndex::remove`] prunes the ones
+    /// it empties, so this follows the live patterns, not every pattern ever
+    /// subscribed to.
+    nodes: usize,
 }
 
 #[derive(Debug)]
@@ -108,37 +112,89 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
                     self.len += 1;
                     return;
                 }
-                "*" => node = node.star.get_or_insert_with(Default::default),
-                literal => node = node.literal.entry(literal.to_string()).or_default(),
+                "*" => {
+                    if node.star.is_none() {
+                        self.nodes += 1;
+                    }
+                    node = node.star.get_or_insert_with(Default::default);
+                }
+                literal => {
+                    node = match node.literal.entry(literal.to_string()) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            self.nodes += 1;
+                            e.insert(Node::default())
+                        }
+                    };
+                }
             }
         }
         node.here.push(id);
         self.len += 1;
     }
 
-    /// Removes one registration of `id` under `pattern`.
+    /// Removes one registration of `id` under `pattern`, and every node
+    /// that leaves without a registration or a child: an index that churns
+    /// through unique patterns stays the size of its live ones.
     pub fn remove(&mut self, pattern: &Pattern, id: &Id) {
-        let mut node = &mut self.root;
-        for seg in &pattern.segments {
-            let next = match seg.as_str() {
-                "**" => {
-                    if let Some(pos) = node.rest.iter().position(|x| x == id) {
-                        node.rest.swap_remove(pos);
-                        self.len -= 1;
-                    }
-                    return;
+        let (removed, pruned) = Self::remove_below(&mut self.root, &pattern.segments, id);
+        if removed {
+            self.len -= 1;
+        }
+        self.nodes -= pruned;
+    }
+
+    /// Removes `id` under `segments` from `node`'s subtree: (whether it was
+    /// there, how many nodes below `node` were pruned).
+    fn remove_below(node: &mut Node<Id>, segments: &[String], id: &Id) -> (bool, usize) {
+        let Some((seg, rest)) = segments.split_first() else {
+            return (Self::take(&mut node.here, id), 0);
+        };
+        match seg.as_str() {
+            "**" => (Self::take(&mut node.rest, id), 0),
+            "*" => {
+                let Some(child) = node.star.as_deref_mut() else {
+                    return (false, 0);
+                };
+                let (removed, mut pruned) = Self::remove_below(child, rest, id);
+                if child.is_empty() {
+                    node.star = None;
+                    pruned += 1;
                 }
-                "*" => node.star.as_deref_mut(),
-                literal => node.literal.get_mut(literal),
-            };
-            match next {
-                Some(n) => node = n,
-                None => return,
+                (removed, pruned)
+            }
+            literal => {
+                let Some(child) = node.literal.get_mut(literal) else {
+                    return (false, 0);
+                };
+                let (removed, mut pruned) = Self::remove_below(child, rest, id);
+                if child.is_empty() {
+                    node.literal.remove(literal);
+                    pruned += 1;
+                    // A map that once held many children keeps their room.
+                    if node.literal.capacity() > 16
+                        && node.literal.len() * 4 < node.literal.capacity()
+                    {
+                        node.literal.shrink_to_fit();
+                    }
+                }
+                (removed, pruned)
             }
         }
-        if let Some(pos) = node.here.iter().position(|x| x == id) {
-            node.here.swap_remove(pos);
-            self.len -= 1;
+    }
+
+    /// Removes one `id` from `ids`: whether it was there.
+    fn take(ids: &mut Vec<Id>, id: &Id) -> bool {
+        match ids.iter().position(|x| x == id) {
+            Some(pos) => {
+                ids.swap_remove(pos);
+                if ids.is_empty() {
+                    // Not kept at the size of a crowd that has left.
+                    ids.shrink_to_fit();
+                }
+                true
+            }
+            None => false,
         }
     }
 
@@ -172,6 +228,22 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
     /// Whether the index holds no entry.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Trie nodes below the root (0 for an empty index): what the index
+    /// costs besides its entries.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+}
+
+impl<Id> Node<Id> {
+    /// No registration here and no child: nothing would miss this node.
+    fn is_empty(&self) -> bool {
+        self.here.is_empty()
+            && self.rest.is_empty()
+            && self.star.is_none()
+            && self.literal.is_empty()
     }
 }
 
@@ -262,5 +334,62 @@ mod tests {
         let mut got = index.matches(&Topic::new("clusters/a"));
         got.sort();
         assert_eq!(got, [1, 2]);
+    }
+
+    /// Counts the nodes below the root by walking them.
+    fn walked<Id>(node: &Node<Id>) -> usize {
+        node.literal.values().map(|c| 1 + walked(c)).sum::<usize>()
+            + node.star.as_deref().map_or(0, |c| 1 + walked(c))
+    }
+
+    #[test]
+    fn removing_prunes_the_nodes_it_emptied() {
+        let mut index = PatternIndex::default();
+        assert_eq!((index.len(), index.nodes()), (0, 0));
+        let kept = Pattern::parse("clusters/*").unwrap();
+        index.insert(&kept, 0u64);
+        let baseline = (index.len(), index.nodes());
+        assert_eq!(baseline, (1, 2));
+        // Unique patterns subscribed and unsubscribed, as a churning client does.
+        for n in 1..=200u64 {
+            let patterns: Vec<Pattern> = [
+                format!("u{n}/a/b/c/d/e"),
+                format!("clusters/*/sync/u{n}/*/x"),
+                format!("apps/u{n}/**"),
+                format!("clusters/u{n}"),
+                "clusters/*".to_string(),
+            ]
+            .iter()
+            .map(|p| Pattern::parse(p).unwrap())
+            .collect();
+            for p in &patterns {
+                index.insert(p, n);
+            }
+            assert!(index.nodes() > baseline.1);
+            assert_eq!(index.nodes(), walked(&index.root));
+            for p in &patterns {
+                index.remove(p, &n);
+            }
+            assert_eq!(
+                (index.len(), index.nodes()),
+                baseline,
+                "after pattern set {n}"
+            );
+            assert_eq!(walked(&index.root), baseline.1);
+        }
+        // Removing what is not there changes nothing.
+        index.remove(&Pattern::parse("u1/a/b").unwrap(), &1);
+        index.remove(&kept, &7);
+        assert_eq!((index.len(), index.nodes()), baseline);
+        // Two ids under one pattern: the node stays until the last leaves.
+        let shared = Pattern::parse("apps/x/y/z").unwrap();
+        index.insert(&shared, 1);
+        index.insert(&shared, 2);
+        index.remove(&shared, &1);
+        assert_eq!(index.matches(&Topic::new("apps/x/y/z")), [2]);
+        index.remove(&shared, &2);
+        index.remove(&kept, &0);
+        assert_eq!((index.len(), index.nodes()), (0, 0));
+        assert!(index.root.is_empty() && index.is_empty());
     }
 }

@@ -35,6 +35,10 @@ pub mod close {
     pub const PERMISSIONS_CHANGED: u16 = 4003;
     /// The client did not read its messages for longer than the write timeout.
     pub const SLOW_CONSUMER: u16 = 4008;
+    /// A per-client limit holds, like HTTP 429: the subject's session limit
+    /// when `auth` names it, or its address failed authentication too often;
+    /// retry later (the reason says which).
+    pub const TOO_MANY: u16 = 4029;
 }
 
 /// A resume position: `{epoch}-{seq}`.

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::limits::Bucket;
 use super::session;
 use super::state::Transports;
-use crate::auth::Principal;
+use crate::auth::{AuthError, Principal};
 use crate::protocol::{self, ClientOp, ServerMessage, close};
 
 /// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
@@ -58,13 +58,21 @@ pub async fn upgrade(
     ws: WebSocketUpgrade,
 ) -> Response {
     let token = handshake_token(&t, &headers, query.as_deref());
+    // The address the per-client limits count, for the failure throttle.
+    let ip = super::state::client_of(&extensions, None, &t.auth).ip;
     let principal = match (&token, t.auth.required()) {
-        (Some(_), _) | (None, false) => match t.auth.authenticate(token.as_deref()).await {
-            Ok(p) => Some(p),
+        (Some(_), _) | (None, false) => {
+            match t.auth.authenticate_from(ip, token.as_deref()).await {
+                Ok(p) => Some(p),
+                Err(e) => return e.into_response(),
+            }
+        }
+        // No token: the socket must send an `auth` operation first (not
+        // from an address that is refused for its failures).
+        (None, true) => match t.auth.check_throttle(ip) {
+            Ok(()) => None,
             Err(e) => return e.into_response(),
         },
-        // No token: the socket must send an `auth` operation first.
-        (None, true) => None,
     };
     let client = super::state::client_of(&extensions, principal.as_ref(), &t.auth);
     let admitted = match t.admit(&client) {
@@ -111,6 +119,9 @@ const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Refused subscribes in a row after which a socket is closed (policy).
 const MAX_REFUSED_IN_A_ROW: u32 = 20;
+
+/// Failed `auth` operations after which a socket is closed (4001).
+const MAX_AUTH_FAILURES: u32 = 3;
 
 /// Queues one message for the writer; false when the socket is gone or
 /// slow (then `slow` is cancelled).
@@ -309,6 +320,12 @@ fn close_for(err: &axum::Error) -> (u16, String) {
 /// A socket's state, owned by its reader loop.
 struct Socket {
     session: Session,
+    /// The place in its subject's session count that an `auth` operation
+    /// took (a socket authenticated at its handshake holds it in its
+    /// admission instead); released when the socket ends.
+    subject_slot: Option<super::limits::Slot>,
+    /// `auth` operations refused on this socket (closed at [`MAX_AUTH_FAILURES`]).
+    auth_failures: u32,
     subscriptions: HashMap<String, JoinHandle<()>>,
     bucket: Bucket,
     outbox: mpsc::Sender<Out>,
@@ -327,6 +344,8 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         .then(|| tokio::time::Instant::now() + AUTH_GRACE);
     let mut s = Socket {
         session,
+        subject_slot: None,
+        auth_failures: 0,
         subscriptions: HashMap::new(),
         bucket: Bucket::new(t.config.max_subscribes_per_second),
         outbox: outbox.clone(),
@@ -586,15 +605,35 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
 
 /// The `auth` operation: authenticates a socket opened without a token, or
 /// renews the token of an authenticated one (same subject and grants, else
-/// the socket closes with 4003).
+/// the socket closes with 4003). A refused token counts against the
+/// client's address (see `crate::auth::throttle`) and the socket: the
+/// third closes it with 4001; an address over its failure limit closes it
+/// with 4029 without the token being looked at.
 async fn authenticate(
     t: &Arc<Transports>,
     s: &mut Socket,
     token: &str,
     id: Option<&str>,
 ) -> Result<Option<Out>, (u16, String)> {
-    let principal = match t.auth.authenticate(Some(token)).await {
+    let principal = match t
+        .auth
+        .authenticate_from(s.session.client.ip, Some(token))
+        .await
+    {
         Ok(p) => p,
+        Err(e @ AuthError::Throttled { .. }) => {
+            return Err((close::TOO_MANY, truncate(&e.to_string())));
+        }
+        Err(e @ (AuthError::Invalid(_) | AuthError::Missing)) => {
+            s.auth_failures += 1;
+            if s.auth_failures >= MAX_AUTH_FAILURES {
+                return Err((
+                    close::UNAUTHORIZED,
+                    format!("{MAX_AUTH_FAILURES} failed auth operations"),
+                ));
+            }
+            return Ok(Some(error(e.code(), &e.to_string(), id)));
+        }
         Err(e) => return Ok(Some(error(e.code(), &e.to_string(), id))),
     };
     if let Some(current) = &s.session.principal
@@ -602,6 +641,7 @@ async fn authenticate(
     {
         return Err(revoked_close(session::Revoked::Changed));
     }
+    count_subject(t, s, &principal.subject)?;
     let reply = ServerMessage::Authenticated {
         subject: &principal.subject,
         expires: principal.expires,
@@ -611,6 +651,35 @@ async fn authenticate(
     s.session.token = Some(token.to_string());
     s.session.principal = Some(Arc::new(principal));
     Ok(Some(Out::Text(reply)))
+}
+
+/// Counts a socket that `auth` authenticated against its subject's session
+/// limit, and charges its later subscribes to the subject's rate, as a
+/// handshake with the token would have. A renewal (the socket already
+/// counts for that subject) changes nothing; over the limit, the socket
+/// closes with 4029.
+fn count_subject(t: &Transports, s: &mut Socket, subject: &str) -> Result<(), (u16, String)> {
+    if !t.auth.required() || s.session.client.subject.is_some() {
+        return Ok(());
+    }
+    let client = super::limits::Client {
+        ip: None,
+        subject: Some(subject.to_string()),
+    };
+    match t.limits.admit(&client) {
+        Ok(slot) => {
+            s.subject_slot = Some(slot);
+            s.session.client.subject = client.subject;
+            Ok(())
+        }
+        Err(message) => {
+            t.metrics.rejected_connections.inc();
+            Err((
+                close::TOO_MANY,
+                truncate(&format!("too_many_connections: {message}")),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -244,6 +244,13 @@ fn review(
     if !object.get("spec").is_some_and(Value::is_object) {
         return Err(ApiError::bad_request(format!("{kind}: spec is required")));
     }
+    // Counted like any request, so tests can see what the gateway asked.
+    let counted = if kind == "TokenReview" {
+        "authentication.k8s.io/tokenreviews"
+    } else {
+        "authorization.k8s.io/subjectaccessreviews"
+    };
+    shared.stats.record(counted.to_string(), "create");
     let policy = shared.reviews.read().clone();
     object["status"] = if kind == "TokenReview" {
         policy.token_review(&object)

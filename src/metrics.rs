@@ -55,6 +55,31 @@ pub(crate) struct WatchLabels {
     pub(crate) reason: String,
 }
 
+/// The current phase and reason of a member cluster (one series per cluster).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClusterReasonLabels {
+    pub(crate) cluster: String,
+    pub(crate) phase: String,
+    pub(crate) reason: String,
+}
+
+/// The current phase and reason of one cluster x resource.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct SyncReasonLabels {
+    pub(crate) cluster: String,
+    pub(crate) resource: String,
+    pub(crate) phase: String,
+    pub(crate) reason: String,
+}
+
+/// A finished task: its type, how it ended and why (empty when it succeeded).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct TaskLabels {
+    pub(crate) r#type: String,
+    pub(crate) status: String,
+    pub(crate) reason: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ClusterLabels {
     pub(crate) cluster: String,
@@ -102,6 +127,18 @@ pub struct Metrics {
     pub(crate) delivery_lag: Histogram,
     pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
     pub(crate) sync_phase: Family<PhaseLabels, Gauge>,
+    /// 1 for each cluster's current phase and reason (alerts name the reason).
+    pub(crate) cluster_reason: Family<ClusterReasonLabels, Gauge>,
+    /// 1 for each cluster x resource's current phase and reason.
+    pub(crate) sync_reason: Family<SyncReasonLabels, Gauge>,
+    /// The replay log's bounds, so alerts can compare its size with them.
+    pub(crate) replay_log_max_size: Gauge,
+    pub(crate) replay_log_max_bytes: Gauge,
+    /// Tasks seen finished (`tasks_finished_total`), counted at scrape time.
+    pub(crate) tasks_finished: Family<TaskLabels, Counter>,
+    /// Ids of finished tasks the hub still holds that are already counted;
+    /// bounded by the task store's own bound (ids leave when their topic does).
+    counted_tasks: parking_lot::Mutex<std::collections::HashSet<String>>,
     pub(crate) watch_lists: Family<ResourceLabels, Counter>,
     pub(crate) watch_errors: Family<WatchLabels, Counter>,
     pub(crate) probe_latency: Family<ClusterLabels, Histogram>,
@@ -158,6 +195,12 @@ impl Metrics {
             delivery_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 18)),
             cluster_phase: Family::default(),
             sync_phase: Family::default(),
+            cluster_reason: Family::default(),
+            sync_reason: Family::default(),
+            replay_log_max_size: Gauge::default(),
+            replay_log_max_bytes: Gauge::default(),
+            tasks_finished: Family::default(),
+            counted_tasks: Default::default(),
             watch_lists: Family::default(),
             watch_errors: Family::default(),
             probe_latency: Family::new_with_constructor(|| {
@@ -253,6 +296,31 @@ impl Metrics {
             m.sync_phase.clone(),
         );
         registry.register(
+            "cluster_reason",
+            "1 for the current phase and reason of each member cluster",
+            m.cluster_reason.clone(),
+        );
+        registry.register(
+            "sync_reason",
+            "1 for the current phase and reason of each cluster x resource",
+            m.sync_reason.clone(),
+        );
+        registry.register(
+            "replay_log_max_size",
+            "Changes the replay log keeps at most",
+            m.replay_log_max_size.clone(),
+        );
+        registry.register(
+            "replay_log_max_bytes",
+            "Estimated bytes the replay log keeps at most (--replay-log-bytes)",
+            m.replay_log_max_bytes.clone(),
+        );
+        registry.register(
+            "tasks_finished",
+            "Tasks seen finished, by type, status and reason",
+            m.tasks_finished.clone(),
+        );
+        registry.register(
             "watch_lists",
             "Lists (initial and relists) started per watched resource",
             m.watch_lists.clone(),
@@ -307,6 +375,11 @@ impl Metrics {
             .set(i64::try_from(stats.index_entries).unwrap_or(i64::MAX));
         self.pattern_index_nodes
             .set(i64::try_from(stats.index_nodes).unwrap_or(i64::MAX));
+        let bounds = hub.config();
+        self.replay_log_max_size
+            .set(i64::try_from(bounds.log_size).unwrap_or(i64::MAX));
+        self.replay_log_max_bytes
+            .set(i64::try_from(bounds.log_bytes).unwrap_or(i64::MAX));
         let seen = self
             .seen_seq
             .fetch_max(stats.seq, std::sync::atomic::Ordering::Relaxed);
@@ -317,6 +390,7 @@ impl Metrics {
         self.lagged_changes
             .inc_by(stats.lag_events.saturating_sub(lagged));
         self.cluster_phase.clear();
+        self.cluster_reason.clear();
         for doc in hub.list(&[Pattern::parse("clusters/*").expect("valid")]) {
             let cluster = doc.doc["name"].as_str().unwrap_or("").to_string();
             let current = doc.doc["phase"].as_str().unwrap_or("");
@@ -329,8 +403,16 @@ impl Metrics {
                     .get_or_create(&labels)
                     .set(i64::from(phase == current));
             }
+            self.cluster_reason
+                .get_or_create(&ClusterReasonLabels {
+                    cluster,
+                    phase: current.into(),
+                    reason: doc.doc["reason"].as_str().unwrap_or("").into(),
+                })
+                .set(1);
         }
         self.sync_phase.clear();
+        self.sync_reason.clear();
         for doc in hub.list(&[Pattern::parse("clusters/*/sync/**").expect("valid")]) {
             let cluster = doc.doc["cluster"].as_str().unwrap_or("").to_string();
             let r = &doc.doc["resource"];
@@ -354,11 +436,47 @@ impl Metrics {
                     .get_or_create(&labels)
                     .set(i64::from(phase == current));
             }
+            self.sync_reason
+                .get_or_create(&SyncReasonLabels {
+                    cluster,
+                    resource,
+                    phase: current.into(),
+                    reason: doc.doc["reason"].as_str().unwrap_or("").into(),
+                })
+                .set(1);
         }
+        self.count_finished_tasks(hub);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String succeeds");
         out
+    }
+
+    /// Counts each task the hub holds as finished (`Succeeded`, `Failed`,
+    /// `Cancelled`) once. Tasks stay in the hub for the task retention
+    /// (an hour by default), far longer than a scrape interval, so a
+    /// scraped gateway misses none; ids leave the set with their topic.
+    fn count_finished_tasks(&self, hub: &Hub) {
+        let mut counted = self.counted_tasks.lock();
+        let mut present = std::collections::HashSet::new();
+        for doc in hub.list(&[Pattern::parse("tasks/*").expect("valid")]) {
+            let status = doc.doc["status"].as_str().unwrap_or("");
+            if !matches!(status, "Succeeded" | "Failed" | "Cancelled") {
+                continue;
+            }
+            let id = doc.doc["id"].as_str().unwrap_or("").to_string();
+            if !counted.contains(&id) {
+                self.tasks_finished
+                    .get_or_create(&TaskLabels {
+                        r#type: doc.doc["type"].as_str().unwrap_or("").into(),
+                        status: status.into(),
+                        reason: doc.doc["reason"].as_str().unwrap_or("").into(),
+                    })
+                    .inc();
+            }
+            present.insert(id);
+        }
+        *counted = present;
     }
 }
 
@@ -398,5 +516,67 @@ mod tests {
         // A second scrape does not count the hub's changes again.
         let text = metrics.render(&hub);
         assert!(text.lines().any(|l| l == "kube_pulse_hub_changes_total 1"));
+    }
+
+    #[test]
+    fn reasons_bounds_and_finished_tasks_are_exported() {
+        let metrics = Metrics::new();
+        let hub = Hub::new(crate::hub::HubConfig {
+            log_size: 500,
+            log_bytes: 4096,
+            ..Default::default()
+        });
+        hub.put(
+            "clusters/a",
+            serde_json::json!({"name": "a", "phase": "Unhealthy", "reason": "Disconnected"}),
+        );
+        hub.put(
+            "clusters/a/sync/apps/v1/deployments",
+            serde_json::json!({"cluster": "a", "phase": "Backoff", "reason": "Forbidden",
+                "resource": {"group": "apps", "version": "v1", "resource": "deployments"}}),
+        );
+        let task = |id: &str, status: &str, reason: Option<&str>| {
+            let mut doc = serde_json::json!({"id": id, "type": "Stop", "status": status});
+            if let Some(reason) = reason {
+                doc["reason"] = reason.into();
+            }
+            hub.put(&format!("tasks/{id}"), doc);
+        };
+        task("1", "Failed", Some("Forbidden"));
+        task("2", "Running", None);
+        task("3", "Succeeded", None);
+        let has = |text: &str, line: &str| text.lines().any(|l| l == line);
+        let text = metrics.render(&hub);
+        for line in [
+            r#"kube_pulse_cluster_reason{cluster="a",phase="Unhealthy",reason="Disconnected"} 1"#,
+            r#"kube_pulse_sync_reason{cluster="a",resource="apps/v1/deployments",phase="Backoff",reason="Forbidden"} 1"#,
+            "kube_pulse_replay_log_max_size 500",
+            "kube_pulse_replay_log_max_bytes 4096",
+            r#"kube_pulse_tasks_finished_total{type="Stop",status="Failed",reason="Forbidden"} 1"#,
+            r#"kube_pulse_tasks_finished_total{type="Stop",status="Succeeded",reason=""} 1"#,
+        ] {
+            assert!(has(&text, line), "{line} missing in\n{text}");
+        }
+        assert!(!text.contains(r#"status="Running""#), "{text}");
+        // The reason moves with the document; a task is counted once, and
+        // the running one when it finishes.
+        hub.put(
+            "clusters/a",
+            serde_json::json!({"name": "a", "phase": "Healthy", "reason": "Ready"}),
+        );
+        task("2", "Failed", Some("DeadlineExceeded"));
+        let text = metrics.render(&hub);
+        assert!(has(
+            &text,
+            r#"kube_pulse_cluster_reason{cluster="a",phase="Healthy",reason="Ready"} 1"#
+        ));
+        assert!(!text.contains("Disconnected"), "{text}");
+        for line in [
+            r#"kube_pulse_tasks_finished_total{type="Stop",status="Failed",reason="Forbidden"} 1"#,
+            r#"kube_pulse_tasks_finished_total{type="Stop",status="Failed",reason="DeadlineExceeded"} 1"#,
+            r#"kube_pulse_tasks_finished_total{type="Stop",status="Succeeded",reason=""} 1"#,
+        ] {
+            assert!(has(&text, line), "{line} missing in\n{text}");
+        }
     }
 }

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 mod observation;
 #[cfg(test)]
 mod tests;
+mod transitions;
 
 pub use observation::Observation;
 
@@ -25,6 +26,7 @@ use crate::status::cluster::{
     ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
 };
 use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
+use transitions::Subject;
 
 /// How long a gone app is kept by default; see [`crate::pipeline::PipelineConfig::app_retention`].
 pub(crate) const DEFAULT_APP_RETENTION: Duration = Duration::from_secs(600);
@@ -33,6 +35,8 @@ type WorkloadKey = (&'static str, String, String);
 
 struct ClusterModel {
     status: ClusterStatus,
+    /// The number of the cluster's last transition already logged.
+    logged: u64,
     syncs: BTreeMap<Gvr, SyncStatus>,
     workloads: HashMap<WorkloadKey, Workload>,
     /// None until the first namespace list completed.
@@ -157,6 +161,7 @@ impl Engine {
                     .entry(cluster.clone())
                     .or_insert_with(|| ClusterModel {
                         status: ClusterStatus::new(&cluster, &server, now),
+                        logged: 0,
                         syncs: BTreeMap::new(),
                         workloads: HashMap::new(),
                         namespaces: None,
@@ -281,8 +286,10 @@ impl Engine {
             }
             _ => None,
         };
+        let gvrs: Vec<Gvr> = model.syncs.keys().cloned().collect();
+        // The cluster's own transition before those it causes in its syncs.
+        self.log_cluster(cluster);
         if let Some(input) = sync_input {
-            let gvrs: Vec<Gvr> = model.syncs.keys().cloned().collect();
             for gvr in gvrs {
                 self.step_sync(cluster, &gvr, input.clone(), now);
             }
@@ -299,9 +306,15 @@ impl Engine {
             .syncs
             .remove(gvr)
             .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now));
+        let before = transitions::last(&sync.lifecycle);
         let sync = sync.step(input, now);
-        self.hub
-            .put(&topic::sync(cluster, &gvr.path()), to_doc(&sync));
+        let (resource, topic) = (gvr.path(), topic::sync(cluster, &gvr.path()));
+        let subject = Subject::Sync {
+            cluster,
+            resource: &resource,
+        };
+        transitions::log_after(&subject, &topic, &sync.lifecycle, before);
+        self.hub.put(&topic, to_doc(&sync));
         model.syncs.insert(gvr.clone(), sync);
     }
 
@@ -342,7 +355,19 @@ impl Engine {
         }
     }
 
-    fn publish_cluster(&self, cluster: &str) {
+    /// Logs the cluster's transitions not logged yet.
+    fn log_cluster(&mut self, cluster: &str) {
+        if let Some(model) = self.clusters.get_mut(cluster) {
+            let lifecycle = &model.status.lifecycle;
+            let subject = Subject::Cluster { cluster };
+            transitions::log_after(&subject, &topic::cluster(cluster), lifecycle, model.logged);
+            model.logged = transitions::last(lifecycle);
+        }
+    }
+
+    /// Puts the cluster's document into the hub, logging its new transitions.
+    fn publish_cluster(&mut self, cluster: &str) {
+        self.log_cluster(cluster);
         if let Some(model) = self.clusters.get(cluster) {
             self.hub
                 .put(&topic::cluster(cluster), to_doc(&model.status));
@@ -396,8 +421,16 @@ impl Engine {
                 None => AppStatus::first_seen(cluster, &ns, &app, ns_exists, &workloads, now),
             };
             current.task = model.tasks.get(&key).cloned();
+            let before = transitions::last(&current.lifecycle);
             let next = current.observe(ns_exists, &workloads, now);
-            self.hub.put(&topic::app(cluster, &ns, &app), to_doc(&next));
+            let topic = topic::app(cluster, &ns, &app);
+            let subject = Subject::App {
+                cluster,
+                namespace: &ns,
+                app: &app,
+            };
+            transitions::log_after(&subject, &topic, &next.lifecycle, before);
+            self.hub.put(&topic, to_doc(&next));
             model.apps.insert((ns, app), next);
         }
     }

@@ -567,6 +567,11 @@ impl Hub {
         inner.slots.remove(&id);
     }
 
+    /// The bounds the hub was built with (metrics export the replay log's).
+    pub fn config(&self) -> &HubConfig {
+        &self.config
+    }
+
     /// Counters for health checks, metrics and the benchmark.
     pub fn stats(&self) -> HubStats {
         let inner = self.inner.lock();

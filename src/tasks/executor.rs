@@ -169,7 +169,7 @@ async fn finish(board: &Board, id: &str, status: TaskStatus, reason: &str, messa
         .await;
     match ended {
         Ok(t) => {
-            tracing::info!(task = %id, status = %t.summary(), message = %t.message, "task finished")
+            tracing::info!(task = %id, status = %t.summary(), detail = %t.message, "task finished")
         }
         Err(e) => tracing::debug!(task = %id, cause = %e, "task had already ended"),
     }

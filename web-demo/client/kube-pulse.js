@@ -413,6 +413,7 @@ export class KubePulse {
     clearTimeout(sub.retryTimer);
     sub.abort?.abort();
     sub.abort = null;
+    sub.streaming = false;
     this.queue = this.queue.filter((s) => s !== sub);
     if (this.ws && this.ws.readyState === 1 && sub.sent) {
       this.ws.send(JSON.stringify({ op: 'unsubscribe', id: sub.id }));
@@ -568,6 +569,7 @@ export class KubePulse {
     } else if (this.transport === 'sse') {
       sub.abort?.abort();
       sub.abort = null;
+      sub.streaming = false;
       this.openStream(sub);
     }
   }
@@ -586,7 +588,9 @@ export class KubePulse {
   schedule() {
     if (this.closed || this.subs.size === 0 || this.timer) return;
     if (this.state === 'offline') return; // `online` resumes
-    this.setState(this.everLive ? 'reconnecting' : 'connecting');
+    // Over SSE the connection is live while any stream is.
+    const streaming = this.transport === 'sse' && [...this.subs.values()].some((s) => s.streaming);
+    if (!streaming) this.setState(this.everLive ? 'reconnecting' : 'connecting');
     const delay = backoffDelay(this.attempt++, this.backoff);
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -833,6 +837,7 @@ export class KubePulse {
         for (const sub of this.subs.values()) {
           sub.abort?.abort();
           sub.abort = null;
+          sub.streaming = false;
         }
         this.openSocket();
       };
@@ -874,6 +879,7 @@ export class KubePulse {
         }
         throw new Error(`HTTP ${response.status}`);
       }
+      sub.streaming = true;
       this.setState('live');
       if (sub.status === 'error') this.setStatus(sub, sub.synced ? 'live' : 'loading');
       const reader = response.body.getReader();
@@ -893,9 +899,12 @@ export class KubePulse {
         feed(decoder.decode(value, { stream: true }));
       }
     } catch {
-      if (abort.signal.aborted) return;
+      if (abort.signal.aborted) return; // whoever aborted it reset streaming
     }
-    if (sub.abort === abort) sub.abort = null;
+    if (sub.abort === abort) {
+      sub.abort = null;
+      sub.streaming = false;
+    }
     if (abort.signal.aborted || this.subs.get(sub.id) !== sub) return;
     sub.synced = false;
     if (sub.status === 'live') this.setStatus(sub, 'stale');

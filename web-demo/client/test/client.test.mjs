@@ -506,6 +506,42 @@ test('a refused SSE request is reported, not retried; a rate limit is retried af
   client.close();
 });
 
+test('over SSE the connection is live while any stream is', async () => {
+  let ends = null;
+  const fetch = async (url, init) => {
+    if (url.includes('tasks')) {
+      // This stream opens, then ends once.
+      if (ends) return new Promise((resolve, reject) => init.signal.addEventListener('abort', () => reject(new Error('aborted'))));
+      let close;
+      ends = () => close();
+      return {
+        ok: true,
+        status: 200,
+        body: new ReadableStream({
+          start(controller) {
+            close = () => controller.close();
+          },
+        }),
+      };
+    }
+    return new Promise((resolve, reject) => {
+      init.signal.addEventListener('abort', () => reject(new Error('aborted')));
+      resolve({ ok: true, status: 200, body: new ReadableStream({}) });
+    });
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, backoff: { initialMs: 50, maxMs: 50, jitter: 0 } });
+  const states = [];
+  client.onState((s) => states.push(s));
+  client.subscribe('clusters/*');
+  client.subscribe('tasks/*');
+  await until('two streams', () => ends && client.state === 'live');
+  ends();
+  await tick(20);
+  assert.equal(client.state, 'live', 'the other stream is still open');
+  assert.deepEqual(states, ['connecting', 'live']);
+  client.close();
+});
+
 test('renewToken sends the auth operation and resolves with its answer', async () => {
   fresh();
   const client = wsClient({ token: 'old' });

@@ -7,8 +7,9 @@
 #    monitoring checks (promtool from apt: alert rules and their tests), the
 #    build without the simulator, and `cargo test` over the workspace.
 # 2. Everything else: Node.js, Chromium, Pushpin and Nginx + Nchan are
-#    installed when missing, then the web client's unit tests, a smoke run
-#    of the benchmark harness and the browser tests.
+#    installed when missing, then the web client's unit and package tests,
+#    a smoke run of the benchmark harness and the browser tests (the demo
+#    page and the client's React hooks against real gateways).
 #
 # Every install is idempotent. `./scripts/test.sh -- FILTER` passes FILTER
 # to `cargo test`.
@@ -107,7 +108,7 @@ if [ ! -x "$CHROMIUM" ]; then
 fi
 export CHROMIUM
 
-log "web client unit tests"
+log "web client unit and package tests (npm pack, TypeScript 4.9 and 5.x)"
 (cd web-demo && npm ci --no-audit --no-fund --loglevel=error && npm test)
 
 log "benchmark harness smoke run (small sizes; measures nothing)"

@@ -34,7 +34,7 @@ const attr = (node, name, value) => {
 
 // ---- connection -------------------------------------------------------------
 
-const LABELS = { connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…', offline: 'Offline' };
+const LABELS = { idle: 'Idle', connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…', offline: 'Offline' };
 function showState(state) {
   const box = $('connection');
   attr(box, 'data-state', state);
@@ -42,6 +42,10 @@ function showState(state) {
 }
 client.onState(showState);
 showState(client.state);
+// A refused token (or one that expired) is said, not just retried.
+client.onError((error) => {
+  if (error.auth) notice(`${error.code}: ${error.message} (set localStorage['kube-pulse-token'])`);
+});
 
 // ---- time -------------------------------------------------------------------
 
@@ -241,7 +245,7 @@ function log(what, from, to, why) {
 
 client.subscribe(['clusters/**', 'apps/**', 'tasks/*'], (change) => {
   if (change.type === 'error') {
-    notice(`subscription refused: ${change.message}`);
+    if (!change.error.auth) notice(`subscription refused: ${change.message}`);
     return;
   }
   if (!change.topic) return;

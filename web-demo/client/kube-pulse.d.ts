@@ -1,7 +1,8 @@
 // Types of the kube-pulse client and of the documents it delivers
 // (docs/STATUS.md, docs/TASKS.md, docs/PROTOCOL.md).
 
-export type ConnectionState = 'connecting' | 'live' | 'reconnecting' | 'offline';
+/** `idle`: nothing is subscribed, so nothing is open. */
+export type ConnectionState = 'idle' | 'connecting' | 'live' | 'reconnecting' | 'offline';
 export const STATES: readonly ConnectionState[];
 
 /** One recorded phase change of a status document. */
@@ -134,21 +135,104 @@ export interface TaskRequest {
   timeoutSeconds?: number;
 }
 
+/**
+ * The document type of a topic or pattern: `clusters/dev` is a
+ * `ClusterStatus`, `apps/prod/**` an `AppStatus`, `clusters/**` either
+ * a cluster or a sync document; a union of patterns the union of their
+ * documents. Unknown names (and a plain `string`) give `unknown`.
+ */
+export type DocumentFor<T extends string> = T extends `clusters/${string}/sync/${string}`
+  ? SyncStatus
+  : T extends `clusters/${string}/**`
+    ? ClusterStatus | SyncStatus
+    : T extends `clusters/**`
+      ? ClusterStatus | SyncStatus
+      : T extends `clusters/${string}/${string}`
+        ? SyncStatus
+        : T extends `clusters/${string}`
+          ? ClusterStatus
+          : T extends `apps/${string}`
+            ? AppStatus
+            : T extends `tasks/${string}`
+              ? Task
+              : unknown;
+
+/** The document type of a pattern or a list of them (a union of each's). */
+export type DocumentOf<P extends string | readonly string[]> = P extends readonly string[] ? DocumentFor<P[number]> : P extends string ? DocumentFor<P> : unknown;
+
 /** A change of one local document, as `subscribe` reports it. */
-export interface DocumentChange<D = unknown> {
-  type: 'snapshot' | 'patch' | 'removed';
+export type DocumentChange<D = unknown> =
+  | { type: 'snapshot'; topic: string; rev: number; doc: D; previous: D | undefined }
+  | { type: 'patch'; topic: string; rev: number; doc: D; previous: D; patch: object }
+  | { type: 'removed'; topic: string; rev?: number; doc: undefined; previous: D };
+
+/** Subscription states: `loading` until synced, `stale` while disconnected. */
+export type SubscriptionStatus = 'loading' | 'live' | 'stale' | 'error';
+
+/** Error codes of the protocol (docs/PROTOCOL.md) and of the HTTP API. */
+export type ErrorCode =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'forbidden_origin'
+  | 'not_found'
+  | 'conflict'
+  | 'too_many_connections'
+  | 'rate_limited'
+  | 'token_expired'
+  | 'permissions_changed'
+  | 'invalid_json'
+  | 'invalid_op'
+  | 'unknown_op'
+  | 'invalid_id'
+  | 'duplicate_id'
+  | 'bad_pattern'
+  | 'too_many_subscriptions'
+  | 'unknown_subscription'
+  | 'binary_not_supported'
+  | 'closed'
+  | (string & {});
+
+/** An error from the gateway. */
+export class PulseError extends Error {
+  constructor(code: ErrorCode, message?: string, options?: { status?: number; retrying?: boolean });
+  readonly name: 'PulseError';
+  /** The protocol's code, or `http_{status}`. */
+  readonly code: ErrorCode;
+  /** The HTTP status, when the error came as one. */
+  readonly status?: number;
+  /** Whether the client tries again by itself (rate limits, auth once the token changes). */
+  readonly retrying: boolean;
+  /** Whether the credential is the problem (`unauthorized`, `token_expired`, …). */
+  readonly auth: boolean;
+}
+
+/** The HTTP API's error body (every 4xx/5xx of the gateway). */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+}
+
+/** `GET /api/v1/clusters`, `/apps`, `/clusters/{name}/sync`. */
+export interface ItemList<D> {
+  items: D[];
+}
+
+/** `GET /api/v1/history?topic=…` */
+export interface HistoryResponse {
   topic: string;
-  rev?: number;
-  /** The document after the change (undefined when removed). */
-  doc: D | undefined;
-  previous: D | undefined;
-  patch?: object;
+  rev: number;
+  phase?: string;
+  since?: string;
+  history: Transition[];
 }
 
 export type SubscriptionEvent<D = unknown> =
   | DocumentChange<D>
   | { type: 'synced'; resumed: boolean; reason?: string }
-  | { type: 'error'; code: string; message: string };
+  | { type: 'status'; status: SubscriptionStatus; error: PulseError | null }
+  | { type: 'error'; code: ErrorCode; message: string; error: PulseError };
 
 /** Wire messages (docs/PROTOCOL.md). */
 export type Message =
@@ -157,7 +241,15 @@ export type Message =
   | { type: 'removed'; topic: string; rev?: number; cursor: string; sub?: string }
   | { type: 'synced'; cursor: string; resumed: boolean; count: number; reason?: string; sub?: string }
   | { type: 'heartbeat'; cursor: string; id?: string }
-  | { type: 'error'; code: string; message: string; id?: string };
+  | { type: 'error'; code: ErrorCode; message: string; id?: string; sub?: string }
+  | { type: 'authenticated'; subject: string; expires?: string; id?: string };
+
+/** Client operations over WebSocket. */
+export type Operation =
+  | { op: 'subscribe'; id: string; topics: string[]; since?: string }
+  | { op: 'unsubscribe'; id: string }
+  | { op: 'ping'; id?: string }
+  | { op: 'auth'; token: string; id?: string };
 
 export interface BackoffOptions {
   initialMs?: number;
@@ -166,27 +258,55 @@ export interface BackoffOptions {
   jitter?: number;
 }
 
+export type TokenSource = string | (() => string | undefined | null);
+
 export interface ConnectOptions {
   /** Base URL of the gateway, e.g. `https://karpor.example.com/pulse/`. */
   url: string;
   /** Bearer token, or a getter read at each (re)connect. */
-  token?: string | (() => string | undefined | null);
+  token?: TokenSource;
+  /** A getter of the bearer token, read at each (re)connect and retry. */
+  getToken?: () => string | undefined | null;
+  /** `auto` (default): WebSocket; SSE only while WebSockets are blocked. */
   transport?: 'ws' | 'sse' | 'auto';
   backoff?: BackoffOptions;
+  /** Subscribe operations per second at most (default 10; the gateway refuses over 20 per socket). */
+  subscribeRate?: number;
+  /** With `auto` on SSE: how often to try WebSocket again (default 60 000 ms). */
+  wsRetryMs?: number;
   WebSocket?: typeof WebSocket;
   fetch?: typeof fetch;
 }
 
+/** What hooks and `topicStore` snapshots hold. */
+export interface PulseResult<T> {
+  data: T;
+  status: SubscriptionStatus;
+  error: PulseError | null;
+}
+
 export class KubePulse {
   readonly state: ConnectionState;
+  /** The last connection-level error (e.g. `unauthorized`), null once live. */
+  readonly error: PulseError | null;
   onState(listener: (state: ConnectionState) => void): () => void;
-  get<D = unknown>(topic: string): D | undefined;
-  select<D = unknown>(patterns: string | string[]): Record<string, D>;
-  subscribe<D = unknown>(patterns: string | string[], onChange?: (event: SubscriptionEvent<D>) => void): () => void;
+  onError(listener: (error: PulseError) => void): () => void;
+  get<T extends string>(topic: T): DocumentFor<T> | undefined;
+  select<T extends string>(patterns: T | readonly T[]): Record<string, DocumentFor<T>>;
+  status(patterns: string | readonly string[]): { status: SubscriptionStatus; error: PulseError | null };
+  subscribe<T extends string>(
+    patterns: T | readonly T[],
+    onEvent?: (event: SubscriptionEvent<DocumentFor<T>>) => void,
+  ): () => void;
+  /** Tries to connect again now, e.g. after the user logged in. */
+  reconnect(): void;
+  /** Renews the live WebSocket's token with the `auth` operation. */
+  renewToken(token?: string): Promise<{ type: 'authenticated'; subject: string; expires?: string } | undefined>;
   close(): void;
   request<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
   createTask(task: TaskRequest): Promise<Task>;
   cancelTask(id: string): Promise<Task>;
+  history(topic: string): Promise<HistoryResponse>;
 }
 
 export function connect(options: ConnectOptions): KubePulse;
@@ -195,13 +315,20 @@ export function matches(pattern: string, topic: string): boolean;
 export function base64url(text: string): string;
 export function mergePatch<T>(target: T, patch: unknown): T;
 export function sseParser(onEvent: (event: { id: string; event: string; data: string }) => void): (chunk: string) => void;
+export const STATUSES: readonly SubscriptionStatus[];
 
 export class DocumentStore {
   get<D = unknown>(topic: string): D | undefined;
   select<D = unknown>(patterns: string[]): Record<string, D>;
 }
 
-export function topicStore<D = unknown>(
+export function topicStore<T extends string>(
   client: KubePulse,
-  patterns: string | string[],
-): { subscribe(listener: () => void): () => void; getSnapshot(): Record<string, D> };
+  patterns: T | readonly T[],
+  options?: { single?: false },
+): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, DocumentFor<T>>> };
+export function topicStore<T extends string>(
+  client: KubePulse,
+  topic: T,
+  options: { single: true },
+): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<DocumentFor<T> | undefined> };

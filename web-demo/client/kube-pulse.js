@@ -1,15 +1,44 @@
 // kube-pulse browser client: a dependency-free ES module.
 //
 // connect() opens one WebSocket (or Server-Sent Events over fetch, so a
-// bearer token can be sent) to a kube-pulse gateway, keeps a local copy of
-// every document its subscriptions match — snapshots first, then JSON merge
-// patches — and reconnects with exponential backoff and jitter, resuming
-// each subscription from its last cursor. Wire format: docs/PROTOCOL.md.
+// bearer token can be sent) to a kube-pulse gateway and keeps ONE local copy
+// of every document its subscriptions match — snapshots first, then JSON
+// merge patches — shared by every holder: a change is reported to every
+// subscription whose patterns match its topic, whichever subscription
+// brought it. Subscriptions with the same patterns share one subscription on
+// the wire (ref-counted). It reconnects with exponential backoff and
+// jitter, resuming each subscription from its last cursor, and leaves no
+// socket, stream or timer behind once nothing is subscribed.
+// Wire format: docs/PROTOCOL.md.
 
-/** Connection states, in the order a healthy client goes through them. */
-export const STATES = Object.freeze(['connecting', 'live', 'reconnecting', 'offline']);
+/** Connection states: `idle` when nothing is subscribed. */
+export const STATES = Object.freeze(['idle', 'connecting', 'live', 'reconnecting', 'offline']);
+
+/** Subscription states. */
+export const STATUSES = Object.freeze(['loading', 'live', 'stale', 'error']);
 
 const DEFAULT_BACKOFF = Object.freeze({ initialMs: 500, maxMs: 30000, factor: 2, jitter: 0.5 });
+
+/** Error codes that mean the credential, not the request, is the problem. */
+const AUTH_CODES = new Set(['unauthorized', 'unauthenticated', 'token_expired', 'permissions_changed', 'forbidden']);
+/** Error codes worth retrying after a while (the request itself was fine). */
+const RETRY_CODES = new Set([...AUTH_CODES, 'rate_limited', 'too_many_connections', 'too_many_subscriptions', 'unavailable']);
+
+/**
+ * An error from the gateway: `code` is the protocol's (`bad_pattern`,
+ * `rate_limited`, `unauthorized`, …, or `http_{status}`), `status` the HTTP
+ * status when there was one, `retrying` whether the client tries again by itself.
+ */
+export class PulseError extends Error {
+  constructor(code, message, { status, retrying = RETRY_CODES.has(code) } = {}) {
+    super(message || code);
+    this.name = 'PulseError';
+    this.code = code;
+    if (status !== undefined) this.status = status;
+    this.retrying = retrying;
+    this.auth = AUTH_CODES.has(code);
+  }
+}
 
 /**
  * Delay before reconnect attempt `attempt` (0-based): exponential growth
@@ -106,7 +135,8 @@ function epochOf(cursor) {
  * The local copy of documents, applying protocol messages in revision order.
  * Revisions count per gateway process, so a snapshot from another process
  * (a restart, another replica) replaces a document whatever its revision.
- * `apply` returns the change to report, or null when the message changed nothing.
+ * `apply` returns the change to report, or null when the message changed
+ * nothing (e.g. a patch another subscription already applied).
  */
 export class DocumentStore {
   constructor() {
@@ -133,7 +163,7 @@ export class DocumentStore {
     const have = this.docs.get(topic);
     const sameProcess = have && have.epoch === epoch;
     if (type === 'snapshot') {
-      if (sameProcess && have.rev > rev) return null;
+      if (sameProcess && have.rev >= rev) return null;
       this.docs.set(topic, { rev, epoch, doc: message.doc });
       return { type, topic, rev, doc: message.doc, previous: have?.doc };
     }
@@ -155,14 +185,19 @@ export class DocumentStore {
 
   /** Drops documents matching `patterns` except `keep` (after fresh snapshots). */
   prune(patterns, keep) {
-    const gone = [];
+    return this.drop((topic) => !keep.has(topic) && patterns.some((p) => matches(p, topic)));
+  }
+
+  /** Drops the documents whose topic `gone(topic)` says; returns them as `removed` changes. */
+  drop(gone) {
+    const out = [];
     for (const [topic, { doc }] of this.docs) {
-      if (!keep.has(topic) && patterns.some((p) => matches(p, topic))) {
+      if (gone(topic)) {
         this.docs.delete(topic);
-        gone.push({ type: 'removed', topic, doc: undefined, previous: doc });
+        out.push({ type: 'removed', topic, doc: undefined, previous: doc });
       }
     }
-    return gone;
+    return out;
   }
 }
 
@@ -180,52 +215,94 @@ export function base64url(text) {
   return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
+const keyOf = (patterns) => [...new Set(patterns)].sort().join('\n');
+
 let nextId = 0;
 
 /**
- * Connects to a gateway.
+ * Connects to a gateway. Nothing is opened until the first subscription.
  *
  * @param {object} options
  * @param {string} options.url  base URL of the gateway (`https://host/` or `/pulse/`)
- * @param {string|(() => string|undefined)} [options.token]  bearer token (or a getter, read at each connect)
- * @param {'ws'|'sse'|'auto'} [options.transport]  `auto`: WebSocket, falling back to SSE when it cannot open
+ * @param {string|(() => string|undefined|null)} [options.token]  bearer token, or a getter read at each (re)connect
+ * @param {() => string|undefined|null} [options.getToken]  the same as a getter
+ * @param {'ws'|'sse'|'auto'} [options.transport]  `auto`: WebSocket, SSE only when WebSockets are blocked
  * @param {object} [options.backoff]  `{initialMs, maxMs, factor, jitter}`
+ * @param {number} [options.subscribeRate]  subscribe operations per second at most (default 10)
+ * @param {number} [options.wsRetryMs]  `auto` on SSE: how often to try WebSocket again (default 60 s)
  */
 export function connect(options) {
   return new KubePulse(options);
 }
 
 export class KubePulse {
-  constructor({ url, token, transport = 'auto', backoff = {}, WebSocket: WS, fetch: fetchImpl } = {}) {
+  constructor({
+    url,
+    token,
+    getToken,
+    transport = 'auto',
+    backoff = {},
+    subscribeRate = 10,
+    wsRetryMs = 60000,
+    WebSocket: WS,
+    fetch: fetchImpl,
+  } = {}) {
     if (!url) throw new Error('kube-pulse: connect({url}) needs the gateway URL');
     if (!['ws', 'sse', 'auto'].includes(transport)) {
       throw new Error(`kube-pulse: transport must be 'ws', 'sse' or 'auto', not ${transport}`);
     }
     this.base = httpBase(url);
-    this.token = token;
-    this.transport = transport === 'sse' ? 'sse' : 'ws';
-    this.fallback = transport === 'auto';
+    this.token = getToken ?? token;
+    this.preferred = transport === 'sse' ? 'sse' : 'ws';
+    this.transport = this.preferred;
+    this.auto = transport === 'auto';
     this.backoff = backoff;
+    this.subscribeRate = subscribeRate > 0 ? subscribeRate : Infinity;
+    this.wsRetryMs = wsRetryMs;
     this.WebSocket = WS ?? globalThis.WebSocket;
     this.fetch = fetchImpl ?? globalThis.fetch?.bind(globalThis);
     this.store = new DocumentStore();
-    this.state = 'connecting';
+    this.state = 'idle';
+    /** Wire subscriptions by id, and by their pattern set. */
     this.subs = new Map();
+    this.byKey = new Map();
     this.listeners = new Set();
+    this.errorListeners = new Set();
+    /** The last connection-level error (an auth failure), cleared once live. */
+    this.error = null;
     this.attempt = 0;
     this.closed = false;
+    this.everLive = false;
     this.timer = null;
     this.ws = null;
     this.wsOpened = false;
-    this.onOnline = () => this.reconnectNow();
-    this.onOffline = () => this.setState('offline');
+    this.wsFailures = 0;
+    this.wsRetryTimer = null;
+    this.probeAbort = null;
+    this.queue = [];
+    this.tokens = Math.min(this.subscribeRate, 20);
+    this.lastRefill = Date.now();
+    this.pumpTimer = null;
+    this.pending = new Map();
+    this.onOnline = () => {
+      if (this.subs.size === 0 || this.closed) return;
+      this.attempt = 0;
+      this.reconnectNow();
+    };
+    this.onOffline = () => {
+      if (this.subs.size === 0 || this.closed) return;
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.setState('offline');
+    };
     globalThis.addEventListener?.('online', this.onOnline);
     globalThis.addEventListener?.('offline', this.onOffline);
   }
 
   /** The current bearer token, if any. */
   currentToken() {
-    return typeof this.token === 'function' ? this.token() : this.token;
+    const token = typeof this.token === 'function' ? this.token() : this.token;
+    return token || undefined;
   }
 
   /** Listens to connection state changes; returns the function that stops listening. */
@@ -234,10 +311,25 @@ export class KubePulse {
     return () => this.listeners.delete(listener);
   }
 
+  /** Listens to connection-level errors (auth failures, errors of no subscription). */
+  onError(listener) {
+    this.errorListeners.add(listener);
+    return () => this.errorListeners.delete(listener);
+  }
+
   setState(state) {
+    if (state === 'live') {
+      this.everLive = true;
+      this.error = null;
+    }
     if (this.state === state) return;
     this.state = state;
     for (const l of [...this.listeners]) l(state);
+  }
+
+  connectionError(error) {
+    this.error = error;
+    for (const l of [...this.errorListeners]) l(error);
   }
 
   /** The local copy of one document, or undefined. */
@@ -251,79 +343,179 @@ export class KubePulse {
   }
 
   /**
-   * Subscribes to topic patterns. `onChange(change)` gets every change of a
-   * matched document ({type: 'snapshot'|'patch'|'removed', topic, rev, doc,
-   * previous, patch?}) and `{type: 'synced', resumed}` when the initial
-   * snapshots (or the replay) are in. Returns the unsubscribe function.
+   * The status of the subscription to `patterns`: `loading` until its
+   * snapshots are in, `live`, `stale` while the connection is lost, or
+   * `error` (with `error`) when the gateway refused it.
    */
-  subscribe(patterns, onChange = () => {}) {
-    const list = [].concat(patterns);
-    if (list.length === 0) throw new Error('kube-pulse: subscribe needs at least one pattern');
-    const sub = {
-      id: `s${++nextId}`,
-      patterns: list,
-      onChange,
-      cursor: undefined,
-      synced: false,
-      fresh: null,
-      abort: null,
-    };
-    this.subs.set(sub.id, sub);
-    this.open(sub);
-    return () => this.unsubscribe(sub);
+  status(patterns) {
+    const sub = this.byKey.get(keyOf([].concat(patterns)));
+    return sub ? { status: sub.status, error: sub.error } : { status: 'loading', error: null };
   }
 
-  unsubscribe(sub) {
-    if (!this.subs.delete(sub.id)) return;
+  /**
+   * Subscribes to topic patterns. `onEvent` gets every change of a local
+   * document matching them ({type: 'snapshot'|'patch'|'removed', topic, rev,
+   * doc, previous, patch?}), `{type: 'synced', resumed}` when the initial
+   * snapshots (or the replay) are in, `{type: 'status', status, error}` when
+   * the subscription's status changes and `{type: 'error', code, message,
+   * error}` when the gateway refuses it. Returns the unsubscribe function.
+   */
+  subscribe(patterns, onEvent = () => {}) {
+    const list = [...new Set([].concat(patterns))];
+    if (list.length === 0) throw new Error('kube-pulse: subscribe needs at least one pattern');
+    if (this.closed) throw new Error('kube-pulse: the client is closed');
+    const key = keyOf(list);
+    let sub = this.byKey.get(key);
+    if (!sub) {
+      sub = {
+        id: `s${++nextId}`,
+        key,
+        patterns: list,
+        holders: new Set(),
+        cursor: undefined,
+        synced: false,
+        fresh: null,
+        abort: null,
+        status: 'loading',
+        error: null,
+        dead: false,
+        retryTimer: null,
+        releaseTimer: null,
+      };
+      this.subs.set(sub.id, sub);
+      this.byKey.set(key, sub);
+      this.open(sub);
+    }
+    clearTimeout(sub.releaseTimer);
+    sub.releaseTimer = null;
+    const holder = { onEvent };
+    sub.holders.add(holder);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      sub.holders.delete(holder);
+      if (sub.holders.size === 0 && !sub.releaseTimer) {
+        // Released a moment later, so that React StrictMode's
+        // unsubscribe-resubscribe keeps the subscription (and the socket).
+        sub.releaseTimer = setTimeout(() => {
+          sub.releaseTimer = null;
+          if (sub.holders.size === 0) this.release(sub);
+        }, 0);
+      }
+    };
+  }
+
+  release(sub) {
+    if (this.subs.get(sub.id) !== sub) return;
+    this.subs.delete(sub.id);
+    this.byKey.delete(sub.key);
+    clearTimeout(sub.retryTimer);
     sub.abort?.abort();
-    if (this.ws && this.ws.readyState === 1) {
+    sub.abort = null;
+    sub.streaming = false;
+    this.queue = this.queue.filter((s) => s !== sub);
+    if (this.ws && this.ws.readyState === 1 && sub.sent) {
       this.ws.send(JSON.stringify({ op: 'unsubscribe', id: sub.id }));
     }
-    if (this.subs.size === 0 && this.ws) {
-      this.ws.onclose = null;
-      this.ws.close(1000);
+    // Documents no other subscription covers are dropped: kept, they would
+    // go stale unseen and be shown as current to the next holder.
+    const covered = (topic) => [...this.subs.values()].some((s) => s.patterns.some((p) => matches(p, topic)));
+    this.store.drop((topic) => !covered(topic));
+    if (this.subs.size === 0) this.idle();
+  }
+
+  /** Nothing is subscribed: no socket, stream or timer is left. */
+  idle() {
+    clearTimeout(this.timer);
+    clearTimeout(this.wsRetryTimer);
+    clearTimeout(this.pumpTimer);
+    this.timer = this.wsRetryTimer = this.pumpTimer = null;
+    this.probeAbort?.abort();
+    this.probeAbort = null;
+    this.queue = [];
+    if (this.ws) {
+      const ws = this.ws;
       this.ws = null;
+      ws.onclose = null;
+      ws.onopen = null;
+      ws.onmessage = null;
+      ws.close(1000);
     }
+    for (const [, p] of this.pending) p.reject(new PulseError('closed', 'the connection closed', { retrying: false }));
+    this.pending.clear();
+    this.attempt = 0;
+    this.wsFailures = 0;
+    this.everLive = false;
+    this.transport = this.preferred;
+    if (!this.closed) this.setState('idle');
   }
 
   /** Closes everything; the client goes `offline` and stays so. */
   close() {
     this.closed = true;
-    clearTimeout(this.timer);
     globalThis.removeEventListener?.('online', this.onOnline);
     globalThis.removeEventListener?.('offline', this.onOffline);
-    for (const sub of this.subs.values()) sub.abort?.abort();
-    if (this.ws) {
-      this.ws.onclose = null;
-      this.ws.close(1000);
-      this.ws = null;
+    for (const sub of [...this.subs.values()]) {
+      clearTimeout(sub.releaseTimer);
+      this.release(sub);
     }
+    this.idle();
     this.setState('offline');
+  }
+
+  /** Tries to connect again now (e.g. after the user logged in). */
+  reconnect() {
+    if (this.closed || this.subs.size === 0) return;
+    this.attempt = 0;
+    for (const sub of this.subs.values()) if (sub.status === 'error' && sub.error?.auth) sub.dead = false;
+    this.reconnectNow();
   }
 
   open(sub) {
     if (this.closed) return;
+    if (this.state === 'idle') this.setState('connecting');
     if (this.transport === 'ws') this.openSocket(sub);
     else this.openStream(sub);
   }
 
   // ---- delivery ----------------------------------------------------------
 
+  /** Calls every holder of `sub`. */
+  emit(sub, event) {
+    for (const h of [...sub.holders]) h.onEvent(event);
+  }
+
+  /** A change of the local copy goes to every subscription matching its topic. */
+  broadcast(change) {
+    for (const sub of [...this.subs.values()]) {
+      if (sub.patterns.some((p) => matches(p, change.topic))) this.emit(sub, change);
+    }
+  }
+
+  setStatus(sub, status, error = null) {
+    if (sub.status === status && sub.error === error) return;
+    sub.status = status;
+    sub.error = error;
+    this.emit(sub, { type: 'status', status, error });
+  }
+
   deliver(sub, message) {
-    if (message.cursor) sub.cursor = message.cursor;
+    if (message.cursor && message.type !== 'error') sub.cursor = message.cursor;
     if (message.type === 'synced') {
       sub.synced = true;
+      sub.retries = 0;
       let removed = [];
       if (!message.resumed && sub.fresh) removed = this.store.prune(sub.patterns, sub.fresh);
       sub.fresh = null;
-      for (const change of removed) sub.onChange(change);
-      sub.onChange({ type: 'synced', resumed: message.resumed, reason: message.reason });
+      for (const change of removed) this.broadcast(change);
       this.attempt = 0;
-      if ([...this.subs.values()].every((s) => s.synced)) this.setState('live');
+      this.setStatus(sub, 'live');
+      this.emit(sub, { type: 'synced', resumed: message.resumed, reason: message.reason });
       return;
     }
     if (message.type === 'error') {
-      sub.onChange({ type: 'error', code: message.code, message: message.message });
+      this.refused(sub, new PulseError(message.code, message.message));
       return;
     }
     if (!message.topic) return;
@@ -335,7 +527,36 @@ export class KubePulse {
       this.restart(sub);
       return;
     }
-    if (change) sub.onChange(change);
+    if (change) this.broadcast(change);
+  }
+
+  /** The gateway refused (or ended) a subscription. */
+  refused(sub, error, retryAfterMs) {
+    sub.synced = false;
+    sub.sent = false;
+    this.setStatus(sub, 'error', error);
+    this.emit(sub, { type: 'error', code: error.code, message: error.message, error });
+    if (error.auth) {
+      this.connectionError(error);
+      // The connection starts over (after a backoff) with the token of that time.
+      if (this.transport === 'ws' && this.ws && this.wsOpened) this.ws.close(1000);
+      return;
+    }
+    if (!error.retrying) {
+      sub.dead = true;
+      return;
+    }
+    clearTimeout(sub.retryTimer);
+    sub.retries = (sub.retries ?? 0) + 1;
+    const initialMs = 2 * (this.backoff.initialMs ?? DEFAULT_BACKOFF.initialMs);
+    const delay = retryAfterMs ?? backoffDelay(sub.retries - 1, { ...this.backoff, initialMs });
+    sub.retryTimer = setTimeout(() => {
+      sub.retryTimer = null;
+      if (this.subs.get(sub.id) !== sub) return;
+      if (this.transport === 'ws') {
+        if (this.ws?.readyState === 1) this.enqueue(sub);
+      } else if (!sub.abort) this.openStream(sub);
+    }, delay);
   }
 
   restart(sub) {
@@ -343,19 +564,33 @@ export class KubePulse {
     sub.fresh = new Set();
     if (this.transport === 'ws' && this.ws?.readyState === 1) {
       this.ws.send(JSON.stringify({ op: 'unsubscribe', id: sub.id }));
-      this.sendSubscribe(sub);
+      sub.sent = false;
+      this.enqueue(sub);
     } else if (this.transport === 'sse') {
       sub.abort?.abort();
+      sub.abort = null;
+      sub.streaming = false;
       this.openStream(sub);
     }
   }
 
+  /** The connection is lost: every subscription goes stale until it syncs again. */
   lost() {
-    if (this.closed) return;
-    for (const sub of this.subs.values()) sub.synced = false;
-    if (this.subs.size === 0) return;
-    if (this.state !== 'offline') this.setState(this.state === 'connecting' ? 'connecting' : 'reconnecting');
-    if (this.timer) return;
+    if (this.closed || this.subs.size === 0) return;
+    for (const sub of this.subs.values()) {
+      sub.synced = false;
+      sub.sent = false;
+      if (sub.status === 'live') this.setStatus(sub, 'stale', sub.error);
+    }
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.closed || this.subs.size === 0 || this.timer) return;
+    if (this.state === 'offline') return; // `online` resumes
+    // Over SSE the connection is live while any stream is.
+    const streaming = this.transport === 'sse' && [...this.subs.values()].some((s) => s.streaming);
+    if (!streaming) this.setState(this.everLive ? 'reconnecting' : 'connecting');
     const delay = backoffDelay(this.attempt++, this.backoff);
     this.timer = setTimeout(() => {
       this.timer = null;
@@ -364,29 +599,62 @@ export class KubePulse {
   }
 
   reconnectNow() {
-    if (this.closed) return;
+    if (this.closed || this.subs.size === 0) return;
     clearTimeout(this.timer);
     this.timer = null;
-    if (this.state === 'offline') this.setState('reconnecting');
+    if (this.state === 'offline') this.setState(this.everLive ? 'reconnecting' : 'connecting');
     if (this.transport === 'ws') {
       if (!this.ws) this.openSocket();
     } else {
-      for (const sub of this.subs.values()) if (!sub.abort) this.openStream(sub);
+      for (const sub of this.subs.values()) if (!sub.abort && !sub.dead) this.openStream(sub);
     }
   }
 
   // ---- WebSocket ----------------------------------------------------------
 
+  /** Subscribe operations leave at most `subscribeRate` per second (the gateway refuses more). */
+  enqueue(sub) {
+    if (!this.queue.includes(sub)) this.queue.push(sub);
+    this.pump();
+  }
+
+  pump() {
+    if (this.pumpTimer) return;
+    const burst = Math.min(this.subscribeRate, 20);
+    for (;;) {
+      if (!this.ws || this.ws.readyState !== 1) {
+        this.queue = [];
+        return;
+      }
+      if (this.queue.length === 0) return;
+      const now = Date.now();
+      this.tokens = Math.min(burst, this.tokens + ((now - this.lastRefill) / 1000) * this.subscribeRate);
+      this.lastRefill = now;
+      if (this.tokens < 1) {
+        const wait = Math.ceil(((1 - this.tokens) / this.subscribeRate) * 1000);
+        this.pumpTimer = setTimeout(() => {
+          this.pumpTimer = null;
+          this.pump();
+        }, wait);
+        return;
+      }
+      this.tokens -= 1;
+      this.sendSubscribe(this.queue.shift());
+    }
+  }
+
   sendSubscribe(sub) {
+    if (this.subs.get(sub.id) !== sub || sub.dead) return;
     const op = { op: 'subscribe', id: sub.id, topics: sub.patterns };
     if (sub.cursor) op.since = sub.cursor;
     sub.fresh = new Set();
+    sub.sent = true;
     this.ws.send(JSON.stringify(op));
   }
 
   openSocket(sub) {
     if (this.ws) {
-      if (this.ws.readyState === 1 && sub) this.sendSubscribe(sub);
+      if (this.ws.readyState === 1 && sub) this.enqueue(sub);
       return;
     }
     const url = new URL('api/v1/ws', this.base);
@@ -406,43 +674,181 @@ export class KubePulse {
     this.ws = ws;
     this.wsOpened = false;
     ws.onopen = () => {
+      if (this.ws !== ws) return;
       this.wsOpened = true;
-      for (const s of this.subs.values()) this.sendSubscribe(s);
+      this.wsFailures = 0;
+      this.setState('live');
+      for (const s of this.subs.values()) {
+        if (s.dead) continue;
+        if (s.status === 'error' && s.error?.auth) this.setStatus(s, s.synced ? 'live' : 'loading');
+        this.enqueue(s);
+      }
     };
     ws.onmessage = (event) => {
+      if (this.ws !== ws) return;
       let message;
       try {
         message = JSON.parse(event.data);
       } catch {
         return;
       }
-      const s = message.sub ? this.subs.get(message.sub) : undefined;
-      if (s) this.deliver(s, message);
+      this.route(message);
     };
-    ws.onclose = () => {
+    ws.onclose = (event) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      if (!this.wsOpened) this.socketFailed();
-      else this.lost();
+      clearTimeout(this.pumpTimer);
+      this.pumpTimer = null;
+      this.queue = [];
+      for (const [, p] of this.pending) p.reject(new PulseError('closed', 'the connection closed', { retrying: false }));
+      this.pending.clear();
+      if (!this.wsOpened) {
+        this.socketFailed();
+        return;
+      }
+      if (event?.code === 4001 || event?.code === 4003) {
+        this.connectionError(
+          new PulseError(event.code === 4001 ? 'token_expired' : 'permissions_changed', event.reason || `closed with ${event.code}`),
+        );
+      }
+      this.lost();
     };
   }
 
-  socketFailed() {
-    this.ws = null;
-    if (this.fallback) {
-      // WebSocket cannot get through (a proxy, a policy): stay on SSE.
-      this.transport = 'sse';
-      this.fallback = false;
-      for (const sub of this.subs.values()) this.openStream(sub);
+  /** A WebSocket message goes to its subscription (`sub`, or the `id` of the refused operation). */
+  route(message) {
+    const sub = this.subs.get(message.sub ?? message.id);
+    if (sub) {
+      this.deliver(sub, message);
       return;
     }
-    this.lost();
+    const pending = message.id && this.pending.get(message.id);
+    if (pending) {
+      this.pending.delete(message.id);
+      if (message.type === 'error') pending.reject(new PulseError(message.code, message.message));
+      else pending.resolve(message);
+      return;
+    }
+    if (message.type === 'error' && message.code !== 'unknown_subscription') {
+      this.connectionError(new PulseError(message.code, message.message));
+    }
+  }
+
+  /**
+   * Renews the token of the live WebSocket with the `auth` operation (same
+   * subject and grants); resolves with `{subject, expires?}`. Over SSE the
+   * next request carries the new token, so this resolves at once.
+   */
+  renewToken(token = this.currentToken()) {
+    if (this.transport !== 'ws' || !this.ws || this.ws.readyState !== 1) return Promise.resolve(undefined);
+    const id = `a${++nextId}`;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.ws.send(JSON.stringify({ op: 'auth', token, id }));
+    });
+  }
+
+  /**
+   * A socket did not open. Browsers do not say why, so an HTTP request tells
+   * a rejected token (401), a gateway that is down (no answer) and a path
+   * that passes HTTP but not WebSockets (only then, twice in a row, SSE).
+   */
+  async socketFailed() {
+    this.ws = null;
+    if (this.closed || this.subs.size === 0) return;
+    this.setState(this.everLive ? 'reconnecting' : 'connecting');
+    const verdict = await this.probe();
+    if (this.closed || this.subs.size === 0 || verdict === 'aborted') return;
+    if (verdict instanceof PulseError) {
+      for (const sub of this.subs.values()) {
+        if (!sub.dead) this.refused(sub, verdict);
+      }
+      this.schedule();
+      return;
+    }
+    if (verdict === 'http') {
+      this.wsFailures++;
+      if (this.auto && this.wsFailures >= 2) {
+        // WebSockets cannot get through (a proxy, a policy): SSE for now,
+        // and WebSocket again every wsRetryMs.
+        this.transport = 'sse';
+        this.retryWebSocketLater();
+        for (const sub of this.subs.values()) if (!sub.abort && !sub.dead) this.openStream(sub);
+        return;
+      }
+    }
+    this.schedule();
+  }
+
+  async probe() {
+    if (!this.fetch) return 'down';
+    const abort = new AbortController();
+    this.probeAbort = abort;
+    const headers = { Accept: 'application/json' };
+    const token = this.currentToken();
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const timer = setTimeout(() => abort.abort(), 5000);
+    try {
+      const response = await this.fetch(new URL('api/v1/clusters', this.base).toString(), {
+        headers,
+        signal: abort.signal,
+        cache: 'no-store',
+      });
+      if (response.status === 401 || response.status === 403) {
+        const body = await response.json().catch(() => ({}));
+        return new PulseError(body.code ?? 'unauthorized', body.message ?? `HTTP ${response.status}`, {
+          status: response.status,
+        });
+      }
+      return response.status >= 500 ? 'down' : 'http';
+    } catch {
+      return this.probeAbort === abort ? 'down' : 'aborted';
+    } finally {
+      clearTimeout(timer);
+      if (this.probeAbort === abort) this.probeAbort = null;
+    }
+  }
+
+  retryWebSocketLater() {
+    clearTimeout(this.wsRetryTimer);
+    this.wsRetryTimer = setTimeout(() => {
+      this.wsRetryTimer = null;
+      if (this.closed || this.subs.size === 0 || this.transport !== 'sse') return;
+      // A trial socket without subscriptions: only once it opens do the
+      // streams move over (resuming from their cursors).
+      const url = new URL('api/v1/ws', this.base);
+      url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+      const protocols = ['kube-pulse'];
+      const token = this.currentToken();
+      if (token) protocols.push(`base64url.bearer.authorization.k8s.io.${base64url(token)}`);
+      let trial;
+      try {
+        trial = new this.WebSocket(url.toString(), protocols);
+      } catch {
+        this.retryWebSocketLater();
+        return;
+      }
+      trial.onopen = () => {
+        trial.onclose = null;
+        trial.close(1000);
+        if (this.closed || this.subs.size === 0 || this.transport !== 'sse') return;
+        this.transport = 'ws';
+        this.wsFailures = 0;
+        for (const sub of this.subs.values()) {
+          sub.abort?.abort();
+          sub.abort = null;
+          sub.streaming = false;
+        }
+        this.openSocket();
+      };
+      trial.onclose = () => this.retryWebSocketLater();
+    }, this.wsRetryMs);
   }
 
   // ---- Server-Sent Events over fetch -------------------------------------
 
   async openStream(sub) {
-    if (this.closed || !this.subs.has(sub.id)) return;
+    if (this.closed || this.subs.get(sub.id) !== sub || sub.dead) return;
     const abort = new AbortController();
     sub.abort = abort;
     sub.fresh = new Set();
@@ -461,14 +867,21 @@ export class KubePulse {
         } catch {
           // not JSON
         }
-        if (response.status >= 400 && response.status < 500 && response.status !== 429) {
-          // The request itself is wrong (a bad pattern): retrying cannot help.
-          sub.onChange({ type: 'error', code: body.code ?? `http_${response.status}`, message: body.message ?? response.statusText });
-          sub.abort = null;
+        if (response.status >= 400 && response.status < 500) {
+          if (sub.abort === abort) sub.abort = null;
+          const error = new PulseError(body.code ?? `http_${response.status}`, body.message ?? response.statusText, {
+            status: response.status,
+          });
+          const after = Number(response.headers?.get?.('Retry-After'));
+          this.refused(sub, error, after > 0 ? after * 1000 : undefined);
+          if (error.auth) this.schedule();
           return;
         }
         throw new Error(`HTTP ${response.status}`);
       }
+      sub.streaming = true;
+      this.setState('live');
+      if (sub.status === 'error') this.setStatus(sub, sub.synced ? 'live' : 'loading');
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       const feed = sseParser(({ data }) => {
@@ -478,23 +891,30 @@ export class KubePulse {
         } catch {
           return;
         }
-        this.deliver(sub, message);
+        if (this.subs.get(sub.id) === sub && sub.abort === abort) this.deliver(sub, message);
       });
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
         feed(decoder.decode(value, { stream: true }));
       }
-    } catch (err) {
-      if (abort.signal.aborted) return;
+    } catch {
+      if (abort.signal.aborted) return; // whoever aborted it reset streaming
     }
-    if (sub.abort === abort) sub.abort = null;
-    if (!abort.signal.aborted && this.subs.has(sub.id)) this.lost();
+    if (sub.abort === abort) {
+      sub.abort = null;
+      sub.streaming = false;
+    }
+    if (abort.signal.aborted || this.subs.get(sub.id) !== sub) return;
+    sub.synced = false;
+    if (sub.status === 'live') this.setStatus(sub, 'stale');
+    if (this.auto && this.transport === 'sse' && !this.wsRetryTimer) this.retryWebSocketLater();
+    this.schedule();
   }
 
-  // ---- requests (tasks) ---------------------------------------------------
+  // ---- requests (tasks, REST) -----------------------------------------------
 
-  /** A JSON request to the gateway with the bearer token; throws `{status, code, message}`. */
+  /** A JSON request to the gateway with the bearer token; throws a `PulseError` with `status`. */
   async request(method, path, body) {
     const headers = { Accept: 'application/json' };
     const token = this.currentToken();
@@ -506,12 +926,17 @@ export class KubePulse {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await response.text();
-    const json = text ? JSON.parse(text) : null;
+    let json = null;
+    try {
+      json = text ? JSON.parse(text) : null;
+    } catch {
+      json = null;
+    }
     if (!response.ok) {
-      const error = new Error(json?.message ?? `HTTP ${response.status}`);
-      error.status = response.status;
-      error.code = json?.code;
-      throw error;
+      throw new PulseError(json?.code ?? `http_${response.status}`, json?.message ?? `HTTP ${response.status}`, {
+        status: response.status,
+        retrying: false,
+      });
     }
     return json;
   }
@@ -525,27 +950,43 @@ export class KubePulse {
   cancelTask(id) {
     return this.request('DELETE', `api/v1/tasks/${encodeURIComponent(id)}`);
   }
+
+  /** `GET /api/v1/history?topic=…`: a document's phase transitions, oldest first. */
+  history(topic) {
+    return this.request('GET', `api/v1/history?topic=${encodeURIComponent(topic)}`);
+  }
 }
 
 /**
  * A store over the documents matching `patterns`, in the shape React's
- * `useSyncExternalStore` wants: `subscribe(listener)` and `getSnapshot()`
- * (the same object until something changes).
+ * `useSyncExternalStore` wants: `subscribe(listener)` and `getSnapshot()`,
+ * which returns `{data, status, error}` — the same object until something
+ * changes. `data` is the documents by topic, or with `{single: true}` the
+ * one document of an exact topic.
  */
-export function topicStore(client, patterns) {
-  const list = [].concat(patterns);
-  let snapshot = client.select(list);
+export function topicStore(client, patterns, { single = false } = {}) {
+  const list = [...new Set([].concat(patterns))];
+  const read = () => {
+    const { status, error } = client.status(list);
+    return { data: single ? client.get(list[0]) : client.select(list), status, error };
+  };
+  let snapshot = read();
   const listeners = new Set();
   let unsubscribe = null;
-  const changed = (change) => {
-    if (change.type === 'synced' || change.type === 'error') return;
-    snapshot = client.select(list);
+  const changed = (event) => {
+    if (event.type === 'synced') return; // its status event already came
+    const next = read();
+    if (next.data === snapshot.data && next.status === snapshot.status && next.error === snapshot.error && single) return;
+    snapshot = next;
     for (const l of [...listeners]) l();
   };
   return {
     subscribe(listener) {
       listeners.add(listener);
-      if (!unsubscribe) unsubscribe = client.subscribe(list, changed);
+      if (!unsubscribe) {
+        unsubscribe = client.subscribe(list, changed);
+        snapshot = read();
+      }
       return () => {
         listeners.delete(listener);
         if (listeners.size === 0 && unsubscribe) {

@@ -1,8 +1,15 @@
-import type { ConnectionState, KubePulse } from './kube-pulse';
+import type { ConnectionState, DocumentFor, KubePulse, PulseResult } from './kube-pulse.js';
 
+/** One document by exact topic, typed by it: `usePulse(client, 'clusters/dev').data` is a `ClusterStatus`. */
+export function usePulse<T extends string>(client: KubePulse, topic: T): PulseResult<DocumentFor<T> | undefined>;
+/** The documents matching `patterns`, keyed by topic. */
+export function usePulseTopics<T extends string>(
+  client: KubePulse,
+  patterns: T | readonly T[],
+): PulseResult<Record<string, DocumentFor<T>>>;
 /** The live documents matching `patterns`, keyed by topic. */
-export function useTopic<D = unknown>(client: KubePulse, patterns: string | string[]): Record<string, D>;
+export function useTopic<T extends string>(client: KubePulse, patterns: T | readonly T[]): Record<string, DocumentFor<T>>;
 /** One document by exact topic, or undefined while it is not there. */
-export function useDocument<D = unknown>(client: KubePulse, topic: string): D | undefined;
+export function useDocument<T extends string>(client: KubePulse, topic: T): DocumentFor<T> | undefined;
 /** The client's connection state. */
 export function useConnectionState(client: KubePulse): ConnectionState;

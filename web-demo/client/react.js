@@ -4,25 +4,41 @@
 import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
 import { topicStore } from './kube-pulse.js';
 
-/**
- * The live documents matching `patterns` (a pattern or an array of them), as
- * an object keyed by topic. Re-renders when one of them changes; shares the
- * client's connection with every other hook.
- */
-export function useTopic(client, patterns) {
+function useStore(client, patterns, single) {
   const key = [].concat(patterns).join('\n');
   // One store per client and pattern set; its snapshot object is stable
-  // between changes, as useSyncExternalStore requires.
-  const store = useMemo(() => topicStore(client, key.split('\n')), [client, key]);
+  // between changes, as useSyncExternalStore requires. The client shares
+  // one wire subscription among every hook with the same patterns and
+  // notifies each of every change to its topics.
+  const store = useMemo(() => topicStore(client, key.split('\n'), { single }), [client, key, single]);
   return useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
 }
 
-/** One document by exact topic, or undefined while it is not there. */
-export function useDocument(client, topic) {
-  return useTopic(client, topic)[topic];
+/**
+ * One document by exact topic: `{data, status, error}`. `status` is
+ * `loading` until the subscription's snapshots are in, then `live`; `stale`
+ * while the connection is lost; `error` when the gateway refused it.
+ */
+export function usePulse(client, topic) {
+  return useStore(client, topic, true);
 }
 
-/** The client's connection state: `connecting`, `live`, `reconnecting` or `offline`. */
+/** The documents matching `patterns`, by topic: `{data, status, error}`. */
+export function usePulseTopics(client, patterns) {
+  return useStore(client, patterns, false);
+}
+
+/** The live documents matching `patterns`, keyed by topic (the data of `usePulseTopics`). */
+export function useTopic(client, patterns) {
+  return useStore(client, patterns, false).data;
+}
+
+/** One document by exact topic, or undefined while it is not there (the data of `usePulse`). */
+export function useDocument(client, topic) {
+  return useStore(client, topic, true).data;
+}
+
+/** The client's connection state: `idle`, `connecting`, `live`, `reconnecting` or `offline`. */
 export function useConnectionState(client) {
   const [state, setState] = useState(client.state);
   useEffect(() => {

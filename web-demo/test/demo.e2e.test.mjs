@@ -6,56 +6,12 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdirSync } from 'node:fs';
-import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 
-import { chromium } from 'playwright-core';
+import { WAIT, freePort, launchBrowser, startGateway, stopGateway } from './lib.mjs';
 
-const BIN = process.env.KUBE_PULSE_BIN ?? fileURLToPath(new URL('../../target/debug/kube-pulse', import.meta.url));
 const SHOTS = fileURLToPath(new URL('./screenshots/', import.meta.url));
-const WAIT = 30_000;
-
-async function freePort() {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address();
-  server.close();
-  await once(server, 'close');
-  return port;
-}
-
-/** Starts `kube-pulse demo` on `port` and resolves once it listens. */
-async function startGateway(port) {
-  const child = spawn(BIN, ['demo', '--listen', `127.0.0.1:${port}`, '--no-scenario', '--tick-ms', '400'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    // Member clusters the tests break log connection errors; keep them out.
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'warn,kube_client=off' },
-  });
-  let out = '';
-  await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${out}`)), WAIT);
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      if (out.includes('listening on http://')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`the gateway exited with ${code}: ${out}`)));
-  });
-  return child;
-}
-
-async function stopGateway(child) {
-  if (child.exitCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await once(child, 'exit');
-  clearTimeout(timer);
-}
 
 let port;
 let url;
@@ -68,17 +24,7 @@ before(async () => {
   port = await freePort();
   url = `http://127.0.0.1:${port}`;
   gateway = await startGateway(port);
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchBrowser();
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   page.on('pageerror', (err) => pageErrors.push(err.message));
   await page.goto(`${url}/`);

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 
 import {
   DocumentStore,
+  PulseError,
   backoffDelay,
   connect,
   matches,
@@ -129,8 +130,10 @@ class FakeSocket {
     this.protocols = protocols;
     this.sent = [];
     this.readyState = 0;
+    this.closedWith = undefined;
     FakeSocket.all.push(this);
     queueMicrotask(() => {
+      if (this.readyState !== 0) return;
       if (FakeSocket.refuse) {
         this.readyState = 3;
         this.onclose?.({ code: 1006 });
@@ -143,20 +146,26 @@ class FakeSocket {
   send(text) {
     this.sent.push(JSON.parse(text));
   }
-  close() {
+  close(code) {
+    if (this.readyState === 3) return;
     this.readyState = 3;
+    this.closedWith = code;
+    queueMicrotask(() => this.onclose?.({ code: code ?? 1005 }));
   }
   /** The server's side. */
   push(message) {
     this.onmessage?.({ data: JSON.stringify(message) });
   }
-  drop() {
+  drop(code = 1006) {
     this.readyState = 3;
-    this.onclose?.({ code: 1006 });
+    this.onclose?.({ code });
+  }
+  subscribes() {
+    return this.sent.filter((o) => o.op === 'subscribe');
   }
 }
 
-const tick = () => new Promise((r) => setTimeout(r, 5));
+const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
 
 async function until(what, check) {
   for (let i = 0; i < 400; i++) {
@@ -167,9 +176,16 @@ async function until(what, check) {
   assert.fail(`timed out waiting for ${what}`);
 }
 
-test('over WebSocket: snapshots, patches, live state, and resume from the last cursor', async () => {
+const open = (sockets) => sockets.filter((s) => s.readyState === 1);
+const fresh = () => {
   FakeSocket.all = [];
   FakeSocket.refuse = false;
+};
+const wsClient = (options = {}) =>
+  connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 5 }, ...options });
+
+test('over WebSocket: snapshots, patches, live state, and resume from the last cursor', async () => {
+  fresh();
   const client = connect({
     url: 'http://gw.example/pulse',
     token: 'secret',
@@ -188,17 +204,23 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   const op = ws.sent[0];
   assert.deepEqual({ ...op, id: undefined }, { op: 'subscribe', id: undefined, topics: ['apps/*/shop/*'] });
   const sub = op.id;
+  assert.equal(client.status('apps/*/shop/*').status, 'loading');
   ws.push({ sub, type: 'snapshot', topic: 'apps/a/shop/web', rev: 1, cursor: 'e1-5', doc: { state: 'Running', ready: 3 } });
   ws.push({ sub, type: 'snapshot', topic: 'apps/a/shop/db', rev: 1, cursor: 'e1-5', doc: { state: 'Running' } });
   ws.push({ sub, type: 'synced', cursor: 'e1-5', resumed: false, count: 2 });
   assert.equal(client.state, 'live');
+  assert.equal(client.status('apps/*/shop/*').status, 'live');
   ws.push({ sub, type: 'patch', topic: 'apps/a/shop/web', rev: 2, cursor: 'e1-9', patch: { state: 'Stopping', task: { progress: 40 } } });
   assert.deepEqual(client.get('apps/a/shop/web'), { state: 'Stopping', ready: 3, task: { progress: 40 } });
-  assert.deepEqual(seen.map((c) => c.type), ['snapshot', 'snapshot', 'synced', 'patch']);
+  assert.deepEqual(
+    seen.filter((c) => c.type !== 'status').map((c) => c.type),
+    ['snapshot', 'snapshot', 'synced', 'patch'],
+  );
 
-  // The connection drops: reconnecting, then a new socket resumes from e1-9.
+  // The connection drops: reconnecting and stale, then a new socket resumes from e1-9.
   ws.drop();
   assert.equal(client.state, 'reconnecting');
+  assert.equal(client.status('apps/*/shop/*').status, 'stale');
   const ws2 = await until('a second socket', () => FakeSocket.all[1]?.sent.length && FakeSocket.all[1]);
   assert.equal(ws2.sent[0].since, 'e1-9');
   assert.equal(ws2.sent[0].id, sub);
@@ -208,7 +230,11 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   assert.deepEqual(client.get('apps/a/shop/web'), { state: 'Stopped' });
   assert.equal(client.get('apps/a/shop/db'), undefined);
   assert.ok(seen.some((c) => c.type === 'removed' && c.topic === 'apps/a/shop/db'));
-  assert.deepEqual(states, ['connecting', 'live', 'reconnecting', 'live']);
+  assert.deepEqual(states, ['idle', 'connecting', 'live', 'reconnecting', 'live']);
+  assert.deepEqual(
+    seen.filter((c) => c.type === 'status').map((c) => c.status),
+    ['live', 'stale', 'live'],
+  );
 
   // A gap in revisions starts the subscription over from snapshots.
   ws2.push({ sub, type: 'patch', topic: 'apps/a/shop/web', rev: 5, cursor: 'e2-8', patch: { state: 'x' } });
@@ -217,11 +243,136 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   assert.equal(client.state, 'offline');
 });
 
-function sseResponse(text) {
+test('every holder of a topic hears every change, whichever subscription brought it (finding 1)', async () => {
+  fresh();
+  const client = wsClient();
+  const table = [];
+  const card = [];
+  const card2 = [];
+  client.subscribe('clusters/*', (e) => table.push(e));
+  client.subscribe('clusters/dev', (e) => card.push(e));
+  client.subscribe(['clusters/dev'], (e) => card2.push(e));
+  const ws = await until('two subscribe ops', () => FakeSocket.all[0]?.sent.length === 2 && FakeSocket.all[0]);
+  assert.equal(FakeSocket.all.length, 1, 'one socket');
+  // Same patterns share one subscription on the wire.
+  const [a, b] = ws.sent.map((o) => o.id);
+  const snap = (sub) => ({ sub, type: 'snapshot', topic: 'clusters/dev', rev: 1, cursor: 'e-1', doc: { phase: 'Healthy' } });
+  ws.push(snap(a));
+  ws.push(snap(b));
+  const patch = (sub) => ({ sub, type: 'patch', topic: 'clusters/dev', rev: 2, cursor: 'e-2', patch: { phase: 'Unhealthy' } });
+  ws.push(patch(a)); // applied once …
+  ws.push(patch(b)); // … and skipped here
+  const docs = (events) => events.filter((e) => e.topic === 'clusters/dev').map((e) => e.doc.phase);
+  assert.deepEqual(docs(table), ['Healthy', 'Unhealthy']);
+  assert.deepEqual(docs(card), ['Healthy', 'Unhealthy']);
+  assert.deepEqual(docs(card2), ['Healthy', 'Unhealthy']);
+  client.close();
+});
+
+test('errors reach the subscription by the id of the refused operation (finding 2)', async () => {
+  fresh();
+  const client = wsClient();
+  const events = [];
+  client.subscribe('apps/**/x', (e) => events.push(e));
+  const other = [];
+  client.subscribe('clusters/*', (e) => other.push(e));
+  const ws = await until('subscribes', () => FakeSocket.all[0]?.sent.length === 2 && FakeSocket.all[0]);
+  const [bad, good] = ws.sent.map((o) => o.id);
+  ws.push({ type: 'error', code: 'bad_pattern', message: '`**` must be last', id: bad });
+  const error = events.find((e) => e.type === 'error');
+  assert.equal(error.code, 'bad_pattern');
+  assert.equal(error.error.retrying, false);
+  assert.deepEqual(client.status('apps/**/x'), { status: 'error', error: error.error });
+  // One subscription refused for good does not hold the connection state back.
+  assert.equal(client.state, 'live');
+  // A rate limit is retried, alone.
+  ws.push({ type: 'error', code: 'rate_limited', message: 'too fast', id: good });
+  assert.equal(client.status('clusters/*').status, 'error');
+  await until('the subscription again', () => ws.subscribes().length === 3);
+  assert.equal(ws.subscribes()[2].id, good);
+  ws.push({ sub: good, type: 'synced', cursor: 'e-1', resumed: false, count: 0 });
+  assert.equal(client.status('clusters/*').status, 'live');
+  assert.equal(ws.subscribes().filter((o) => o.id === bad).length, 1, 'a bad pattern is not retried');
+  client.close();
+});
+
+test('subscribe operations are paced under the gateway rate limit', async () => {
+  fresh();
+  const client = wsClient({ subscribeRate: 50 });
+  const stops = [];
+  for (let i = 0; i < 30; i++) stops.push(client.subscribe(`tasks/t${i}`));
+  const ws = await until('a socket', () => open(FakeSocket.all)[0]);
+  await tick(1);
+  assert.equal(ws.subscribes().length, 20, 'a burst of 20');
+  await until('all 30', () => ws.subscribes().length === 30);
+  for (const stop of stops) stop();
+  await tick();
+  assert.equal(client.state, 'idle');
+  assert.equal(client.pumpTimer, null);
+  client.close();
+});
+
+test('nothing subscribed leaves no socket and no timer, also while reconnecting (finding 4)', async () => {
+  fresh();
+  const client = wsClient({ backoff: { initialMs: 50, maxMs: 50, jitter: 0 } });
+  const stop = client.subscribe('clusters/*');
+  const ws = await until('a socket', () => open(FakeSocket.all)[0]);
+  ws.drop();
+  assert.equal(client.state, 'reconnecting');
+  assert.ok(client.timer, 'a reconnect is scheduled');
+  stop();
+  await tick();
+  assert.equal(client.state, 'idle');
+  assert.equal(client.timer, null);
+  await tick(80);
+  assert.equal(FakeSocket.all.length, 1, 'no new socket');
+  // online with nothing subscribed opens nothing either.
+  client.onOnline();
+  await tick();
+  assert.equal(FakeSocket.all.length, 1);
+  // The last holder gone closes the socket.
+  client.subscribe('clusters/*')();
+  await tick();
+  assert.equal(FakeSocket.all.length, 2);
+  assert.equal(FakeSocket.all[1].readyState, 3);
+  assert.equal(client.state, 'idle');
+  client.close();
+});
+
+test('unsubscribe and subscribe again at once (React StrictMode) keeps the subscription and the socket (finding 7)', async () => {
+  fresh();
+  const client = wsClient();
+  client.subscribe('clusters/*')();
+  const stop = client.subscribe('clusters/*');
+  await until('a socket', () => open(FakeSocket.all)[0]);
+  await tick();
+  assert.equal(FakeSocket.all.length, 1);
+  assert.deepEqual(FakeSocket.all[0].sent.map((o) => o.op), ['subscribe']);
+  stop();
+  await tick();
+  assert.deepEqual(FakeSocket.all[0].sent.map((o) => o.op), ['subscribe', 'unsubscribe']);
+  client.close();
+});
+
+test('documents no subscription covers are dropped, not shown later as current (finding 5)', async () => {
+  fresh();
+  const client = wsClient();
+  const stop = client.subscribe('clusters/dev');
+  const ws = await until('subscribe', () => FakeSocket.all[0]?.sent.length && FakeSocket.all[0]);
+  ws.push({ sub: ws.sent[0].id, type: 'snapshot', topic: 'clusters/dev', rev: 1, cursor: 'e-1', doc: { phase: 'Healthy' } });
+  stop();
+  await tick();
+  assert.equal(client.get('clusters/dev'), undefined);
+  assert.deepEqual(client.status('clusters/dev'), { status: 'loading', error: null });
+  client.close();
+});
+
+function sseResponse(text, status = 200) {
   const bytes = new TextEncoder().encode(text);
   return {
-    ok: true,
-    status: 200,
+    ok: status === 200,
+    status,
+    headers: new Map(),
     body: new ReadableStream({
       start(controller) {
         controller.enqueue(bytes.slice(0, 10));
@@ -232,11 +383,72 @@ function sseResponse(text) {
   };
 }
 
-test('auto falls back to SSE over fetch, with the bearer token and Last-Event-ID', async () => {
-  FakeSocket.all = [];
+const jsonResponse = (status, body, headers = {}) => ({
+  ok: status < 300,
+  status,
+  statusText: String(status),
+  headers: new Map(Object.entries(headers)),
+  json: async () => body,
+  text: async () => JSON.stringify(body),
+});
+
+test('auto: a refused token is an auth error, not a reason for SSE; a new token recovers (finding 3)', async () => {
+  fresh();
+  FakeSocket.refuse = true;
+  let token = 'bad';
+  const probes = [];
+  const fetch = async (url, init) => {
+    probes.push({ url, auth: init.headers.Authorization });
+    return jsonResponse(401, { code: 'unauthorized', message: 'token not accepted' });
+  };
+  const client = connect({ url: 'http://gw.example/', getToken: () => token, WebSocket: FakeSocket, fetch, backoff: { initialMs: 5, maxMs: 10 } });
+  const events = [];
+  const errors = [];
+  client.onError((e) => errors.push(e.code));
+  client.subscribe('clusters/*', (e) => events.push(e));
+  await until('the auth error', () => events.some((e) => e.type === 'error'));
+  assert.equal(probes[0].url, 'http://gw.example/api/v1/clusters');
+  assert.equal(probes[0].auth, 'Bearer bad');
+  const error = events.find((e) => e.type === 'error');
+  assert.equal(error.code, 'unauthorized');
+  assert.equal(error.error.auth, true);
+  assert.equal(errors[0], 'unauthorized');
+  await until('more WebSocket attempts', () => FakeSocket.all.length >= 3);
+  assert.equal(client.transport, 'ws', 'still WebSocket');
+  // The user logs in: the next attempt carries the new token.
+  token = 'good';
+  FakeSocket.refuse = false;
+  const ws = await until('an open socket', () => open(FakeSocket.all)[0]);
+  assert.equal(ws.protocols[1], `base64url.bearer.authorization.k8s.io.${base64url('good')}`);
+  await until('subscribe', () => ws.sent.length);
+  assert.equal(client.status('clusters/*').status, 'loading');
+  ws.push({ sub: ws.sent[0].id, type: 'synced', cursor: 'e-1', resumed: false, count: 0 });
+  assert.equal(client.status('clusters/*').status, 'live');
+  client.close();
+});
+
+test('auto: a gateway that is down (a restart) is retried over WebSocket (finding 3)', async () => {
+  fresh();
+  FakeSocket.refuse = true;
+  const fetch = async () => {
+    throw new TypeError('fetch failed');
+  };
+  const client = connect({ url: 'http://gw.example/', WebSocket: FakeSocket, fetch, backoff: { initialMs: 1, maxMs: 5 } });
+  client.subscribe('clusters/*');
+  await until('several attempts', () => FakeSocket.all.length >= 4);
+  assert.equal(client.transport, 'ws');
+  FakeSocket.refuse = false;
+  await until('an open socket', () => open(FakeSocket.all)[0]);
+  assert.equal(client.state, 'live');
+  client.close();
+});
+
+test('auto: SSE only when HTTP passes and WebSockets do not, twice; WebSocket again later', async () => {
+  fresh();
   FakeSocket.refuse = true;
   const requests = [];
   const fetch = async (url, init) => {
+    if (url.endsWith('/api/v1/clusters')) return jsonResponse(200, { items: [] });
     requests.push({ url, headers: init.headers });
     if (requests.length === 1) {
       return sseResponse(
@@ -244,7 +456,7 @@ test('auto falls back to SSE over fetch, with the bearer token and Last-Event-ID
           'id: e1-4\nevent: synced\ndata: {"type":"synced","cursor":"e1-4","resumed":false,"count":1}\n\n',
       );
     }
-    return new Promise(() => {}); // the second stream stays open
+    return new Promise((resolve, reject) => init.signal.addEventListener('abort', () => reject(new Error('aborted'))));
   };
   const client = connect({
     url: 'http://gw.example/',
@@ -252,61 +464,124 @@ test('auto falls back to SSE over fetch, with the bearer token and Last-Event-ID
     WebSocket: FakeSocket,
     fetch,
     backoff: { initialMs: 1, maxMs: 5 },
+    wsRetryMs: 60,
   });
   client.subscribe('clusters/*');
   await until('the snapshot', () => client.get('clusters/dev'));
-  assert.equal(FakeSocket.all.length, 1, 'one WebSocket attempt');
+  assert.equal(FakeSocket.all.length, 2, 'two WebSocket attempts first');
+  assert.equal(client.transport, 'sse');
   assert.equal(requests[0].url, 'http://gw.example/api/v1/events?topic=clusters%2F*');
   assert.equal(requests[0].headers.Authorization, 'Bearer tok');
   // The stream ended: the client reconnects and resumes.
   await until('a second request', () => requests.length === 2);
   assert.equal(requests[1].headers['Last-Event-ID'], 'e1-4');
-  client.close();
-});
-
-test('a refused SSE request is reported, not retried', async () => {
-  let calls = 0;
-  const fetch = async () => {
-    calls++;
-    return {
-      ok: false,
-      status: 400,
-      statusText: 'Bad Request',
-      json: async () => ({ code: 'bad_request', message: 'bad pattern' }),
-    };
-  };
-  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, backoff: { initialMs: 1 } });
-  const events = [];
-  client.subscribe('a/**/b', (e) => events.push(e));
-  await until('the error', () => events.length);
-  await tick();
-  assert.deepEqual(events, [{ type: 'error', code: 'bad_request', message: 'bad pattern' }]);
-  assert.equal(calls, 1);
-  client.close();
-});
-
-test('topicStore keeps one snapshot object until a matching document changes', async () => {
-  FakeSocket.all = [];
+  // WebSockets pass again: the subscription moves back, resuming.
   FakeSocket.refuse = false;
-  const client = connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: FakeSocket });
+  const ws = await until('a subscribe over WebSocket', () => FakeSocket.all.find((s) => s.sent.length));
+  assert.equal(client.transport, 'ws');
+  assert.equal(ws.sent[0].since, 'e1-4');
+  client.close();
+});
+
+test('a refused SSE request is reported, not retried; a rate limit is retried after Retry-After', async () => {
+  let calls = 0;
+  const fetch = async (url) => {
+    calls++;
+    if (url.includes('bad')) return jsonResponse(400, { code: 'bad_request', message: 'bad pattern' });
+    if (calls <= 2) return jsonResponse(429, { code: 'rate_limited', message: 'slow down' }, { 'Retry-After': '0.01' });
+    return sseResponse('id: e-1\nevent: synced\ndata: {"type":"synced","cursor":"e-1","resumed":false,"count":0}\n\n');
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, backoff: { initialMs: 1000 } });
+  const events = [];
+  client.subscribe('a/**/bad', (e) => events.push(e));
+  await until('the error', () => events.some((e) => e.type === 'error'));
+  await tick();
+  const error = events.find((e) => e.type === 'error');
+  assert.deepEqual([error.code, error.message, error.error.status], ['bad_request', 'bad pattern', 400]);
+  assert.equal(calls, 1);
+  const limited = [];
+  client.subscribe('clusters/*', (e) => limited.push(e));
+  await until('synced after the rate limit', () => limited.some((e) => e.type === 'synced'));
+  assert.equal(limited.find((e) => e.type === 'error').code, 'rate_limited');
+  client.close();
+});
+
+test('over SSE the connection is live while any stream is', async () => {
+  let ends = null;
+  const fetch = async (url, init) => {
+    if (url.includes('tasks')) {
+      // This stream opens, then ends once.
+      if (ends) return new Promise((resolve, reject) => init.signal.addEventListener('abort', () => reject(new Error('aborted'))));
+      let close;
+      ends = () => close();
+      return {
+        ok: true,
+        status: 200,
+        body: new ReadableStream({
+          start(controller) {
+            close = () => controller.close();
+          },
+        }),
+      };
+    }
+    return new Promise((resolve, reject) => {
+      init.signal.addEventListener('abort', () => reject(new Error('aborted')));
+      resolve({ ok: true, status: 200, body: new ReadableStream({}) });
+    });
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, backoff: { initialMs: 50, maxMs: 50, jitter: 0 } });
+  const states = [];
+  client.onState((s) => states.push(s));
+  client.subscribe('clusters/*');
+  client.subscribe('tasks/*');
+  await until('two streams', () => ends && client.state === 'live');
+  ends();
+  await tick(20);
+  assert.equal(client.state, 'live', 'the other stream is still open');
+  assert.deepEqual(states, ['connecting', 'live']);
+  client.close();
+});
+
+test('renewToken sends the auth operation and resolves with its answer', async () => {
+  fresh();
+  const client = wsClient({ token: 'old' });
+  client.subscribe('clusters/*');
+  const ws = await until('a socket', () => open(FakeSocket.all)[0]);
+  const renewed = client.renewToken('new-token');
+  const op = ws.sent.find((o) => o.op === 'auth');
+  assert.equal(op.token, 'new-token');
+  ws.push({ type: 'authenticated', subject: 'alice', expires: '2027-01-01T00:00:00Z', id: op.id });
+  assert.equal((await renewed).subject, 'alice');
+  const refused = client.renewToken('other');
+  ws.push({ type: 'error', code: 'unauthorized', message: 'no', id: ws.sent.at(-1).id });
+  await assert.rejects(refused, (e) => e.code === 'unauthorized');
+  client.close();
+});
+
+test('topicStore gives {data, status, error}, one object until something changes', async () => {
+  fresh();
+  const client = wsClient();
   const store = topicStore(client, 'clusters/*');
   let renders = 0;
   const stop = store.subscribe(() => renders++);
   const first = store.getSnapshot();
   assert.equal(store.getSnapshot(), first);
+  assert.deepEqual(first, { data: {}, status: 'loading', error: null });
   const ws = await until('subscribe', () => FakeSocket.all[0]?.sent.length && FakeSocket.all[0]);
   const sub = ws.sent[0].id;
   ws.push({ sub, type: 'snapshot', topic: 'clusters/dev', rev: 1, cursor: 'e-1', doc: { phase: 'Healthy' } });
   ws.push({ sub, type: 'synced', cursor: 'e-1', resumed: false, count: 1 });
-  assert.equal(renders, 1);
-  assert.deepEqual(store.getSnapshot(), { 'clusters/dev': { phase: 'Healthy' } });
-  assert.notEqual(store.getSnapshot(), first);
+  assert.equal(renders, 2);
+  assert.deepEqual(store.getSnapshot(), { data: { 'clusters/dev': { phase: 'Healthy' } }, status: 'live', error: null });
+  const single = topicStore(client, 'clusters/dev', { single: true });
+  assert.deepEqual(single.getSnapshot().data, { phase: 'Healthy' });
   stop();
+  await tick();
   assert.deepEqual(ws.sent.at(-1), { op: 'unsubscribe', id: sub });
   client.close();
 });
 
-test('requests carry the token and turn errors into exceptions', async () => {
+test('requests carry the token and turn errors into PulseErrors', async () => {
   const calls = [];
   const fetch = async (url, init) => {
     calls.push({ url, init });
@@ -324,7 +599,7 @@ test('requests carry the token and turn errors into exceptions', async () => {
   assert.equal(calls[0].url, 'http://gw.example/pulse/api/v1/tasks');
   assert.equal(calls[0].init.method, 'POST');
   assert.equal(calls[0].init.headers.Authorization, 'Bearer t');
-  await assert.rejects(client.createTask({}), (e) => e.status === 409 && e.code === 'conflict');
+  await assert.rejects(client.createTask({}), (e) => e instanceof PulseError && e.status === 409 && e.code === 'conflict');
   client.close();
 });
 

@@ -7,7 +7,7 @@ import { createElement } from 'react';
 import { renderToString } from 'react-dom/server';
 
 import { connect } from '../kube-pulse.js';
-import { useConnectionState, useDocument, useTopic } from '../react.js';
+import { useConnectionState, useDocument, usePulse, usePulseTopics, useTopic } from '../react.js';
 
 class QuietSocket {
   constructor() {
@@ -45,7 +45,23 @@ test('useTopic, useDocument and useConnectionState render the local copy', () =>
   const html = renderToString(createElement(Clusters));
   assert.equal(
     html,
-    '<ul data-state="connecting"><li>dev: Healthy (Ready)</li><li>prod: Unhealthy (Disconnected)</li><li>web: Stopping</li></ul>',
+    '<ul data-state="idle"><li>dev: Healthy (Ready)</li><li>prod: Unhealthy (Disconnected)</li><li>web: Stopping</li></ul>',
   );
+  client.close();
+});
+
+test('usePulse and usePulseTopics return {data, status, error}', () => {
+  const client = clientWith({ 'clusters/dev': { name: 'dev', phase: 'Healthy', reason: 'Ready' } });
+  function Card() {
+    const { data, status, error } = usePulse(client, 'clusters/dev');
+    const all = usePulseTopics(client, ['clusters/*']);
+    return createElement(
+      'p',
+      { 'data-status': status, 'data-error': error?.code ?? '' },
+      `${data?.phase} ${Object.keys(all.data).length} ${all.status}`,
+    );
+  }
+  // Nothing is subscribed while rendering on the server: loading, with the local copy.
+  assert.equal(renderToString(createElement(Card)), '<p data-status="loading" data-error="">Healthy 1 loading</p>');
   client.close();
 });

@@ -1,0 +1,261 @@
+// The client and its React hooks in headless Chromium against real
+// `kube-pulse demo` gateways, one test per finding of issue 20: hooks on the
+// same topic stay equal to REST after every settled change (WebSocket and
+// SSE), errors reach the hooks, a refused token recovers without a reload,
+// a gateway restart stays on WebSocket, unmounting leaves no socket (the
+// sessions gauge returns to 0), a remount never paints old data as live,
+// and StrictMode opens one socket. KUBE_PULSE_CLIENT_DIR runs them against
+// another copy of the client (e.g. the old one, to see them fail).
+
+import { after, afterEach, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import * as esbuild from 'esbuild';
+
+import { WAIT, freePort, launchBrowser, sessions, startGateway, stopGateway, until } from './lib.mjs';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const CLIENT = path.resolve(process.env.KUBE_PULSE_CLIENT_DIR ?? path.join(HERE, '../client'));
+const TOKEN = 'valid-token-0123456789abcdef';
+const CLUSTERS = ['dev', 'prod', 'staging'];
+
+let bundle;
+let browser;
+let port;
+let base; // http://127.0.0.1:PORT/
+let gateway;
+let authPort;
+let authBase; // http://127.0.0.1:PORT/pulse/
+let authGateway;
+let tmp;
+
+before(async () => {
+  const built = await esbuild.build({
+    entryPoints: [path.join(HERE, 'harness/app.js')],
+    bundle: true,
+    format: 'esm',
+    write: false,
+    define: { 'process.env.NODE_ENV': '"development"' },
+    nodePaths: [path.join(HERE, '../node_modules')],
+    plugins: [
+      {
+        name: 'client',
+        setup(b) {
+          b.onResolve({ filter: /^@kube-pulse\/client(\/react)?$/ }, (args) => ({
+            path: path.join(CLIENT, args.path.endsWith('/react') ? 'react.js' : 'kube-pulse.js'),
+          }));
+        },
+      },
+    ],
+  });
+  bundle = built.outputFiles[0].text;
+  tmp = mkdtempSync(path.join(tmpdir(), 'kube-pulse-e2e-'));
+  writeFileSync(
+    path.join(tmp, 'tokens.yaml'),
+    `tokens:\n  - subject: tester\n    token: "${TOKEN}"\n    read: ["*"]\n    write: ["*"]\n`,
+  );
+  [port, authPort] = [await freePort(), await freePort()];
+  base = `http://127.0.0.1:${port}/`;
+  authBase = `http://127.0.0.1:${authPort}/pulse/`;
+  [gateway, authGateway] = await Promise.all([
+    startGateway(port),
+    startGateway(authPort, ['--auth', 'tokens', '--tokens-file', path.join(tmp, 'tokens.yaml'), '--base-path', '/pulse']),
+  ]);
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await Promise.all([gateway && stopGateway(gateway), authGateway && stopGateway(authGateway)]);
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+const contexts = [];
+afterEach(async () => {
+  // Closed even when a test failed, so that no page keeps a session open.
+  for (const c of contexts.splice(0)) await c.close();
+});
+
+/** A page on the gateway's origin (so the WebSocket origin check passes) serving the harness. */
+async function harness(at) {
+  const context = await browser.newContext();
+  contexts.push(context);
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (err) => errors.push(err.message));
+  // The document comes from the gateway itself (a 404 page): a document
+  // the test fulfilled would have no address space, and Chromium's local
+  // network access checks would block its WebSocket to loopback.
+  await page.route(`${at}__harness/app.js`, (route) => route.fulfill({ contentType: 'text/javascript', body: bundle }));
+  await page.goto(`${at}__harness/`);
+  await page.setContent(
+    `<!doctype html><meta charset="utf-8"><div id="root"></div><script type="module" src="${at}__harness/app.js"></script>`,
+  );
+  await page.waitForFunction(() => window.harnessReady === true, null, { timeout: WAIT });
+  return { page, context, errors };
+}
+
+async function rest(at, token) {
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  const { items } = await (await fetch(`${at}api/v1/clusters`, { headers })).json();
+  return Object.fromEntries(items.map((c) => [`clusters/${c.name}`, c.phase]));
+}
+
+/**
+ * Waits for the gateway to settle (REST the same twice, 600 ms apart) and
+ * for every card and row to show REST's phase, live; returns what was shown.
+ */
+async function equalToRest(page, at, { token, want } = {}) {
+  return until(
+    'every card and row equal to REST',
+    async () => {
+      const a = await rest(at, token);
+      const shown = await page.evaluate(() => window.shown());
+      await new Promise((r) => setTimeout(r, 600));
+      const b = await rest(at, token);
+      if (JSON.stringify(a) !== JSON.stringify(b)) return { wrong: 'REST still changing' };
+      if (want && !want(b)) return { wrong: 'REST not there yet', rest: b };
+      const bad = [...shown.cards, ...shown.rows].filter((x) => x.phase !== b[x.topic] || (x.status && x.status !== 'live' && x.status !== 'n/a'));
+      if (shown.rows.length && shown.rows.length !== Object.keys(b).length) return { wrong: 'rows', shown, rest: b };
+      return bad.length ? { wrong: 'mismatch', bad, rest: b } : { shown, rest: b };
+    },
+    20_000,
+  );
+}
+
+const fault = (at, cluster, body) =>
+  fetch(`${at}_sim/clusters/${cluster}/faults`, { method: body ? 'PUT' : 'DELETE', body: body && JSON.stringify(body) });
+
+// 25 cards over the three clusters, each its own hook, beside the table.
+const CARDS = Array.from({ length: 25 }, (_, i) => [`clusters/${CLUSTERS[i % 3]}`]);
+
+for (const transport of ['ws', 'sse']) {
+  test(`a table and 25 cards on the same topics equal REST after each settled change (${transport}; findings 1, 7)`, async () => {
+    const { page, errors } = await harness(base);
+    await page.evaluate((o) => window.mountApp(o), { url: base, transport, table: true, cards: CARDS });
+    await equalToRest(page, base, { want: (r) => CLUSTERS.every((c) => r[`clusters/${c}`] === 'Healthy') });
+    if (transport === 'ws') assert.equal(await page.evaluate(() => window.socketsOpened), 1, 'StrictMode: one socket');
+    const steps = [
+      ['staging', { refuse: true }, 'Unhealthy'],
+      ['staging', null, 'Healthy'],
+      ['prod', { refuse: true }, 'Unhealthy'],
+      ['prod', null, 'Healthy'],
+    ];
+    for (const [cluster, body, phase] of steps) {
+      assert.equal((await fault(base, cluster, body)).status, 200);
+      const { shown } = await equalToRest(page, base, { want: (r) => r[`clusters/${cluster}`] === phase });
+      assert.equal(shown.cards.length, 25);
+      assert.equal(shown.state, 'live');
+    }
+    assert.deepEqual(errors, []);
+    });
+}
+
+test('rate-limit errors reach the hooks, and the refused subscriptions sync after a retry (finding 2)', async () => {
+  const { page } = await harness(base);
+  // Pacing off: 25 subscribe operations at once, over the gateway's 20 per second.
+  const cards = CLUSTERS.flatMap((c) => Array.from({ length: 9 }, (_, i) => [`clusters/${c}`, `tasks/rate-${c}-${i}`])).slice(0, 25);
+  await page.evaluate((o) => window.mountApp(o), { url: base, transport: 'ws', cards, subscribeRate: 1000 });
+  await until('a rate_limited error in a hook', () => page.evaluate(() => window.errorsSeen.some((e) => e.code === 'rate_limited')));
+  await equalToRest(page, base);
+  assert.equal(await page.evaluate(() => window.socketsOpened), 1, 'no socket closed by the rate limit');
+  await page.evaluate(() => window.unmountApp());
+  // Paced (the default): 60 subscriptions sync without a single error.
+  const many = Array.from({ length: 60 }, (_, i) => [`clusters/${CLUSTERS[i % 3]}`, `tasks/paced-${i}`]);
+  await page.evaluate(() => {
+    window.errorsSeen = [];
+  });
+  await page.evaluate((o) => window.mountApp(o), { url: base, transport: 'ws', cards: many });
+  const { shown } = await equalToRest(page, base);
+  assert.equal(shown.cards.length, 60);
+  assert.deepEqual(await page.evaluate(() => window.errorsSeen), []);
+  assert.equal(await page.evaluate(() => window.socketsOpened), 2);
+});
+
+for (const transport of ['auto', 'sse']) {
+  test(`a refused token shows in the hooks, and a valid one recovers without a reload (${transport}; findings 2, 3)`, async () => {
+    const { page } = await harness(authBase);
+    await page.evaluate(() => {
+      localStorage.setItem('tok', 'wrong-token-0123456789abcdef');
+      window.loadedOnce = true;
+    });
+    const cards = [['clusters/dev'], ['clusters/dev'], ['clusters/prod']];
+    await page.evaluate((o) => window.mountApp(o), { url: authBase, transport, cards, backoff: { initialMs: 200, maxMs: 1000 } });
+    const refused = await until('the auth error in every card', async () => {
+      const { cards: shown } = await page.evaluate(() => window.shown());
+      return shown.length === 3 && shown.every((c) => c.error === 'unauthorized' && c.status === 'error') && shown;
+    });
+    assert.ok(refused.every((c) => c.phase === ''));
+    await page.evaluate((t) => localStorage.setItem('tok', t), TOKEN);
+    await equalToRest(page, authBase, { token: TOKEN });
+    assert.equal(await page.evaluate(() => window.loadedOnce), true, 'no reload');
+    const { transport: now } = await page.evaluate(() => window.shown());
+    assert.equal(now, transport === 'auto' ? 'ws' : 'sse', 'a 401 is no reason to leave WebSocket');
+    if (transport === 'auto') assert.deepEqual(await sessions(authBase, TOKEN), { ws: 1, sse: 0 });
+    });
+}
+
+test('a remount never paints the old document as live (finding 5)', async () => {
+  const { page } = await harness(base);
+  const cards = [['clusters/dev']];
+  await page.evaluate((o) => window.mountApp(o), { url: base, cards });
+  await equalToRest(page, base, { want: (r) => r['clusters/dev'] === 'Healthy' });
+  await page.evaluate(() => window.unmountApp());
+  await until('the client idle', async () => (await page.evaluate(() => window.shown().state)) === 'idle');
+  assert.equal((await fault(base, 'dev', { refuse: true })).status, 200);
+  await until('dev Unhealthy over REST', async () => (await rest(base))['clusters/dev'] === 'Unhealthy');
+  await page.evaluate((o) => window.mountApp(o), { url: base, cards, reuseClient: true });
+  await equalToRest(page, base, { want: (r) => r['clusters/dev'] === 'Unhealthy' });
+  const paints = await page.evaluate(() => window.paints);
+  assert.ok(paints.length > 0);
+  assert.deepEqual(paints.filter((p) => p.phase === 'Healthy'), [], 'the old Healthy never shows');
+  assert.equal(paints[0].status, 'loading');
+  assert.equal((await fault(base, 'dev', null)).status, 200);
+});
+
+test('unmounting while reconnecting, and offline → online with nothing mounted, leave no socket (finding 4)', async () => {
+  const { page, context } = await harness(base);
+  // The reconnect is due 5 s after the drop, once the gateway is back.
+  const backoff = { initialMs: 5000, maxMs: 5000, jitter: 0 };
+  await page.evaluate((o) => window.mountApp(o), { url: base, cards: [['clusters/dev']], backoff });
+  await equalToRest(page, base);
+  await stopGateway(gateway);
+  await until('reconnecting', async () => (await page.evaluate(() => window.shown().state)) === 'reconnecting');
+  await page.evaluate(() => window.unmountApp());
+  gateway = await startGateway(port);
+  await new Promise((r) => setTimeout(r, 6500));
+  assert.deepEqual(await sessions(base), { ws: 0, sse: 0 });
+  assert.equal(await page.evaluate(() => window.openSockets()), 0);
+  assert.equal(await page.evaluate(() => window.shown().state), 'idle');
+  // Mounted, unmounted, then the browser goes offline and online again.
+  await page.evaluate((o) => window.mountApp(o), { url: base, cards: [['clusters/dev']], reuseClient: true });
+  await equalToRest(page, base);
+  await page.evaluate(() => window.unmountApp());
+  await context.setOffline(true);
+  await context.setOffline(false);
+  await page.evaluate(() => window.dispatchEvent(new Event('online')));
+  await new Promise((r) => setTimeout(r, 2000));
+  await until('the sessions gauge at 0', async () => {
+    const s = await sessions(base);
+    return s.ws + s.sse === 0 || { wrong: s };
+  }, 10_000);
+  assert.equal(await page.evaluate(() => window.openSockets()), 0);
+  assert.equal(await page.evaluate(() => window.shown().state), 'idle');
+});
+
+test('a gateway restart stays on WebSocket (finding 3)', async () => {
+  const { page } = await harness(base);
+  await page.evaluate((o) => window.mountApp(o), { url: base, table: true, cards: CARDS.slice(0, 6), backoff: { initialMs: 200, maxMs: 1000 } });
+  await equalToRest(page, base);
+  await stopGateway(gateway);
+  await until('reconnecting', async () => (await page.evaluate(() => window.shown().state)) === 'reconnecting');
+  await new Promise((r) => setTimeout(r, 2500)); // several failed handshakes
+  gateway = await startGateway(port);
+  const { shown } = await equalToRest(page, base);
+  assert.equal(shown.transport, 'ws');
+  assert.deepEqual(await sessions(base), { ws: 1, sse: 0 });
+});

@@ -1,0 +1,95 @@
+// The test harness page: React (development build, StrictMode) rendering
+// a cluster table and cards through the package's hooks, driven by the
+// browser tests through window.mountApp / window.unmountApp. It records
+// every paint, every error a hook showed and every WebSocket it opened.
+
+import { StrictMode, createElement as h, useEffect } from 'react';
+import { createRoot } from 'react-dom/client';
+import { connect } from '@kube-pulse/client';
+import * as hooks from '@kube-pulse/client/react';
+
+// Clients before {data, status, error} hooks are driven through useTopic,
+// so that the tests can show what they fail.
+const usePulseTopics =
+  hooks.usePulseTopics ?? ((client, patterns) => ({ data: hooks.useTopic(client, patterns), status: 'n/a', error: null }));
+
+const sockets = new Set();
+window.socketsOpened = 0;
+class CountingSocket extends WebSocket {
+  constructor(...args) {
+    super(...args);
+    window.socketsOpened++;
+    sockets.add(this);
+    this.addEventListener('close', () => sockets.delete(this));
+  }
+}
+window.openSockets = () => [...sockets].filter((s) => s.readyState <= 1).length;
+window.paints = [];
+window.errorsSeen = [];
+
+function Card({ id, topics }) {
+  const { data, status, error } = usePulseTopics(window.client, topics);
+  const doc = data[topics[0]];
+  window.paints.push({ id, phase: doc?.phase ?? '', status });
+  useEffect(() => {
+    if (error) window.errorsSeen.push({ id, code: error.code });
+  }, [error, id]);
+  return h('div', {
+    className: 'card',
+    'data-id': id,
+    'data-topic': topics[0],
+    'data-phase': doc?.phase ?? '',
+    'data-status': status,
+    'data-error': error?.code ?? '',
+  });
+}
+
+function Table() {
+  const { data, status } = usePulseTopics(window.client, 'clusters/*');
+  return h(
+    'table',
+    { 'data-status': status },
+    h(
+      'tbody',
+      null,
+      Object.values(data).map((c) => h('tr', { key: c.name, className: 'row', 'data-topic': `clusters/${c.name}`, 'data-phase': c.phase })),
+    ),
+  );
+}
+
+let root = null;
+window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, reuseClient = false }) => {
+  if (!reuseClient || !window.client) {
+    window.client?.close();
+    window.client = connect({
+      url,
+      transport,
+      backoff,
+      subscribeRate,
+      token: () => localStorage.getItem('tok') || undefined,
+      WebSocket: CountingSocket,
+    });
+  }
+  window.paints = [];
+  root = createRoot(document.getElementById('root'));
+  root.render(
+    h(
+      StrictMode,
+      null,
+      table ? h(Table) : null,
+      cards.map((topics, i) => h(Card, { key: i, id: i, topics })),
+    ),
+  );
+};
+window.unmountApp = () => {
+  root?.unmount();
+  root = null;
+};
+/** What the page shows: the phase and status of every card and table row. */
+window.shown = () => ({
+  cards: [...document.querySelectorAll('.card')].map((c) => ({ ...c.dataset })),
+  rows: [...document.querySelectorAll('.row')].map((r) => ({ ...r.dataset })),
+  state: window.client?.state,
+  transport: window.client?.transport,
+});
+window.harnessReady = true;

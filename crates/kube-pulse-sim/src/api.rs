@@ -159,6 +159,7 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
         "application/yaml" | "application/x-yaml" => {
             serde_yaml_ng::from_slice(body).map_err(|e| e.to_string())
         }
+        super::protobuf::MEDIA_TYPE => return super::protobuf::decode(body),
         _ => return Err(ApiError::unsupported_media_type(&content_type)),
     };
     let value = parsed.map_err(|e| {

@@ -16,6 +16,7 @@ pub mod faults;
 pub mod object;
 mod params;
 pub mod patch;
+mod protobuf;
 pub mod resources;
 pub mod reviews;
 pub mod scenario;

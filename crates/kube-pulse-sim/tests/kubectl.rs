@@ -175,3 +175,114 @@ async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
     );
     sim.shutdown().await;
 }
+
+// kubectl's typed generators (create namespace/deployment/configmap, run) send protobuf bodies.
+#[tokio::test]
+async fn kubectl_typed_generators_create_objects() {
+    let sim = sim().await;
+    let server = sim.url();
+
+    let out = ok(&kubectl(&server, &["create", "namespace", "team"]).await);
+    assert_eq!(out.trim(), "namespace/team created");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "team",
+            "--image=registry.example/web:1",
+            "--replicas=2",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "deployment.apps/web created");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "create",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "--from-literal=color=blue",
+            "--from-literal=size=9",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "configmap/settings created");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "run",
+            "shell",
+            "-n",
+            "team",
+            "--image=registry.example/shell:1",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "pod/shell created");
+
+    let jsonpath = "-o=jsonpath={.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image}";
+    let out = ok(&kubectl(
+        &server,
+        &["get", "deployment", "web", "-n", "team", jsonpath],
+    )
+    .await);
+    assert_eq!(out.trim(), "2 web registry.example/web:1");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "-o=jsonpath={.data.color}/{.data.size}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "blue/9");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "pod",
+            "shell",
+            "-n",
+            "team",
+            "-o=jsonpath={.metadata.labels.run} {.spec.containers[0].name} {.spec.restartPolicy}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "shell shell Always");
+    let out = ok(&kubectl(
+        &server,
+        &["get", "namespace", "team", "-o=jsonpath={.status.phase}"],
+    )
+    .await);
+    assert_eq!(out.trim(), "Active");
+    // The controller converges the generated Deployment like any other.
+    eventually(Duration::from_secs(20), "web ready", || {
+        let server = server.clone();
+        async move {
+            let out = kubectl(
+                &server,
+                &[
+                    "get",
+                    "deployment",
+                    "web",
+                    "-n",
+                    "team",
+                    "-o=jsonpath={.status.readyReplicas}",
+                ],
+            )
+            .await;
+            (String::from_utf8_lossy(&out.stdout).trim() == "2").then_some(())
+        }
+    })
+    .await;
+    sim.shutdown().await;
+}

@@ -11,6 +11,7 @@
 mod api;
 mod control;
 pub mod converger;
+pub mod crd;
 mod discovery;
 pub mod faults;
 pub mod object;

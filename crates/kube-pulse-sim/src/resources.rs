@@ -29,6 +29,9 @@ pub struct ResourceDef {
     pub scale_subresource: bool,
     #[serde(default)]
     pub short_names: Vec<String>,
+    /// Singular name when it is not the lower-case kind (a CRD's `names.singular`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub singular_name: Option<String>,
 }
 
 impl ResourceDef {
@@ -43,6 +46,7 @@ impl ResourceDef {
             status_subresource: true,
             scale_subresource: false,
             short_names: vec![],
+            singular_name: None,
         }
     }
 
@@ -80,7 +84,9 @@ impl ResourceDef {
     }
 
     pub fn singular(&self) -> String {
-        self.kind.to_lowercase()
+        self.singular_name
+            .clone()
+            .unwrap_or_else(|| self.kind.to_lowercase())
     }
 
     /// The `APIResource` entries for discovery: the resource and its subresources.
@@ -148,6 +154,7 @@ fn builtin(
         status_subresource: status,
         scale_subresource: scale,
         short_names: short.iter().map(|s| s.to_string()).collect(),
+        singular_name: None,
     }
 }
 
@@ -175,6 +182,16 @@ pub fn builtins() -> Vec<ResourceDef> {
             true,
             &["sts"],
         ),
+        // CustomResourceDefinitions add resources while the cluster runs (crd.rs).
+        builtin(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            true,
+            false,
+            &["crd", "crds"],
+        ),
     ]
 }
 
@@ -182,6 +199,8 @@ pub fn builtins() -> Vec<ResourceDef> {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     defs: Vec<ResourceDef>,
+    /// Table keys (`group/plural`) whose definitions come from a CRD object.
+    custom: std::collections::BTreeSet<String>,
 }
 
 impl Catalog {
@@ -195,7 +214,31 @@ impl Catalog {
                 defs.push(def);
             }
         }
-        Self { defs }
+        Self {
+            defs,
+            custom: Default::default(),
+        }
+    }
+
+    /// This catalogue with the resources of one CRD (`group/plural`) replaced by
+    /// `defs`; an empty `defs` stops serving it.
+    pub fn with_custom(&self, group: &str, plural: &str, defs: Vec<ResourceDef>) -> Self {
+        let key = format!("{group}/{plural}");
+        let mut next = self.clone();
+        next.defs.retain(|d| d.table_key() != key);
+        next.custom.remove(&key);
+        if !defs.is_empty() {
+            next.defs.extend(defs);
+            next.custom.insert(key);
+        }
+        next
+    }
+
+    /// Whether `group/plural` is served by something other than a CRD (a built-in
+    /// or an extra resource), so a CRD for it cannot be accepted.
+    pub fn is_fixed(&self, group: &str, plural: &str) -> bool {
+        let key = format!("{group}/{plural}");
+        !self.custom.contains(&key) && self.defs.iter().any(|d| d.table_key() == key)
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
@@ -269,6 +312,7 @@ mod tests {
             groups,
             vec![
                 ("apps".to_string(), vec!["v1".to_string()]),
+                ("apiextensions.k8s.io".to_string(), vec!["v1".to_string()]),
                 (
                     "pulse.example.com".to_string(),
                     vec!["v1alpha1".to_string()]
@@ -276,6 +320,32 @@ mod tests {
             ]
         );
         assert_eq!(catalog.namespaced_tables().len(), 5);
+    }
+
+    #[test]
+    fn crds_replace_and_remove_their_resources_only() {
+        let extra = ResourceDef::custom("pulse.example.com", "v1", "gadgets", "Gadget");
+        let catalog = Catalog::new(vec![extra]);
+        assert!(catalog.is_fixed("apps", "deployments"));
+        assert!(catalog.is_fixed("pulse.example.com", "gadgets"));
+        let widget = |v: &str| ResourceDef::custom("pulse.example.com", v, "widgets", "Widget");
+        let one = catalog.with_custom("pulse.example.com", "widgets", vec![widget("v1")]);
+        assert!(!one.is_fixed("pulse.example.com", "widgets"));
+        let two = one.with_custom(
+            "pulse.example.com",
+            "widgets",
+            vec![widget("v2"), widget("v1")],
+        );
+        assert_eq!(
+            two.groups().last().unwrap().1,
+            ["v1".to_string(), "v2".to_string()],
+            "gadgets v1 registered first"
+        );
+        assert!(two.find("pulse.example.com", "v2", "widgets").is_some());
+        let none = two.with_custom("pulse.example.com", "widgets", vec![]);
+        assert!(none.find("pulse.example.com", "v1", "widgets").is_none());
+        assert!(none.find("pulse.example.com", "v1", "gadgets").is_some());
+        assert_eq!(none.all().len(), catalog.all().len());
     }
 
     #[test]

@@ -9,10 +9,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use base64::Engine;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use super::crd;
 use super::object::{
     self, UpdateScope, has_finalizers, is_terminating, name_of, resource_version_of, timestamp,
 };
@@ -120,7 +121,9 @@ pub struct Preconditions {
 /// The store of one cluster.
 pub struct Store {
     inner: Mutex<Inner>,
-    catalog: Catalog,
+    /// Replaced (never mutated in place) when a CRD is written or deleted, under
+    /// the `inner` lock; readers take a snapshot. Lock order: `inner`, then this.
+    catalog: RwLock<Arc<Catalog>>,
     window_size: usize,
     events: broadcast::Sender<Arc<StoredEvent>>,
     /// Bumped when every open watch must end with 410 Expired.
@@ -174,15 +177,68 @@ impl Store {
                 window: VecDeque::new(),
                 floor: 1,
             }),
-            catalog,
+            catalog: RwLock::new(Arc::new(catalog)),
             window_size: window_size.max(1),
             events,
             expiry,
         }
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// The resources served now (a snapshot: CRDs change the catalogue).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().clone()
+    }
+
+    /// For a CRD being written: checks it, sets the status its controllers
+    /// would write, and returns the resources to serve (None when a built-in
+    /// already has its plural, so its names are not accepted).
+    fn accept_crd(
+        &self,
+        def: &ResourceDef,
+        crd: &mut Value,
+        previous: Option<&Value>,
+    ) -> ApiResult<Option<Vec<ResourceDef>>> {
+        let defs = crd::served(def, crd)?;
+        let (group, plural) = crd::group_plural(crd);
+        let conflict = self.catalog().is_fixed(group, plural);
+        let now = timestamp(chrono::Utc::now());
+        crd["status"] = crd::status(crd, previous.map(|p| &p["status"]), conflict, &now);
+        Ok((!conflict).then_some(defs))
+    }
+
+    /// Serves the resources of a committed CRD (replacing its earlier versions).
+    fn serve_crd(&self, crd: &Value, defs: Vec<ResourceDef>) {
+        let (group, plural) = crd::group_plural(crd);
+        let mut catalog = self.catalog.write();
+        *catalog = Arc::new(catalog.with_custom(group, plural, defs));
+    }
+
+    /// Before a CRD's deletion is committed: deletes every object of its
+    /// resource (watchers see them DELETED), then stops serving it.
+    fn drop_crd(&self, inner: &mut Inner, crd: &Value) {
+        let (group, plural) = crd::group_plural(crd);
+        let catalog = self.catalog();
+        if catalog.is_fixed(group, plural) {
+            return;
+        }
+        let Some(served) = catalog
+            .all()
+            .iter()
+            .find(|d| d.group == group && d.plural == plural)
+            .cloned()
+        else {
+            return;
+        };
+        let keys: Vec<Key> = inner
+            .tables
+            .get(&served.table_key())
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default();
+        for key in keys {
+            self.commit(inner, &served, key, EventType::Deleted, None);
+        }
+        inner.tables.remove(&served.table_key());
+        self.serve_crd(crd, Vec::new());
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -251,7 +307,8 @@ impl Store {
     }
 
     fn check_namespace_open(&self, inner: &Inner, namespace: &str) -> ApiResult<()> {
-        let ns_def = self.catalog.namespaces();
+        let catalog = self.catalog();
+        let ns_def = catalog.namespaces();
         let ns = inner
             .tables
             .get(&ns_def.table_key())
@@ -292,9 +349,14 @@ impl Store {
         body: Value,
         dry_run: bool,
     ) -> ApiResult<Arc<Value>> {
-        let obj = object::prepare_create(def, namespace, body, chrono::Utc::now())?;
+        let mut obj = object::prepare_create(def, namespace, body, chrono::Utc::now())?;
         let name = name_of(&obj).to_string();
         let mut inner = self.inner.lock();
+        let custom = if crd::is_crd(def) {
+            self.accept_crd(def, &mut obj, None)?
+        } else {
+            None
+        };
         if let Some(ns) = namespace.filter(|_| def.namespaced) {
             self.check_namespace_open(&inner, ns)?;
         }
@@ -309,7 +371,11 @@ impl Store {
         if dry_run {
             return Ok(Arc::new(obj));
         }
-        Ok(self.commit(&mut inner, def, key, EventType::Added, Some(obj)))
+        let created = self.commit(&mut inner, def, key, EventType::Added, Some(obj));
+        if let Some(defs) = custom {
+            self.serve_crd(&created, defs);
+        }
+        Ok(created)
     }
 
     /// Replaces an object (PUT). A `resourceVersion` in the body must match.
@@ -352,6 +418,12 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(def, name))?;
         let requested = change(&current)?;
         let mut next = object::prepare_update(def, &current, requested, scope)?;
+        let custom = if crd::is_crd(def) {
+            crd::check_update(def, &current, &next)?;
+            self.accept_crd(def, &mut next, Some(&current))?
+        } else {
+            None
+        };
         next["metadata"]["resourceVersion"] = json!(resource_version_of(&current));
         if object::same_content(&current, &next) {
             return Ok(current);
@@ -360,9 +432,16 @@ impl Store {
             return Ok(Arc::new(next));
         }
         if is_terminating(&next) && !has_finalizers(&next) && def.kind != "Namespace" {
+            if crd::is_crd(def) {
+                self.drop_crd(&mut inner, &current);
+            }
             return Ok(self.commit(&mut inner, def, key, EventType::Deleted, Some(next)));
         }
-        Ok(self.commit(&mut inner, def, key, EventType::Modified, Some(next)))
+        let updated = self.commit(&mut inner, def, key, EventType::Modified, Some(next));
+        if let Some(defs) = custom.filter(|_| !is_terminating(&updated)) {
+            self.serve_crd(&updated, defs);
+        }
+        Ok(updated)
     }
 
     /// Deletes an object. Namespaces and objects with finalizers become
@@ -412,6 +491,9 @@ impl Store {
         }
         let graceful = def.kind == "Namespace" || has_finalizers(&current);
         if !graceful {
+            if crd::is_crd(def) {
+                self.drop_crd(&mut inner, &current);
+            }
             let gone = self.commit(&mut inner, def, key, EventType::Deleted, None);
             return Ok(Deleted::Gone(gone));
         }
@@ -432,7 +514,8 @@ impl Store {
     /// the namespace itself. Returns how many objects it deleted.
     pub fn finalize_namespace(&self, namespace: &str) -> usize {
         let mut inner = self.inner.lock();
-        let ns_def = self.catalog.namespaces().clone();
+        let catalog = self.catalog();
+        let ns_def = catalog.namespaces().clone();
         let ns_key_ = (String::new(), namespace.to_string());
         let terminating = inner
             .tables
@@ -443,7 +526,7 @@ impl Store {
             return 0;
         }
         let mut removed = 0;
-        for def in self.catalog.namespaced_tables() {
+        for def in catalog.namespaced_tables() {
             let keys: Vec<Key> = inner
                 .tables
                 .get(&def.table_key())

@@ -246,6 +246,10 @@ async fn run(
                             continue;
                         }
                         last_rv = event.rv;
+                        // The CRD that served this resource is gone: so is the watch.
+                        if event.kind == EventType::Deleted && super::crd::ends(&event.table, &event.object, def) {
+                            return Err(End::Stopped);
+                        }
                         if event.table != table {
                             continue;
                         }

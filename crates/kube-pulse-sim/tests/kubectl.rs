@@ -286,3 +286,109 @@ async fn kubectl_typed_generators_create_objects() {
     .await;
     sim.shutdown().await;
 }
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.pulse.example.com
+spec:
+  group: pulse.example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+    shortNames: [wd]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+const WIDGET: &str = r#"apiVersion: pulse.example.com/v1
+kind: Widget
+metadata:
+  name: gear
+  namespace: shop
+spec:
+  size: 3
+"#;
+
+#[tokio::test]
+async fn kubectl_applies_a_crd_then_its_objects_and_deletes_it() {
+    let sim = sim().await;
+    let server = sim.url();
+    let dir = std::env::temp_dir().join(format!("kube-pulse-kubectl-crd-{}", sim.addr().port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let crd = dir.join("crd.yaml");
+    let widget = dir.join("widget.yaml");
+    std::fs::write(&crd, CRD).unwrap();
+    std::fs::write(&widget, WIDGET).unwrap();
+    let (crd, widget) = (crd.to_str().unwrap(), widget.to_str().unwrap());
+
+    let out = ok(&kubectl(&server, &["apply", "-f", crd]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com created"
+    );
+    let established = "-o=jsonpath={.status.conditions[?(@.type==\"Established\")].status} {.status.acceptedNames.kind}";
+    let out = ok(&kubectl(
+        &server,
+        &["get", "crd", "widgets.pulse.example.com", established],
+    )
+    .await);
+    assert_eq!(out.trim(), "True Widget");
+
+    let out = ok(&kubectl(&server, &["apply", "-f", widget]).await);
+    assert_eq!(out.trim(), "widget.pulse.example.com/gear created");
+    let out = ok(&kubectl(&server, &["get", "widgets", "-n", "shop"]).await);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE"], "{out}");
+    assert!(out.lines().any(|l| l.starts_with("gear ")), "{out}");
+    let out = ok(&kubectl(&server, &["get", "wd", "-A", "-o", "name"]).await);
+    assert_eq!(out.trim(), "widget.pulse.example.com/gear");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "widget",
+            "gear",
+            "-n",
+            "shop",
+            "-o=jsonpath={.spec.size}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "3");
+
+    let out = ok(&kubectl(&server, &["delete", "crd", "widgets.pulse.example.com"]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io \"widgets.pulse.example.com\" deleted"
+    );
+    // kubectl still has widgets in its discovery cache: the list itself is 404.
+    let out = kubectl(&server, &["get", "widgets", "-n", "shop"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("NotFound") && stderr.contains("could not find the requested resource"),
+        "{stderr}"
+    );
+    // Refreshed discovery (api-resources refetches it) no longer lists them.
+    let out = ok(&kubectl(&server, &["api-resources", "--api-group=pulse.example.com"]).await);
+    assert!(!out.contains("widgets"), "{out}");
+    let out = kubectl(&server, &["get", "widgets", "-n", "shop"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the server doesn't have a resource type \"widgets\""),
+        "{stderr}"
+    );
+    sim.shutdown().await;
+}

@@ -72,7 +72,8 @@ pub struct SimConfig {
     pub listen: SocketAddr,
     /// When set, API requests need `Authorization: Bearer TOKEN` (401 otherwise).
     pub token: Option<String>,
-    /// Resources served in addition to the built-ins (custom resources).
+    /// Resources served in addition to the built-ins (custom resources), from
+    /// the start and without CRD objects; CRDs created later add more.
     pub extra_resources: Vec<ResourceDef>,
     /// Events kept for watch resume (the watch cache); older versions get 410.
     pub window: usize,

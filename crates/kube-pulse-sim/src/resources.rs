@@ -3,7 +3,9 @@
 //!
 //! Built-ins cover what kube-pulse watches and acts on (namespaces, pods,
 //! configmaps, deployments, statefulsets); extra resources (custom resources
-//! for sync registries or a task store) are registered at start.
+//! for sync registries or a task store) are registered at start, and
+//! CustomResourceDefinition objects add and remove resources while the
+//! cluster runs (`crd.rs`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -199,8 +201,6 @@ pub fn builtins() -> Vec<ResourceDef> {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     defs: Vec<ResourceDef>,
-    /// Table keys (`group/plural`) whose definitions come from a CRD object.
-    custom: std::collections::BTreeSet<String>,
 }
 
 impl Catalog {
@@ -214,10 +214,7 @@ impl Catalog {
                 defs.push(def);
             }
         }
-        Self {
-            defs,
-            custom: Default::default(),
-        }
+        Self { defs }
     }
 
     /// This catalogue with the resources of one CRD (`group/plural`) replaced by
@@ -226,19 +223,16 @@ impl Catalog {
         let key = format!("{group}/{plural}");
         let mut next = self.clone();
         next.defs.retain(|d| d.table_key() != key);
-        next.custom.remove(&key);
-        if !defs.is_empty() {
-            next.defs.extend(defs);
-            next.custom.insert(key);
-        }
+        next.defs.extend(defs);
         next
     }
 
-    /// Whether `group/plural` is served by something other than a CRD (a built-in
-    /// or an extra resource), so a CRD for it cannot be accepted.
-    pub fn is_fixed(&self, group: &str, plural: &str) -> bool {
-        let key = format!("{group}/{plural}");
-        !self.custom.contains(&key) && self.defs.iter().any(|d| d.table_key() == key)
+    /// Whether `group/plural` is a built-in resource, so a CRD for it cannot
+    /// be accepted. (A CRD may take over an extra resource given at start.)
+    pub fn is_builtin(&self, group: &str, plural: &str) -> bool {
+        builtins()
+            .iter()
+            .any(|d| d.group == group && d.plural == plural)
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
@@ -326,11 +320,10 @@ mod tests {
     fn crds_replace_and_remove_their_resources_only() {
         let extra = ResourceDef::custom("pulse.example.com", "v1", "gadgets", "Gadget");
         let catalog = Catalog::new(vec![extra]);
-        assert!(catalog.is_fixed("apps", "deployments"));
-        assert!(catalog.is_fixed("pulse.example.com", "gadgets"));
+        assert!(catalog.is_builtin("apps", "deployments"));
+        assert!(!catalog.is_builtin("pulse.example.com", "gadgets"));
         let widget = |v: &str| ResourceDef::custom("pulse.example.com", v, "widgets", "Widget");
         let one = catalog.with_custom("pulse.example.com", "widgets", vec![widget("v1")]);
-        assert!(!one.is_fixed("pulse.example.com", "widgets"));
         let two = one.with_custom(
             "pulse.example.com",
             "widgets",
@@ -346,6 +339,17 @@ mod tests {
         assert!(none.find("pulse.example.com", "v1", "widgets").is_none());
         assert!(none.find("pulse.example.com", "v1", "gadgets").is_some());
         assert_eq!(none.all().len(), catalog.all().len());
+        // A CRD for an extra resource replaces it.
+        let gadget = ResourceDef {
+            short_names: vec!["gd".into()],
+            ..ResourceDef::custom("pulse.example.com", "v1", "gadgets", "Gadget")
+        };
+        let taken = catalog.with_custom("pulse.example.com", "gadgets", vec![gadget.clone()]);
+        assert_eq!(
+            taken.find("pulse.example.com", "v1", "gadgets"),
+            Some(&gadget)
+        );
+        assert_eq!(taken.all().len(), catalog.all().len());
     }
 
     #[test]

@@ -191,7 +191,7 @@ impl Store {
 
     /// For a CRD being written: checks it, sets the status its controllers
     /// would write, and returns the resources to serve (None when a built-in
-    /// already has its plural, so its names are not accepted).
+    /// resource has its group and plural, so its names are not accepted).
     fn accept_crd(
         &self,
         def: &ResourceDef,
@@ -200,7 +200,7 @@ impl Store {
     ) -> ApiResult<Option<Vec<ResourceDef>>> {
         let defs = crd::served(def, crd)?;
         let (group, plural) = crd::group_plural(crd);
-        let conflict = self.catalog().is_fixed(group, plural);
+        let conflict = self.catalog().is_builtin(group, plural);
         let now = timestamp(chrono::Utc::now());
         crd["status"] = crd::status(crd, previous.map(|p| &p["status"]), conflict, &now);
         Ok((!conflict).then_some(defs))
@@ -218,7 +218,7 @@ impl Store {
     fn drop_crd(&self, inner: &mut Inner, crd: &Value) {
         let (group, plural) = crd::group_plural(crd);
         let catalog = self.catalog();
-        if catalog.is_fixed(group, plural) {
+        if catalog.is_builtin(group, plural) {
             return;
         }
         let Some(served) = catalog
@@ -903,6 +903,94 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.code, 404);
+    }
+
+    #[test]
+    fn crds_add_and_remove_resources() {
+        let s = store(100);
+        let crds = s
+            .catalog()
+            .find(crd::GROUP, "v1", "customresourcedefinitions")
+            .unwrap()
+            .clone();
+        let definition = |group: &str, plural: &str| {
+            json!({
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {
+                    "group": group,
+                    "scope": "Namespaced",
+                    "names": {"plural": plural, "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": true, "storage": true}],
+                },
+            })
+        };
+        let created = s
+            .create(
+                &crds,
+                None,
+                definition("pulse.example.com", "things"),
+                false,
+            )
+            .unwrap();
+        assert_eq!(created["status"]["conditions"][1]["status"], "True");
+        let things = s
+            .catalog()
+            .find("pulse.example.com", "v1", "things")
+            .unwrap()
+            .clone();
+        s.create(
+            &things,
+            Some("shop"),
+            json!({"metadata": {"name": "a"}}),
+            false,
+        )
+        .unwrap();
+        // A dry run serves nothing; a CRD over a built-in is not accepted.
+        s.create(&crds, None, definition("pulse.example.com", "others"), true)
+            .unwrap();
+        assert!(
+            s.catalog()
+                .find("pulse.example.com", "v1", "others")
+                .is_none()
+        );
+        let taken = s
+            .create(
+                &crds,
+                None,
+                definition(crd::GROUP, "customresourcedefinitions"),
+                false,
+            )
+            .unwrap();
+        assert_eq!(taken["status"]["conditions"][0]["reason"], "PluralConflict");
+        assert!(
+            s.catalog()
+                .find(crd::GROUP, "v1", "customresourcedefinitions")
+                .is_some()
+        );
+
+        let before = s.catalog().all().len();
+        s.delete(
+            &crds,
+            None,
+            "things.pulse.example.com",
+            &Preconditions::default(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(s.catalog().all().len(), before - 1);
+        assert!(
+            s.catalog()
+                .find("pulse.example.com", "v1", "things")
+                .is_none()
+        );
+        assert_eq!(s.get(&things, Some("shop"), "a").unwrap_err().code, 404);
+        // The object went first, then its CRD, each with its own event.
+        let start = s
+            .watch(&things, Some(s.resource_version() - 2), false)
+            .ok()
+            .unwrap();
+        assert_eq!(start.backlog.len(), 1);
+        assert_eq!(start.backlog[0].kind, EventType::Deleted);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! kubectl against the simulator: get, get -w, create -f, apply, scale,
-//! set image, delete — all without errors.
+//! set image, delete, the typed generators (which send protobuf) and a CRD's
+//! lifecycle — all without errors.
 
 mod common;
 
@@ -336,6 +337,16 @@ async fn kubectl_applies_a_crd_then_its_objects_and_deletes_it() {
     assert_eq!(
         out.trim(),
         "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com created"
+    );
+    let out = ok(&kubectl(&server, &["apply", "-f", crd]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com unchanged"
+    );
+    let out = ok(&kubectl(&server, &["get", "crds", "-o", "name"]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com"
     );
     let established = "-o=jsonpath={.status.conditions[?(@.type==\"Established\")].status} {.status.acceptedNames.kind}";
     let out = ok(&kubectl(

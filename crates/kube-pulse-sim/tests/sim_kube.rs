@@ -1,6 +1,6 @@
 //! The simulator against real kube-rs clients on loopback: watchers, paging,
 //! bookmarks, streaming lists, 410 relists, stalls, conflicts, auth, RBAC,
-//! faults and the workload controllers.
+//! faults, the workload controllers, protobuf bodies and CRDs.
 
 mod common;
 

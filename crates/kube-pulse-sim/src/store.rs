@@ -352,6 +352,21 @@ impl Store {
         let mut obj = object::prepare_create(def, namespace, body, chrono::Utc::now())?;
         let name = name_of(&obj).to_string();
         let mut inner = self.inner.lock();
+        // The resource's CRD may have been deleted since the path was resolved.
+        if self
+            .catalog()
+            .find(&def.group, &def.version, &def.plural)
+            .is_none()
+        {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!(
+                    "the server could not find the requested resource ({})",
+                    def.group_resource()
+                ),
+            ));
+        }
         let custom = if crd::is_crd(def) {
             self.accept_crd(def, &mut obj, None)?
         } else {

@@ -261,10 +261,15 @@ async fn kubectl_typed_generators_create_objects() {
     assert_eq!(out.trim(), "shell shell Always");
     let out = ok(&kubectl(
         &server,
-        &["get", "namespace", "team", "-o=jsonpath={.status.phase}"],
+        &[
+            "get",
+            "namespace",
+            "team",
+            "-o=jsonpath={.status.phase} {.spec.finalizers[0]}",
+        ],
     )
     .await);
-    assert_eq!(out.trim(), "Active");
+    assert_eq!(out.trim(), "Active kubernetes");
     // The controller converges the generated Deployment like any other.
     eventually(Duration::from_secs(20), "web ready", || {
         let server = server.clone();

@@ -265,6 +265,14 @@ async fn dispatch(
     if let Some(kind) = review_kind(path) {
         return review(shared, method, kind, headers, body);
     }
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if super::protobuf::accepts_only_protobuf(accept) {
+        return Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io",
+        ));
+    }
     let target = parse_path(shared, path)?;
     let params = Params::parse(query)?;
     params.bool("watch")?;

@@ -28,6 +28,17 @@ use super::status::{ApiError, ApiResult};
 /// The media type of Kubernetes protobuf bodies.
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
+/// Whether an `Accept` header takes protobuf only: the simulator answers in
+/// JSON, so such a request is 406 (client-go's protobuf clients also accept
+/// `*/*` or `application/json`, and get JSON).
+pub(crate) fn accepts_only_protobuf(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| {
+        a.split(',')
+            .map(|range| range.split(';').next().unwrap_or("").trim())
+            .all(|media| media == MEDIA_TYPE)
+    })
+}
+
 /// The prefix of every Kubernetes protobuf document.
 const MAGIC: &[u8] = b"k8s\0";
 
@@ -631,6 +642,22 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[test]
+    fn only_a_protobuf_only_accept_header_refuses_json() {
+        assert!(accepts_only_protobuf(Some(MEDIA_TYPE)));
+        assert!(accepts_only_protobuf(Some(
+            "application/vnd.kubernetes.protobuf;stream=watch"
+        )));
+        for accept in [
+            None,
+            Some("application/vnd.kubernetes.protobuf, */*"),
+            Some("application/vnd.kubernetes.protobuf,application/json"),
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+        ] {
+            assert!(!accepts_only_protobuf(accept), "{accept:?}");
+        }
     }
 
     #[test]

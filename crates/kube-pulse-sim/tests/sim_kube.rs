@@ -1320,6 +1320,24 @@ async fn protobuf_bodies_create_built_in_objects() {
     })
     .await;
 
+    // A client that takes protobuf answers only is told so (the simulator answers JSON).
+    let response = client
+        .post(format!("{}/api/v1/namespaces/shop/configmaps", sim.url()))
+        .header("Content-Type", protobuf)
+        .header("Accept", protobuf)
+        .body(protobuf_body(
+            "v1",
+            "ConfigMap",
+            &core::ConfigMap {
+                metadata: metadata("other"),
+                ..Default::default()
+            },
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 406);
+    assert!(config_maps.get("other").await.is_err());
     // A body of another kind than the path's is refused like a JSON one.
     let response = client
         .post(format!("{}/api/v1/namespaces/shop/configmaps", sim.url()))

@@ -8,8 +8,9 @@
 //! JSON object the store keeps, for the built-in kinds the simulator serves
 //! (Namespace, Pod, ConfigMap, Deployment, StatefulSet). The conversion
 //! carries the fields clients write (metadata, spec; not status): the
-//! documented subset in `docs/SIMULATOR.md`. Answers stay JSON, which every
-//! client that sends protobuf also accepts (`application/vnd.kubernetes.protobuf, */*`).
+//! documented subset in `docs/SIMULATOR.md`. Answers stay JSON, which the
+//! clients that send protobuf also accept (kubectl's typed clients send
+//! `Accept: application/vnd.kubernetes.protobuf,application/json`).
 
 use std::collections::BTreeMap;
 
@@ -29,8 +30,8 @@ use super::status::{ApiError, ApiResult};
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// Whether an `Accept` header takes protobuf only: the simulator answers in
-/// JSON, so such a request is 406 (client-go's protobuf clients also accept
-/// `*/*` or `application/json`, and get JSON).
+/// JSON, so such a request is 406 (kubectl's protobuf clients also accept
+/// `application/json`, and get JSON).
 pub(crate) fn accepts_only_protobuf(accept: Option<&str>) -> bool {
     accept.is_some_and(|a| {
         a.split(',')

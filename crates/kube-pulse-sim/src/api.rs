@@ -159,6 +159,7 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
         "application/yaml" | "application/x-yaml" => {
             serde_yaml_ng::from_slice(body).map_err(|e| e.to_string())
         }
+        super::protobuf::MEDIA_TYPE => return super::protobuf::decode(body),
         _ => return Err(ApiError::unsupported_media_type(&content_type)),
     };
     let value = parsed.map_err(|e| {
@@ -270,6 +271,14 @@ async fn dispatch(
 ) -> ApiResult<Response> {
     if let Some(kind) = review_kind(path) {
         return review(shared, method, kind, headers, body);
+    }
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if super::protobuf::accepts_only_protobuf(accept) {
+        return Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io",
+        ));
     }
     let target = parse_path(shared, path)?;
     let params = Params::parse(query)?;

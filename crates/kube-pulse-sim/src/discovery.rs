@@ -63,7 +63,8 @@ pub(crate) async fn groups(State(shared): State<Arc<Shared>>) -> Json<Value> {
 
 /// `APIResourceList` for one group/version, or None when nothing is served there.
 pub(crate) fn resource_list(shared: &Shared, group: &str, version: &str) -> Option<Value> {
-    let defs = shared.store.catalog().in_group_version(group, version);
+    let catalog = shared.store.catalog();
+    let defs = catalog.in_group_version(group, version);
     if defs.is_empty() {
         return None;
     }
@@ -116,7 +117,8 @@ pub(crate) async fn openapi_v3_group(
                 .into_response();
         }
     };
-    let defs = shared.store.catalog().in_group_version(group, version);
+    let catalog = shared.store.catalog();
+    let defs = catalog.in_group_version(group, version);
     if defs.is_empty() {
         return super::status::ApiError::no_route(&format!("/openapi/v3/{rest}")).into_response();
     }

@@ -11,6 +11,7 @@
 mod api;
 mod control;
 pub mod converger;
+pub mod crd;
 mod discovery;
 pub mod events;
 pub mod faults;
@@ -19,6 +20,7 @@ pub mod object;
 mod params;
 pub mod patch;
 pub mod pods;
+mod protobuf;
 pub mod resources;
 pub mod reviews;
 pub mod scenario;
@@ -73,7 +75,8 @@ pub struct SimConfig {
     pub listen: SocketAddr,
     /// When set, API requests need `Authorization: Bearer TOKEN` (401 otherwise).
     pub token: Option<String>,
-    /// Resources served in addition to the built-ins (custom resources).
+    /// Resources served in addition to the built-ins (custom resources), from
+    /// the start and without CRD objects; CRDs created later add more.
     pub extra_resources: Vec<ResourceDef>,
     /// Events kept for watch resume (the watch cache); older versions get 410.
     pub window: usize,

@@ -151,9 +151,11 @@ fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
             }
         }
         ("", "Namespace") => {
-            let root = obj.as_object_mut().unwrap();
-            root.entry("spec")
-                .or_insert_with(|| json!({"finalizers": ["kubernetes"]}));
+            // Also under an empty `spec: {}`, which Go clients send.
+            if let Some(spec) = spec_mut(obj).as_object_mut() {
+                spec.entry("finalizers")
+                    .or_insert_with(|| json!(["kubernetes"]));
+            }
         }
         _ => {}
     }

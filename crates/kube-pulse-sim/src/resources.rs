@@ -3,7 +3,9 @@
 //!
 //! Built-ins cover what kube-pulse watches and acts on (namespaces, pods,
 //! configmaps, deployments, statefulsets); extra resources (custom resources
-//! for sync registries or a task store) are registered at start.
+//! for sync registries or a task store) are registered at start, and
+//! CustomResourceDefinition objects add and remove resources while the
+//! cluster runs (`crd.rs`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -29,6 +31,9 @@ pub struct ResourceDef {
     pub scale_subresource: bool,
     #[serde(default)]
     pub short_names: Vec<String>,
+    /// Singular name when it is not the lower-case kind (a CRD's `names.singular`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub singular_name: Option<String>,
 }
 
 impl ResourceDef {
@@ -43,6 +48,7 @@ impl ResourceDef {
             status_subresource: true,
             scale_subresource: false,
             short_names: vec![],
+            singular_name: None,
         }
     }
 
@@ -80,7 +86,9 @@ impl ResourceDef {
     }
 
     pub fn singular(&self) -> String {
-        self.kind.to_lowercase()
+        self.singular_name
+            .clone()
+            .unwrap_or_else(|| self.kind.to_lowercase())
     }
 
     /// The `APIResource` entries for discovery: the resource and its subresources.
@@ -148,6 +156,7 @@ fn builtin(
         status_subresource: status,
         scale_subresource: scale,
         short_names: short.iter().map(|s| s.to_string()).collect(),
+        singular_name: None,
     }
 }
 
@@ -176,6 +185,16 @@ pub fn builtins() -> Vec<ResourceDef> {
             true,
             &["sts"],
         ),
+        // CustomResourceDefinitions add resources while the cluster runs (crd.rs).
+        builtin(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            true,
+            false,
+            &["crd", "crds"],
+        ),
     ]
 }
 
@@ -197,6 +216,24 @@ impl Catalog {
             }
         }
         Self { defs }
+    }
+
+    /// This catalogue with the resources of one CRD (`group/plural`) replaced by
+    /// `defs`; an empty `defs` stops serving it.
+    pub fn with_custom(&self, group: &str, plural: &str, defs: Vec<ResourceDef>) -> Self {
+        let key = format!("{group}/{plural}");
+        let mut next = self.clone();
+        next.defs.retain(|d| d.table_key() != key);
+        next.defs.extend(defs);
+        next
+    }
+
+    /// Whether `group/plural` is a built-in resource, so a CRD for it cannot
+    /// be accepted. (A CRD may take over an extra resource given at start.)
+    pub fn is_builtin(&self, group: &str, plural: &str) -> bool {
+        builtins()
+            .iter()
+            .any(|d| d.group == group && d.plural == plural)
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceDef> {
@@ -270,6 +307,7 @@ mod tests {
             groups,
             vec![
                 ("apps".to_string(), vec!["v1".to_string()]),
+                ("apiextensions.k8s.io".to_string(), vec!["v1".to_string()]),
                 (
                     "pulse.example.com".to_string(),
                     vec!["v1alpha1".to_string()]
@@ -277,6 +315,42 @@ mod tests {
             ]
         );
         assert_eq!(catalog.namespaced_tables().len(), 6);
+    }
+
+    #[test]
+    fn crds_replace_and_remove_their_resources_only() {
+        let extra = ResourceDef::custom("pulse.example.com", "v1", "gadgets", "Gadget");
+        let catalog = Catalog::new(vec![extra]);
+        assert!(catalog.is_builtin("apps", "deployments"));
+        assert!(!catalog.is_builtin("pulse.example.com", "gadgets"));
+        let widget = |v: &str| ResourceDef::custom("pulse.example.com", v, "widgets", "Widget");
+        let one = catalog.with_custom("pulse.example.com", "widgets", vec![widget("v1")]);
+        let two = one.with_custom(
+            "pulse.example.com",
+            "widgets",
+            vec![widget("v2"), widget("v1")],
+        );
+        assert_eq!(
+            two.groups().last().unwrap().1,
+            ["v1".to_string(), "v2".to_string()],
+            "gadgets v1 registered first"
+        );
+        assert!(two.find("pulse.example.com", "v2", "widgets").is_some());
+        let none = two.with_custom("pulse.example.com", "widgets", vec![]);
+        assert!(none.find("pulse.example.com", "v1", "widgets").is_none());
+        assert!(none.find("pulse.example.com", "v1", "gadgets").is_some());
+        assert_eq!(none.all().len(), catalog.all().len());
+        // A CRD for an extra resource replaces it.
+        let gadget = ResourceDef {
+            short_names: vec!["gd".into()],
+            ..ResourceDef::custom("pulse.example.com", "v1", "gadgets", "Gadget")
+        };
+        let taken = catalog.with_custom("pulse.example.com", "gadgets", vec![gadget.clone()]);
+        assert_eq!(
+            taken.find("pulse.example.com", "v1", "gadgets"),
+            Some(&gadget)
+        );
+        assert_eq!(taken.all().len(), catalog.all().len());
     }
 
     #[test]

@@ -204,9 +204,10 @@ pub fn script() -> Vec<Step> {
 
 fn workload_def(cluster: &SimCluster, namespace: &str, name: &str) -> Option<crate::ResourceDef> {
     let store = cluster.store();
+    let catalog = store.catalog();
     ["deployments", "statefulsets"]
         .iter()
-        .filter_map(|p| store.catalog().find("apps", "v1", p))
+        .filter_map(|p| catalog.find("apps", "v1", p))
         .find(|d| store.get(d, Some(namespace), name).is_ok())
         .cloned()
 }

@@ -12,10 +12,11 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use base64::Engine;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use super::crd;
 use super::object::{
     self, UpdateScope, has_finalizers, is_terminating, name_of, resource_version_of, timestamp,
 };
@@ -151,7 +152,9 @@ pub struct Preconditions {
 /// The store of one cluster.
 pub struct Store {
     inner: Mutex<Inner>,
-    catalog: Catalog,
+    /// Replaced (never mutated in place) when a CRD is written or deleted, under
+    /// the `inner` lock; readers take a snapshot. Lock order: `inner`, then this.
+    catalog: RwLock<Arc<Catalog>>,
     window_size: usize,
     /// Bumped when every open watch must end with 410 Expired.
     expiry: tokio::sync::watch::Sender<u64>,
@@ -204,7 +207,7 @@ impl Store {
                 windows: HashMap::new(),
                 floor: 1,
             }),
-            catalog,
+            catalog: RwLock::new(Arc::new(catalog)),
             window_size: window_size.max(1),
             expiry,
         }
@@ -215,8 +218,67 @@ impl Store {
         self.window_size.clamp(64, 16_384)
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// The resources served now (a snapshot: CRDs change the catalogue).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().clone()
+    }
+
+    /// For a CRD being written: checks it, sets the status its controllers
+    /// would write, and returns the resources to serve (None when a built-in
+    /// resource has its group and plural, so its names are not accepted).
+    fn accept_crd(
+        &self,
+        def: &ResourceDef,
+        crd: &mut Value,
+        previous: Option<&Value>,
+    ) -> ApiResult<Option<Vec<ResourceDef>>> {
+        let defs = crd::served(def, crd)?;
+        let (group, plural) = crd::group_plural(crd);
+        let conflict = self.catalog().is_builtin(group, plural);
+        let now = timestamp(chrono::Utc::now());
+        crd["status"] = crd::status(crd, previous.map(|p| &p["status"]), conflict, &now);
+        Ok((!conflict).then_some(defs))
+    }
+
+    /// Serves the resources of a committed CRD (replacing its earlier versions).
+    fn serve_crd(&self, crd: &Value, defs: Vec<ResourceDef>) {
+        let (group, plural) = crd::group_plural(crd);
+        let mut catalog = self.catalog.write();
+        *catalog = Arc::new(catalog.with_custom(group, plural, defs));
+    }
+
+    /// Before a CRD's deletion is committed: deletes every object of its
+    /// resource (watchers see them DELETED), then stops serving it.
+    fn drop_crd(&self, inner: &mut Inner, crd: &Value) {
+        let (group, plural) = crd::group_plural(crd);
+        let catalog = self.catalog();
+        if catalog.is_builtin(group, plural) {
+            return;
+        }
+        let Some(served) = catalog
+            .all()
+            .iter()
+            .find(|d| d.group == group && d.plural == plural)
+            .cloned()
+        else {
+            return;
+        };
+        let keys: Vec<Key> = inner
+            .tables
+            .get(&served.table_key())
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default();
+        for key in keys {
+            self.commit(inner, &served, key, EventType::Deleted, None);
+        }
+        inner.tables.remove(&served.table_key());
+        // Replacing the table's channel ends its open watches (after the
+        // DELETED events already sent), as the apiserver ends them.
+        let capacity = self.channel_capacity();
+        if let Some(window) = inner.windows.get_mut(&served.table_key()) {
+            window.channel = broadcast::channel(capacity).0;
+        }
+        self.serve_crd(crd, Vec::new());
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -291,7 +353,8 @@ impl Store {
     }
 
     fn check_namespace_open(&self, inner: &Inner, namespace: &str) -> ApiResult<()> {
-        let ns_def = self.catalog.namespaces();
+        let catalog = self.catalog();
+        let ns_def = catalog.namespaces();
         let ns = inner
             .tables
             .get(&ns_def.table_key())
@@ -332,9 +395,29 @@ impl Store {
         body: Value,
         dry_run: bool,
     ) -> ApiResult<Arc<Value>> {
-        let obj = object::prepare_create(def, namespace, body, chrono::Utc::now())?;
+        let mut obj = object::prepare_create(def, namespace, body, chrono::Utc::now())?;
         let name = name_of(&obj).to_string();
         let mut inner = self.inner.lock();
+        // The resource's CRD may have been deleted since the path was resolved.
+        if self
+            .catalog()
+            .find(&def.group, &def.version, &def.plural)
+            .is_none()
+        {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                format!(
+                    "the server could not find the requested resource ({})",
+                    def.group_resource()
+                ),
+            ));
+        }
+        let custom = if crd::is_crd(def) {
+            self.accept_crd(def, &mut obj, None)?
+        } else {
+            None
+        };
         if let Some(ns) = namespace.filter(|_| def.namespaced) {
             self.check_namespace_open(&inner, ns)?;
         }
@@ -349,7 +432,11 @@ impl Store {
         if dry_run {
             return Ok(Arc::new(obj));
         }
-        Ok(self.commit(&mut inner, def, key, EventType::Added, Some(obj)))
+        let created = self.commit(&mut inner, def, key, EventType::Added, Some(obj));
+        if let Some(defs) = custom {
+            self.serve_crd(&created, defs);
+        }
+        Ok(created)
     }
 
     /// Replaces an object (PUT). A `resourceVersion` in the body must match.
@@ -392,6 +479,12 @@ impl Store {
             .ok_or_else(|| ApiError::not_found(def, name))?;
         let requested = change(&current)?;
         let mut next = object::prepare_update(def, &current, requested, scope)?;
+        let custom = if crd::is_crd(def) {
+            crd::check_update(def, &current, &next)?;
+            self.accept_crd(def, &mut next, Some(&current))?
+        } else {
+            None
+        };
         next["metadata"]["resourceVersion"] = json!(resource_version_of(&current));
         if object::same_content(&current, &next) {
             return Ok(current);
@@ -400,9 +493,16 @@ impl Store {
             return Ok(Arc::new(next));
         }
         if is_terminating(&next) && !has_finalizers(&next) && def.kind != "Namespace" {
+            if crd::is_crd(def) {
+                self.drop_crd(&mut inner, &current);
+            }
             return Ok(self.commit(&mut inner, def, key, EventType::Deleted, Some(next)));
         }
-        Ok(self.commit(&mut inner, def, key, EventType::Modified, Some(next)))
+        let updated = self.commit(&mut inner, def, key, EventType::Modified, Some(next));
+        if let Some(defs) = custom.filter(|_| !is_terminating(&updated)) {
+            self.serve_crd(&updated, defs);
+        }
+        Ok(updated)
     }
 
     /// Deletes an object. Namespaces and objects with finalizers become
@@ -452,6 +552,9 @@ impl Store {
         }
         let graceful = def.kind == "Namespace" || has_finalizers(&current);
         if !graceful {
+            if crd::is_crd(def) {
+                self.drop_crd(&mut inner, &current);
+            }
             let gone = self.commit(&mut inner, def, key, EventType::Deleted, None);
             return Ok(Deleted::Gone(gone));
         }
@@ -472,7 +575,8 @@ impl Store {
     /// the namespace itself. Returns how many objects it deleted.
     pub fn finalize_namespace(&self, namespace: &str) -> usize {
         let mut inner = self.inner.lock();
-        let ns_def = self.catalog.namespaces().clone();
+        let catalog = self.catalog();
+        let ns_def = catalog.namespaces().clone();
         let ns_key_ = (String::new(), namespace.to_string());
         let terminating = inner
             .tables
@@ -483,7 +587,7 @@ impl Store {
             return 0;
         }
         let mut removed = 0;
-        for def in self.catalog.namespaced_tables() {
+        for def in catalog.namespaced_tables() {
             let keys: Vec<Key> = inner
                 .tables
                 .get(&def.table_key())
@@ -893,6 +997,94 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.code, 404);
+    }
+
+    #[test]
+    fn crds_add_and_remove_resources() {
+        let s = store(100);
+        let crds = s
+            .catalog()
+            .find(crd::GROUP, "v1", "customresourcedefinitions")
+            .unwrap()
+            .clone();
+        let definition = |group: &str, plural: &str| {
+            json!({
+                "metadata": {"name": format!("{plural}.{group}")},
+                "spec": {
+                    "group": group,
+                    "scope": "Namespaced",
+                    "names": {"plural": plural, "kind": "Thing"},
+                    "versions": [{"name": "v1", "served": true, "storage": true}],
+                },
+            })
+        };
+        let created = s
+            .create(
+                &crds,
+                None,
+                definition("pulse.example.com", "things"),
+                false,
+            )
+            .unwrap();
+        assert_eq!(created["status"]["conditions"][1]["status"], "True");
+        let things = s
+            .catalog()
+            .find("pulse.example.com", "v1", "things")
+            .unwrap()
+            .clone();
+        s.create(
+            &things,
+            Some("shop"),
+            json!({"metadata": {"name": "a"}}),
+            false,
+        )
+        .unwrap();
+        // A dry run serves nothing; a CRD over a built-in is not accepted.
+        s.create(&crds, None, definition("pulse.example.com", "others"), true)
+            .unwrap();
+        assert!(
+            s.catalog()
+                .find("pulse.example.com", "v1", "others")
+                .is_none()
+        );
+        let taken = s
+            .create(
+                &crds,
+                None,
+                definition(crd::GROUP, "customresourcedefinitions"),
+                false,
+            )
+            .unwrap();
+        assert_eq!(taken["status"]["conditions"][0]["reason"], "PluralConflict");
+        assert!(
+            s.catalog()
+                .find(crd::GROUP, "v1", "customresourcedefinitions")
+                .is_some()
+        );
+
+        let before = s.catalog().all().len();
+        s.delete(
+            &crds,
+            None,
+            "things.pulse.example.com",
+            &Preconditions::default(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(s.catalog().all().len(), before - 1);
+        assert!(
+            s.catalog()
+                .find("pulse.example.com", "v1", "things")
+                .is_none()
+        );
+        assert_eq!(s.get(&things, Some("shop"), "a").unwrap_err().code, 404);
+        // The object went first, then its CRD, each with its own event.
+        let start = s
+            .watch(&things, Some(s.resource_version() - 2), false)
+            .ok()
+            .unwrap();
+        assert_eq!(start.backlog.len(), 1);
+        assert_eq!(start.backlog[0].kind, EventType::Deleted);
     }
 
     #[test]

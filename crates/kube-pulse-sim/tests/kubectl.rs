@@ -1,5 +1,6 @@
 //! kubectl against the simulator: get, get -w, create -f, apply, scale,
-//! set image, delete — all without errors.
+//! set image, delete, the typed generators (which send protobuf) and a CRD's
+//! lifecycle — all without errors.
 
 mod common;
 
@@ -172,6 +173,238 @@ async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
     assert!(
         stderr.trim().is_empty(),
         "kubectl -w wrote errors: {stderr}"
+    );
+    sim.shutdown().await;
+}
+
+// kubectl's typed generators (create namespace/deployment/configmap, run) send protobuf bodies.
+#[tokio::test]
+async fn kubectl_typed_generators_create_objects() {
+    let sim = sim().await;
+    let server = sim.url();
+
+    let out = ok(&kubectl(&server, &["create", "namespace", "team"]).await);
+    assert_eq!(out.trim(), "namespace/team created");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "team",
+            "--image=registry.example/web:1",
+            "--replicas=2",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "deployment.apps/web created");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "create",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "--from-literal=color=blue",
+            "--from-literal=size=9",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "configmap/settings created");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "run",
+            "shell",
+            "-n",
+            "team",
+            "--image=registry.example/shell:1",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "pod/shell created");
+
+    let jsonpath = "-o=jsonpath={.spec.replicas} {.spec.selector.matchLabels.app} {.spec.template.spec.containers[0].image}";
+    let out = ok(&kubectl(
+        &server,
+        &["get", "deployment", "web", "-n", "team", jsonpath],
+    )
+    .await);
+    assert_eq!(out.trim(), "2 web registry.example/web:1");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "configmap",
+            "settings",
+            "-n",
+            "team",
+            "-o=jsonpath={.data.color}/{.data.size}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "blue/9");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "pod",
+            "shell",
+            "-n",
+            "team",
+            "-o=jsonpath={.metadata.labels.run} {.spec.containers[0].name} {.spec.restartPolicy}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "shell shell Always");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "namespace",
+            "team",
+            "-o=jsonpath={.status.phase} {.spec.finalizers[0]}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "Active kubernetes");
+    // The controller converges the generated Deployment like any other.
+    eventually(Duration::from_secs(20), "web ready", || {
+        let server = server.clone();
+        async move {
+            let out = kubectl(
+                &server,
+                &[
+                    "get",
+                    "deployment",
+                    "web",
+                    "-n",
+                    "team",
+                    "-o=jsonpath={.status.readyReplicas}",
+                ],
+            )
+            .await;
+            (String::from_utf8_lossy(&out.stdout).trim() == "2").then_some(())
+        }
+    })
+    .await;
+    sim.shutdown().await;
+}
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.pulse.example.com
+spec:
+  group: pulse.example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+    shortNames: [wd]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#;
+
+const WIDGET: &str = r#"apiVersion: pulse.example.com/v1
+kind: Widget
+metadata:
+  name: gear
+  namespace: shop
+spec:
+  size: 3
+"#;
+
+#[tokio::test]
+async fn kubectl_applies_a_crd_then_its_objects_and_deletes_it() {
+    let sim = sim().await;
+    let server = sim.url();
+    let dir = std::env::temp_dir().join(format!("kube-pulse-kubectl-crd-{}", sim.addr().port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let crd = dir.join("crd.yaml");
+    let widget = dir.join("widget.yaml");
+    std::fs::write(&crd, CRD).unwrap();
+    std::fs::write(&widget, WIDGET).unwrap();
+    let (crd, widget) = (crd.to_str().unwrap(), widget.to_str().unwrap());
+
+    let out = ok(&kubectl(&server, &["apply", "-f", crd]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com created"
+    );
+    let out = ok(&kubectl(&server, &["apply", "-f", crd]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com unchanged"
+    );
+    let out = ok(&kubectl(&server, &["get", "crds", "-o", "name"]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.pulse.example.com"
+    );
+    let established = "-o=jsonpath={.status.conditions[?(@.type==\"Established\")].status} {.status.acceptedNames.kind}";
+    let out = ok(&kubectl(
+        &server,
+        &["get", "crd", "widgets.pulse.example.com", established],
+    )
+    .await);
+    assert_eq!(out.trim(), "True Widget");
+
+    let out = ok(&kubectl(&server, &["apply", "-f", widget]).await);
+    assert_eq!(out.trim(), "widget.pulse.example.com/gear created");
+    let out = ok(&kubectl(&server, &["get", "widgets", "-n", "shop"]).await);
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE"], "{out}");
+    assert!(out.lines().any(|l| l.starts_with("gear ")), "{out}");
+    let out = ok(&kubectl(&server, &["get", "wd", "-A", "-o", "name"]).await);
+    assert_eq!(out.trim(), "widget.pulse.example.com/gear");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "widget",
+            "gear",
+            "-n",
+            "shop",
+            "-o=jsonpath={.spec.size}",
+        ],
+    )
+    .await);
+    assert_eq!(out.trim(), "3");
+
+    let out = ok(&kubectl(&server, &["delete", "crd", "widgets.pulse.example.com"]).await);
+    assert_eq!(
+        out.trim(),
+        "customresourcedefinition.apiextensions.k8s.io \"widgets.pulse.example.com\" deleted"
+    );
+    // kubectl still has widgets in its discovery cache: the list itself is 404.
+    let out = kubectl(&server, &["get", "widgets", "-n", "shop"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("NotFound") && stderr.contains("could not find the requested resource"),
+        "{stderr}"
+    );
+    // Refreshed discovery (api-resources refetches it) no longer lists them.
+    let out = ok(&kubectl(&server, &["api-resources", "--api-group=pulse.example.com"]).await);
+    assert!(!out.contains("widgets"), "{out}");
+    let out = kubectl(&server, &["get", "widgets", "-n", "shop"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the server doesn't have a resource type \"widgets\""),
+        "{stderr}"
     );
     sim.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! The simulator against real kube-rs clients on loopback: watchers, paging,
 //! bookmarks, streaming lists, 410 relists, stalls, conflicts, auth, RBAC,
-//! faults and the workload controllers.
+//! faults, the workload controllers, protobuf bodies and CRDs.
 
 mod common;
 
@@ -803,6 +803,22 @@ async fn bad_input_gets_a_status_for_every_verb() {
             cm.into(),
             "\u{0}",
             "application/vnd.kubernetes.protobuf",
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cm.into(),
+            "k8s\u{0}\u{ff}\u{1}",
+            "application/vnd.kubernetes.protobuf",
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            cm.into(),
+            "\u{a0}",
+            "application/cbor",
             415,
             "UnsupportedMediaType",
         ),
@@ -1162,5 +1178,325 @@ async fn delete_collection_removes_the_selected_objects() {
         .map(|o| o.name_any())
         .collect();
     assert_eq!(left, ["keep"]);
+    sim.shutdown().await;
+}
+
+/// A Kubernetes protobuf body as a Go client sends it: `k8s\0`, then a
+/// `runtime.Unknown` holding the typed message.
+fn protobuf_body(api_version: &str, kind: &str, message: &impl prost::Message) -> Vec<u8> {
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(message.encode_to_vec()),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut body = b"k8s\0".to_vec();
+    body.extend(prost::Message::encode_to_vec(&unknown));
+    body
+}
+
+#[tokio::test]
+async fn protobuf_bodies_create_built_in_objects() {
+    use k8s_pb::api::apps::v1 as apps;
+    use k8s_pb::api::core::v1 as core;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+
+    let sim = sim().await;
+    let labels: std::collections::BTreeMap<String, String> =
+        [("app".to_string(), "api".to_string())].into();
+    let metadata = |name: &str| {
+        Some(meta::ObjectMeta {
+            name: Some(name.into()),
+            labels: labels.clone(),
+            ..Default::default()
+        })
+    };
+    let deployment = apps::Deployment {
+        metadata: metadata("api"),
+        spec: Some(apps::DeploymentSpec {
+            replicas: Some(2),
+            selector: Some(meta::LabelSelector {
+                match_labels: labels.clone(),
+                ..Default::default()
+            }),
+            template: Some(core::PodTemplateSpec {
+                metadata: metadata(""),
+                spec: Some(core::PodSpec {
+                    containers: vec![core::Container {
+                        name: Some("api".into()),
+                        image: Some("registry.example/api:1".into()),
+                        env: vec![core::EnvVar {
+                            name: Some("MODE".into()),
+                            value: Some("fast".into()),
+                            value_from: None,
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let config_map = core::ConfigMap {
+        metadata: metadata("settings"),
+        immutable: None,
+        data: [("color".to_string(), "blue".to_string())].into(),
+        binary_data: Default::default(),
+    };
+    let namespace = core::Namespace {
+        metadata: metadata("team"),
+        ..Default::default()
+    };
+    let protobuf = "application/vnd.kubernetes.protobuf";
+    let posts = [
+        (
+            "/apis/apps/v1/namespaces/shop/deployments",
+            protobuf_body("apps/v1", "Deployment", &deployment),
+        ),
+        (
+            "/api/v1/namespaces/shop/configmaps",
+            protobuf_body("v1", "ConfigMap", &config_map),
+        ),
+        (
+            "/api/v1/namespaces",
+            protobuf_body("v1", "Namespace", &namespace),
+        ),
+    ];
+    let client = http();
+    for (path, body) in posts {
+        let response = client
+            .post(format!("{}{path}", sim.url()))
+            .header("Content-Type", protobuf)
+            // What client-go's typed clients accept; JSON is the answer.
+            .header("Accept", "application/vnd.kubernetes.protobuf, */*")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 201, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{path}"
+        );
+        let created: serde_json::Value = response.json().await.unwrap();
+        assert!(created["metadata"]["uid"].is_string(), "{path}: {created}");
+    }
+
+    // kube-rs reads them back as if they had been created from JSON.
+    let deployments: Api<Deployment> = Api::namespaced(sim.client(), "shop");
+    let api = deployments.get("api").await.unwrap();
+    let spec = api.spec;
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(
+        spec.progress_deadline_seconds,
+        Some(600),
+        "defaults applied"
+    );
+    let container = &spec.template.spec.unwrap().containers[0];
+    assert_eq!(container.image.as_deref(), Some("registry.example/api:1"));
+    assert_eq!(
+        container.env.as_ref().unwrap()[0].value.as_deref(),
+        Some("fast")
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
+    assert_eq!(
+        config_maps.get("settings").await.unwrap().data.unwrap()["color"],
+        "blue"
+    );
+    let namespaces: Api<Namespace> = Api::all(sim.client());
+    let team = namespaces.get("team").await.unwrap();
+    assert_eq!(team.labels()["app"], "api");
+    // The controller converges the protobuf-created Deployment.
+    eventually(WAIT, "api ready", || async {
+        let status = deployments.get("api").await.ok()?.status?;
+        (status.ready_replicas == Some(2)).then_some(())
+    })
+    .await;
+
+    // A client that takes protobuf answers only is told so (the simulator answers JSON).
+    let response = client
+        .post(format!("{}/api/v1/namespaces/shop/configmaps", sim.url()))
+        .header("Content-Type", protobuf)
+        .header("Accept", protobuf)
+        .body(protobuf_body(
+            "v1",
+            "ConfigMap",
+            &core::ConfigMap {
+                metadata: metadata("other"),
+                ..Default::default()
+            },
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 406);
+    assert!(config_maps.get("other").await.is_err());
+    // A body of another kind than the path's is refused like a JSON one.
+    let response = client
+        .post(format!("{}/api/v1/namespaces/shop/configmaps", sim.url()))
+        .header("Content-Type", protobuf)
+        .body(protobuf_body("v1", "Namespace", &namespace))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    // Truncated protobuf is 400 with a Status, and the server keeps serving.
+    let mut truncated = protobuf_body("apps/v1", "Deployment", &deployment);
+    truncated.truncate(truncated.len() - 5);
+    let response = client
+        .post(format!(
+            "{}/apis/apps/v1/namespaces/shop/deployments",
+            sim.url()
+        ))
+        .header("Content-Type", protobuf)
+        .body(truncated)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let status: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(
+        (status["kind"].as_str(), status["reason"].as_str()),
+        (Some("Status"), Some("BadRequest"))
+    );
+    assert!(config_maps.get("settings").await.is_ok());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn crds_serve_their_resources_until_deleted() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{DynamicObject, GroupVersionKind};
+    use kube::discovery;
+
+    let sim = sim().await;
+    let client = sim.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.pulse.example.com"},
+        "spec": {
+            "group": "pulse.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "shortNames": ["gd"]},
+            "versions": [{
+                "name": "v1",
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            }],
+        },
+    }))
+    .unwrap();
+    let created = crds.create(&PostParams::default(), &crd).await.unwrap();
+    let status = created.status.unwrap();
+    let conditions: Vec<(String, String)> = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    assert!(conditions.contains(&("Established".into(), "True".into())));
+    assert!(conditions.contains(&("NamesAccepted".into(), "True".into())));
+    let accepted = status.accepted_names.unwrap();
+    assert_eq!(accepted.kind, "Gadget");
+    assert_eq!(accepted.short_names, Some(vec!["gd".into()]));
+
+    // Discovery now lists the resource with its scope and status subresource.
+    let gvk = GroupVersionKind::gvk("pulse.example.com", "v1", "Gadget");
+    let (resource, capabilities) = discovery::pinned_kind(&client, &gvk).await.unwrap();
+    assert_eq!(resource.plural, "gadgets");
+    assert_eq!(capabilities.scope, discovery::Scope::Namespaced);
+    let subresources: Vec<&str> = capabilities
+        .subresources
+        .iter()
+        .map(|(s, _)| s.plural.as_str())
+        .collect();
+    assert_eq!(subresources, ["status"]);
+
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "shop", &resource);
+    let mut watch = gadgets
+        .watch(&WatchParams::default().timeout(30), "0")
+        .await
+        .unwrap()
+        .boxed();
+    wait_for_watch(&sim).await;
+    let mut gear = DynamicObject::new("gear", &resource);
+    gear.data = json!({"spec": {"size": 3}});
+    gadgets.create(&PostParams::default(), &gear).await.unwrap();
+    gadgets
+        .patch(
+            "gear",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 4}})),
+        )
+        .await
+        .unwrap();
+    gadgets
+        .patch_status(
+            "gear",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    let listed = gadgets.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].data["spec"]["size"], 4);
+    assert_eq!(listed.items[0].data["status"]["ready"], true);
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        match next(&mut watch).await.unwrap() {
+            WatchEvent::Added(o) => seen.push(format!("Added({})", o.data["spec"]["size"])),
+            WatchEvent::Modified(o) => seen.push(format!("Modified({})", o.data["spec"]["size"])),
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["Added(3)", "Modified(4)", "Modified(4)"]);
+
+    // Deleting the CRD deletes its objects (the watch sees them go, then
+    // ends) and stops serving the resource.
+    crds.delete("gadgets.pulse.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    loop {
+        match next(&mut watch).await.unwrap() {
+            WatchEvent::Deleted(o) => {
+                assert_eq!(o.metadata.name.as_deref(), Some("gear"));
+                break;
+            }
+            WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let ended = tokio::time::timeout(WAIT, watch.next()).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "the watch ends with its resource"
+    );
+    let err = gadgets.list(&ListParams::default()).await.unwrap_err();
+    assert!(matches!(err, Error::Api(ref s) if s.code == 404), "{err:?}");
+    assert!(discovery::pinned_kind(&client, &gvk).await.is_err());
+    let groups = http()
+        .get(format!("{}/apis", sim.url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!groups.contains("pulse.example.com"), "{groups}");
+    let err = crds.get("gadgets.pulse.example.com").await.unwrap_err();
+    assert!(matches!(err, Error::Api(ref s) if s.code == 404), "{err:?}");
     sim.shutdown().await;
 }

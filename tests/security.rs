@@ -4,6 +4,8 @@
 //! a certificate made in the test.
 
 mod common;
+#[path = "security/conn.rs"]
+mod conn;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -182,12 +182,27 @@ impl Gateway {
     /// then stops tasks and pipeline.
     pub async fn serve(self, listener: TcpListener, extra: Router) -> Result<()> {
         let app = self.router(extra);
+        let members = self.pipeline.clients().len();
+        let sessions = self.state.transports.config.max_connections;
+        let ceiling = (self.connections.max_total)
+            .or_else(|| crate::connections::ceiling(members))
+            .filter(|ceiling| *ceiling < sessions);
+        if let Some(ceiling) = ceiling {
+            // Streams are never shed: once they fill the ceiling, new
+            // connections (health probes too) are refused.
+            tracing::warn!(
+                ceiling,
+                sessions,
+                "the connection ceiling (open-files limit) is below --max-connections; \
+                 raise the open-files limit or lower --max-connections"
+            );
+        }
         let served = http_server::serve_with(
             listener,
             app,
             self.tls.clone(),
             self.connections.clone(),
-            self.pipeline.clients().len(),
+            members,
             self.state.metrics.clone(),
             self.shutdown.clone(),
         )

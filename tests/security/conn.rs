@@ -245,6 +245,41 @@ fn tls_slowloris(
     Ok(false)
 }
 
+/// `GET path` over TLS (HTTP/1.1) with a blocking socket: the whole answer.
+fn tls_get(
+    addr: SocketAddr,
+    trusted: rustls::pki_types::CertificateDer<'static>,
+    path: &str,
+) -> String {
+    use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(trusted).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let socket = std::net::TcpStream::connect(addr).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, socket);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let (mut answer, mut buf) = (Vec::new(), [0u8; 8192]);
+    // Until the server closes (an unclean TLS close counts as the end too).
+    while let Ok(n) = tls.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_slowloris_is_closed_after_the_handshake_too() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -258,6 +293,8 @@ async fn tls_slowloris_is_closed_after_the_handshake_too() {
             &key,
             "--header-read-timeout",
             "2",
+            "--tls-handshake-timeout",
+            "1",
         ],
         None,
     );
@@ -288,9 +325,17 @@ async fn tls_slowloris_is_closed_after_the_handshake_too() {
     );
     assert!(took < Duration::from_secs(30), "{took:?}");
 
-    // A client that opens TCP and never starts the handshake is closed too.
+    // A client that opens TCP and never starts the handshake is closed by
+    // the handshake timeout (1 s, shorter than the header timeout here).
     let mut silent = TcpStream::connect(addr).await.unwrap();
     assert!(closed_within(&mut silent, Duration::from_secs(30)).await);
+    let metrics = tokio::task::spawn_blocking(move || tls_get(addr, der, "/metrics"))
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("kube_pulse_tcp_closed_total{reason=\"handshake_timeout\"} 1"),
+        "{metrics}"
+    );
     assert!(terminate(&mut child).success());
 }
 

@@ -108,12 +108,13 @@ fn limit_send_buffer(_: &TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
-/// An accepted socket that counts as a connection of the server until it is
-/// dropped: by hyper, or by the WebSocket session it was upgraded to.
+/// An accepted socket that counts as a connection of the server (for
+/// shutdown, and against its IP and the ceiling) until it is dropped: by
+/// hyper, or by the WebSocket session it was upgraded to.
 struct Tracked {
     io: TcpStream,
     _token: TaskTrackerToken,
-    _slot: Slot,
+    slot: Slot,
 }
 
 impl AsyncRead for Tracked {
@@ -212,7 +213,7 @@ async fn serve_on(
         let stream = Tracked {
             io: stream,
             _token: tracker.token(),
-            _slot: slot,
+            slot,
         };
         let connection = Connection {
             app: app.clone(),
@@ -225,7 +226,7 @@ async fn serve_on(
             match tls {
                 Some(acceptor) => connection.serve_tls(stream, acceptor).await,
                 None => {
-                    let conn = stream._slot.conn.clone();
+                    let conn = stream.slot.conn.clone();
                     connection.serve_http1(TokioIo::new(stream), conn).await
                 }
             }
@@ -332,7 +333,7 @@ impl Connection {
 
     /// The TLS handshake (bounded), then HTTP/2 or HTTP/1.1 by ALPN.
     async fn serve_tls(self, stream: Tracked, acceptor: TlsAcceptor) {
-        let conn = stream._slot.conn.clone();
+        let conn = stream.slot.conn.clone();
         let handshake = tokio::select! {
             handshake = acceptor.accept(stream, ()) => handshake,
             reason = self.connections.expired(&conn) => {

@@ -15,6 +15,11 @@ use crate::common::{http, terminate};
 /// `kube-pulse demo` (one member, no scenario) on 127.0.0.1:0 with `extra`
 /// flags, optionally under `ulimit -n fd_limit`; returns it and its base URL.
 fn demo(extra: &[&str], fd_limit: Option<u32>) -> (Child, String) {
+    demo_logging_to(extra, fd_limit, Stdio::null())
+}
+
+/// [`demo`] with its stderr (`RUST_LOG=warn`) going to `stderr`.
+fn demo_logging_to(extra: &[&str], fd_limit: Option<u32>, stderr: Stdio) -> (Child, String) {
     let binary = env!("CARGO_BIN_EXE_kube-pulse");
     let mut args = vec![
         "demo",
@@ -43,7 +48,7 @@ fn demo(extra: &[&str], fd_limit: Option<u32>) -> (Child, String) {
     let mut child = command
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("binary starts");
     let url = listening_url(&mut child);
@@ -418,6 +423,55 @@ async fn idle_connections_from_one_ip_never_starve_livez_under_a_low_fd_limit() 
     assert_eq!(livez_from([127, 0, 0, 5], addr).await, Ok(200));
     assert!(metric(&url, "kube_pulse_tcp_refused_total{reason=\"per_ip\"}").await >= 1.0);
     assert!(terminate(&mut child).success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_backs_off_when_descriptors_run_out() {
+    // A ceiling above the descriptor limit: accept itself fails (EMFILE).
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let (mut child, url) = demo_logging_to(
+        &["--max-sockets", "100000"],
+        Some(256),
+        Stdio::from(log.reopen().unwrap()),
+    );
+    let addr = addr_of(&url);
+    let mut held = Vec::new();
+    for _ in 0..400 {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_secs(5), connect_from([127, 0, 0, 1], addr)).await
+        {
+            held.push(s);
+        }
+    }
+    // Each failed accept sheds an idle connection, so the backlog drains
+    // and a probe gets its turn (bounded: 12 tries of up to 10 s).
+    let mut answered = None;
+    for _ in 0..12 {
+        if let Ok(status) = livez_from([127, 0, 0, 2], addr).await {
+            answered = Some(status);
+            break;
+        }
+    }
+    assert_eq!(
+        answered,
+        Some(200),
+        "/livez answers once the backlog drained"
+    );
+    let exhausted = metric(
+        &url,
+        "kube_pulse_accept_errors_total{reason=\"fd_exhausted\"}",
+    )
+    .await;
+    drop(held);
+    assert!(terminate(&mut child).success());
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    let lines = logged.matches("accepting a connection failed").count();
+    eprintln!("{exhausted} failed accepts (EMFILE), {lines} logged");
+    assert!(exhausted >= 10.0, "{exhausted}");
+    assert!(
+        (1..=4).contains(&lines),
+        "logged at most once per 10 s: {lines}\n{logged}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

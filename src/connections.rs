@@ -283,6 +283,8 @@ impl Connections {
     pub(crate) fn begin_request(self: &Arc<Self>, conn: &Arc<Conn>) -> RequestGuard {
         conn.served.store(true, Ordering::Relaxed);
         conn.in_flight.fetch_add(1, Ordering::Relaxed);
+        // The watcher may be waiting out the header timeout: now it is busy.
+        conn.wake.notify_one();
         RequestGuard {
             registry: self.clone(),
             conn: conn.clone(),
@@ -295,7 +297,8 @@ impl Connections {
     }
 
     /// Resolves when the connection must be closed: shed, or idle past the
-    /// header-read timeout (no request yet) or the idle timeout.
+    /// header-read timeout (no request yet) or the idle timeout. Shedding
+    /// and each request's start and end wake it to look again.
     pub(crate) async fn expired(&self, conn: &Conn) -> Reason {
         loop {
             let wake = conn.wake.notified();
@@ -317,8 +320,8 @@ impl Connections {
                 }
                 limit - idle
             } else {
-                // Busy: look again later (a request that ends meanwhile is
-                // closed at most one timeout late).
+                // Busy: woken when a request ends (looked at again after
+                // `limit` anyway).
                 limit
             };
             tokio::select! {
@@ -370,6 +373,8 @@ impl Drop for RequestGuard {
             .idle_since
             .store(self.registry.now_ms(), Ordering::Relaxed);
         self.conn.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // Idle from now: the watcher starts the idle timeout.
+        self.conn.wake.notify_one();
     }
 }
 
@@ -459,5 +464,27 @@ mod tests {
         assert!(r.shed_longest_idle(Some(ip(2))));
         assert_eq!(r.expired(&other.conn).await, Reason::Shed);
         assert_eq!(at.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_comes_while_the_header_clock_runs_switches_to_the_idle_timeout() {
+        let settings = ConnectionSettings {
+            header_read_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let r = Connections::new(settings, 0, Metrics::new());
+        let slot = r.admit(ip(1)).unwrap();
+        let watcher = {
+            let (r, conn) = (r.clone(), slot.conn.clone());
+            tokio::spawn(async move { r.expired(&conn).await })
+        };
+        // The watcher now waits out the 60 s header timeout; a request
+        // arrives and ends.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        drop(r.begin_request(&slot.conn));
+        let ended = Instant::now();
+        assert_eq!(watcher.await.unwrap(), Reason::IdleTimeout);
+        assert_eq!(ended.elapsed(), Duration::from_secs(2));
     }
 }

@@ -46,6 +46,15 @@ pub struct FileConfig {
     /// `--max-auth-failures-per-ip` / `--auth-failure-window` flags win.
     #[serde(default)]
     pub auth_failures: AuthFailureSettings,
+    /// Timeouts and limits of accepted connections; flags win.
+    #[serde(default)]
+    pub connections: ConnectionsFile,
+    /// Address blocks of reverse proxies whose forwarding header names the
+    /// client (`--trusted-proxy` wins when given).
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    /// `x-forwarded-for` (default) or `forwarded` (`--forwarded-header` wins).
+    pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before
@@ -70,6 +79,56 @@ impl AuthFailureSettings {
             )),
             _ => Ok(()),
         }
+    }
+}
+
+/// The `connections:` block of the file (docs/SECURITY.md, "Connections"),
+/// with the file's trusted proxies once validated.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ConnectionsFile {
+    /// Seconds for a request's headers to arrive (1 to 3600; default 10).
+    pub header_read_timeout_seconds: Option<u64>,
+    /// Seconds for a TLS handshake (1 to 3600; default 10).
+    pub tls_handshake_timeout_seconds: Option<u64>,
+    /// Seconds a connection with no request in flight stays open (1 to 3600; default 60).
+    pub idle_timeout_seconds: Option<u64>,
+    /// Open TCP connections per peer IP (default: sessions per IP + 100).
+    pub max_sockets_per_ip: Option<usize>,
+    /// Open TCP connections in all (default: from the open-files limit).
+    pub max_sockets: Option<usize>,
+    /// Filled from the top-level `trustedProxies` by [`FileConfig::connections_file`].
+    #[serde(skip)]
+    pub trusted_proxies: Vec<crate::client_ip::Cidr>,
+    /// Filled from the top-level `forwardedHeader`.
+    #[serde(skip)]
+    pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
+}
+
+impl ConnectionsFile {
+    fn validate(&self) -> std::result::Result<(), String> {
+        let timeouts = [
+            ("headerReadTimeoutSeconds", self.header_read_timeout_seconds),
+            (
+                "tlsHandshakeTimeoutSeconds",
+                self.tls_handshake_timeout_seconds,
+            ),
+            ("idleTimeoutSeconds", self.idle_timeout_seconds),
+        ];
+        for (key, value) in timeouts {
+            if let Some(v) = value.filter(|v| !(1..=3600).contains(v)) {
+                return Err(format!("connections.{key} must be from 1 to 3600, not {v}"));
+            }
+        }
+        for (key, value) in [
+            ("maxSocketsPerIp", self.max_sockets_per_ip),
+            ("maxSockets", self.max_sockets),
+        ] {
+            if value == Some(0) {
+                return Err(format!("connections.{key} must be at least 1, not 0"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -136,6 +195,19 @@ impl FileConfig {
                 .auth_failures
                 .window_seconds
                 .map_or(defaults.window, std::time::Duration::from_secs),
+        }
+    }
+
+    /// The `connections:` block with the trusted proxies (validated by [`load_file`]).
+    pub fn connections_file(&self) -> ConnectionsFile {
+        ConnectionsFile {
+            trusted_proxies: self
+                .trusted_proxies
+                .iter()
+                .filter_map(|c| c.parse().ok())
+                .collect(),
+            forwarded_header: self.forwarded_header,
+            ..self.connections.clone()
         }
     }
 
@@ -394,6 +466,11 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         crate::guard::validate_allowed_host(host)
             .map_err(|message| invalid(format!("allowedHosts: {message}")))?;
     }
+    config.connections.validate().map_err(invalid)?;
+    for (i, cidr) in config.trusted_proxies.iter().enumerate() {
+        cidr.parse::<crate::client_ip::Cidr>()
+            .map_err(|e| invalid(format!("trustedProxies[{i}]: {e}")))?;
+    }
     for endpoint in &config.health.storage {
         endpoint.validate().map_err(|message| Error::Config {
             path: path.to_path_buf(),
@@ -525,6 +602,22 @@ mod tests {
             (
                 "clusters:\n- {name: a, server: 'https://x'}\nauthFailures: {windowSeconds: 0}\n",
                 "authFailures.windowSeconds must be 1 to 86400",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nconnections: {idleTimeoutSeconds: 0}\n",
+                "connections.idleTimeoutSeconds must be from 1 to 3600, not 0",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nconnections: {maxSocketsPerIp: 0}\n",
+                "connections.maxSocketsPerIp must be at least 1",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\ntrustedProxies: [10.0.0.0/8, 10.0.0.0/99]\n",
+                "trustedProxies[1]: \"10.0.0.0/99\" is not an address block",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\nforwardedHeader: x-real-ip\n",
+                "unknown variant",
             ),
             (
                 "clusters:\n- {name: a, server: 'https://x'}\nsyncRegistries:\n- {name: r, clusters: [zz], resources: []}\n",

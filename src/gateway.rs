@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::AuthSettings;
 use crate::config::HealthSettings;
+use crate::connections::ConnectionSettings;
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::http_server::{self, TlsSettings};
@@ -41,6 +42,8 @@ pub struct GatewayConfig {
     pub auth: AuthSettings,
     /// HTTPS when set.
     pub tls: Option<TlsSettings>,
+    /// Timeouts and limits of accepted connections; trusted proxies.
+    pub connections: ConnectionSettings,
 }
 
 impl Default for GatewayConfig {
@@ -54,6 +57,7 @@ impl Default for GatewayConfig {
             base_path: "/".into(),
             auth: AuthSettings::default(),
             tls: None,
+            connections: ConnectionSettings::default(),
         }
     }
 }
@@ -65,6 +69,7 @@ pub struct Gateway {
     state: Arc<GatewayState>,
     base_path: String,
     tls: Option<TlsSettings>,
+    connections: ConnectionSettings,
     shutdown: CancellationToken,
 }
 
@@ -95,6 +100,7 @@ impl Gateway {
             base_path,
             auth,
             tls,
+            connections,
         } = config;
         for member in &members {
             tracing::info!(cluster = %member.name, server = %member.config.cluster_url, "member cluster registered");
@@ -128,6 +134,7 @@ impl Gateway {
             state,
             base_path,
             tls,
+            connections,
             shutdown: shutdown.clone(),
         })
     }
@@ -175,8 +182,31 @@ impl Gateway {
     /// then stops tasks and pipeline.
     pub async fn serve(self, listener: TcpListener, extra: Router) -> Result<()> {
         let app = self.router(extra);
-        let served =
-            http_server::serve(listener, app, self.tls.clone(), self.shutdown.clone()).await;
+        let members = self.pipeline.clients().len();
+        let sessions = self.state.transports.config.max_connections;
+        let ceiling = (self.connections.max_total)
+            .or_else(|| crate::connections::ceiling(members))
+            .filter(|ceiling| *ceiling < sessions);
+        if let Some(ceiling) = ceiling {
+            // Streams are never shed: once they fill the ceiling, new
+            // connections (health probes too) are refused.
+            tracing::warn!(
+                ceiling,
+                sessions,
+                "the connection ceiling (open-files limit) is below --max-connections; \
+                 raise the open-files limit or lower --max-connections"
+            );
+        }
+        let served = http_server::serve_with(
+            listener,
+            app,
+            self.tls.clone(),
+            self.connections.clone(),
+            members,
+            self.state.metrics.clone(),
+            self.shutdown.clone(),
+        )
+        .await;
         self.stop().await;
         served
     }

@@ -1,7 +1,11 @@
-//! The HTTP servers under the router ([`serve`]): plain TCP, HTTP/1.1
-//! through hyper, and TLS, HTTP/2 and HTTP/1.1 by ALPN through rustls with
-//! certificate reload. Both hand each request its peer address (for the
-//! per-IP limits), take WebSocket upgrades and shut down gracefully.
+//! The HTTP servers under the router ([`serve`], [`serve_with`]): plain
+//! TCP, HTTP/1.1 through hyper, and TLS, HTTP/2 and HTTP/1.1 by ALPN through
+//! rustls with certificate reload. One accept loop serves both: it counts
+//! every connection before reading it ([`crate::connections`]: per IP, a
+//! ceiling, idle shedding, header-read/handshake/idle timeouts), backs off
+//! when descriptors run out, hands each request its client address
+//! ([`crate::client_ip`]: the peer, or the browser behind a trusted proxy),
+//! takes WebSocket upgrades and shuts down gracefully.
 //!
 //! Written out rather than `axum::serve` for the memory of a long-lived
 //! stream, which is what most connections here are: `axum::serve` detects a
@@ -19,16 +23,22 @@
 //! that stops reading blocks the session's writes after a few KiB, not
 //! megabytes, and is noticed within the write timeout.
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request};
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum_server::accept::Accept;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -37,7 +47,9 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tower::ServiceExt;
 
+use crate::connections::{Conn, ConnectionSettings, Connections, Reason, Slot};
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 
 /// Binds `addr`, naming it in the error.
 pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
@@ -48,17 +60,31 @@ pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
 
 /// Serves `app` on `listener` until `shutdown` is cancelled, over TLS when
 /// `tls` is set, then lets open connections finish their requests (streams
-/// end on the same signal).
+/// end on the same signal). Connection limits and timeouts at their
+/// defaults, metrics of its own: see [`serve_with`].
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     tls: Option<TlsSettings>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    match tls {
-        Some(tls) => serve_tls(listener, app, tls, shutdown).await,
-        None => serve_plain(listener, app, shutdown).await,
-    }
+    let connections = Connections::new(ConnectionSettings::default(), 0, Metrics::new());
+    serve_on(listener, app, tls, connections, shutdown).await
+}
+
+/// [`serve`] with connection limits and timeouts `settings` (the ceiling
+/// derived for `members` member clusters), counted in `metrics`.
+pub async fn serve_with(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<TlsSettings>,
+    settings: ConnectionSettings,
+    members: usize,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let connections = Connections::new(settings, members, metrics);
+    serve_on(listener, app, tls, connections, shutdown).await
 }
 
 /// The send buffer asked for on every accepted socket (Linux doubles it
@@ -82,11 +108,13 @@ fn limit_send_buffer(_: &TcpStream) -> std::io::Result<()> {
     Ok(())
 }
 
-/// An accepted socket that counts as a connection of the server until it is
-/// dropped: by hyper, or by the WebSocket session it was upgraded to.
+/// An accepted socket that counts as a connection of the server (for
+/// shutdown, and against its IP and the ceiling) until it is dropped: by
+/// hyper, or by the WebSocket session it was upgraded to.
 struct Tracked {
     io: TcpStream,
     _token: TaskTrackerToken,
+    slot: Slot,
 }
 
 impl AsyncRead for Tracked {
@@ -129,27 +157,54 @@ impl AsyncWrite for Tracked {
     }
 }
 
-/// Plain HTTP/1.1.
-async fn serve_plain(
+/// [`Connection::drive`]'s flag for an HTTP/1.1 connection.
+const HTTP1: bool = true;
+
+/// Accept errors are logged at most this often (the rest are counted).
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// The accept loop of both listeners: counts each connection against its
+/// IP and the ceiling before anything is read, backs off when descriptors
+/// run out, and serves each connection on its own task.
+async fn serve_on(
     listener: TcpListener,
     app: Router,
+    tls: Option<TlsSettings>,
+    connections: Arc<Connections>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let http = http1::Builder::new();
-    let connections = TaskTracker::new();
+    let tls = match tls {
+        Some(tls) => Some(tls_acceptor(tls, &connections.settings, &shutdown).await?),
+        None => None,
+    };
+    let tracker = TaskTracker::new();
+    let mut last_log: Option<(Instant, u64)> = None;
     loop {
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    // Out of descriptors, or reset before it was accepted:
-                    // wait a moment rather than spin.
-                    tracing::warn!(error = %e, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let exhausted = connections.accept_failed(&e);
+                    log_rate_limited(&mut last_log, &e);
+                    if exhausted {
+                        // Out of descriptors: free one idle connection and
+                        // give the closes a moment rather than spin.
+                        connections.shed_longest_idle(None);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                     continue;
                 }
             },
+        };
+        let slot = match connections.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(reason) => {
+                tracing::debug!(%peer, reason = reason.label(), "connection refused");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         if let Err(e) = limit_send_buffer(&stream) {
@@ -157,39 +212,185 @@ async fn serve_plain(
         }
         let stream = Tracked {
             io: stream,
-            _token: connections.token(),
+            _token: tracker.token(),
+            slot,
         };
-        let service = app.clone().map_request(move |request: Request<Incoming>| {
-            let mut request = request.map(Body::new);
-            request.extensions_mut().insert(ConnectInfo(peer));
-            request
-        });
-        let connection = http
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(service))
-            .with_upgrades();
-        let shutdown = shutdown.clone();
-        connections.spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                _ = shutdown.cancelled() => {
-                    // Finish the request in flight, then close.
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+        let connection = Connection {
+            app: app.clone(),
+            connections: connections.clone(),
+            peer,
+            shutdown: shutdown.clone(),
+        };
+        let tls = tls.clone();
+        tracker.spawn(async move {
+            match tls {
+                Some(acceptor) => connection.serve_tls(stream, acceptor).await,
+                None => {
+                    let conn = stream.slot.conn.clone();
+                    connection.serve_http1(TokioIo::new(stream), conn).await
                 }
-            };
-            if let Err(e) = result {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
             }
         });
     }
     drop(listener);
-    connections.close();
+    tracker.close();
     // Every connection, upgraded ones included: WebSocket sessions end on
     // `shutdown` themselves, each after its close frame (bounded by their
     // close grace), SSE streams at once.
-    connections.wait().await;
+    tracker.wait().await;
     Ok(())
+}
+
+/// Logs a failed accept, at most once per [`LOG_EVERY`] with the number
+/// left unlogged since.
+fn log_rate_limited(last: &mut Option<(Instant, u64)>, error: &std::io::Error) {
+    match last {
+        Some((at, unlogged)) if at.elapsed() < LOG_EVERY => *unlogged += 1,
+        _ => {
+            let unlogged = last.map_or(0, |(_, n)| n);
+            tracing::warn!(%error, unlogged, "accepting a connection failed");
+            *last = Some((Instant::now(), 0));
+        }
+    }
+}
+
+/// One accepted connection and what serving it needs.
+struct Connection {
+    app: Router,
+    connections: Arc<Connections>,
+    peer: SocketAddr,
+    shutdown: CancellationToken,
+}
+
+impl Connection {
+    /// The router behind the per-request bookkeeping: the client address
+    /// (trusted proxies), and the request counted in flight until its
+    /// response body is done (a stream stays in flight; a 101 marks the
+    /// connection as upgraded).
+    fn service(
+        &self,
+        conn: Arc<Conn>,
+    ) -> impl tower::Service<
+        Request<Incoming>,
+        Response = axum::response::Response,
+        Error = std::convert::Infallible,
+        Future = impl Future<
+            Output = std::result::Result<axum::response::Response, std::convert::Infallible>,
+        > + Send
+                 + 'static,
+    > + Clone
+    + Send
+    + 'static {
+        let (app, connections, peer) = (self.app.clone(), self.connections.clone(), self.peer);
+        tower::service_fn(move |request: Request<Incoming>| {
+            let guard = connections.begin_request(&conn);
+            let mut request = request.map(Body::new);
+            crate::client_ip::attach(&connections.settings.trusted_proxies, peer, &mut request);
+            let app = app.clone();
+            async move {
+                let response = app.oneshot(request).await?;
+                if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    guard.upgraded();
+                }
+                Ok(response.map(|body| {
+                    Body::new(body.map_frame(move |frame| {
+                        let _in_flight = &guard;
+                        frame
+                    }))
+                }))
+            }
+        })
+    }
+
+    /// HTTP/1.1 with upgrades, under the header-read and idle timeouts.
+    async fn serve_http1<I>(self, io: TokioIo<I>, conn: Arc<Conn>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut http = http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(self.connections.settings.header_read_timeout);
+        let service = TowerToHyperService::new(self.service(conn.clone()));
+        let connection = http.serve_connection(io, service).with_upgrades();
+        self.drive(connection, &conn, HTTP1, |c| c.graceful_shutdown())
+            .await;
+    }
+
+    /// HTTP/2 (chosen by ALPN), with keep-alive pings to notice dead peers.
+    async fn serve_http2<I>(self, io: TokioIo<I>, conn: Arc<Conn>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut http = http2::Builder::new(TokioExecutor::new());
+        http.timer(TokioTimer::new())
+            .keep_alive_interval(Some(Duration::from_secs(20)))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let service = TowerToHyperService::new(self.service(conn.clone()));
+        let connection = http.serve_connection(io, service);
+        self.drive(connection, &conn, !HTTP1, |c| c.graceful_shutdown())
+            .await;
+    }
+
+    /// The TLS handshake (bounded), then HTTP/2 or HTTP/1.1 by ALPN.
+    async fn serve_tls(self, stream: Tracked, acceptor: TlsAcceptor) {
+        let conn = stream.slot.conn.clone();
+        let handshake = tokio::select! {
+            handshake = acceptor.accept(stream, ()) => handshake,
+            reason = self.connections.expired(&conn) => {
+                self.connections.closed(reason);
+                return;
+            }
+        };
+        let stream = match handshake {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    self.connections.closed(Reason::HandshakeTimeout);
+                }
+                tracing::debug!(error = %e, peer = %self.peer, "TLS handshake failed");
+                return;
+            }
+        };
+        self.connections.ready(&conn);
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+        if h2 {
+            self.serve_http2(TokioIo::new(stream), conn).await
+        } else {
+            self.serve_http1(TokioIo::new(stream), conn).await
+        }
+    }
+
+    /// Runs `connection` until it ends, expires (closed at once: nothing is
+    /// in flight) or the server shuts down (requests in flight finish).
+    /// `http1`: a timeout error is hyper's header-read timeout.
+    async fn drive<C>(
+        self,
+        connection: C,
+        conn: &Conn,
+        http1: bool,
+        graceful: impl FnOnce(Pin<&mut C>),
+    ) where
+        C: Future<Output = hyper::Result<()>>,
+    {
+        let mut connection = std::pin::pin!(connection);
+        let result = tokio::select! {
+            result = connection.as_mut() => result,
+            reason = self.connections.expired(conn) => {
+                self.connections.closed(reason);
+                return;
+            }
+            _ = self.shutdown.cancelled() => {
+                graceful(connection.as_mut());
+                connection.await
+            }
+        };
+        if let Err(e) = result {
+            if http1 && e.is_timeout() {
+                self.connections.closed(Reason::HeaderTimeout);
+            }
+            tracing::debug!(error = %e, peer = %self.peer, "connection ended with an error");
+        }
+    }
 }
 
 /// Where the TLS certificate chain and key are (PEM).
@@ -203,14 +404,14 @@ pub struct TlsSettings {
     pub reload_every: std::time::Duration,
 }
 
-/// Serves `app` over TLS (HTTP/2 and HTTP/1.1 by ALPN) until `shutdown`;
-/// a changed certificate or key file is loaded without a restart.
-async fn serve_tls(
-    listener: TcpListener,
-    app: Router,
+/// The TLS acceptor, bounded by the handshake timeout, of the certificate
+/// and key (offering HTTP/2 and HTTP/1.1 by ALPN); a changed certificate or
+/// key file is loaded without a restart until `shutdown`.
+async fn tls_acceptor(
     tls: TlsSettings,
-    shutdown: CancellationToken,
-) -> Result<()> {
+    settings: &ConnectionSettings,
+    shutdown: &CancellationToken,
+) -> Result<TlsAcceptor> {
     // rustls picks the process-wide provider: ring, as everywhere in kube-pulse.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key)
@@ -219,23 +420,13 @@ async fn serve_tls(
             path: tls.cert.clone(),
             message: format!("cannot load the TLS certificate and key: {e}"),
         })?;
-    let handle = axum_server::Handle::new();
-    let stopper = handle.clone();
-    let watch = shutdown.clone();
-    tokio::spawn(async move {
-        watch.cancelled().await;
-        stopper.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
-    });
     tokio::spawn(reload_tls(config.clone(), tls, shutdown.clone()));
-    let listener = listener.into_std().map_err(Error::Serve)?;
-    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum_server::from_tcp_rustls(listener, config)
-        .map_err(Error::Serve)?
-        .handle(handle)
-        .serve(service)
-        .await
-        .map_err(Error::Serve)
+    Ok(axum_server::tls_rustls::RustlsAcceptor::new(config)
+        .handshake_timeout(settings.tls_handshake_timeout))
 }
+
+/// Accepts TLS on an accepted socket.
+type TlsAcceptor = axum_server::tls_rustls::RustlsAcceptor;
 
 /// Reloads the certificate and key when either file changes.
 async fn reload_tls(

@@ -11,7 +11,9 @@
 pub mod auth;
 mod classify;
 pub mod cli;
+pub mod client_ip;
 pub mod config;
+pub mod connections;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod engine;

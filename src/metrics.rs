@@ -149,6 +149,62 @@ pub struct Metrics {
     seen_seq: std::sync::atomic::AtomicU64,
     /// The hub's lag count already folded into `lagged_changes`.
     seen_lag: std::sync::atomic::AtomicU64,
+    /// Accepted TCP connections (src/connections.rs).
+    pub(crate) connections: ConnectionMetrics,
+}
+
+/// Accepted TCP connections: open, refused and closed by limit or timeout,
+/// failed accepts (src/connections.rs, docs/SECURITY.md "Connections").
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionMetrics {
+    pub(crate) open: Gauge,
+    refused: Family<ReasonLabels, Counter>,
+    closed: Family<ReasonLabels, Counter>,
+    accept_errors: Family<ReasonLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+impl ConnectionMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "tcp_connections",
+            "Open accepted TCP connections",
+            self.open.clone(),
+        );
+        registry.register(
+            "tcp_refused",
+            "Connections closed at accept: per_ip cap or gateway-wide ceiling, nothing idle to shed",
+            self.refused.clone(),
+        );
+        registry.register(
+            "tcp_closed",
+            "Connections closed by the gateway: shed, header_timeout, idle_timeout, handshake_timeout",
+            self.closed.clone(),
+        );
+        registry.register(
+            "accept_errors",
+            "Failed accepts: fd_exhausted (EMFILE/ENFILE) or other",
+            self.accept_errors.clone(),
+        );
+    }
+
+    pub(crate) fn refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    pub(crate) fn closed(&self, reason: &'static str) {
+        self.closed.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    pub(crate) fn accept_error(&self, reason: &'static str) {
+        self.accept_errors
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
 }
 
 // By hand: the registry holds every instrument; a few totals say enough.
@@ -207,6 +263,7 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.001, 2.0, 14))
             }),
             seen_seq: Default::default(),
+            connections: ConnectionMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -335,6 +392,7 @@ impl Metrics {
             "Latency of member apiserver probes",
             m.probe_latency.clone(),
         );
+        m.connections.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

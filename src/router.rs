@@ -223,7 +223,9 @@ async fn metrics(
         .into_response()
 }
 
-/// Counts HTTP requests by route template (not raw path) and status.
+/// Counts HTTP requests by route template (not raw path) and status, and
+/// logs each at debug level with its client (behind a trusted proxy, the
+/// forwarded address) and TCP peer.
 async fn count_requests(
     axum::extract::State(metrics): axum::extract::State<Arc<Metrics>>,
     request: axum::extract::Request,
@@ -235,7 +237,16 @@ async fn count_requests(
         .get::<axum::extract::MatchedPath>()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
+    let peer = request
+        .extensions()
+        .get::<crate::client_ip::PeerAddr>()
+        .map(|p| p.0);
     let response = next.run(request).await;
+    tracing::debug!(%method, %route, status = response.status().as_u16(), ?client, ?peer, "request");
     let labels = HttpLabels {
         method,
         route,

@@ -6,6 +6,8 @@
 #[path = "security/abuse.rs"]
 mod abuse;
 mod common;
+#[path = "security/conn.rs"]
+mod conn;
 #[path = "security/xsite.rs"]
 mod xsite;
 

@@ -130,6 +130,100 @@ pub struct PushArgs {
     /// `serve` takes `replayLogBytes` from its config file otherwise).
     #[arg(long, value_name = "BYTES")]
     pub replay_log_bytes: Option<usize>,
+    /// Connection timeouts and limits, trusted proxies.
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
+}
+
+/// Timeouts and limits of accepted TCP connections and the trusted proxies
+/// (docs/SECURITY.md). Unset flags take `serve`'s config file values, then
+/// the defaults.
+#[derive(Debug, Args)]
+pub struct ConnectionArgs {
+    /// Seconds for a request's headers to arrive (also while an HTTP/1.1
+    /// keep-alive connection waits for its next request) [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds())]
+    pub header_read_timeout: Option<u64>,
+    /// Seconds for a TLS handshake to complete [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds())]
+    pub tls_handshake_timeout: Option<u64>,
+    /// Seconds a connection with no request in flight stays open; SSE and
+    /// WebSocket streams are not cut [default: 60].
+    #[arg(long, value_name = "SECONDS", value_parser = seconds())]
+    pub idle_timeout: Option<u64>,
+    /// Most open TCP connections per peer IP address; trusted proxies are
+    /// exempt [default: --max-connections-per-ip + 100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sockets_per_ip: Option<u64>,
+    /// Most open TCP connections in all [default: the open-files limit
+    /// minus 64, minus 16 per member cluster].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sockets: Option<u64>,
+    /// Address block of a reverse proxy whose forwarding header names the
+    /// client, e.g. 10.0.0.0/8 (repeatable); other peers' headers are ignored.
+    #[arg(
+        long = "trusted-proxy",
+        value_name = "CIDR",
+        env = "KUBE_PULSE_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<crate::client_ip::Cidr>,
+    /// The header trusted proxies name the client in [default: x-forwarded-for].
+    #[arg(long, value_enum)]
+    pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
+}
+
+fn seconds() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=3600)
+}
+
+impl ConnectionArgs {
+    /// The connection settings of these flags over `file`'s (flags win);
+    /// the per-IP cap defaults to `sessions_per_ip` + [`SPARE_PER_IP`](crate::connections::SPARE_PER_IP).
+    pub fn to_settings(
+        &self,
+        file: &config::ConnectionsFile,
+        sessions_per_ip: usize,
+    ) -> crate::connections::ConnectionSettings {
+        let defaults = crate::connections::ConnectionSettings::default();
+        let secs = |flag: Option<u64>, file: Option<u64>, default| {
+            flag.or(file)
+                .map_or(default, std::time::Duration::from_secs)
+        };
+        let count = |flag: Option<u64>, file: Option<usize>| flag.map(|n| n as usize).or(file);
+        let trusted = if self.trusted_proxies.is_empty() {
+            file.trusted_proxies.clone()
+        } else {
+            self.trusted_proxies.clone()
+        };
+        crate::connections::ConnectionSettings {
+            header_read_timeout: secs(
+                self.header_read_timeout,
+                file.header_read_timeout_seconds,
+                defaults.header_read_timeout,
+            ),
+            tls_handshake_timeout: secs(
+                self.tls_handshake_timeout,
+                file.tls_handshake_timeout_seconds,
+                defaults.tls_handshake_timeout,
+            ),
+            idle_timeout: secs(
+                self.idle_timeout,
+                file.idle_timeout_seconds,
+                defaults.idle_timeout,
+            ),
+            max_per_ip: count(self.max_sockets_per_ip, file.max_sockets_per_ip)
+                .unwrap_or(sessions_per_ip.max(1) + crate::connections::SPARE_PER_IP),
+            max_total: count(self.max_sockets, file.max_sockets),
+            trusted_proxies: crate::client_ip::TrustedProxies {
+                cidrs: trusted,
+                header: self
+                    .forwarded_header
+                    .or(file.forwarded_header)
+                    .unwrap_or_default(),
+            },
+        }
+    }
 }
 
 fn parse_allowed_host(raw: &str) -> Result<String, String> {
@@ -332,26 +426,35 @@ impl ServeArgs {
     pub async fn resolve(&self) -> Result<(SocketAddr, GatewayConfig)> {
         let mut file_hosts = Vec::new();
         let mut auth_failures = crate::auth::FailureLimits::default();
-        let (clusters, file_listen, pipeline, health) = match (&self.config, &self.kubeconfig) {
-            (Some(path), _) => {
-                let file = config::load_file(path)?;
-                auth_failures = file.auth_failure_limits();
-                let pipeline = file.pipeline();
-                file_hosts = file.allowed_hosts;
-                (file.clusters, file.listen, pipeline, file.health)
-            }
-            (None, Some(path)) => (
-                config::from_kubeconfig(path, &self.contexts)?,
-                None,
-                Default::default(),
-                Default::default(),
-            ),
-            (None, None) => {
-                return Err(Error::Settings(
-                    "serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)".into(),
-                ));
-            }
-        };
+        let (clusters, file_listen, pipeline, health, connections) =
+            match (&self.config, &self.kubeconfig) {
+                (Some(path), _) => {
+                    let file = config::load_file(path)?;
+                    auth_failures = file.auth_failure_limits();
+                    let pipeline = file.pipeline();
+                    let connections = file.connections_file();
+                    file_hosts = file.allowed_hosts;
+                    (
+                        file.clusters,
+                        file.listen,
+                        pipeline,
+                        file.health,
+                        connections,
+                    )
+                }
+                (None, Some(path)) => (
+                    config::from_kubeconfig(path, &self.contexts)?,
+                    None,
+                    Default::default(),
+                    Default::default(),
+                    Default::default(),
+                ),
+                (None, None) => {
+                    return Err(Error::Settings(
+                        "serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)".into(),
+                    ));
+                }
+            };
         let addr = self
             .listen
             .or(file_listen)
@@ -367,6 +470,8 @@ impl ServeArgs {
         if self.push.allowed_hosts.is_empty() {
             gateway.transports.allowed_hosts = file_hosts;
         }
+        gateway.connections =
+            (self.push.connections).to_settings(&connections, self.push.max_connections_per_ip);
         gateway.members = config::members(&clusters).await?;
         Ok((addr, gateway))
     }
@@ -394,6 +499,8 @@ fn shared_flags(
         base_path: push.base_path.clone(),
         auth,
         tls: security.tls(),
+        connections: (push.connections)
+            .to_settings(&Default::default(), push.max_connections_per_ip),
         ..base
     })
 }
@@ -444,6 +551,48 @@ mod tests {
         };
         assert_eq!(parse(&[]), None);
         assert_eq!(parse(&["--replay-log-bytes", "1048576"]), Some(1 << 20));
+    }
+
+    #[test]
+    fn connection_flags_win_over_the_file() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "serve", "--kubeconfig", "kc"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).map(|c| c.command) {
+                Ok(Command::Serve(args)) => Ok(args),
+                Ok(_) => panic!("serve expected"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let file = config::ConnectionsFile {
+            idle_timeout_seconds: Some(30),
+            max_sockets: Some(500),
+            trusted_proxies: vec!["192.0.2.0/24".parse().unwrap()],
+            ..Default::default()
+        };
+        let args = parse(&["--idle-timeout", "5", "--max-connections-per-ip", "7"]).unwrap();
+        let s = args
+            .push
+            .connections
+            .to_settings(&file, args.push.max_connections_per_ip);
+        assert_eq!(s.idle_timeout, std::time::Duration::from_secs(5));
+        assert_eq!(s.header_read_timeout, std::time::Duration::from_secs(10));
+        assert_eq!((s.max_per_ip, s.max_total), (107, Some(500)));
+        assert!(s.trusted_proxies.contains("192.0.2.9".parse().unwrap()));
+        let args = parse(&[
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--trusted-proxy",
+            "fd00::/8",
+        ])
+        .unwrap();
+        let s = args.push.connections.to_settings(&file, 1000);
+        assert!(!s.trusted_proxies.contains("192.0.2.9".parse().unwrap()));
+        assert!(s.trusted_proxies.contains("fd00::1".parse().unwrap()));
+        assert_eq!(s.max_per_ip, 1100);
+        let err = parse(&["--trusted-proxy", "10.0.0.0/40"]).unwrap_err();
+        assert!(err.contains("not an address block"), "{err}");
+        assert!(parse(&["--idle-timeout", "0"]).is_err());
     }
 
     #[test]

@@ -1,0 +1,344 @@
+//! Who a request really comes from (`listener ──▶ [client_ip] ──▶ router`):
+//! behind a reverse proxy every request's TCP peer is the proxy, so the
+//! per-IP limits would count a whole deployment as one client. When the
+//! peer is a configured trusted proxy, the client is the right-most address
+//! of the configured forwarding header that is not itself a trusted proxy;
+//! from any other peer the header is ignored, so spoofing it changes
+//! nothing. [`attach`] runs once per request, before the router: it puts the
+//! client into `ConnectInfo<SocketAddr>` (what the limits, rates and auth
+//! throttling read) and the TCP peer into [`PeerAddr`] (for logs).
+
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderMap, Request};
+
+/// The TCP peer of a request, kept beside the client address that
+/// `ConnectInfo<SocketAddr>` carries once forwarding headers were honoured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub SocketAddr);
+
+/// An address block such as `10.0.0.0/8`, `fd00::/8` or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(raw: &str) -> Result<Self, String> {
+        let bad =
+            || format!("{raw:?} is not an address block such as 10.0.0.0/8, fd00::/8 or 192.0.2.7");
+        let (addr, prefix) = match raw.trim().split_once('/') {
+            Some((addr, prefix)) => (addr, Some(prefix)),
+            None => (raw.trim(), None),
+        };
+        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
+            None => max,
+        };
+        Ok(Self { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl Cidr {
+    /// Whether `ip` is inside the block (IPv4-mapped IPv6 addresses count as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Which forwarding header a trusted proxy's client address is read from.
+/// Only one: a proxy that sets one of them passes the other through from
+/// the client untouched, so reading both would let a client pick its address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (ingress-nginx, Envoy, Go's `httputil.ReverseProxy`, Karpor's server).
+    #[default]
+    #[serde(rename = "x-forwarded-for")]
+    XForwardedFor,
+    /// `Forwarded: for=…` (RFC 7239).
+    #[serde(rename = "forwarded")]
+    Forwarded,
+}
+
+/// The proxies whose forwarding header is believed.
+#[derive(Debug, Clone, Default)]
+pub struct TrustedProxies {
+    /// Peers (and hops) trusted to report the client's address.
+    pub cidrs: Vec<Cidr>,
+    /// The header they report it in.
+    pub header: ForwardedHeader,
+}
+
+/// Hops looked at from the right before giving up on a header (a proxy
+/// chain is a few hops; a longer list is noise from the client).
+const MAX_HOPS: usize = 32;
+
+impl TrustedProxies {
+    /// Whether `ip` is a trusted proxy.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.cidrs.iter().any(|c| c.contains(ip))
+    }
+
+    /// The client address of a request from `peer`: the peer itself unless
+    /// it is trusted, then the right-most untrusted hop of the header (the
+    /// left-most hop when all are trusted). A missing or malformed header
+    /// gives the peer, never an error.
+    pub fn client(&self, peer: SocketAddr, headers: &HeaderMap) -> SocketAddr {
+        if self.cidrs.is_empty() || !self.contains(peer.ip()) {
+            return peer;
+        }
+        let hops = match self.header {
+            ForwardedHeader::XForwardedFor => {
+                header_list(headers, "x-forwarded-for", |h| Some(h.trim().to_string()))
+            }
+            ForwardedHeader::Forwarded => header_list(headers, "forwarded", forwarded_for),
+        };
+        let Some(hops) = hops else { return peer };
+        let mut last = None;
+        for hop in hops.iter().rev().take(MAX_HOPS) {
+            let Some(addr) = parse_node(hop) else {
+                return peer;
+            };
+            if !self.contains(addr.ip()) {
+                return addr;
+            }
+            last = Some(addr);
+        }
+        if hops.len() > MAX_HOPS {
+            return peer;
+        }
+        last.unwrap_or(peer)
+    }
+}
+
+/// The comma-separated elements of every `name` header, each mapped by
+/// `element`; None when a header is not text or an element is malformed.
+fn header_list(
+    headers: &HeaderMap,
+    name: &str,
+    element: impl Fn(&str) -> Option<String>,
+) -> Option<Vec<String>> {
+    let mut hops = Vec::new();
+    for value in headers.get_all(name) {
+        for part in split_outside_quotes(value.to_str().ok()?, ',') {
+            hops.push(element(part)?);
+        }
+    }
+    Some(hops)
+}
+
+/// The `for=` value of one RFC 7239 element (`for=…;proto=…;by=…`).
+fn forwarded_for(element: &str) -> Option<String> {
+    split_outside_quotes(element, ';')
+        .into_iter()
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| key.trim().eq_ignore_ascii_case("for"))
+        .map(|(_, value)| value.trim().trim_matches('"').to_string())
+}
+
+fn split_outside_quotes(text: &str, separator: char) -> Vec<&str> {
+    let (mut parts, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in text.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            c if c == separator && !quoted => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1`, `[2001:db8::1]` or
+/// `[2001:db8::1]:4711` (port 0 when none is given); None for anything
+/// else, such as RFC 7239's `unknown` and obfuscated `_names`.
+fn parse_node(raw: &str) -> Option<SocketAddr> {
+    let raw = raw.trim();
+    if let Ok(addr) = raw.parse::<SocketAddr>() {
+        return Some(addr);
+    }
+    let bare = raw
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(raw);
+    bare.parse::<IpAddr>().ok().map(|ip| SocketAddr::new(ip, 0))
+}
+
+/// Puts the client address of a request from `peer` into
+/// `ConnectInfo<SocketAddr>` and `peer` into [`PeerAddr`].
+pub(crate) fn attach<B>(trusted: &TrustedProxies, peer: SocketAddr, request: &mut Request<B>) {
+    let client = trusted.client(peer, request.headers());
+    let extensions = request.extensions_mut();
+    extensions.insert(PeerAddr(peer));
+    extensions.insert(ConnectInfo(client));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proxies(header: ForwardedHeader) -> TrustedProxies {
+        TrustedProxies {
+            cidrs: vec!["10.0.0.0/8".parse().unwrap(), "fd00::/8".parse().unwrap()],
+            header,
+        }
+    }
+
+    fn client(trusted: &TrustedProxies, peer: &str, headers: &[(&str, &str)]) -> String {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                axum::http::HeaderValue::from_bytes(value.as_bytes()).unwrap(),
+            );
+        }
+        trusted.client(peer.parse().unwrap(), &map).ip().to_string()
+    }
+
+    #[test]
+    fn address_blocks_parse_and_match() {
+        let net: Cidr = "10.1.0.0/16".parse().unwrap();
+        assert!(net.contains("10.1.200.3".parse().unwrap()));
+        assert!(!net.contains("10.2.0.1".parse().unwrap()));
+        assert!(net.contains("::ffff:10.1.0.9".parse().unwrap()));
+        let all: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains("203.0.113.9".parse().unwrap()));
+        let one: Cidr = "2001:db8::1".parse().unwrap();
+        assert!(one.contains("2001:db8::1".parse().unwrap()));
+        assert!(!one.contains("2001:db8::2".parse().unwrap()));
+        for bad in [
+            "10.0.0.0/33",
+            "fd00::/129",
+            "nope",
+            "10.0.0/8",
+            "",
+            "10.0.0.0/x",
+        ] {
+            let err = bad.parse::<Cidr>().unwrap_err();
+            assert!(err.contains("not an address block"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_header_counts_only_from_a_trusted_peer() {
+        let xff = proxies(ForwardedHeader::XForwardedFor);
+        let spoofed = [("x-forwarded-for", "198.51.100.7")];
+        assert_eq!(client(&xff, "203.0.113.1:5000", &spoofed), "203.0.113.1");
+        assert_eq!(client(&xff, "10.0.0.2:5000", &spoofed), "198.51.100.7");
+        // Right-most untrusted hop: the client's own claim on the left is ignored.
+        let chain = [("x-forwarded-for", "1.1.1.1, 198.51.100.7, 10.0.0.9")];
+        assert_eq!(client(&xff, "10.0.0.2:5000", &chain), "198.51.100.7");
+        // Two header lines are one list.
+        let lines = [
+            ("x-forwarded-for", "1.1.1.1"),
+            ("x-forwarded-for", "198.51.100.8"),
+        ];
+        assert_eq!(client(&xff, "10.0.0.2:5000", &lines), "198.51.100.8");
+        // Every hop trusted: the left-most one.
+        let inside = [("x-forwarded-for", "10.9.9.9, 10.0.0.9")];
+        assert_eq!(client(&xff, "10.0.0.2:5000", &inside), "10.9.9.9");
+        // The other header is not read.
+        let other = [("forwarded", "for=198.51.100.7")];
+        assert_eq!(client(&xff, "10.0.0.2:5000", &other), "10.0.0.2");
+        // No header: the peer.
+        assert_eq!(client(&xff, "10.0.0.2:5000", &[]), "10.0.0.2");
+    }
+
+    #[test]
+    fn rfc_7239_forms_are_understood() {
+        let fwd = proxies(ForwardedHeader::Forwarded);
+        let peer = "[fd00::1]:443";
+        let cases = [
+            ("for=192.0.2.60;proto=http;by=203.0.113.43", "192.0.2.60"),
+            ("For=\"[2001:db8:cafe::17]:4711\"", "2001:db8:cafe::17"),
+            ("for=192.0.2.43, for=198.51.100.17", "198.51.100.17"),
+            (
+                "for=198.51.100.17;by=\"a,b\", for=10.0.0.1",
+                "198.51.100.17",
+            ),
+            ("for=192.0.2.43:8080", "192.0.2.43"),
+        ];
+        for (value, want) in cases {
+            assert_eq!(client(&fwd, peer, &[("forwarded", value)]), want, "{value}");
+        }
+    }
+
+    #[test]
+    fn malformed_headers_give_the_peer() {
+        let xff = proxies(ForwardedHeader::XForwardedFor);
+        let fwd = proxies(ForwardedHeader::Forwarded);
+        let peer = "10.0.0.2:5000";
+        for value in [
+            "",
+            "not-an-ip",
+            "1.1.1.1,,",
+            "999.1.1.1",
+            "[::1",
+            "1.1.1.1 2.2.2.2",
+        ] {
+            assert_eq!(
+                client(&xff, peer, &[("x-forwarded-for", value)]),
+                "10.0.0.2",
+                "{value:?}"
+            );
+        }
+        for value in [
+            "for=unknown",
+            "for=_hidden",
+            "proto=https",
+            "for=",
+            "garbage",
+            "for=\"[::1\"",
+        ] {
+            assert_eq!(
+                client(&fwd, peer, &[("forwarded", value)]),
+                "10.0.0.2",
+                "{value:?}"
+            );
+        }
+        let long = vec!["10.0.0.1"; MAX_HOPS + 5].join(",");
+        assert_eq!(
+            client(&xff, peer, &[("x-forwarded-for", &long)]),
+            "10.0.0.2"
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "x-forwarded-for",
+            axum::http::HeaderValue::from_bytes(b"\xff1.1.1.1").unwrap(),
+        );
+        assert_eq!(
+            xff.client(peer.parse().unwrap(), &headers).ip().to_string(),
+            "10.0.0.2"
+        );
+    }
+}

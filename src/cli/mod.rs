@@ -122,6 +122,10 @@ pub struct PushArgs {
     /// Subscribe operations per second per client (IP address and subject).
     #[arg(long, default_value_t = 100)]
     pub max_subscribes_per_client: u32,
+    /// Seconds a session's write may stay blocked before the client counts
+    /// as a slow consumer and is closed (WebSocket 4008).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = seconds())]
+    pub write_timeout: u64,
     /// Serve everything (API, streams, health, UI) under this path, e.g.
     /// `/pulse` behind another app's origin.
     #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
@@ -245,6 +249,7 @@ impl PushArgs {
             max_connections_per_ip: self.max_connections_per_ip.max(1),
             max_connections_per_token: self.max_connections_per_token.max(1),
             max_subscribes_per_client_second: self.max_subscribes_per_client.max(1),
+            write_timeout: std::time::Duration::from_secs(self.write_timeout),
             ..Default::default()
         }
     }

@@ -8,6 +8,8 @@ mod abuse;
 mod common;
 #[path = "security/conn.rs"]
 mod conn;
+#[path = "security/edges.rs"]
+mod edges;
 #[path = "security/xsite.rs"]
 mod xsite;
 

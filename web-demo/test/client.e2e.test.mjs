@@ -128,7 +128,11 @@ async function equalToRest(page, at, { token, want } = {}) {
 }
 
 const fault = (at, cluster, body) =>
-  fetch(`${at}_sim/clusters/${cluster}/faults`, { method: body ? 'PUT' : 'DELETE', body: body && JSON.stringify(body) });
+  fetch(`${at}_sim/clusters/${cluster}/faults`, {
+    method: body ? 'PUT' : 'DELETE',
+    headers: body ? { 'content-type': 'application/json' } : {},
+    body: body && JSON.stringify(body),
+  });
 
 // 25 cards over the three clusters, each its own hook, beside the table.
 const CARDS = Array.from({ length: 25 }, (_, i) => [`clusters/${CLUSTERS[i % 3]}`]);

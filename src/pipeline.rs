@@ -131,6 +131,14 @@ impl Pipeline {
             )
             .await;
             sources.push(source);
+            // When its credentials expire, for the cluster's warnings.
+            let credentials = crate::sources::credentials::expiry(&member.config);
+            let _ = tx
+                .send(Observation::Cluster {
+                    cluster: member.name.clone(),
+                    input: crate::status::cluster::ClusterInput::Credentials(credentials),
+                })
+                .await;
         }
         Ok(Arc::new(Self {
             hub,

@@ -654,3 +654,65 @@ async fn an_app_whose_deployment_is_deleted_is_removed_after_the_retention() {
     p.stop().await;
     a.shutdown().await;
 }
+
+/// A member whose token (a JWT) expires in three days and whose clock is
+/// two minutes ahead gets both warnings on its cluster document, while it
+/// stays Healthy; the warnings go when the clock is right again.
+#[tokio::test]
+async fn expiring_credentials_and_clock_skew_are_warned_of() {
+    use base64::Engine;
+    let enc = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let exp = chrono::Utc::now().timestamp() + 3 * 86_400 + 3_600;
+    let token = format!(
+        "{}.{}.c2ln",
+        enc(json!({"alg": "RS256", "kid": "sim"})),
+        enc(json!({"sub": "system:serviceaccount:kube-pulse:gateway", "exp": exp}))
+    );
+    let sim = sim_with(|c| {
+        c.name = "a".into();
+        c.token = Some(token.clone());
+    })
+    .await;
+    sim.set_faults(Faults {
+        clock_skew_seconds: 120,
+        ..Faults::default()
+    });
+    let shutdown = CancellationToken::new();
+    let p = pipeline(&[&sim], vec![], &shutdown).await;
+    let doc = doc_where(p.hub(), "clusters/a", WAIT, |d| {
+        d["phase"] == "Healthy" && d["warnings"].as_array().is_some_and(|w| w.len() == 2)
+    })
+    .await;
+    assert_eq!(doc["credentials"]["kind"], "Token");
+    assert_eq!(
+        doc["credentials"]["expires"],
+        chrono::DateTime::from_timestamp(exp, 0)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    assert_eq!(doc["warnings"][0]["reason"], "CredentialsExpiring");
+    assert!(
+        doc["warnings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("(in 3 days)"),
+        "{doc}"
+    );
+    assert_eq!(doc["warnings"][1]["reason"], "ClockSkew");
+    assert!(
+        doc["warnings"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("about 120 s ahead of"),
+        "{doc}"
+    );
+    sim.heal();
+    let doc = doc_where(p.hub(), "clusters/a", WAIT, |d| {
+        d["warnings"].as_array().is_some_and(|w| w.len() == 1)
+    })
+    .await;
+    assert_eq!(doc["warnings"][0]["reason"], "CredentialsExpiring");
+    p.stop().await;
+    shutdown.cancel();
+    sim.shutdown().await;
+}

@@ -36,6 +36,7 @@ fn ok() -> Observation {
     cluster(ClusterInput::ProbeSucceeded {
         latency_ms: 10,
         version: Some("v1.31.0".into()),
+        clock_skew_seconds: Some(0),
     })
 }
 

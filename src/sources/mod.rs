@@ -4,6 +4,7 @@
 //! number of watches on a member depends on its resources only.
 
 mod cluster;
+pub(crate) mod credentials;
 mod probe;
 mod watch;
 

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
+
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -14,10 +16,49 @@ use crate::engine::Observation;
 use crate::status::cluster::{ClusterInput, ProbeFailure};
 
 async fn get(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
+    get_dated(client, path).await.map(|(text, _)| text)
+}
+
+/// GETs `path`: its body and the member's clock (its `Date` header), with
+/// errors as kube-rs reports them (`Error::Api` with the `Status`).
+async fn get_dated(
+    client: &kube::Client,
+    path: &str,
+) -> Result<(String, Option<DateTime<Utc>>), kube::Error> {
+    use http_body_util::BodyExt;
     let request = http::Request::get(path)
-        .body(Vec::new())
+        .body(kube::client::Body::empty())
         .map_err(kube::Error::HttpError)?;
-    client.request_text(request).await
+    let response = client.send(request).await?;
+    let status = response.status();
+    let date = response
+        .headers()
+        .get(http::header::DATE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| DateTime::parse_from_rfc2822(v).ok())
+        .map(|d| d.with_timezone(&Utc));
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| kube::Error::Service(e.into()))?
+        .to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if status.is_client_error() || status.is_server_error() {
+        let api = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+            kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                .with_code(status.as_u16())
+        });
+        return Err(kube::Error::Api(api.boxed()));
+    }
+    Ok((text, date))
+}
+
+/// The member's clock minus ours, in whole seconds, from a `Date` header
+/// read at `received` (the header has a resolution of one second).
+pub(crate) fn clock_skew(date: DateTime<Utc>, received: DateTime<Utc>) -> i64 {
+    (date - received).num_milliseconds().div_euclid(1000)
+        + i64::from((date - received).num_milliseconds().rem_euclid(1000) >= 500)
 }
 
 /// One probe: ready?, and the server version when not yet known.
@@ -28,29 +69,29 @@ pub(crate) async fn probe_once(
 ) -> ClusterInput {
     let started = Instant::now();
     let attempt = async {
-        match get(client, "/readyz").await {
-            Ok(_) => {}
+        let date = match get_dated(client, "/readyz").await {
+            Ok((_, date)) => date,
             // Some clusters do not serve /readyz to this identity: /version still proves liveness.
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                get(client, "/version").await?;
-            }
+            Err(kube::Error::Api(s)) if s.code == 404 => get_dated(client, "/version").await?.1,
             Err(e) => return Err(e),
-        }
+        };
+        let skew = date.map(|d| clock_skew(d, Utc::now()));
         if want_version {
             let text = get(client, "/version").await?;
             let version = serde_json::from_str::<serde_json::Value>(&text)
                 .ok()
                 .and_then(|v| v["gitVersion"].as_str().map(str::to_string));
-            return Ok(version);
+            return Ok((version, skew));
         }
-        Ok(None)
+        Ok((None, skew))
     };
     let result = tokio::time::timeout(timeout, attempt).await;
     let latency_ms = started.elapsed().as_millis() as u64;
     match result {
-        Ok(Ok(version)) => ClusterInput::ProbeSucceeded {
+        Ok(Ok((version, clock_skew_seconds))) => ClusterInput::ProbeSucceeded {
             latency_ms,
             version,
+            clock_skew_seconds,
         },
         Ok(Err(err)) => {
             let (failure, message) = classify::probe_failure(&err);
@@ -112,5 +153,26 @@ pub(crate) async fn run(
             recoveries.send_modify(|n| *n += 1);
         }
         failing = !succeeded;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_skew_rounds_to_the_header_resolution() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let received = at("2026-12-03T10:00:00.400Z");
+        // (Date header, skew)
+        let cases = [
+            ("2026-12-03T10:00:00Z", 0),
+            ("2026-12-03T10:02:00Z", 120),
+            ("2026-12-03T09:58:30Z", -90),
+            ("2026-12-03T10:00:01Z", 1),
+        ];
+        for (date, want) in cases {
+            assert_eq!(clock_skew(at(date), received), want, "{date}");
+        }
     }
 }

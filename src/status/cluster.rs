@@ -97,6 +97,86 @@ pub struct ResourceCounts {
     pub failing: u32,
 }
 
+/// What a member authenticates with, when it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CredentialKind {
+    /// An X.509 client certificate (its `notAfter`).
+    ClientCertificate,
+    /// A bearer token that is a JWT (its `exp`).
+    Token,
+}
+
+/// The expiry of a member's credentials (`credentials` in the document).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialInfo {
+    /// What expires.
+    pub kind: CredentialKind,
+    /// When.
+    pub expires: DateTime<Utc>,
+}
+
+/// Something to act on before it fails (`warnings` in the document).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Warning {
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+/// Credentials expiring within this many days get a warning.
+pub(crate) const CREDENTIAL_WARNING_DAYS: i64 = 7;
+
+/// A member clock further than this from the gateway's gets a warning.
+pub(crate) const CLOCK_SKEW_WARNING_SECONDS: i64 = 30;
+
+/// The warnings of a cluster at `now`: credentials that expire within
+/// [`CREDENTIAL_WARNING_DAYS`] (or have expired: its probes then fail with
+/// `Unauthorized`), and a clock skew beyond [`CLOCK_SKEW_WARNING_SECONDS`]
+/// (shown in steps of 5 s, so jitter does not republish the document).
+pub(crate) fn warnings(
+    credentials: Option<&CredentialInfo>,
+    clock_skew: Option<i64>,
+    now: DateTime<Utc>,
+) -> Vec<Warning> {
+    let mut out = Vec::new();
+    if let Some(c) = credentials {
+        let what = match c.kind {
+            CredentialKind::ClientCertificate => "the client certificate",
+            CredentialKind::Token => "the bearer token",
+        };
+        let at = c.expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let left = c.expires - now;
+        if left <= chrono::Duration::zero() {
+            out.push(Warning {
+                reason: "CredentialsExpired",
+                message: format!("{what} expired at {at}"),
+            });
+        } else if left <= chrono::Duration::days(CREDENTIAL_WARNING_DAYS) {
+            let days = left.num_days();
+            let when = match days {
+                0 => "within a day".to_string(),
+                1 => "in 1 day".to_string(),
+                n => format!("in {n} days"),
+            };
+            out.push(Warning {
+                reason: "CredentialsExpiring",
+                message: format!("{what} expires at {at} ({when})"),
+            });
+        }
+    }
+    if let Some(skew) = clock_skew.filter(|s| s.abs() > CLOCK_SKEW_WARNING_SECONDS) {
+        let shown = (skew.abs() + 2) / 5 * 5;
+        let side = if skew > 0 { "ahead of" } else { "behind" };
+        out.push(Warning {
+            reason: "ClockSkew",
+            message: format!(
+                "the apiserver's clock is about {shown} s {side} the gateway's (tokens and certificates may be judged wrongly)"
+            ),
+        });
+    }
+    out
+}
+
 /// The `clusters/{name}` document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -107,6 +187,15 @@ pub(crate) struct ClusterStatus {
     pub(crate) lifecycle: Lifecycle<ClusterPhase>,
     pub(crate) probe: ProbeInfo,
     pub(crate) resources: ResourceCounts,
+    /// When the member's credentials expire, when that can be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) credentials: Option<CredentialInfo>,
+    /// What to act on before it fails (absent when nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) warnings: Vec<Warning>,
+    /// The member's clock minus ours at the last probe, in seconds.
+    #[serde(skip)]
+    pub(crate) clock_skew: Option<i64>,
 }
 
 /// What the engine tells the cluster machine.
@@ -120,6 +209,8 @@ pub enum ClusterInput {
         latency_ms: u64,
         /// The apiserver's `gitVersion`, when this probe asked for it (absent once known).
         version: Option<String>,
+        /// The member's clock (its `Date` header) minus ours, in seconds.
+        clock_skew_seconds: Option<i64>,
     },
     /// A probe failed.
     ProbeFailed {
@@ -134,6 +225,8 @@ pub enum ClusterInput {
     Resources(ResourceCounts),
     /// The cluster was taken out of the configuration (`Removed`, final).
     Removed,
+    /// When the member's credentials expire (read when its sources start).
+    Credentials(Option<CredentialInfo>),
 }
 
 impl ClusterStatus {
@@ -149,6 +242,9 @@ impl ClusterStatus {
             ),
             probe: ProbeInfo::default(),
             resources: ResourceCounts::default(),
+            credentials: None,
+            warnings: Vec::new(),
+            clock_skew: None,
         }
     }
 
@@ -193,6 +289,12 @@ impl ClusterStatus {
         if self.phase() == ClusterPhase::Removed {
             return self;
         }
+        self.apply(input, thresholds, now);
+        self.warnings = warnings(self.credentials.as_ref(), self.clock_skew, now);
+        self
+    }
+
+    fn apply(&mut self, input: ClusterInput, thresholds: Thresholds, now: DateTime<Utc>) {
         match input {
             ClusterInput::Started => {
                 if self.phase() == ClusterPhase::Pending {
@@ -207,7 +309,11 @@ impl ClusterStatus {
             ClusterInput::ProbeSucceeded {
                 latency_ms,
                 version,
+                clock_skew_seconds,
             } => {
+                if clock_skew_seconds.is_some() {
+                    self.clock_skew = clock_skew_seconds;
+                }
                 let p = &mut self.probe;
                 p.consecutive_successes =
                     (p.consecutive_successes + 1).min(thresholds.success.max(1));
@@ -271,8 +377,8 @@ impl ClusterStatus {
                     now,
                 );
             }
+            ClusterInput::Credentials(info) => self.credentials = info,
         }
-        self
     }
 }
 
@@ -321,7 +427,114 @@ mod tests {
         ClusterInput::ProbeSucceeded {
             latency_ms: 3,
             version: Some("v1.32.0".into()),
+            clock_skew_seconds: Some(0),
         }
+    }
+
+    #[test]
+    fn warnings_table() {
+        let cert = |days: i64| CredentialInfo {
+            kind: CredentialKind::ClientCertificate,
+            expires: t(0) + chrono::Duration::days(days) + chrono::Duration::hours(1),
+        };
+        let token = CredentialInfo {
+            kind: CredentialKind::Token,
+            expires: t(-60),
+        };
+        // (credentials, skew, reasons, a message fragment)
+        let cases = [
+            (None, None, vec![], ""),
+            (Some(cert(30)), Some(0), vec![], ""),
+            (
+                Some(cert(6)),
+                None,
+                vec!["CredentialsExpiring"],
+                "(in 6 days)",
+            ),
+            (Some(cert(8)), None, vec![], ""),
+            (
+                Some(cert(1)),
+                None,
+                vec!["CredentialsExpiring"],
+                "(in 1 day)",
+            ),
+            (
+                Some(cert(0)),
+                None,
+                vec!["CredentialsExpiring"],
+                "(within a day)",
+            ),
+            (
+                Some(token),
+                None,
+                vec!["CredentialsExpired"],
+                "the bearer token expired at",
+            ),
+            (None, Some(30), vec![], ""),
+            (None, Some(31), vec!["ClockSkew"], "about 30 s ahead of"),
+            (None, Some(-94), vec!["ClockSkew"], "about 95 s behind"),
+            (
+                Some(cert(2)),
+                Some(200),
+                vec!["CredentialsExpiring", "ClockSkew"],
+                "about 200 s",
+            ),
+        ];
+        for (credentials, skew, reasons, fragment) in cases {
+            let w = warnings(credentials.as_ref(), skew, t(0));
+            assert_eq!(
+                w.iter().map(|w| w.reason).collect::<Vec<_>>(),
+                reasons,
+                "{credentials:?} {skew:?}"
+            );
+            assert!(
+                w.iter().any(|w| w.message.contains(fragment)) || fragment.is_empty(),
+                "{w:?}"
+            );
+        }
+        // Jitter in the skew does not change the document.
+        assert_eq!(
+            warnings(None, Some(93), t(0)),
+            warnings(None, Some(96), t(0))
+        );
+    }
+
+    #[test]
+    fn the_document_carries_credentials_and_warnings() {
+        let mut s = ClusterStatus::new("a", "https://a", t(0));
+        assert!(serde_json::to_value(&s).unwrap().get("warnings").is_none());
+        s = s.step(
+            ClusterInput::Credentials(Some(CredentialInfo {
+                kind: CredentialKind::Token,
+                expires: t(3 * 86_400),
+            })),
+            Thresholds::default(),
+            t(0),
+        );
+        s = s.step(
+            ClusterInput::ProbeSucceeded {
+                latency_ms: 1,
+                version: None,
+                clock_skew_seconds: Some(120),
+            },
+            Thresholds::default(),
+            t(1),
+        );
+        let doc = serde_json::to_value(&s).unwrap();
+        assert_eq!(doc["credentials"]["kind"], "Token");
+        assert_eq!(doc["warnings"][0]["reason"], "CredentialsExpiring");
+        assert_eq!(doc["warnings"][1]["reason"], "ClockSkew");
+        // A probe without a Date header keeps the last skew known.
+        s = s.step(
+            ClusterInput::ProbeSucceeded {
+                latency_ms: 1,
+                version: None,
+                clock_skew_seconds: None,
+            },
+            Thresholds::default(),
+            t(2),
+        );
+        assert_eq!(s.warnings.len(), 2);
     }
 
     fn fail(failure: ProbeFailure) -> ClusterInput {

@@ -25,6 +25,8 @@ pub struct Faults {
     pub status_path_prefix: Option<String>,
     /// Make `/readyz` (and `/healthz`) fail while the API keeps answering.
     pub not_ready: bool,
+    /// Seconds the apiserver's clock (its `Date` header) is ahead (or, negative, behind).
+    pub clock_skew_seconds: i64,
 }
 
 impl Faults {
@@ -42,6 +44,9 @@ impl Faults {
         }
         if self.latency_ms > 600_000 {
             return Err("latencyMs must be at most 600000".into());
+        }
+        if self.clock_skew_seconds.abs() > 10 * 365 * 86_400 {
+            return Err("clockSkewSeconds must be within ten years".into());
         }
         Ok(())
     }

@@ -235,7 +235,16 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
             return ApiError::unauthorized().into_response();
         }
     }
-    next.run(request).await
+    let mut response = next.run(request).await;
+    if current.clock_skew_seconds != 0 {
+        // The apiserver's clock, off by the skew (hyper keeps a Date header
+        // that is already there).
+        let at = chrono::Utc::now() + chrono::Duration::seconds(current.clock_skew_seconds);
+        if let Ok(value) = at.format("%a, %d %b %Y %H:%M:%S GMT").to_string().parse() {
+            response.headers_mut().insert(header::DATE, value);
+        }
+    }
+    response
 }
 
 fn injected_error(code: u16) -> ApiError {

@@ -709,9 +709,24 @@ async fn members_come_and_go_live_and_a_removed_one_stays_removed() {
         p.add_member(as_member(&b)).await.expect("b is added again");
         doc_where(&hub, "apps/b/shop/w9", WAIT, |d| d["phase"].is_string()).await;
     }
-    assert!(p.remove_member("b").await);
+    // The last removal races a registry change and a health check.
+    let configmaps = SyncRegistry {
+        name: None,
+        clusters: vec!["*".into()],
+        resources: vec![SyncResource::all("", "v1", "configmaps")],
+    };
+    let (_, removed, _) = tokio::join!(
+        p.set_registries(vec![configmaps]),
+        p.remove_member("b"),
+        p.syncer_problems()
+    );
+    assert!(removed);
     assert!(!p.remove_member("b").await);
     assert_eq!(p.members().names(), ["a"]);
+    doc_where(&hub, "clusters/a/sync/core/v1/configmaps", WAIT, |d| {
+        d["phase"] == "Syncing"
+    })
+    .await;
     let of_b = || {
         let patterns =
             ["clusters/b", "clusters/b/**", "apps/b/**"].map(|p| Pattern::parse(p).unwrap());

@@ -76,10 +76,7 @@ pub struct Gateway {
 impl std::fmt::Debug for Gateway {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gateway")
-            .field(
-                "members",
-                &self.pipeline.clients().keys().collect::<Vec<_>>(),
-            )
+            .field("members", &self.pipeline.members().names())
             .field("base_path", &self.base_path)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
@@ -182,7 +179,7 @@ impl Gateway {
     /// then stops tasks and pipeline.
     pub async fn serve(self, listener: TcpListener, extra: Router) -> Result<()> {
         let app = self.router(extra);
-        let members = self.pipeline.clients().len();
+        let members = self.pipeline.members().len();
         let sessions = self.state.transports.config.max_connections;
         let ceiling = (self.connections.max_total)
             .or_else(|| crate::connections::ceiling(members))

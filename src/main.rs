@@ -4,6 +4,7 @@
 use clap::Parser;
 use kube_pulse::cli::{Cli, Command};
 use kube_pulse::gateway::Gateway;
+use kube_pulse::members::reload::Reloader;
 use kube_pulse::{http_server, shutdown, telemetry};
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +45,10 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
         Command::Serve(args) => {
             let (addr, config) = args.resolve().await?;
             let gateway = Gateway::start(config, &shutdown).await?;
+            if let Some(source) = args.member_source() {
+                let reloader = Reloader::new(source, gateway.pipeline().clone()).await;
+                reloader.spawn(args.reload_interval(), shutdown.clone())?;
+            }
             let listener = http_server::bind(addr).await?;
             println!("{}", gateway.listening("kube-pulse", &listener));
             gateway.serve(listener, axum::Router::new()).await

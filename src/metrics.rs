@@ -151,6 +151,44 @@ pub struct Metrics {
     seen_lag: std::sync::atomic::AtomicU64,
     /// Accepted TCP connections (src/connections.rs).
     pub(crate) connections: ConnectionMetrics,
+    /// Reloads of the member configuration (src/members/reload.rs).
+    pub(crate) reloads: ReloadMetrics,
+}
+
+/// Reloads of the member configuration (SIGHUP, a changed file): applied
+/// or refused, and whether the last one applied.
+#[derive(Debug, Default)]
+pub(crate) struct ReloadMetrics {
+    results: Family<ResultLabels, Counter>,
+    last_ok: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+impl ReloadMetrics {
+    fn register(&self, registry: &mut Registry) {
+        self.last_ok.set(1);
+        registry.register(
+            "config_reloads",
+            "Reloads of the configuration: applied (changes or none) or refused (invalid; the running one kept)",
+            self.results.clone(),
+        );
+        registry.register(
+            "config_last_reload_successful",
+            "1 when the last reload of the configuration applied (or none was tried), 0 when it was refused",
+            self.last_ok.clone(),
+        );
+    }
+
+    /// Counts a reload: `applied` or `refused`.
+    pub(crate) fn record(&self, applied: bool) {
+        let result = if applied { "applied" } else { "refused" };
+        self.results.get_or_create(&ResultLabels { result }).inc();
+        self.last_ok.set(i64::from(applied));
+    }
 }
 
 /// Accepted TCP connections: open, refused and closed by limit or timeout,
@@ -264,6 +302,7 @@ impl Metrics {
             }),
             seen_seq: Default::default(),
             connections: ConnectionMetrics::default(),
+            reloads: ReloadMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -393,6 +432,7 @@ impl Metrics {
             m.probe_latency.clone(),
         );
         m.connections.register(&mut registry);
+        m.reloads.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

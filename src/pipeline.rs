@@ -1,5 +1,7 @@
 //! Wires sources, engine and hub for a set of member clusters: the running
-//! gateway core that `serve` and `demo` share.
+//! gateway core that `serve` and `demo` share. Members come and go while it
+//! runs (`add_member`, `remove_member`, `update_member`, `reconcile`; fed by
+//! src/members/).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{self, Engine, Observation};
 use crate::hub::{Hub, HubConfig};
+use crate::members::{Fingerprint, MemberClients, MemberDiff};
 use crate::sources::{ClusterSource, SourceConfig, SyncRegistry, resources_for};
-use crate::status::cluster::Thresholds;
+use crate::status::cluster::{ClusterInput, CredentialInfo, Thresholds};
 
 /// Observations waiting for the engine; sources wait when it is full.
 const OBSERVATION_QUEUE: usize = 4096;
@@ -56,13 +59,29 @@ impl Default for PipelineConfig {
     }
 }
 
+/// A running member: its source and the fingerprint of the settings it runs with.
+struct Running {
+    fingerprint: Fingerprint,
+    source: ClusterSource,
+}
+
+/// The running members and the sync registries they watch by.
+struct Members {
+    running: BTreeMap<String, Running>,
+    registries: Vec<SyncRegistry>,
+}
+
 /// Sources + engine + hub, running.
 pub struct Pipeline {
     hub: Arc<Hub>,
     metrics: Arc<crate::metrics::Metrics>,
-    sources: Mutex<Vec<ClusterSource>>,
-    /// One client per member, shared with tasks.
-    clients: BTreeMap<String, kube::Client>,
+    /// Held across a whole member or registry change (source starts and
+    /// stops included), so changes apply one at a time, in order; health
+    /// checks wait for it, tasks never do (they read `clients`).
+    members: Mutex<Members>,
+    /// One client per running member, shared with tasks.
+    clients: Arc<MemberClients>,
+    source_config: SourceConfig,
     app_label: String,
     engine: Mutex<Option<JoinHandle<()>>>,
     /// Kept to see how full the engine's queue is (health).
@@ -74,10 +93,30 @@ pub struct Pipeline {
 impl std::fmt::Debug for Pipeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
-            .field("members", &self.clients.keys().collect::<Vec<_>>())
+            .field("members", &self.clients.names())
             .field("app_label", &self.app_label)
             .finish_non_exhaustive()
     }
+}
+
+/// A member's client, its server URL (for the cluster document) and fingerprint.
+/// A member's client, server URL, connection fingerprint, and when its
+/// credentials expire (for the cluster's warnings).
+type Connected = (kube::Client, String, Fingerprint, Option<CredentialInfo>);
+
+fn connect(member: &Member) -> crate::Result<Connected> {
+    let mut kube_config = member.config.clone();
+    // Sources report errors and back off themselves; client-side
+    // retries of 429/503 would only delay what the status shows.
+    kube_config.default_retry = false;
+    let server = kube_config.cluster_url.to_string();
+    let fingerprint = crate::members::fingerprint(&kube_config);
+    let credentials = crate::sources::credentials::expiry(&kube_config);
+    let client = kube::Client::try_from(kube_config).map_err(|e| crate::Error::Cluster {
+        cluster: member.name.clone(),
+        message: format!("cannot build a client: {e}"),
+    })?;
+    Ok((client, server, fingerprint, credentials))
 }
 
 impl Pipeline {
@@ -98,6 +137,11 @@ impl Pipeline {
         config: PipelineConfig,
         shutdown: &CancellationToken,
     ) -> crate::Result<Arc<Self>> {
+        // Every client first: a member that cannot have one starts nothing.
+        let connected = members
+            .iter()
+            .map(|m| connect(m).map(|c| (m.name.clone(), c)))
+            .collect::<crate::Result<Vec<_>>>()?;
         let token = shutdown.child_token();
         let (tx, rx) = mpsc::channel::<Observation>(OBSERVATION_QUEUE);
         let metrics = crate::metrics::Metrics::new();
@@ -105,51 +149,197 @@ impl Pipeline {
             .with_metrics(metrics.clone())
             .with_retention(config.app_retention);
         let engine = tokio::spawn(engine::run(engine, rx, token.clone()));
-        let mut sources = Vec::new();
-        let mut clients = BTreeMap::new();
-        for member in members {
-            let mut kube_config = member.config.clone();
-            // Sources report errors and back off themselves; client-side
-            // retries of 429/503 would only delay what the status shows.
-            kube_config.default_retry = false;
-            let server = kube_config.cluster_url.to_string();
-            let client =
-                kube::Client::try_from(kube_config).map_err(|e| crate::Error::Cluster {
-                    cluster: member.name.clone(),
-                    message: format!("cannot build a client: {e}"),
-                })?;
-            clients.insert(member.name.clone(), client.clone());
-            let resources = resources_for(&member.name, &config.registries);
-            let source = ClusterSource::start(
-                &member.name,
-                &server,
-                client,
-                resources,
-                config.source.clone(),
-                tx.clone(),
-                &token,
-            )
-            .await;
-            sources.push(source);
-            // When its credentials expire, for the cluster's warnings.
-            let credentials = crate::sources::credentials::expiry(&member.config);
-            let _ = tx
-                .send(Observation::Cluster {
-                    cluster: member.name.clone(),
-                    input: crate::status::cluster::ClusterInput::Credentials(credentials),
-                })
-                .await;
-        }
-        Ok(Arc::new(Self {
+        let pipeline = Arc::new(Self {
             hub,
             metrics,
-            sources: Mutex::new(sources),
-            clients,
+            members: Mutex::new(Members {
+                running: BTreeMap::new(),
+                registries: config.registries,
+            }),
+            clients: Arc::new(MemberClients::default()),
             app_label: config.source.app_label.clone(),
+            source_config: config.source,
             engine: Mutex::new(Some(engine)),
             tx,
             token,
-        }))
+        });
+        {
+            let mut members = pipeline.members.lock().await;
+            for (name, connected) in connected {
+                pipeline.start_member(&mut members, &name, connected).await;
+            }
+        }
+        Ok(pipeline)
+    }
+
+    // Members that come and go (src/members/): add, remove, restart, reconcile.
+
+    /// Starts watching a new member. Refused (409) when one of that name runs.
+    pub async fn add_member(&self, member: Member) -> crate::Result<()> {
+        self.running()?;
+        let connected = connect(&member)?;
+        let server = connected.1.clone();
+        let mut members = self.members.lock().await;
+        if members.running.contains_key(&member.name) {
+            return Err(crate::Error::Conflict(format!(
+                "member cluster {:?} already runs",
+                member.name
+            )));
+        }
+        tracing::info!(cluster = %member.name, server = %server, "member cluster added");
+        self.start_member(&mut members, &member.name, connected)
+            .await;
+        Ok(())
+    }
+
+    /// Stops a member's sources, then removes every topic of it
+    /// (`clusters/{name}`, its sync documents, its apps): subscribers get
+    /// `removed`, its metrics series go, its tasks fail. False when no
+    /// member of that name runs.
+    pub async fn remove_member(&self, name: &str) -> bool {
+        let mut members = self.members.lock().await;
+        self.stop_member(&mut members, name, true).await
+    }
+
+    /// Restarts a member's sources with new connection settings (a new
+    /// client); its documents stay and follow what the new sources see.
+    /// Nothing happens when the settings are the same; false then, true
+    /// when it restarted. Not found (404) when no member of that name runs.
+    pub async fn update_member(&self, member: Member) -> crate::Result<bool> {
+        self.running()?;
+        let connected = connect(&member)?;
+        let server = connected.1.clone();
+        let mut members = self.members.lock().await;
+        match members.running.get(&member.name) {
+            None => Err(crate::Error::NotFound(format!(
+                "member cluster {:?} does not run",
+                member.name
+            ))),
+            Some(running) if running.fingerprint == connected.2 => Ok(false),
+            Some(_) => {
+                tracing::info!(cluster = %member.name, server = %server, "member cluster settings changed; restarting its sources");
+                self.stop_member(&mut members, &member.name, false).await;
+                self.start_member(&mut members, &member.name, connected)
+                    .await;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Makes the running members `desired` (and the registries
+    /// `registries`, when given) in one step: removed members first, then
+    /// restarts, then new ones. Every client is built before anything
+    /// changes, so a member that cannot have one refuses the whole change.
+    pub async fn reconcile(
+        &self,
+        desired: Vec<Member>,
+        registries: Option<Vec<SyncRegistry>>,
+    ) -> crate::Result<MemberDiff> {
+        self.running()?;
+        let mut connected = BTreeMap::new();
+        for member in &desired {
+            connected.insert(member.name.clone(), connect(member)?);
+        }
+        let mut members = self.members.lock().await;
+        let running: BTreeMap<String, Fingerprint> = members
+            .running
+            .iter()
+            .map(|(name, r)| (name.clone(), r.fingerprint))
+            .collect();
+        let wanted = connected
+            .iter()
+            .map(|(name, (_, _, fingerprint, _))| (name.clone(), *fingerprint))
+            .collect();
+        let diff = crate::members::diff(&running, &wanted);
+        for name in &diff.removed {
+            tracing::info!(cluster = %name, "member cluster removed");
+            self.stop_member(&mut members, name, true).await;
+        }
+        if let Some(registries) = registries {
+            members.registries = registries;
+        }
+        for name in &diff.changed {
+            tracing::info!(cluster = %name, "member cluster settings changed; restarting its sources");
+            self.stop_member(&mut members, name, false).await;
+        }
+        let registries = members.registries.clone();
+        for running in members.running.values_mut() {
+            let resources = resources_for(running.source.name(), &registries);
+            running.source.set_resources(resources).await;
+        }
+        for name in diff.changed.iter().chain(&diff.added) {
+            if let Some(connected) = connected.remove(name) {
+                if diff.added.contains(name) {
+                    tracing::info!(cluster = %name, server = %connected.1, "member cluster added");
+                }
+                self.start_member(&mut members, name, connected).await;
+            }
+        }
+        Ok(diff)
+    }
+
+    /// Unavailable once the pipeline stops: no member starts after that.
+    fn running(&self) -> crate::Result<()> {
+        if self.token.is_cancelled() {
+            return Err(crate::Error::Unavailable("the pipeline is stopping".into()));
+        }
+        Ok(())
+    }
+
+    async fn start_member(&self, members: &mut Members, name: &str, connected: Connected) {
+        let (client, server, fingerprint, credentials) = connected;
+        let resources = resources_for(name, &members.registries);
+        let source = ClusterSource::start(
+            name,
+            &server,
+            client.clone(),
+            resources,
+            self.source_config.clone(),
+            self.tx.clone(),
+            &self.token,
+        )
+        .await;
+        // When its credentials expire, for the cluster's warnings.
+        let _ = self
+            .tx
+            .send(Observation::Cluster {
+                cluster: name.to_string(),
+                input: ClusterInput::Credentials(credentials),
+            })
+            .await;
+        members.running.insert(
+            name.to_string(),
+            Running {
+                fingerprint,
+                source,
+            },
+        );
+        self.clients.set(name, client);
+    }
+
+    /// Stops a member's source and waits for its tasks; when `removing`,
+    /// then tells the engine to forget the member. That order is what keeps
+    /// a removed member removed: every observation of the stopped source is
+    /// in the engine's queue before `Unregistered`, none can come after it
+    /// and bring a topic back.
+    async fn stop_member(&self, members: &mut Members, name: &str, removing: bool) -> bool {
+        let Some(running) = members.running.remove(name) else {
+            return false;
+        };
+        if removing {
+            // First: new tasks are refused and running ones fail at once.
+            self.clients.remove(name);
+        }
+        running.source.stop().await;
+        if removing {
+            let _ = self
+                .tx
+                .send(Observation::Unregistered {
+                    cluster: name.to_string(),
+                })
+                .await;
+        }
+        true
     }
 
     /// The hub the engine publishes into; subscribe here for status documents.
@@ -162,8 +352,13 @@ impl Pipeline {
         &self.metrics
     }
 
-    /// Each member's kube-rs client (the ones the watches use).
-    pub fn clients(&self) -> &BTreeMap<String, kube::Client> {
+    /// Each running member's kube-rs client (the ones the watches use), as now.
+    pub fn clients(&self) -> BTreeMap<String, kube::Client> {
+        self.clients.snapshot()
+    }
+
+    /// The running members' clients, kept current as members come and go.
+    pub fn members(&self) -> &Arc<MemberClients> {
         &self.clients
     }
 
@@ -179,11 +374,12 @@ impl Pipeline {
 
     /// Replaces the sync registries: each cluster starts and stops watches to match.
     pub async fn set_registries(&self, registries: Vec<SyncRegistry>) {
-        let mut sources = self.sources.lock().await;
-        for source in sources.iter_mut() {
-            let resources = resources_for(source.name(), &registries);
-            source.set_resources(resources).await;
+        let mut members = self.members.lock().await;
+        for running in members.running.values_mut() {
+            let resources = resources_for(running.source.name(), &registries);
+            running.source.set_resources(resources).await;
         }
+        members.registries = registries;
     }
 
     /// The `Server` health check: the engine runs and keeps up with its sources.
@@ -220,9 +416,9 @@ impl Pipeline {
 
     /// What fails the `Syncer` check, each with the cluster it is about.
     pub async fn syncer_problems(&self) -> Vec<(String, String)> {
-        let sources = self.sources.lock().await;
+        let members = self.members.lock().await;
         let mut problems = Vec::new();
-        for source in sources.iter() {
+        for source in members.running.values().map(|r| &r.source) {
             let phase = self
                 .hub
                 .get(&crate::hub::topic::cluster(source.name()))
@@ -249,9 +445,9 @@ impl Pipeline {
     /// Stops every source and the engine, and waits for them.
     pub async fn stop(&self) {
         self.token.cancel();
-        let sources: Vec<ClusterSource> = std::mem::take(&mut *self.sources.lock().await);
-        for source in sources {
-            source.stop().await;
+        let running = std::mem::take(&mut self.members.lock().await.running);
+        for (_, running) in running {
+            running.source.stop().await;
         }
         if let Some(engine) = self.engine.lock().await.take() {
             let _ = engine.await;

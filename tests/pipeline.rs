@@ -716,3 +716,120 @@ async fn expiring_credentials_and_clock_skew_are_warned_of() {
     shutdown.cancel();
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_come_and_go_live_and_a_removed_one_stays_removed() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube_pulse::pipeline::Member;
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let b = sim_with(|c| {
+        c.name = "b".into();
+        c.workloads = (0..10).map(|i| seed(&format!("w{i}"), 1)).collect();
+    })
+    .await;
+    let as_member = |sim: &SimCluster| Member {
+        name: sim.name().into(),
+        config: sim.kube_config(),
+    };
+    let p = pipeline(&[&a], vec![], &shutdown).await;
+    let hub = p.hub().clone();
+    doc_where(&hub, "clusters/a", WAIT, is("Healthy", "Ready")).await;
+
+    p.add_member(as_member(&b)).await.expect("b is added");
+    let err = p.add_member(as_member(&b)).await.unwrap_err();
+    assert!(err.to_string().contains("already runs"), "{err}");
+    doc_where(&hub, "apps/b/shop/w9", WAIT, |d| d["phase"] == "Running").await;
+    assert_eq!(p.members().names(), ["a", "b"]);
+
+    // b keeps changing while it is removed and added again: its watches
+    // send observations right up to the moment its source stops.
+    let churning = CancellationToken::new();
+    let churn = {
+        let (client, churning) = (b.client(), churning.clone());
+        tokio::spawn(async move {
+            let api: kube::Api<Deployment> = kube::Api::namespaced(client, "shop");
+            for n in 0..2_000 {
+                if churning.is_cancelled() {
+                    return;
+                }
+                let patch = json!({"spec": {"replicas": 1 + n % 3}});
+                let params = kube::api::PatchParams::default();
+                let _ = api
+                    .patch(
+                        &format!("w{}", n % 10),
+                        &params,
+                        &kube::api::Patch::Merge(&patch),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    for _ in 0..3 {
+        assert!(p.remove_member("b").await);
+        p.add_member(as_member(&b)).await.expect("b is added again");
+        doc_where(&hub, "apps/b/shop/w9", WAIT, |d| d["phase"].is_string()).await;
+    }
+    // The last removal races a registry change and a health check.
+    let configmaps = SyncRegistry {
+        name: None,
+        clusters: vec!["*".into()],
+        resources: vec![SyncResource::all("", "v1", "configmaps")],
+    };
+    let (_, removed, _) = tokio::join!(
+        p.set_registries(vec![configmaps]),
+        p.remove_member("b"),
+        p.syncer_problems()
+    );
+    assert!(removed);
+    assert!(!p.remove_member("b").await);
+    assert_eq!(p.members().names(), ["a"]);
+    doc_where(&hub, "clusters/a/sync/core/v1/configmaps", WAIT, |d| {
+        d["phase"] == "Syncing"
+    })
+    .await;
+    let of_b = || {
+        let patterns =
+            ["clusters/b", "clusters/b/**", "apps/b/**"].map(|p| Pattern::parse(p).unwrap());
+        hub.list(&patterns)
+            .into_iter()
+            .map(|d| d.topic.to_string())
+            .collect::<Vec<_>>()
+    };
+    common::eventually(WAIT, "b's topics removed", || async {
+        of_b().is_empty().then_some(())
+    })
+    .await;
+    // Nothing of b comes back while it keeps changing.
+    let patterns = ["clusters/b", "clusters/b/**", "apps/b/**"].map(|p| Pattern::parse(p).unwrap());
+    let mut late = hub.subscribe(patterns.to_vec());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        late.try_next().is_none(),
+        "a topic of b came back: {:?}",
+        of_b()
+    );
+    churning.cancel();
+    churn.await.unwrap();
+
+    // The same settings change nothing; new ones restart a's sources and
+    // keep its documents (no removal).
+    let mut a_topics = hub.subscribe(vec![Pattern::parse("clusters/a").unwrap()]);
+    assert!(!p.update_member(as_member(&a)).await.unwrap());
+    let mut changed = as_member(&a);
+    changed.config.auth_info.token = Some("rotated".to_string().into());
+    assert!(p.update_member(changed).await.unwrap());
+    doc_where(&hub, "clusters/a", WAIT, is("Healthy", "Ready")).await;
+    doc_where(&hub, "apps/a/shop/web", WAIT, |d| d["phase"] == "Running").await;
+    while let Some(delivery) = a_topics.try_next() {
+        if let kube_pulse::hub::Delivery::Change(c) = delivery {
+            assert_ne!(c.kind, kube_pulse::hub::ChangeKind::Removed);
+        }
+    }
+    let err = p.update_member(as_member(&b)).await.unwrap_err();
+    assert!(err.to_string().contains("does not run"), "{err}");
+    p.stop().await;
+    a.shutdown().await;
+    b.shutdown().await;
+}

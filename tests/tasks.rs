@@ -746,3 +746,70 @@ async fn finished_tasks_leave_the_store_and_their_topic_after_the_retention() {
     .await;
     env.stop().await;
 }
+
+#[tokio::test]
+async fn tasks_on_a_removed_member_fail_and_new_ones_are_refused() {
+    let env = Env::start().await;
+    // No room for more pods: scaling web up cannot finish, the task runs on.
+    env.sim.set_pod_capacity(Some(7));
+    let builtin = env
+        .task(json!({"type": "Update", "cluster": "a", "namespace": "shop", "app": "web", "replicas": 10}))
+        .await;
+    let external = env
+        .task(json!({"type": "Stop", "cluster": "a", "namespace": "shop", "app": "db", "executor": "external"}))
+        .await;
+    for task in [&builtin, &external] {
+        let id = task["id"].as_str().unwrap();
+        let (_, now) = env
+            .send(reqwest::Method::GET, &format!("/api/v1/tasks/{id}"), None)
+            .await;
+        assert!(
+            matches!(now["status"].as_str(), Some("Pending" | "Running")),
+            "{now}"
+        );
+    }
+
+    assert!(env.gateway.pipeline().remove_member("a").await);
+    assert!(!env.gateway.pipeline().remove_member("a").await);
+    for task in [&builtin, &external] {
+        let id = task["id"].as_str().unwrap();
+        let path = format!("/api/v1/tasks/{id}");
+        let ended = common::eventually(WAIT, "the task fails", || async {
+            let (_, now) = env.send(reqwest::Method::GET, &path, None).await;
+            (now["status"] == "Failed").then_some(now)
+        })
+        .await;
+        assert_eq!(ended["reason"], "MemberRemoved", "{ended}");
+        assert_eq!(
+            ended["message"],
+            "member cluster a was removed from the configuration"
+        );
+    }
+    let (status, body) = env
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/tasks",
+            Some(json!({"type": "Stop", "cluster": "a", "namespace": "shop", "app": "web"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"a\" is not a member cluster"),
+        "{body}"
+    );
+    // Its topics go too (the engine removes them after the stopped source's last observation).
+    common::eventually(WAIT, "a's topics removed", || async {
+        let topics = env
+            .hub()
+            .list(&[kube_pulse::hub::Pattern::parse("**").unwrap()]);
+        topics
+            .iter()
+            .all(|d| d.topic.to_string().starts_with("tasks/"))
+            .then_some(())
+    })
+    .await;
+    env.stop().await;
+}

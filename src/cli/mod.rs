@@ -413,6 +413,16 @@ pub struct ServeArgs {
     /// Context to use (repeatable); all contexts when omitted.
     #[arg(long = "context", value_name = "NAME", requires = "kubeconfig")]
     pub contexts: Vec<String>,
+    /// Seconds between checks of the --config file (or kubeconfig) for a
+    /// change, which then applies its members and sync registries live
+    /// (SIGHUP does at once); 0: only on SIGHUP.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        env = "KUBE_PULSE_CONFIG_RELOAD_INTERVAL",
+        default_value_t = 10
+    )]
+    pub config_reload_interval: u64,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -425,6 +435,24 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// Where the members come from, to re-read on SIGHUP and file changes.
+    pub fn member_source(&self) -> Option<crate::members::MemberSource> {
+        match (&self.config, &self.kubeconfig) {
+            (Some(path), _) => Some(crate::members::MemberSource::File(path.clone())),
+            (None, Some(path)) => Some(crate::members::MemberSource::Kubeconfig {
+                path: path.clone(),
+                contexts: self.contexts.clone(),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// How often the member source's file is checked (None: only on SIGHUP).
+    pub fn reload_interval(&self) -> Option<std::time::Duration> {
+        (self.config_reload_interval > 0)
+            .then(|| std::time::Duration::from_secs(self.config_reload_interval))
+    }
+
     /// The address and gateway configuration these flags and the config
     /// file describe: flags win over the file; every member's client
     /// configuration is resolved here, before anything listens.

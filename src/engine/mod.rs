@@ -44,6 +44,16 @@ struct ClusterModel {
     apps: BTreeMap<(String, String), AppStatus>,
     /// Active tasks by (namespace, app): the apps' transitional slots.
     tasks: HashMap<(String, String), ActiveTask>,
+    /// Metric series of this cluster, removed with it (bounded: resources x reasons).
+    series: ClusterSeries,
+}
+
+/// The watch metric series one cluster created (prometheus-client cannot
+/// list a family's series, so the engine remembers them to remove them).
+#[derive(Default)]
+struct ClusterSeries {
+    lists: BTreeSet<(String, String)>,
+    errors: BTreeSet<(String, String, String)>,
 }
 
 /// The engine's state; `apply` is its whole behaviour (and what tests drive).
@@ -110,8 +120,13 @@ impl Engine {
         self
     }
 
-    fn record(&self, observation: &Observation) {
+    fn record(&mut self, observation: &Observation) {
         let Some(m) = &self.metrics else { return };
+        // A cluster the engine does not know (removed, or never registered)
+        // gets no series: none would ever be removed.
+        let Some(model) = self.clusters.get_mut(observation.cluster()) else {
+            return;
+        };
         match observation {
             Observation::Cluster { cluster, input } => {
                 let latency = match input {
@@ -140,14 +155,56 @@ impl Engine {
                             resource: resource.path(),
                         };
                         m.watch_lists.get_or_create(&labels).inc();
+                        model.series.lists.insert((labels.cluster, labels.resource));
                     }
                     SyncInput::Failed { reason, .. } | SyncInput::FailedRetrying { reason, .. } => {
-                        m.watch_errors.get_or_create(&labels(reason)).inc();
+                        let labels = labels(reason);
+                        m.watch_errors.get_or_create(&labels).inc();
+                        let key = (labels.cluster, labels.resource, labels.reason);
+                        model.series.errors.insert(key);
                     }
                     _ => {}
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Forgets a member taken out of the configuration: its documents leave
+    /// the hub at once (subscribers get `removed`), and its metric series
+    /// go. Its transition to `Removed (Unregistered)` is logged.
+    fn unregister(&mut self, cluster: &str, now: DateTime<Utc>) {
+        let Some(mut model) = self.clusters.remove(cluster) else {
+            return;
+        };
+        model.status = model
+            .status
+            .clone()
+            .step(ClusterInput::Removed, self.thresholds, now);
+        let subject = Subject::Cluster { cluster };
+        let lifecycle = &model.status.lifecycle;
+        transitions::log_after(&subject, &topic::cluster(cluster), lifecycle, model.logged);
+        for gvr in model.syncs.keys() {
+            self.hub.remove(&topic::sync(cluster, &gvr.path()));
+        }
+        for (ns, app) in model.apps.keys() {
+            self.hub.remove(&topic::app(cluster, ns, app));
+        }
+        self.hub.remove(&topic::cluster(cluster));
+        if let Some(m) = &self.metrics {
+            for (cluster, resource) in model.series.lists {
+                m.watch_lists.remove(&ResourceLabels { cluster, resource });
+            }
+            for (cluster, resource, reason) in model.series.errors {
+                m.watch_errors.remove(&WatchLabels {
+                    cluster,
+                    resource,
+                    reason,
+                });
+            }
+            m.probe_latency.remove(&crate::metrics::ClusterLabels {
+                cluster: cluster.into(),
+            });
         }
     }
 
@@ -167,21 +224,12 @@ impl Engine {
                         namespaces: None,
                         apps: BTreeMap::new(),
                         tasks: HashMap::new(),
+                        series: ClusterSeries::default(),
                     });
                 model.status.server = server;
                 self.publish_cluster(&cluster);
             }
-            Observation::Unregistered { cluster } => {
-                self.cluster_input(&cluster, ClusterInput::Removed, now);
-                if let Some(model) = self.clusters.remove(&cluster) {
-                    for gvr in model.syncs.keys() {
-                        self.hub.remove(&topic::sync(&cluster, &gvr.path()));
-                    }
-                    for (ns, app) in model.apps.keys() {
-                        self.hub.remove(&topic::app(&cluster, ns, app));
-                    }
-                }
-            }
+            Observation::Unregistered { cluster } => self.unregister(&cluster, now),
             Observation::Cluster { cluster, input } => self.cluster_input(&cluster, input, now),
             Observation::Sync {
                 cluster,

@@ -17,7 +17,8 @@ pub enum Observation {
         /// The apiserver's URL, shown as `server` in the cluster document.
         server: String,
     },
-    /// A member cluster left the configuration.
+    /// A member cluster left the configuration, its source already stopped:
+    /// every topic of it is removed and the engine forgets it.
     Unregistered {
         /// The member cluster's name.
         cluster: String,
@@ -100,6 +101,23 @@ pub enum Observation {
 }
 
 impl Observation {
+    /// The member cluster it is about.
+    pub fn cluster(&self) -> &str {
+        match self {
+            Observation::Registered { cluster, .. }
+            | Observation::Unregistered { cluster }
+            | Observation::Cluster { cluster, .. }
+            | Observation::Sync { cluster, .. }
+            | Observation::WorkloadsListed { cluster, .. }
+            | Observation::WorkloadApplied { cluster, .. }
+            | Observation::WorkloadDeleted { cluster, .. }
+            | Observation::NamespacesListed { cluster, .. }
+            | Observation::NamespaceApplied { cluster, .. }
+            | Observation::NamespaceDeleted { cluster, .. }
+            | Observation::Task { cluster, .. } => cluster,
+        }
+    }
+
     pub(crate) fn sync(cluster: &str, resource: &Gvr, input: SyncInput) -> Self {
         Observation::Sync {
             cluster: cluster.into(),

@@ -155,13 +155,11 @@ fn cluster_phases_follow_probes_through_both_thresholds() {
             Observation::Unregistered {
                 cluster: "c".into(),
             },
-            vec![
-                (CLUSTER, "/phase", json!("Removed")),
-                (CLUSTER, "/reason", json!("Unregistered")),
-            ],
+            // Its document is removed (its transition to Removed is logged).
+            vec![(CLUSTER, "", Value::Null)],
         ),
-        // A removed cluster takes no more input.
-        (ok(), vec![(CLUSTER, "/phase", json!("Removed"))]),
+        // A removed cluster takes no more input: nothing brings it back.
+        (ok(), vec![(CLUSTER, "", Value::Null)]),
     ]);
     run("thresholds 2/2", thresholds, steps);
 
@@ -569,4 +567,125 @@ fn expiry_runs_every_tenth_of_the_retention_within_1_to_30_s() {
             Engine::new(hub.clone(), Thresholds::default()).with_retention(secs(retention));
         assert_eq!(engine.expiry_period(), secs(period), "{retention}");
     }
+}
+
+#[test]
+fn an_unregistered_cluster_leaves_nothing_and_late_observations_bring_nothing_back() {
+    let hub = Hub::new(HubConfig::default());
+    let metrics = crate::metrics::Metrics::new();
+    let mut engine = Engine::new(hub.clone(), Thresholds::default()).with_metrics(metrics.clone());
+    let forbidden = || {
+        sync(SyncInput::FailedRetrying {
+            reason: "Forbidden".into(),
+            message: "403".into(),
+            until: t(100),
+        })
+    };
+    let mut at = 0;
+    let mut apply = |engine: &mut Engine, o: Observation| {
+        at += 1;
+        engine.apply(o, t(at));
+    };
+    for (observation, _) in registered() {
+        apply(&mut engine, observation);
+    }
+    for observation in [
+        sync(SyncInput::ListStarted),
+        forbidden(),
+        applied(web(1, 1)),
+    ] {
+        apply(&mut engine, observation);
+    }
+    let of_c = |hub: &Hub| -> Vec<String> {
+        let all = crate::hub::Pattern::parse("**").unwrap();
+        hub.list(&[all])
+            .into_iter()
+            .map(|d| d.topic.to_string())
+            .filter(|t| t == CLUSTER || t.starts_with("clusters/c/") || t.starts_with("apps/c/"))
+            .collect()
+    };
+    assert_eq!(of_c(&hub), [APP, CLUSTER, DEPLOYMENTS]);
+    let text = metrics.render(&hub);
+    for family in [
+        "watch_lists_total",
+        "watch_errors_total",
+        "probe_latency_seconds_count",
+    ] {
+        let series = format!("kube_pulse_{family}{{cluster=\"c\"");
+        assert!(text.contains(&series), "{series} missing in\n{text}");
+    }
+
+    let mut removed = hub.subscribe(vec![crate::hub::Pattern::parse("**").unwrap()]);
+    apply(
+        &mut engine,
+        Observation::Unregistered {
+            cluster: "c".into(),
+        },
+    );
+    assert!(of_c(&hub).is_empty(), "{:?}", of_c(&hub));
+    let mut gone = Vec::new();
+    while let Some(delivery) = removed.try_next() {
+        match delivery {
+            crate::hub::Delivery::Change(c) if c.kind == crate::hub::ChangeKind::Removed => {
+                gone.push(c.topic.to_string())
+            }
+            other => panic!("only removals expected, got {other:?}"),
+        }
+    }
+    gone.sort();
+    assert_eq!(gone, [APP, CLUSTER, DEPLOYMENTS]);
+    assert!(!metrics.render(&hub).contains("cluster=\"c\""));
+
+    // What a source still stopping could have sent after it: nothing comes back.
+    let late = [
+        ok(),
+        down(),
+        cluster(ClusterInput::Started),
+        sync(SyncInput::ListStarted),
+        forbidden(),
+        applied(web(2, 2)),
+        Observation::WorkloadsListed {
+            cluster: "c".into(),
+            kind: "Deployment",
+            items: vec![web(2, 2)],
+        },
+        Observation::NamespacesListed {
+            cluster: "c".into(),
+            names: vec!["shop".into()],
+        },
+        Observation::NamespaceApplied {
+            cluster: "c".into(),
+            name: "shop".into(),
+        },
+        Observation::Task {
+            cluster: "c".into(),
+            namespace: "shop".into(),
+            app: "web".into(),
+            task: None,
+        },
+        Observation::Unregistered {
+            cluster: "c".into(),
+        },
+    ];
+    for observation in late {
+        let what = format!("{observation:?}");
+        apply(&mut engine, observation);
+        assert!(
+            of_c(&hub).is_empty(),
+            "{what} brought back {:?}",
+            of_c(&hub)
+        );
+        let text = metrics.render(&hub);
+        assert!(
+            !text.contains("cluster=\"c\""),
+            "{what} brought back series:\n{text}"
+        );
+    }
+
+    // A new incarnation of the name starts afresh.
+    for (observation, _) in registered() {
+        apply(&mut engine, observation);
+    }
+    assert_eq!(of_c(&hub), [CLUSTER]);
+    assert_eq!(hub.get(CLUSTER).unwrap().doc["phase"], json!("Healthy"));
 }

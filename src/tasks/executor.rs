@@ -153,7 +153,13 @@ pub(super) async fn expire(board: &Board, task: &Task, token: CancellationToken)
 }
 
 /// Ends a task (unless it already ended, e.g. cancelled meanwhile).
-async fn finish(board: &Board, id: &str, status: TaskStatus, reason: &str, message: String) {
+pub(super) async fn finish(
+    board: &Board,
+    id: &str,
+    status: TaskStatus,
+    reason: &str,
+    message: String,
+) {
     let reason = (!reason.is_empty()).then(|| reason.to_string());
     let ended = board
         .write(id, |t| {

@@ -4,7 +4,7 @@
 //! forgets finished tasks after the retention time. Every revision goes
 //! through the [`Board`], shared with the executors it spawns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use super::store::{MemoryStore, StoreError, TaskStore};
 use crate::engine::Observation;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, topic};
+use crate::members::MemberClients;
 
 /// How tasks behave.
 #[derive(Debug, Clone)]
@@ -73,7 +74,8 @@ impl TaskFilter {
 pub struct Tasks {
     /// Where every revision is stored and published (shared with the executors).
     board: Arc<Board>,
-    clients: BTreeMap<String, kube::Client>,
+    /// The running members' clients (members come and go while tasks run).
+    clients: Arc<MemberClients>,
     app_label: String,
     settings: TaskSettings,
     /// Ends the executor (or the deadline watch of an external task) of
@@ -86,7 +88,7 @@ pub struct Tasks {
 impl std::fmt::Debug for Tasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The member clients stay out: they carry the clusters' credentials.
-        let clusters: Vec<&String> = self.clients.keys().collect();
+        let clusters = self.clients.names();
         f.debug_struct("Tasks")
             .field("board", &self.board)
             .field("clusters", &clusters)
@@ -98,13 +100,13 @@ impl std::fmt::Debug for Tasks {
 }
 
 impl Tasks {
-    /// Tasks on `clients` (member name → kube-rs client), publishing into
-    /// `hub` and telling the engine through `engine`.
+    /// Tasks on the members of `clients`, publishing into `hub` and
+    /// telling the engine through `engine`.
     pub fn new(
         store: Arc<dyn TaskStore>,
         hub: Arc<Hub>,
         engine: mpsc::Sender<Observation>,
-        clients: BTreeMap<String, kube::Client>,
+        clients: Arc<MemberClients>,
         app_label: &str,
         settings: TaskSettings,
         shutdown: &CancellationToken,
@@ -133,7 +135,7 @@ impl Tasks {
             store,
             pipeline.hub().clone(),
             pipeline.observations(),
-            pipeline.clients().clone(),
+            pipeline.members().clone(),
             pipeline.app_label(),
             settings,
             shutdown,
@@ -145,6 +147,10 @@ impl Tasks {
     pub async fn create(self: &Arc<Self>, request: TaskRequest) -> Result<Task> {
         request.validate().map_err(Error::BadRequest)?;
         self.admit(&request)?;
+        let member = self
+            .clients
+            .get(&request.cluster)
+            .ok_or_else(|| not_member(&request.cluster))?;
         let now = Utc::now();
         let id = uuid::Uuid::new_v4().to_string();
         let default_timeout = self.settings.default_timeout.as_secs();
@@ -172,32 +178,52 @@ impl Tasks {
         let this = self.clone();
         let board = self.board.clone();
         let run = task.clone();
-        match task.executor {
-            Executor::Builtin => {
-                let client = self.clients[&task.target.cluster].clone();
-                let app_label = self.app_label.clone();
-                self.tracker.spawn(async move {
-                    executor::run(board, run.clone(), client, &app_label, token).await;
-                    this.running.lock().remove(&run.id);
-                });
+        // A member taken out fails its tasks: the executor stops, then the
+        // task ends `Failed (MemberRemoved)` (unless it ended meanwhile).
+        let (removed, watch_removed) = (member.removed.clone(), member.removed.clone());
+        let cluster = task.target.cluster.clone();
+        let stop = token.clone();
+        let run_task = async move {
+            match run.executor {
+                Executor::Builtin => {
+                    let app_label = this.app_label.clone();
+                    executor::run(board.clone(), run.clone(), member.client, &app_label, token)
+                        .await
+                }
+                Executor::External => executor::expire(&board, &run, token).await,
             }
-            Executor::External => {
-                self.tracker.spawn(async move {
-                    executor::expire(&board, &run, token).await;
-                    this.running.lock().remove(&run.id);
-                });
+            if removed.is_cancelled() {
+                let message =
+                    format!("member cluster {cluster} was removed from the configuration");
+                executor::finish(
+                    &board,
+                    &run.id,
+                    TaskStatus::Failed,
+                    "MemberRemoved",
+                    message,
+                )
+                .await;
             }
-        }
+            this.running.lock().remove(&run.id);
+        };
+        self.tracker.spawn(async move {
+            let watch = async move {
+                watch_removed.cancelled().await;
+                stop.cancel();
+                std::future::pending::<()>().await
+            };
+            tokio::select! {
+                _ = run_task => {}
+                _ = watch => {}
+            }
+        });
         Ok(task)
     }
 
     /// Refuses requests the cluster's current state rules out.
     fn admit(&self, request: &TaskRequest) -> Result<()> {
-        if !self.clients.contains_key(&request.cluster) {
-            return Err(Error::NotFound(format!(
-                "field `cluster`: {:?} is not a member cluster",
-                request.cluster
-            )));
+        if !self.clients.contains(&request.cluster) {
+            return Err(not_member(&request.cluster));
         }
         let target = request.target();
         let app = progress::AppView::read(&self.board.hub, &target.topic());
@@ -304,6 +330,13 @@ impl Tasks {
         self.tracker.close();
         self.tracker.wait().await;
     }
+}
+
+/// 404 for a task on a cluster that is not (or no longer) a member.
+fn not_member(cluster: &str) -> Error {
+    Error::NotFound(format!(
+        "field `cluster`: {cluster:?} is not a member cluster"
+    ))
 }
 
 /// Forgets finished tasks after the retention time, and their topics.

@@ -40,10 +40,26 @@ impl Fleet {
     /// `apps` Deployments (1 replica) per member; `config` is appended to
     /// the gateway's YAML; `args` are extra `serve` flags.
     pub(crate) async fn start(apps: usize, config: &str, args: &[&str]) -> Self {
+        let fleet = Self::start_with(&MEMBERS, &MEMBERS, apps, config, args, |_, _| {}).await;
+        fleet.until_running().await;
+        fleet
+    }
+
+    /// Simulated members `names` (`tweak` adjusts each one's settings), of
+    /// which `configured` are in the gateway's configuration; does not wait
+    /// for their apps.
+    pub(crate) async fn start_with(
+        names: &[&str],
+        configured: &[&str],
+        apps: usize,
+        config: &str,
+        args: &[&str],
+        tweak: impl Fn(&str, &mut kube_pulse_sim::SimConfig),
+    ) -> Self {
         let mut sims = Vec::new();
-        for name in MEMBERS {
+        for name in names {
             let sim = kube_pulse_sim::testing::sim_with(|c| {
-                c.name = name.into();
+                c.name = name.to_string();
                 c.workloads = (0..apps)
                     .map(|i| WorkloadSeed {
                         kind: "Deployment".into(),
@@ -53,6 +69,7 @@ impl Fleet {
                         image: "registry.example/app:1".into(),
                     })
                     .collect();
+                tweak(name, c);
             })
             .await;
             sims.push(sim);
@@ -68,14 +85,13 @@ impl Fleet {
             config: config.to_string(),
             gateway: None,
         };
-        fleet.configure(&MEMBERS);
+        fleet.configure(configured);
         fleet.spawn();
-        fleet.until_running().await;
         fleet
     }
 
     /// Writes the gateway's configuration with the members named (it
-    /// takes effect when the gateway starts).
+    /// takes effect when the gateway starts, or reloads).
     pub(crate) fn configure(&self, members: &[&str]) {
         let members: String = self
             .sims
@@ -83,14 +99,40 @@ impl Fleet {
             .filter(|s| members.contains(&s.name()))
             .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
             .collect();
+        self.write_config(&format!("clusters:\n{members}"));
+    }
+
+    /// Writes `text` (the `clusters:` list, or anything), then the probe
+    /// settings and the fleet's extra YAML, as the gateway's configuration.
+    pub(crate) fn write_config(&self, text: &str) {
         std::fs::write(
             self.dir.path().join("config.yaml"),
             format!(
-                "clusters:\n{members}probe: {{intervalSeconds: 1, timeoutSeconds: 1}}\n{}",
+                "{text}probe: {{intervalSeconds: 1, timeoutSeconds: 1}}\n{}",
                 self.config
             ),
         )
         .unwrap();
+    }
+
+    /// Sends the gateway SIGHUP (it re-reads its configuration).
+    #[allow(dead_code)] // tests/members.rs
+    pub(crate) fn hup(&self) {
+        let pid = self.pid().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+
+    /// Whether the gateway process still runs.
+    #[allow(dead_code)] // tests/members.rs
+    pub(crate) fn alive(&mut self) -> bool {
+        let child = self.gateway.as_mut().expect("the gateway was started");
+        child.try_wait().unwrap().is_none()
     }
 
     /// Starts `kube-pulse serve` on 127.0.0.1:0 (its log goes to a file in
@@ -130,9 +172,10 @@ impl Fleet {
     /// Waits until every member's apps are Running (bounded).
     pub(crate) async fn until_running(&self) {
         let configured = std::fs::read_to_string(self.dir.path().join("config.yaml")).unwrap();
-        let members = MEMBERS
+        let members = self
+            .sims
             .iter()
-            .filter(|m| configured.contains(&format!("name: {m},")))
+            .filter(|s| configured.contains(&format!("name: {},", s.name())))
             .count();
         let want = self.apps * members;
         let deadline = Instant::now() + Duration::from_secs(60);

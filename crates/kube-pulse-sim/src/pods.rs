@@ -282,7 +282,8 @@ fn container_status(container: &Value, state: PodState, at: &str) -> Value {
         }
         PodState::Crashing { restarts, oom } => {
             out["restartCount"] = json!(restarts.count);
-            if restarts.count > 0 {
+            // Once it has exited, the kubelet shows how.
+            if restarts.count > 0 || !restarts.running {
                 out["lastState"] = json!({"terminated": terminated(oom, at)});
             }
             out["state"] = if restarts.running {

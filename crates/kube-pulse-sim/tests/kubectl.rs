@@ -1,6 +1,7 @@
 //! kubectl against the simulator: get, get -w, create -f, apply, scale,
 //! set image, delete, the typed generators (which send protobuf) and a CRD's
-//! lifecycle — all without errors.
+//! lifecycle, and what a user reads to see why something is wrong (rollout
+//! status, pods, events, descriptions) — all without errors.
 
 mod common;
 
@@ -406,5 +407,95 @@ async fn kubectl_applies_a_crd_then_its_objects_and_deletes_it() {
         stderr.contains("the server doesn't have a resource type \"widgets\""),
         "{stderr}"
     );
+    sim.shutdown().await;
+}
+
+/// What a new user types to see why something is wrong: `rollout status`,
+/// `get pods`, `get events`, `describe deployment` and `describe pod`,
+/// against a healthy Deployment and a crash-looping one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_rollouts_pods_events_and_descriptions() {
+    let sim = sim().await;
+    sim.set_image_faults([(
+        "registry.example/crash:1",
+        kube_pulse_sim::pods::ImageFault::Crash,
+    )]);
+    let server = sim.url();
+    for (name, image) in [
+        ("web", "registry.example/web:1"),
+        ("crash", "registry.example/crash:1"),
+    ] {
+        let image = format!("--image={image}");
+        ok(&kubectl(
+            &server,
+            &[
+                "create",
+                "deployment",
+                name,
+                "-n",
+                "shop",
+                &image,
+                "--replicas=2",
+            ],
+        )
+        .await);
+    }
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "rollout",
+            "status",
+            "deployment/web",
+            "-n",
+            "shop",
+            "--timeout=20s",
+        ],
+    )
+    .await);
+    assert!(
+        out.contains("deployment \"web\" successfully rolled out"),
+        "{out}"
+    );
+    let pods = eventually(
+        Duration::from_secs(20),
+        "a crash loop in get pods",
+        || async {
+            let out = ok(&kubectl(&server, &["get", "pods", "-n", "shop"]).await);
+            (out.contains("CrashLoopBackOff") && out.matches("Running").count() == 2).then_some(out)
+        },
+    )
+    .await;
+    assert!(pods.starts_with("NAME"), "{pods}");
+    assert!(pods.contains("READY   STATUS"), "{pods}");
+    let events = ok(&kubectl(&server, &["get", "events", "-n", "shop"]).await);
+    for want in [
+        "ScalingReplicaSet",
+        "Scheduled",
+        "Started",
+        "BackOff",
+        "deployment/web",
+    ] {
+        assert!(events.contains(want), "{want} in\n{events}");
+    }
+    let describe = ok(&kubectl(&server, &["describe", "deployment", "web", "-n", "shop"]).await);
+    assert!(
+        describe.contains("Scaled up replica set web-")
+            && describe.contains("deployment-controller"),
+        "{describe}"
+    );
+    let crash_pod = pods
+        .lines()
+        .find(|l| l.starts_with("crash-"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let describe = ok(&kubectl(&server, &["describe", "pod", &crash_pod, "-n", "shop"]).await);
+    for want in [
+        "CrashLoopBackOff",
+        "Exit Code:    1",
+        "Back-off restarting failed container crash",
+    ] {
+        assert!(describe.contains(want), "{want} in\n{describe}");
+    }
     sim.shutdown().await;
 }

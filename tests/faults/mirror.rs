@@ -209,7 +209,11 @@ impl Conn {
             Conn::Ws(ws) => loop {
                 match ws.next().await {
                     Some(Ok(Message::Text(text))) => {
-                        return Ok(serde_json::from_str(&text).expect("a JSON message"));
+                        let message: Value = serde_json::from_str(&text).expect("a JSON message");
+                        // Lifecycle messages SSE has no counterpart of.
+                        if message["type"] != "subscribed" && message["type"] != "stopped" {
+                            return Ok(message);
+                        }
                     }
                     Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| u16::from(f.code))),
                     Some(Ok(_)) => continue,

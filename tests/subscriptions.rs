@@ -335,3 +335,49 @@ async fn cursors_stay_below_a_held_back_change() {
     assert_eq!(sent[0]["cursor"], hub.cursor(held.seq - 1));
     stop.cancel();
 }
+
+/// Summary topics over the whole gateway and simulated members: counts of
+/// clusters by phase and of a namespace's apps by state, kept live, read
+/// over a projected WebSocket subscription until they match the members.
+#[tokio::test]
+async fn summaries_count_clusters_and_apps_live() {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let member = |name: &'static str| {
+        common::sim_with(move |c| {
+            c.name = name.into();
+            c.workloads = vec![kube_pulse_sim::WorkloadSeed {
+                namespace: "shop".into(),
+                name: "web".into(),
+                kind: "Deployment".into(),
+                replicas: 1,
+                image: "registry.example/web:1".into(),
+            }];
+        })
+    };
+    let (a, b) = (member("a").await, member("b").await);
+    let (url, _gateway) = common::start_gateway(&[&a, &b], |_| {}, &shutdown).await;
+    let mut ws = ws_connect(&url).await;
+    ws_send(&mut ws, json!({"op": "subscribe", "id": "sum", "topics": ["summary/**"], "fields": ["/total", "/phases/Healthy/count", "/states"]})).await;
+    let mut replica = Replica::default();
+    let want_clusters = json!({"total": 2, "phases": {"Healthy": {"count": 2}}});
+    let want_apps = json!({"total": 1, "states": {"Running": 1}});
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let done = replica.docs.get("summary/clusters").map(|d| &d.1) == Some(&want_clusters)
+            && replica.docs.get("summary/apps/a/shop").map(|d| &d.1) == Some(&want_apps)
+            && replica.docs.get("summary/apps/b/shop").map(|d| &d.1) == Some(&want_apps);
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "summaries did not converge: {replica:?}"
+        );
+        let m = tokio::time::timeout(WAIT, ws_next_any(&mut ws))
+            .await
+            .expect("a message")
+            .unwrap();
+        replica.apply(&m);
+    }
+    shutdown.cancel();
+}

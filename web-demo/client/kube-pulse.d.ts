@@ -155,7 +155,26 @@ export type DocumentFor<T extends string> = T extends `clusters/${string}/sync/$
             ? AppStatus
             : T extends `tasks/${string}`
               ? Task
-              : unknown;
+              : T extends 'summary/clusters'
+                ? ClusterSummary
+                : T extends `summary/apps/${string}`
+                  ? AppSummary
+                  : unknown;
+
+/** `summary/clusters` (docs/STATUS.md): clusters counted by phase, names sorted (at most 100 per phase). */
+export interface ClusterSummary {
+  total: number;
+  phases: Partial<Record<ClusterPhase | 'Unknown', { count: number; names: string[] }>>;
+}
+
+/** `summary/apps/{cluster}/{namespace}`: a namespace's apps counted by state and by phase. */
+export interface AppSummary {
+  cluster: string;
+  namespace: string;
+  total: number;
+  states: Partial<Record<AppPhase | TransitionalState | 'Unknown', number>>;
+  phases: Partial<Record<AppPhase | 'Unknown', number>>;
+}
 
 /** The document type of a pattern or a list of them (a union of each's). */
 export type DocumentOf<P extends string | readonly string[]> = P extends readonly string[] ? DocumentFor<P[number]> : P extends string ? DocumentFor<P> : unknown;

@@ -65,7 +65,7 @@ async fn all_agree_with_rest(fleet: &Fleet, readers: &[&Reader]) {
     }
 }
 
-/// Opens `count` readers on `**`, alternating WebSocket and SSE, and waits
+/// Opens `count` readers on every status document, alternating WebSocket and SSE, and waits
 /// for their initial snapshots.
 async fn readers(url: &str, count: usize) -> Vec<Reader> {
     let mut readers = Vec::new();

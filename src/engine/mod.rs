@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 mod observation;
+mod summaries;
 #[cfg(test)]
 mod tests;
 mod transitions;
@@ -490,16 +491,22 @@ pub(crate) async fn run(
     mut rx: mpsc::Receiver<Observation>,
     shutdown: CancellationToken,
 ) {
+    // The summary topics (issue 20, item 4): kept live beside the engine,
+    // ended with it.
+    let summaries_stop = shutdown.child_token();
+    let summaries = tokio::spawn(summaries::run(engine.hub.clone(), summaries_stop.clone()));
     let mut expiry = tokio::time::interval(engine.expiry_period());
     expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => break,
             _ = expiry.tick() => engine.expire(Utc::now()),
             o = rx.recv() => match o {
                 Some(o) => engine.apply(o, Utc::now()),
-                None => return,
+                None => break,
             },
         }
     }
+    summaries_stop.cancel();
+    let _ = summaries.await;
 }

@@ -88,6 +88,7 @@ impl Change {
                 rev,
                 cursor,
                 patch: self.patch.as_deref().unwrap_or(&NULL),
+                base: None,
             },
             ChangeKind::Removed => ServerMessage::Removed {
                 topic,

@@ -41,6 +41,11 @@ pub enum ServerMessage<'a> {
         cursor: &'a str,
         /// The RFC 7386 merge patch (`null` members delete, arrays are replaced whole).
         patch: &'a Value,
+        /// The revision the patch applies to, when it is not `rev - 1`: on
+        /// subscriptions with `debounceMs` or `fields`, the revision the
+        /// subscription last sent for the topic (apply only on exactly it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        base: Option<u64>,
     },
     /// The topic is gone (`rev` absent when a lagging subscriber learns it
     /// from a resync rather than from the change itself).
@@ -64,6 +69,22 @@ pub enum ServerMessage<'a> {
         /// Why a resume fell back to fresh snapshots; absent otherwise.
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<&'a str>,
+    },
+    /// A WebSocket `subscribe` was accepted: its normalized options.
+    Subscribed {
+        /// The topic patterns, as given.
+        topics: &'a [String],
+        /// The coalescing interval; absent: every change.
+        #[serde(rename = "debounceMs", skip_serializing_if = "Option::is_none")]
+        debounce_ms: Option<u64>,
+        /// The projection, sorted and deduplicated; absent: whole documents.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fields: Option<&'a [String]>,
+    },
+    /// A subscription ended; no more messages carry its id.
+    Stopped {
+        /// `unsubscribed`, `permissions_changed`, `token_expired`, `shutdown`.
+        reason: &'a str,
     },
     /// The answer to a WebSocket `ping` operation.
     Heartbeat {
@@ -105,6 +126,8 @@ impl ServerMessage<'_> {
             ServerMessage::Patch { .. } => "patch",
             ServerMessage::Removed { .. } => "removed",
             ServerMessage::Synced { .. } => "synced",
+            ServerMessage::Subscribed { .. } => "subscribed",
+            ServerMessage::Stopped { .. } => "stopped",
             ServerMessage::Heartbeat { .. } => "heartbeat",
             ServerMessage::Error { .. } => "error",
             ServerMessage::Authenticated { .. } => "authenticated",
@@ -187,6 +210,8 @@ mod tests {
         let topic = Topic::new("apps/prod/shop/web");
         let doc = json!({"phase": "Running", "ready": 3});
         let patch = json!({"ready": 2});
+        let topics = ["apps/**".to_string()];
+        let fields = ["/phase".to_string()];
         let expires = DateTime::parse_from_rfc3339("2026-12-02T18:03:13Z")
             .unwrap()
             .with_timezone(&Utc);
@@ -206,8 +231,41 @@ mod tests {
                     rev: 5,
                     cursor: "e1-102",
                     patch: &patch,
+                    base: None,
                 },
                 r#"{"type":"patch","topic":"apps/prod/shop/web","rev":5,"cursor":"e1-102","patch":{"ready":2}}"#,
+            ),
+            (
+                ServerMessage::Patch {
+                    topic: &topic,
+                    rev: 9,
+                    cursor: "e1-110",
+                    patch: &patch,
+                    base: Some(5),
+                },
+                r#"{"type":"patch","topic":"apps/prod/shop/web","rev":9,"cursor":"e1-110","patch":{"ready":2},"base":5}"#,
+            ),
+            (
+                ServerMessage::Subscribed {
+                    topics: &topics,
+                    debounce_ms: Some(1000),
+                    fields: Some(&fields),
+                },
+                r#"{"type":"subscribed","topics":["apps/**"],"debounceMs":1000,"fields":["/phase"]}"#,
+            ),
+            (
+                ServerMessage::Subscribed {
+                    topics: &topics,
+                    debounce_ms: None,
+                    fields: None,
+                },
+                r#"{"type":"subscribed","topics":["apps/**"]}"#,
+            ),
+            (
+                ServerMessage::Stopped {
+                    reason: "unsubscribed",
+                },
+                r#"{"type":"stopped","reason":"unsubscribed"}"#,
             ),
             (
                 ServerMessage::Removed {

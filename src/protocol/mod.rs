@@ -6,6 +6,7 @@
 //! the crate, so the hub, the transports, auth and the tests can all use it.
 
 mod messages;
+pub mod options;
 pub mod patch;
 pub mod rest;
 pub mod sse;
@@ -14,6 +15,7 @@ pub mod topic;
 use serde::Deserialize;
 
 pub use messages::{ErrorBody, ServerMessage, Synced, error_response, with_subscription};
+pub use options::SubscribeOptions;
 pub use topic::{Topic, TopicKind};
 
 /// WebSocket close codes kube-pulse uses.
@@ -83,6 +85,13 @@ pub enum ClientOp {
         /// A cursor to resume from; absent: fresh snapshots.
         #[serde(default)]
         since: Option<String>,
+        /// At most one message per topic per this many ms (50–60 000); read
+        /// by [`SubscribeOptions::parse`], so a bad value is `bad_option`.
+        #[serde(default, rename = "debounceMs")]
+        debounce_ms: Option<serde_json::Value>,
+        /// JSON pointers to project documents onto (1–32); see [`options`].
+        #[serde(default)]
+        fields: Option<serde_json::Value>,
     },
     /// Ends a subscription.
     Unsubscribe {
@@ -135,7 +144,9 @@ mod tests {
             ClientOp::Subscribe {
                 id: "s1".into(),
                 topics: vec!["clusters/*".into()],
-                since: Some("e-1".into())
+                since: Some("e-1".into()),
+                debounce_ms: None,
+                fields: None,
             }
         );
         assert!(serde_json::from_str::<ClientOp>(r#"{"op":"dance"}"#).is_err());

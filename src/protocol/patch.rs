@@ -78,4 +78,86 @@ mod tests {
             json!({"b": 3})
         );
     }
+
+    /// Why coalescing sends the diff of two states rather than composing
+    /// the patches between them: a member deleted and then created again
+    /// as an object (`{"c": null}` then `{"c": {}}`) has no base-free
+    /// composition. Merged into the base, `{"c": {}}` keeps the old members
+    /// of `c`; only a patch made against the base (`{"c": {"b": null}}`)
+    /// removes them.
+    #[test]
+    fn patches_do_not_compose_without_their_base() {
+        let base = json!({"c": {"b": false}});
+        let (first, second) = (json!({"c": null}), json!({"c": {}}));
+        let mut in_turn = base.clone();
+        json_patch::merge(&mut in_turn, &first);
+        json_patch::merge(&mut in_turn, &second);
+        assert_eq!(in_turn, json!({"c": {}}));
+        let mut naive = base.clone();
+        json_patch::merge(&mut naive, &second);
+        assert_ne!(naive, in_turn, "the later patch alone keeps c's members");
+        assert_eq!(merge_diff(&base, &in_turn), json!({"c": {"b": null}}));
+    }
+
+    mod properties {
+        use super::super::*;
+        use crate::protocol::options::Fields;
+        use proptest::prelude::*;
+        use serde_json::Map;
+
+        fn json_value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                any::<bool>().prop_map(Value::Bool),
+                (-3i64..3).prop_map(Value::from),
+                "[a-b]{0,1}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..2).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-c]", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        fn document() -> impl Strategy<Value = Value> {
+            prop::collection::btree_map("[a-d]", json_value(), 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect()))
+        }
+
+        fn pointers() -> impl Strategy<Value = Vec<String>> {
+            prop::collection::vec("(/[a-d]){1,3}", 1..4)
+        }
+
+        proptest! {
+            /// A coalesced patch (the diff from the first state to the
+            /// last) does what the patches in between do one by one.
+            #[test]
+            fn a_coalesced_patch_equals_the_patches_in_turn(docs in prop::collection::vec(document(), 2..6)) {
+                let mut in_turn = docs[0].clone();
+                for pair in docs.windows(2) {
+                    json_patch::merge(&mut in_turn, &merge_diff(&pair[0], &pair[1]));
+                }
+                let mut coalesced = docs[0].clone();
+                json_patch::merge(&mut coalesced, &merge_diff(&docs[0], docs.last().unwrap()));
+                prop_assert_eq!(&in_turn, docs.last().unwrap());
+                prop_assert_eq!(&coalesced, &in_turn);
+            }
+
+            /// A projected copy patched with the diff of two projections is
+            /// the projection of the newer document, and an unchanged
+            /// projection gives an empty patch (nothing to send).
+            #[test]
+            fn projected_diffs_keep_a_projected_copy(old in document(), new in document(), raw in pointers()) {
+                let fields = Fields::parse(&raw).unwrap();
+                let (a, b) = (fields.project(&old), fields.project(&new));
+                let patch = merge_diff(&a, &b);
+                let mut copy = a.clone();
+                json_patch::merge(&mut copy, &patch);
+                prop_assert_eq!(&copy, &b);
+                prop_assert_eq!(patch == Value::Object(Map::new()), a == b);
+                prop_assert_eq!(fields.project(&b), b);
+            }
+        }
+    }
 }

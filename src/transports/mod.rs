@@ -9,6 +9,7 @@
 
 mod limits;
 mod session;
+mod shape;
 pub mod sse;
 mod state;
 pub mod ws;

@@ -6,14 +6,17 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use super::shape::{Shaped, Shaper};
 use super::state::Transports;
 use crate::auth::Principal;
 use crate::hub::{Change, Delivery, Pattern, Replayed, Subscription, TopicDoc};
-use crate::protocol::{self, Cursor, ServerMessage, Synced};
+use crate::protocol::{self, Cursor, ServerMessage, SubscribeOptions, Synced};
 
 /// A started subscription: its first messages, then live deliveries.
 pub(super) struct Started {
     pub(super) subscription: Subscription,
+    /// Present when the subscription has options (`debounceMs`, `fields`).
+    pub(super) shaper: Option<Shaper>,
     /// Snapshots or replayed changes, each with its cursor and type.
     pub(super) initial: Vec<Message>,
     pub(super) synced: Synced,
@@ -85,13 +88,18 @@ pub(super) fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, Strin
 
 /// Subscribes and prepares the initial messages: a replay when `since` is a
 /// cursor of this process still in the log, else fresh snapshots (with the
-/// reason in `synced`).
+/// reason in `synced`). A subscription with options always starts from
+/// fresh (projected) snapshots: the replay log holds changes as published.
 pub(super) fn start(
     transports: &Transports,
     patterns: Vec<Pattern>,
     since: Option<&str>,
     principal: &Principal,
+    options: &SubscribeOptions,
 ) -> Started {
+    if !options.is_plain() {
+        return start_shaped(transports, patterns, since, principal, options);
+    }
     let hub = &transports.hub;
     let subscription = hub.subscribe(patterns.clone());
     let at = subscription.seq();
@@ -111,6 +119,7 @@ pub(super) fn start(
         };
         Started {
             subscription,
+            shaper: None,
             initial,
             synced,
         }
@@ -185,6 +194,51 @@ pub(super) fn start(
     };
     Started {
         subscription,
+        shaper: None,
+        initial,
+        synced,
+    }
+}
+
+/// [`start`] for a subscription with options: fresh snapshots, projected.
+fn start_shaped(
+    transports: &Transports,
+    patterns: Vec<Pattern>,
+    since: Option<&str>,
+    principal: &Principal,
+    options: &SubscribeOptions,
+) -> Started {
+    let subscription = transports.hub.subscribe(patterns);
+    let now = transports.hub.cursor(subscription.seq());
+    let mut shaper = Shaper::new(options.clone());
+    let initial: Vec<Message> = subscription
+        .snapshot()
+        .iter()
+        .filter(|doc| principal.can_see(&doc.topic, Some(&doc.doc)))
+        .map(|doc| {
+            let view = shaper.initial(doc);
+            snapshot_message(
+                &TopicDoc {
+                    topic: doc.topic.clone(),
+                    rev: doc.rev,
+                    doc: view,
+                },
+                &now,
+            )
+        })
+        .collect();
+    let synced = Synced {
+        cursor: now,
+        resumed: false,
+        count: initial.len(),
+        reason: since.map(|_| {
+            "a subscription with debounceMs or fields does not replay; sending fresh snapshots"
+                .to_string()
+        }),
+    };
+    Started {
+        subscription,
+        shaper: Some(shaper),
         initial,
         synced,
     }
@@ -251,12 +305,16 @@ fn replayed_message(change: &Change) -> Message {
 }
 
 /// The next message of a subscription that `principal` may see (None when
-/// the hub is gone).
+/// the hub is gone), shaped by its options when it has a shaper.
 pub(super) async fn next(
     transports: &Transports,
     subscription: &mut Subscription,
     principal: &Principal,
+    shaper: Option<&mut Shaper>,
 ) -> Option<Message> {
+    if let Some(shaper) = shaper {
+        return next_shaped(transports, subscription, principal, shaper).await;
+    }
     loop {
         let delivery = subscription.next().await?;
         if visible(principal, &delivery) {
@@ -270,12 +328,127 @@ pub(super) fn try_next(
     transports: &Transports,
     subscription: &mut Subscription,
     principal: &Principal,
+    shaper: Option<&mut Shaper>,
 ) -> Option<Message> {
+    if let Some(shaper) = shaper {
+        return try_next_shaped(transports, subscription, principal, shaper);
+    }
     loop {
         let delivery = subscription.try_next()?;
         if visible(principal, &delivery) {
             return Some(message(transports, delivery, subscription.resume_seq()));
         }
+    }
+}
+
+/// [`next`] through a shaper: deliveries feed it, its timer flushes what it
+/// held back, and what it makes goes out in order.
+async fn next_shaped(
+    transports: &Transports,
+    subscription: &mut Subscription,
+    principal: &Principal,
+    shaper: &mut Shaper,
+) -> Option<Message> {
+    loop {
+        if let Some(message) = try_next_shaped(transports, subscription, principal, shaper) {
+            return Some(message);
+        }
+        let due = shaper.due();
+        tokio::select! {
+            // Cancel-safe: `Subscription::next` only awaits its queue.
+            delivery = subscription.next() => {
+                let delivery = delivery?;
+                if visible(principal, &delivery) {
+                    feed(transports, shaper, delivery);
+                }
+            }
+            _ = until(due) => shaper.flush(tokio::time::Instant::now()),
+        }
+    }
+}
+
+/// [`try_next`] through a shaper: what it has made, else what is queued
+/// now, else what its interval lets out now.
+fn try_next_shaped(
+    transports: &Transports,
+    subscription: &mut Subscription,
+    principal: &Principal,
+    shaper: &mut Shaper,
+) -> Option<Message> {
+    loop {
+        if let Some(out) = shaper.pop() {
+            return Some(shaped_message(transports, subscription, shaper, out));
+        }
+        match subscription.try_next() {
+            Some(delivery) => {
+                if visible(principal, &delivery) {
+                    feed(transports, shaper, delivery);
+                }
+            }
+            None => {
+                shaper.flush(tokio::time::Instant::now());
+                let out = shaper.pop()?;
+                return Some(shaped_message(transports, subscription, shaper, out));
+            }
+        }
+    }
+}
+
+fn feed(transports: &Transports, shaper: &mut Shaper, delivery: Delivery) {
+    let now = tokio::time::Instant::now();
+    match delivery {
+        Delivery::Change(change) => shaper.change(&change, now),
+        Delivery::Resync { topic, current } => {
+            transports.metrics.collapses.inc();
+            shaper.resync(&topic, current.as_ref(), now);
+        }
+    }
+}
+
+/// A shaped message, at a cursor below every change the shaper still
+/// holds back (and below what the subscription itself is behind on).
+fn shaped_message(
+    transports: &Transports,
+    subscription: &Subscription,
+    shaper: &Shaper,
+    out: Shaped,
+) -> Message {
+    let mut seq = subscription.resume_seq();
+    if let Some(floor) = shaper.floor() {
+        seq = seq.min(floor.saturating_sub(1));
+    }
+    let cursor = transports.hub.cursor(seq);
+    let message = match &out {
+        Shaped::Snapshot { topic, rev, doc } => ServerMessage::Snapshot {
+            topic,
+            rev: *rev,
+            cursor: &cursor,
+            doc,
+        },
+        Shaped::Patch {
+            topic,
+            rev,
+            base,
+            patch,
+        } => ServerMessage::Patch {
+            topic,
+            rev: *rev,
+            cursor: &cursor,
+            patch,
+            base: Some(*base),
+        },
+        Shaped::Removed { topic, rev } => ServerMessage::Removed {
+            topic,
+            rev: *rev,
+            cursor: &cursor,
+        },
+    };
+    Message {
+        kind: message.kind(),
+        json: message.encode(),
+        cursor,
+        sse: None,
+        at: None,
     }
 }
 

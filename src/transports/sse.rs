@@ -17,7 +17,7 @@ use super::session::{self, Message, Undelivered};
 use super::state::Transports;
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
-use crate::protocol::{ServerMessage, error_response, sse};
+use crate::protocol::{ServerMessage, SubscribeOptions, error_response, sse};
 
 /// Longest accepted query string.
 const MAX_QUERY: usize = 16 * 1024;
@@ -32,6 +32,8 @@ fn frame_of(m: &Message) -> Bytes {
 struct Request {
     topics: Vec<String>,
     since: Option<String>,
+    debounce_ms: Option<String>,
+    fields: Vec<String>,
 }
 
 fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
@@ -46,14 +48,18 @@ fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
     let mut request = Request {
         topics: Vec::new(),
         since: None,
+        debounce_ms: None,
+        fields: Vec::new(),
     };
     for (key, value) in pairs {
         match key.as_str() {
             "topic" => request.topics.push(value),
             "since" => request.since = Some(value),
+            "debounceMs" => request.debounce_ms = Some(value),
+            "field" => request.fields.push(value),
             other => {
                 return Err(Error::BadRequest(format!(
-                    "unknown query parameter {other:?}; this endpoint takes topic (repeatable) and since"
+                    "unknown query parameter {other:?}; this endpoint takes topic (repeatable), since, debounceMs and field (repeatable)"
                 )));
             }
         }
@@ -78,6 +84,11 @@ pub async fn events(
         Ok(p) => p,
         Err(e) => return Error::BadRequest(e).into_response(),
     };
+    let options =
+        match SubscribeOptions::from_query(request.debounce_ms.as_deref(), &request.fields) {
+            Ok(o) => o,
+            Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_option", &e),
+        };
     let client = super::state::client_of(&extensions, Some(&principal), &t.auth);
     if !t.limits.allow_subscribe(&client) {
         let message = format!(
@@ -100,7 +111,7 @@ pub async fn events(
         .filter(|v| !v.is_empty())
         .map(str::to_string);
     let since = last_event_id.or(request.since);
-    let started = session::start(&t, patterns, since.as_deref(), &principal);
+    let started = session::start(&t, patterns, since.as_deref(), &principal, &options);
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let transports = t.clone();
     tokio::spawn(async move {
@@ -146,6 +157,7 @@ async fn run(
 ) {
     let session::Started {
         mut subscription,
+        mut shaper,
         initial,
         synced,
     } = started;
@@ -189,7 +201,7 @@ async fn run(
                         }
                     }
                 }
-                message = session::next(t, &mut subscription, &principal) => match message {
+                message = session::next(t, &mut subscription, &principal, shaper.as_mut()) => match message {
                     Some(first) => {
                         // Everything already queued goes out as one chunk:
                         // one wake-up of the connection and one write.
@@ -197,7 +209,7 @@ async fn run(
                         let mut chunk = frame_of(&first);
                         let mut joined: Option<bytes::BytesMut> = None;
                         while ats.len() < session::MAX_BATCH {
-                            let Some(m) = session::try_next(t, &mut subscription, &principal) else {
+                            let Some(m) = session::try_next(t, &mut subscription, &principal, shaper.as_mut()) else {
                                 break;
                             };
                             joined
@@ -236,6 +248,13 @@ mod tests {
             .unwrap();
         assert_eq!(r.topics, ["clusters/*", "apps/**"]);
         assert_eq!(r.since.as_deref(), Some("e-3"));
+        let r = parse_query(Some(
+            "topic=apps/**&debounceMs=1000&field=/phase&field=/reason",
+        ))
+        .ok()
+        .unwrap();
+        assert_eq!(r.debounce_ms.as_deref(), Some("1000"));
+        assert_eq!(r.fields, ["/phase", "/reason"]);
         assert!(parse_query(Some("topics=x")).is_err());
         assert!(parse_query(Some(&"topic=a&".repeat(3000))).is_err());
     }

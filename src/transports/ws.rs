@@ -22,7 +22,7 @@ use super::limits::Bucket;
 use super::session;
 use super::state::Transports;
 use crate::auth::{AuthError, Principal};
-use crate::protocol::{self, ClientOp, ServerMessage, close};
+use crate::protocol::{self, ClientOp, ServerMessage, SubscribeOptions, close};
 
 /// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
 const OUTBOX: usize = 64;
@@ -252,14 +252,26 @@ async fn write(
     }
 }
 
+/// `stopped` for subscription `id`.
+fn stopped(id: &str, reason: &str) -> Out {
+    let id_json = serde_json::to_vec(id).expect("strings encode");
+    Out::Text(protocol::with_subscription(
+        &id_json,
+        &ServerMessage::Stopped { reason }.encode(),
+    ))
+}
+
 fn error(code: &str, message: &str, id: Option<&str>) -> Out {
     Out::Text(ServerMessage::Error { code, message, id }.encode())
 }
 
-/// Feeds one subscription into the outbox until it ends or the socket is slow.
+/// Feeds one subscription into the outbox until it ends or the socket is
+/// slow: `subscribed` (already encoded), its initial messages, `synced`,
+/// then its changes.
 fn forward(
     t: Arc<Transports>,
     id: String,
+    subscribed: Bytes,
     started: session::Started,
     principal: Arc<Principal>,
     outbox: mpsc::Sender<Out>,
@@ -269,10 +281,14 @@ fn forward(
         let id_json = serde_json::to_vec(&id).expect("strings encode");
         let session::Started {
             mut subscription,
+            mut shaper,
             initial,
             synced,
         } = started;
         let push = |bytes: Bytes| push(&t, &outbox, &slow, Out::Text(bytes));
+        if !push(protocol::with_subscription(&id_json, &subscribed)).await {
+            return;
+        }
         // By value: the snapshot frames are freed once sent, not kept for the session.
         for message in initial {
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
@@ -291,7 +307,7 @@ fn forward(
         loop {
             let message = tokio::select! {
                 _ = &mut shutdown => return,
-                m = session::next(&t, &mut subscription, &principal) => m,
+                m = session::next(&t, &mut subscription, &principal, shaper.as_mut()) => m,
             };
             let Some(message) = message else { return };
             if !push(protocol::with_subscription(&id_json, &message.json)).await {
@@ -473,6 +489,14 @@ async fn handle(
     };
     match op {
         ClientOp::Auth { token, id } => authenticate(t, s, &token, id.as_deref()).await,
+        ClientOp::Unsubscribe { id } if s.subscriptions.contains_key(&id) => {
+            let task = s.subscriptions.remove(&id).expect("checked above");
+            task.abort();
+            // The forwarder is gone once this returns: `stopped` is the
+            // subscription's last message.
+            let _ = task.await;
+            Ok(Some(stopped(&id, "unsubscribed")))
+        }
         op => Ok(operate(t, s, op)),
     }
 }
@@ -527,7 +551,13 @@ fn parse(text: &str) -> Result<ClientOp, Out> {
 /// Subscribe, unsubscribe, ping: the reply, if any.
 fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
     match op {
-        ClientOp::Subscribe { id, topics, since } => {
+        ClientOp::Subscribe {
+            id,
+            topics,
+            since,
+            debounce_ms,
+            fields,
+        } => {
             let Some(principal) = s.session.principal.clone() else {
                 return Some(error(
                     "unauthenticated",
@@ -568,10 +598,21 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
                 Ok(p) => p,
                 Err(e) => return Some(error("bad_pattern", &e, Some(&id))),
             };
-            let started = session::start(t, patterns, since.as_deref(), &principal);
+            let options = match SubscribeOptions::parse(debounce_ms.as_ref(), fields.as_ref()) {
+                Ok(o) => o,
+                Err(e) => return Some(error("bad_option", &e, Some(&id))),
+            };
+            let subscribed = ServerMessage::Subscribed {
+                topics: &topics,
+                debounce_ms: options.debounce_ms,
+                fields: options.fields.as_ref().map(|f| f.pointers()),
+            }
+            .encode();
+            let started = session::start(t, patterns, since.as_deref(), &principal, &options);
             let task = forward(
                 t.clone(),
                 id.clone(),
+                subscribed,
                 started,
                 principal,
                 s.outbox.clone(),
@@ -580,17 +621,11 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
             s.subscriptions.insert(id, task);
             None
         }
-        ClientOp::Unsubscribe { id } => match s.subscriptions.remove(&id) {
-            Some(task) => {
-                task.abort();
-                None
-            }
-            None => Some(error(
-                "unknown_subscription",
-                &format!("no subscription {id:?}"),
-                Some(&id),
-            )),
-        },
+        ClientOp::Unsubscribe { id } => Some(error(
+            "unknown_subscription",
+            &format!("no subscription {id:?}"),
+            Some(&id),
+        )),
         ClientOp::Auth { .. } => None,
         ClientOp::Ping { id } => {
             let cursor = t.hub.cursor(t.hub.seq());

@@ -121,7 +121,8 @@ impl Mirror {
 /// close code (None: no close frame, or an SSE stream that ended).
 pub(crate) type Next = Result<Value, Option<u16>>;
 
-/// One open subscription on `**`.
+/// One open subscription on every status document (`clusters/**`,
+/// `apps/**`, `tasks/**`: what REST lists; not the summary topics).
 pub(crate) enum Conn {
     Ws(Box<tokio_tungstenite::WebSocketStream<TcpStream>>),
     Sse(SseConn),
@@ -147,7 +148,7 @@ async fn socket(base: &str, recv_buffer: Option<u32>) -> TcpStream {
 }
 
 impl Conn {
-    /// Subscribes to `**` over `via`, resuming from `since` when given.
+    /// Subscribes to every status document over `via`, resuming from `since` when given.
     pub(crate) async fn open(
         base: &str,
         via: Via,
@@ -161,7 +162,7 @@ impl Conn {
                 let (mut ws, _) = tokio_tungstenite::client_async(url, stream)
                     .await
                     .expect("the WebSocket opens");
-                let mut op = json!({"op": "subscribe", "id": "all", "topics": ["**"]});
+                let mut op = json!({"op": "subscribe", "id": "all", "topics": ["clusters/**", "apps/**", "tasks/**"]});
                 if let Some(cursor) = since {
                     op["since"] = json!(cursor);
                 }
@@ -175,9 +176,11 @@ impl Conn {
                         .unwrap();
                 tokio::spawn(connection);
                 let host = base.trim_start_matches("http://");
-                let mut request = http::Request::get("/api/v1/events?topic=**")
-                    .header(http::header::HOST, host)
-                    .header(http::header::ACCEPT, "text/event-stream");
+                let mut request = http::Request::get(
+                    "/api/v1/events?topic=clusters/**&topic=apps/**&topic=tasks/**",
+                )
+                .header(http::header::HOST, host)
+                .header(http::header::ACCEPT, "text/event-stream");
                 if let Some(cursor) = since {
                     request = request.header("Last-Event-ID", cursor);
                 }
@@ -209,7 +212,11 @@ impl Conn {
             Conn::Ws(ws) => loop {
                 match ws.next().await {
                     Some(Ok(Message::Text(text))) => {
-                        return Ok(serde_json::from_str(&text).expect("a JSON message"));
+                        let message: Value = serde_json::from_str(&text).expect("a JSON message");
+                        // Lifecycle messages SSE has no counterpart of.
+                        if message["type"] != "subscribed" && message["type"] != "stopped" {
+                            return Ok(message);
+                        }
                     }
                     Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| u16::from(f.code))),
                     Some(Ok(_)) => continue,

@@ -155,7 +155,26 @@ export type DocumentFor<T extends string> = T extends `clusters/${string}/sync/$
             ? AppStatus
             : T extends `tasks/${string}`
               ? Task
-              : unknown;
+              : T extends 'summary/clusters'
+                ? ClusterSummary
+                : T extends `summary/apps/${string}`
+                  ? AppSummary
+                  : unknown;
+
+/** `summary/clusters` (docs/STATUS.md): clusters counted by phase, names sorted (at most 100 per phase). */
+export interface ClusterSummary {
+  total: number;
+  phases: Partial<Record<ClusterPhase | 'Unknown', { count: number; names: string[] }>>;
+}
+
+/** `summary/apps/{cluster}/{namespace}`: a namespace's apps counted by state and by phase. */
+export interface AppSummary {
+  cluster: string;
+  namespace: string;
+  total: number;
+  states: Partial<Record<AppPhase | TransitionalState | 'Unknown', number>>;
+  phases: Partial<Record<AppPhase | 'Unknown', number>>;
+}
 
 /** The document type of a pattern or a list of them (a union of each's). */
 export type DocumentOf<P extends string | readonly string[]> = P extends readonly string[] ? DocumentFor<P[number]> : P extends string ? DocumentFor<P> : unknown;
@@ -165,6 +184,20 @@ export type DocumentChange<D = unknown> =
   | { type: 'snapshot'; topic: string; rev: number; doc: D; previous: D | undefined }
   | { type: 'patch'; topic: string; rev: number; doc: D; previous: D; patch: object }
   | { type: 'removed'; topic: string; rev?: number; doc: undefined; previous: D };
+
+/** Per-subscription options (docs/PROTOCOL.md "Subscription options"). */
+export interface SubscribeOptions {
+  /** At most one message per topic per this many ms (50–60 000); the first change goes out at once. */
+  debounceMs?: number;
+  /** JSON pointers (1–32) the documents are projected onto, e.g. `['/phase', '/reason']`. */
+  fields?: readonly string[];
+}
+
+/** A projected document: any member may be left out, at any depth. */
+export type Projected<D> = D extends readonly unknown[] ? D : D extends object ? { [K in keyof D]?: Projected<D[K]> } : D;
+
+/** Checks and normalizes options as the gateway does (fields sorted, duplicates dropped); null when none. Throws on bad ones. */
+export function subscriptionOptions(options?: SubscribeOptions): { debounceMs?: number; fields?: string[] } | null;
 
 /** Subscription states: `loading` until synced, `stale` while disconnected. */
 export type SubscriptionStatus = 'loading' | 'live' | 'stale' | 'error';
@@ -237,7 +270,9 @@ export type SubscriptionEvent<D = unknown> =
 /** Wire messages (docs/PROTOCOL.md). */
 export type Message =
   | { type: 'snapshot'; topic: string; rev: number; cursor: string; doc: object; sub?: string }
-  | { type: 'patch'; topic: string; rev: number; cursor: string; patch: object; sub?: string }
+  | { type: 'patch'; topic: string; rev: number; cursor: string; patch: object; base?: number; sub?: string }
+  | { type: 'subscribed'; topics: string[]; debounceMs?: number; fields?: string[]; sub: string }
+  | { type: 'stopped'; reason: string; sub: string }
   | { type: 'removed'; topic: string; rev?: number; cursor: string; sub?: string }
   | { type: 'synced'; cursor: string; resumed: boolean; count: number; reason?: string; sub?: string }
   | { type: 'heartbeat'; cursor: string; id?: string }
@@ -246,7 +281,7 @@ export type Message =
 
 /** Client operations over WebSocket. */
 export type Operation =
-  | { op: 'subscribe'; id: string; topics: string[]; since?: string }
+  | { op: 'subscribe'; id: string; topics: string[]; since?: string; debounceMs?: number; fields?: string[] }
   | { op: 'unsubscribe'; id: string }
   | { op: 'ping'; id?: string }
   | { op: 'auth'; token: string; id?: string };
@@ -292,11 +327,25 @@ export class KubePulse {
   onState(listener: (state: ConnectionState) => void): () => void;
   onError(listener: (error: PulseError) => void): () => void;
   get<T extends string>(topic: T): DocumentFor<T> | undefined;
+  /** The copy kept by the subscription with these options. */
+  get<T extends string>(topic: T, options: SubscribeOptions): Projected<DocumentFor<T>> | undefined;
   select<T extends string>(patterns: T | readonly T[]): Record<string, DocumentFor<T>>;
-  status(patterns: string | readonly string[]): { status: SubscriptionStatus; error: PulseError | null };
+  select<T extends string>(patterns: T | readonly T[], options: SubscribeOptions): Record<string, Projected<DocumentFor<T>>>;
+  status(patterns: string | readonly string[], options?: SubscribeOptions): { status: SubscriptionStatus; error: PulseError | null };
   subscribe<T extends string>(
     patterns: T | readonly T[],
     onEvent?: (event: SubscriptionEvent<DocumentFor<T>>) => void,
+  ): () => void;
+  /** A subscription with options keeps its own (projected, coalesced) copy. */
+  subscribe<T extends string>(
+    patterns: T | readonly T[],
+    onEvent: (event: SubscriptionEvent<Projected<DocumentFor<T>>>) => void,
+    options: SubscribeOptions,
+  ): () => void;
+  subscribe<T extends string>(
+    patterns: T | readonly T[],
+    options: SubscribeOptions,
+    onEvent?: (event: SubscriptionEvent<Projected<DocumentFor<T>>>) => void,
   ): () => void;
   /** Tries to connect again now, e.g. after the user logged in. */
   reconnect(): void;
@@ -327,6 +376,11 @@ export function topicStore<T extends string>(
   patterns: T | readonly T[],
   options?: { single?: false },
 ): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, DocumentFor<T>>> };
+export function topicStore<T extends string>(
+  client: KubePulse,
+  patterns: T | readonly T[],
+  options: { single?: false } & SubscribeOptions,
+): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, Projected<DocumentFor<T>>>> };
 export function topicStore<T extends string>(
   client: KubePulse,
   topic: T,

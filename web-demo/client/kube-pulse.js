@@ -170,7 +170,9 @@ export class DocumentStore {
     if (type === 'patch') {
       if (!sameProcess) return { gap: true, topic };
       if (rev <= have.rev) return null;
-      if (rev !== have.rev + 1) return { gap: true, topic };
+      // A coalesced or projected patch names its base; any other's is rev - 1.
+      const base = message.base ?? rev - 1;
+      if (have.rev !== base) return { gap: true, topic };
       const doc = mergePatch(have.doc, message.patch);
       this.docs.set(topic, { rev, epoch, doc });
       return { type, topic, rev, doc, patch: message.patch, previous: have.doc };
@@ -215,7 +217,35 @@ export function base64url(text) {
   return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
-const keyOf = (patterns) => [...new Set(patterns)].sort().join('\n');
+/**
+ * Subscription options, checked and normalized as the gateway does
+ * (docs/PROTOCOL.md "Subscription options"); null when there are none.
+ */
+export function subscriptionOptions({ debounceMs, fields } = {}) {
+  if (debounceMs === undefined && fields === undefined) return null;
+  const out = {};
+  if (debounceMs !== undefined) {
+    if (!Number.isInteger(debounceMs) || debounceMs < 50 || debounceMs > 60000) {
+      throw new Error(`kube-pulse: debounceMs must be a whole number of ms from 50 to 60000, not ${debounceMs}`);
+    }
+    out.debounceMs = debounceMs;
+  }
+  if (fields !== undefined) {
+    const list = [...new Set([].concat(fields))].sort();
+    if (list.length === 0 || list.length > 32 || list.some((f) => typeof f !== 'string' || !f.startsWith('/') || f.length > 256)) {
+      throw new Error('kube-pulse: fields are 1 to 32 JSON pointers such as "/phase"');
+    }
+    out.fields = list;
+  }
+  return out;
+}
+
+const EMPTY_STORE = new DocumentStore();
+
+const optionsKey = (options) =>
+  options ? `\n#${options.debounceMs ?? ''}#${(options.fields ?? []).join('\t')}` : '';
+
+const keyOf = (patterns, options = null) => [...new Set(patterns)].sort().join('\n') + optionsKey(options);
 
 let nextId = 0;
 
@@ -332,14 +362,38 @@ export class KubePulse {
     for (const l of [...this.errorListeners]) l(error);
   }
 
-  /** The local copy of one document, or undefined. */
-  get(topic) {
-    return this.store.get(topic);
+  /**
+   * The local copy of one document, or undefined. With `options`, the copy
+   * of the subscription to `topic` with those options (a projected one).
+   */
+  get(topic, options) {
+    const normalized = subscriptionOptions(options);
+    if (!normalized) return this.store.get(topic);
+    const key = optionsKey(normalized);
+    for (const sub of this.subs.values()) {
+      if (optionsKey(sub.options) === key && sub.patterns.some((p) => matches(p, topic))) {
+        const doc = sub.store.get(topic);
+        if (doc !== undefined) return doc;
+      }
+    }
+    return undefined;
   }
 
   /** Local documents matching `patterns` (a string or an array), by topic. */
-  select(patterns) {
-    return this.store.select([].concat(patterns));
+  select(patterns, options) {
+    const list = [].concat(patterns);
+    return this.storeOf(list, options).select(list);
+  }
+
+  /**
+   * Where the documents of a subscription live: the shared copy, or for a
+   * subscription with options its own (projected documents, coalesced
+   * revisions: not to be mixed with whole ones).
+   */
+  storeOf(patterns, options) {
+    const normalized = subscriptionOptions(options);
+    if (!normalized) return this.store;
+    return this.byKey.get(keyOf(patterns, normalized))?.store ?? EMPTY_STORE;
   }
 
   /**
@@ -347,8 +401,8 @@ export class KubePulse {
    * snapshots are in, `live`, `stale` while the connection is lost, or
    * `error` (with `error`) when the gateway refused it.
    */
-  status(patterns) {
-    const sub = this.byKey.get(keyOf([].concat(patterns)));
+  status(patterns, options) {
+    const sub = this.byKey.get(keyOf([].concat(patterns), subscriptionOptions(options)));
     return sub ? { status: sub.status, error: sub.error } : { status: 'loading', error: null };
   }
 
@@ -359,18 +413,27 @@ export class KubePulse {
    * snapshots (or the replay) are in, `{type: 'status', status, error}` when
    * the subscription's status changes and `{type: 'error', code, message,
    * error}` when the gateway refuses it. Returns the unsubscribe function.
+   *
+   * `options` (`{debounceMs, fields}`, as second or third argument) asks the
+   * gateway to coalesce changes and to project documents onto JSON
+   * pointers; such a subscription keeps its own copy of its documents (read
+   * it with `get`/`select`/`status` and the same options).
    */
-  subscribe(patterns, onEvent = () => {}) {
+  subscribe(patterns, onEvent = () => {}, options = undefined) {
+    if (typeof onEvent === 'object' && onEvent !== null) [onEvent, options] = [options ?? (() => {}), onEvent];
     const list = [...new Set([].concat(patterns))];
     if (list.length === 0) throw new Error('kube-pulse: subscribe needs at least one pattern');
     if (this.closed) throw new Error('kube-pulse: the client is closed');
-    const key = keyOf(list);
+    const normalized = subscriptionOptions(options);
+    const key = keyOf(list, normalized);
     let sub = this.byKey.get(key);
     if (!sub) {
       sub = {
         id: `s${++nextId}`,
         key,
         patterns: list,
+        options: normalized,
+        store: normalized ? new DocumentStore() : this.store,
         holders: new Set(),
         cursor: undefined,
         synced: false,
@@ -419,9 +482,11 @@ export class KubePulse {
       this.ws.send(JSON.stringify({ op: 'unsubscribe', id: sub.id }));
     }
     // Documents no other subscription covers are dropped: kept, they would
-    // go stale unseen and be shown as current to the next holder.
-    const covered = (topic) => [...this.subs.values()].some((s) => s.patterns.some((p) => matches(p, topic)));
-    this.store.drop((topic) => !covered(topic));
+    // go stale unseen and be shown as current to the next holder. (A
+    // subscription with options takes its own copy with it.)
+    const covered = (topic) =>
+      [...this.subs.values()].some((s) => !s.options && s.patterns.some((p) => matches(p, topic)));
+    if (!sub.options) this.store.drop((topic) => !covered(topic));
     if (this.subs.size === 0) this.idle();
   }
 
@@ -489,8 +554,14 @@ export class KubePulse {
   /** A change of the local copy goes to every subscription matching its topic. */
   broadcast(change) {
     for (const sub of [...this.subs.values()]) {
-      if (sub.patterns.some((p) => matches(p, change.topic))) this.emit(sub, change);
+      if (!sub.options && sub.patterns.some((p) => matches(p, change.topic))) this.emit(sub, change);
     }
+  }
+
+  /** A change of `sub`'s copy: the shared one goes to every subscription, its own to it. */
+  changed(sub, change) {
+    if (sub.options) this.emit(sub, change);
+    else this.broadcast(change);
   }
 
   setStatus(sub, status, error = null) {
@@ -506,9 +577,9 @@ export class KubePulse {
       sub.synced = true;
       sub.retries = 0;
       let removed = [];
-      if (!message.resumed && sub.fresh) removed = this.store.prune(sub.patterns, sub.fresh);
+      if (!message.resumed && sub.fresh) removed = sub.store.prune(sub.patterns, sub.fresh);
       sub.fresh = null;
-      for (const change of removed) this.broadcast(change);
+      for (const change of removed) this.changed(sub, change);
       this.attempt = 0;
       this.setStatus(sub, 'live');
       this.emit(sub, { type: 'synced', resumed: message.resumed, reason: message.reason });
@@ -520,14 +591,14 @@ export class KubePulse {
     }
     if (!message.topic) return;
     if (message.type === 'snapshot' && sub.fresh) sub.fresh.add(message.topic);
-    const change = this.store.apply(message);
+    const change = sub.store.apply(message);
     if (change?.gap) {
       // A patch we cannot apply: start this subscription over from snapshots.
       sub.cursor = undefined;
       this.restart(sub);
       return;
     }
-    if (change) this.broadcast(change);
+    if (change) this.changed(sub, change);
   }
 
   /** The gateway refused (or ended) a subscription. */
@@ -645,8 +716,9 @@ export class KubePulse {
 
   sendSubscribe(sub) {
     if (this.subs.get(sub.id) !== sub || sub.dead) return;
-    const op = { op: 'subscribe', id: sub.id, topics: sub.patterns };
-    if (sub.cursor) op.since = sub.cursor;
+    const op = { op: 'subscribe', id: sub.id, topics: sub.patterns, ...sub.options };
+    // A subscription with options does not replay: no cursor to offer.
+    if (sub.cursor && !sub.options) op.since = sub.cursor;
     sub.fresh = new Set();
     sub.sent = true;
     this.ws.send(JSON.stringify(op));
@@ -854,10 +926,12 @@ export class KubePulse {
     sub.fresh = new Set();
     const url = new URL('api/v1/events', this.base);
     for (const p of sub.patterns) url.searchParams.append('topic', p);
+    if (sub.options?.debounceMs !== undefined) url.searchParams.set('debounceMs', String(sub.options.debounceMs));
+    for (const f of sub.options?.fields ?? []) url.searchParams.append('field', f);
     const headers = { Accept: 'text/event-stream' };
     const token = this.currentToken();
     if (token) headers.Authorization = `Bearer ${token}`;
-    if (sub.cursor) headers['Last-Event-ID'] = sub.cursor;
+    if (sub.cursor && !sub.options) headers['Last-Event-ID'] = sub.cursor;
     try {
       const response = await this.fetch(url.toString(), { headers, signal: abort.signal, cache: 'no-store' });
       if (!response.ok) {
@@ -964,11 +1038,12 @@ export class KubePulse {
  * changes. `data` is the documents by topic, or with `{single: true}` the
  * one document of an exact topic.
  */
-export function topicStore(client, patterns, { single = false } = {}) {
+export function topicStore(client, patterns, { single = false, debounceMs, fields } = {}) {
   const list = [...new Set([].concat(patterns))];
+  const options = subscriptionOptions({ debounceMs, fields }) ?? undefined;
   const read = () => {
-    const { status, error } = client.status(list);
-    return { data: single ? client.get(list[0]) : client.select(list), status, error };
+    const { status, error } = client.status(list, options);
+    return { data: single ? client.get(list[0], options) : client.select(list, options), status, error };
   };
   let snapshot = read();
   const listeners = new Set();
@@ -984,7 +1059,7 @@ export function topicStore(client, patterns, { single = false } = {}) {
     subscribe(listener) {
       listeners.add(listener);
       if (!unsubscribe) {
-        unsubscribe = client.subscribe(list, changed);
+        unsubscribe = client.subscribe(list, changed, options);
         snapshot = read();
       }
       return () => {

@@ -4,13 +4,19 @@
 import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
 import { topicStore } from './kube-pulse.js';
 
-function useStore(client, patterns, single) {
+function useStore(client, patterns, single, options = {}) {
   const key = [].concat(patterns).join('\n');
+  const { debounceMs } = options;
+  // By value: callers pass a new options object on every render.
+  const fields = options.fields === undefined ? undefined : [].concat(options.fields).join('\n');
   // One store per client and pattern set; its snapshot object is stable
   // between changes, as useSyncExternalStore requires. The client shares
   // one wire subscription among every hook with the same patterns and
   // notifies each of every change to its topics.
-  const store = useMemo(() => topicStore(client, key.split('\n'), { single }), [client, key, single]);
+  const store = useMemo(
+    () => topicStore(client, key.split('\n'), { single, debounceMs, fields: fields?.split('\n') }),
+    [client, key, single, debounceMs, fields],
+  );
   return useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
 }
 
@@ -19,23 +25,23 @@ function useStore(client, patterns, single) {
  * `loading` until the subscription's snapshots are in, then `live`; `stale`
  * while the connection is lost; `error` when the gateway refused it.
  */
-export function usePulse(client, topic) {
-  return useStore(client, topic, true);
+export function usePulse(client, topic, options) {
+  return useStore(client, topic, true, options);
 }
 
 /** The documents matching `patterns`, by topic: `{data, status, error}`. */
-export function usePulseTopics(client, patterns) {
-  return useStore(client, patterns, false);
+export function usePulseTopics(client, patterns, options) {
+  return useStore(client, patterns, false, options);
 }
 
 /** The live documents matching `patterns`, keyed by topic (the data of `usePulseTopics`). */
-export function useTopic(client, patterns) {
-  return useStore(client, patterns, false).data;
+export function useTopic(client, patterns, options) {
+  return useStore(client, patterns, false, options).data;
 }
 
 /** One document by exact topic, or undefined while it is not there (the data of `usePulse`). */
-export function useDocument(client, topic) {
-  return useStore(client, topic, true).data;
+export function useDocument(client, topic, options) {
+  return useStore(client, topic, true, options).data;
 }
 
 /** The client's connection state: `idle`, `connecting`, `live`, `reconnecting` or `offline`. */

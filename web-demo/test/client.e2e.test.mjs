@@ -130,7 +130,8 @@ async function equalToRest(page, at, { token, want } = {}) {
 const fault = (at, cluster, body) =>
   fetch(`${at}_sim/clusters/${cluster}/faults`, {
     method: body ? 'PUT' : 'DELETE',
-    headers: body ? { 'content-type': 'application/json' } : {},
+    // The gateway's guard takes JSON bodies only with their content type.
+    headers: body ? { 'Content-Type': 'application/json' } : {},
     body: body && JSON.stringify(body),
   });
 
@@ -157,6 +158,44 @@ for (const transport of ['ws', 'sse']) {
     }
     assert.deepEqual(errors, []);
     });
+}
+
+for (const transport of ['ws', 'sse']) {
+  test(`a debounced, projected table equals REST projected after each settled change (${transport}; issue 20 item 4)`, async () => {
+    const { page, errors } = await harness(base);
+    await page.evaluate((o) => window.mountApp(o), { url: base, transport, projected: true });
+    const projectedRest = async () => {
+      const { items } = await (await fetch(`${base}api/v1/clusters`)).json();
+      return Object.fromEntries(items.map((c) => [`clusters/${c.name}`, { phase: c.phase, reason: c.reason }]));
+    };
+    const equal = (want) =>
+      until(
+        'the projected table equal to REST',
+        async () => {
+          const a = await projectedRest();
+          await new Promise((r) => setTimeout(r, 600));
+          const b = await projectedRest();
+          if (JSON.stringify(a) !== JSON.stringify(b)) return { wrong: 'REST still changing' };
+          if (!want(b)) return { wrong: 'REST not there yet', rest: b };
+          const { projected } = await page.evaluate(() => window.shown());
+          if (projected.length !== Object.keys(b).length) return { wrong: 'rows', projected, rest: b };
+          const bad = projected.filter(
+            (r) => r.phase !== b[r.topic]?.phase || r.reason !== b[r.topic]?.reason || r.members !== 'phase,reason' || r.status !== 'live',
+          );
+          return bad.length ? { wrong: 'mismatch', bad, rest: b } : { projected, rest: b };
+        },
+        20_000,
+      );
+    await equal((r) => CLUSTERS.every((c) => r[`clusters/${c}`]?.phase === 'Healthy'));
+    for (const [cluster, body, phase] of [
+      ['dev', { refuse: true }, 'Unhealthy'],
+      ['dev', null, 'Healthy'],
+    ]) {
+      assert.equal((await fault(base, cluster, body)).status, 200);
+      await equal((r) => r[`clusters/${cluster}`]?.phase === phase);
+    }
+    assert.deepEqual(errors, []);
+  });
 }
 
 test('rate-limit errors reach the hooks, and the refused subscriptions sync after a retry (finding 2)', async () => {

@@ -13,6 +13,7 @@ import {
   matches,
   mergePatch,
   sseParser,
+  subscriptionOptions,
   base64url,
   topicStore,
   transitions,
@@ -607,4 +608,83 @@ test('base64url encodes UTF-8 without padding', () => {
   assert.equal(base64url('secret'), 'c2VjcmV0');
   assert.equal(base64url('a?b>'), 'YT9iPg');
   assert.equal(base64url('ü'), 'w7w');
+});
+
+test('a patch with `base` applies only on exactly that revision', () => {
+  const store = new DocumentStore();
+  store.apply({ type: 'snapshot', topic: 't', rev: 3, doc: { phase: 'A' }, cursor: 'e1-1' });
+  const patch = (rev, base, p) => ({ type: 'patch', topic: 't', rev, base, patch: p, cursor: 'e1-9' });
+  assert.deepEqual(store.apply(patch(7, 3, { phase: 'B' })).doc, { phase: 'B' }, 'a coalesced patch from 3 to 7');
+  assert.equal(store.apply(patch(6, 3, { phase: 'X' })), null, 'not newer: ignored');
+  assert.deepEqual(store.apply(patch(9, 8, { phase: 'C' })), { gap: true, topic: 't' }, 'another base is a gap');
+  assert.equal(store.get('t').phase, 'B');
+});
+
+test('subscription options are checked and normalized like the gateway does', () => {
+  assert.equal(subscriptionOptions(), null);
+  assert.equal(subscriptionOptions({}), null);
+  assert.deepEqual(subscriptionOptions({ debounceMs: 1000, fields: ['/reason', '/phase', '/phase'] }), {
+    debounceMs: 1000,
+    fields: ['/phase', '/reason'],
+  });
+  for (const bad of [{ debounceMs: 10 }, { debounceMs: 60001 }, { debounceMs: 1.5 }, { fields: [] }, { fields: ['phase'] }]) {
+    assert.throws(() => subscriptionOptions(bad), /kube-pulse/, JSON.stringify(bad));
+  }
+});
+
+test('options go on the wire, and a subscription with them keeps its own copy', async () => {
+  fresh();
+  const client = wsClient();
+  const whole = [];
+  const projected = [];
+  const options = { debounceMs: 500, fields: ['/phase'] };
+  client.subscribe('apps/**', (e) => whole.push(e));
+  client.subscribe('apps/**', options, (e) => projected.push(e));
+  const ws = await until('two subscribe ops', () => FakeSocket.all[0]?.sent.length === 2 && FakeSocket.all[0]);
+  const [plainOp, shapedOp] = ws.sent;
+  assert.deepEqual(plainOp, { op: 'subscribe', id: plainOp.id, topics: ['apps/**'] });
+  assert.deepEqual(shapedOp, { op: 'subscribe', id: shapedOp.id, topics: ['apps/**'], debounceMs: 500, fields: ['/phase'] });
+  const t = 'apps/c/ns/a';
+  ws.push({ sub: plainOp.id, type: 'subscribed', topics: ['apps/**'] });
+  ws.push({ sub: shapedOp.id, type: 'subscribed', topics: ['apps/**'], debounceMs: 500, fields: ['/phase'] });
+  ws.push({ sub: plainOp.id, type: 'snapshot', topic: t, rev: 1, cursor: 'e-1', doc: { phase: 'Running', ready: 3 } });
+  ws.push({ sub: shapedOp.id, type: 'snapshot', topic: t, rev: 1, cursor: 'e-1', doc: { phase: 'Running' } });
+  ws.push({ sub: plainOp.id, type: 'synced', cursor: 'e-1', resumed: false, count: 1 });
+  ws.push({ sub: shapedOp.id, type: 'synced', cursor: 'e-1', resumed: false, count: 1 });
+  ws.push({ sub: plainOp.id, type: 'patch', topic: t, rev: 2, cursor: 'e-2', patch: { ready: 2 } });
+  ws.push({ sub: plainOp.id, type: 'patch', topic: t, rev: 3, cursor: 'e-3', patch: { phase: 'Degraded' } });
+  ws.push({ sub: shapedOp.id, type: 'patch', topic: t, rev: 3, base: 1, cursor: 'e-3', patch: { phase: 'Degraded' } });
+  assert.deepEqual(client.get(t), { phase: 'Degraded', ready: 2 });
+  assert.deepEqual(client.get(t, options), { phase: 'Degraded' });
+  assert.deepEqual(client.select('apps/**', { fields: ['/phase'], debounceMs: 500 }), { [t]: { phase: 'Degraded' } });
+  assert.equal(client.status('apps/**', options).status, 'live');
+  assert.deepEqual(
+    projected.filter((e) => e.topic).map((e) => e.doc),
+    [{ phase: 'Running' }, { phase: 'Degraded' }],
+    'the projected holder hears only its copy',
+  );
+  assert.equal(whole.filter((e) => e.topic).length, 3);
+  // A gap on the projected copy resubscribes it (without a cursor: it does not replay).
+  ws.push({ sub: shapedOp.id, type: 'patch', topic: t, rev: 9, base: 7, cursor: 'e-9', patch: { phase: 'X' } });
+  await until('a resubscribe', () => ws.subscribes().length === 3);
+  assert.equal(ws.subscribes()[2].since, undefined);
+  assert.equal(ws.subscribes()[2].debounceMs, 500);
+  ws.push({ sub: shapedOp.id, type: 'stopped', reason: 'unsubscribed' });
+  client.close();
+});
+
+test('over SSE the options are query parameters', async () => {
+  const urls = [];
+  const fetch = async (url, init) => {
+    urls.push(url);
+    return new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(new Error('aborted'))));
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, backoff: { initialMs: 1, maxMs: 5 } });
+  client.subscribe(['apps/**'], () => {}, { debounceMs: 1000, fields: ['/phase', '/reason'] });
+  await until('a request', () => urls.length);
+  const url = new URL(urls[0]);
+  assert.deepEqual(url.searchParams.getAll('topic'), ['apps/**']);
+  assert.equal(url.searchParams.get('debounceMs'), '1000');
+  assert.deepEqual(url.searchParams.getAll('field'), ['/phase', '/reason']);
+  client.close();
 });

@@ -57,8 +57,33 @@ function Table() {
   );
 }
 
+/** The same table over a coalesced, projected subscription (`{debounceMs, fields}`). */
+const PROJECTION = { debounceMs: 200, fields: ['/phase', '/reason'] };
+function ProjectedTable() {
+  const { data, status } = usePulseTopics(window.client, 'clusters/*', PROJECTION);
+  return h(
+    'table',
+    { 'data-status': status },
+    h(
+      'tbody',
+      null,
+      Object.entries(data).map(([topic, c]) =>
+        h('tr', {
+          key: topic,
+          className: 'prow',
+          'data-topic': topic,
+          'data-phase': c.phase,
+          'data-reason': c.reason,
+          'data-members': Object.keys(c).sort().join(','),
+          'data-status': status,
+        }),
+      ),
+    ),
+  );
+}
+
 let root = null;
-window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, reuseClient = false }) => {
+window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, projected = false, reuseClient = false }) => {
   if (!reuseClient || !window.client) {
     window.client?.close();
     window.client = connect({
@@ -77,6 +102,7 @@ window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = []
       StrictMode,
       null,
       table ? h(Table) : null,
+      projected ? h(ProjectedTable) : null,
       cards.map((topics, i) => h(Card, { key: i, id: i, topics })),
     ),
   );
@@ -89,6 +115,7 @@ window.unmountApp = () => {
 window.shown = () => ({
   cards: [...document.querySelectorAll('.card')].map((c) => ({ ...c.dataset })),
   rows: [...document.querySelectorAll('.row')].map((r) => ({ ...r.dataset })),
+  projected: [...document.querySelectorAll('.prow')].map((r) => ({ ...r.dataset })),
   state: window.client?.state,
   transport: window.client?.transport,
 });

@@ -59,7 +59,9 @@ async fn each_pod_level_cause_names_its_app_with_the_latest_warning() {
     let hub = p.hub().clone();
 
     let crash = doc_where(&hub, "apps/test/shop/crash", WAIT, |d| {
-        d["phase"] == "Panic" && d["reason"] == "CrashLoopBackOff" && d["lastWarning"]["reason"] == "BackOff"
+        d["phase"] == "Panic"
+            && d["reason"] == "CrashLoopBackOff"
+            && d["lastWarning"]["reason"] == "BackOff"
     })
     .await;
     let message = text(&crash, "/message");
@@ -72,9 +74,18 @@ async fn each_pod_level_cause_names_its_app_with_the_latest_warning() {
     assert_eq!(problem["container"], "crash");
     assert_eq!(problem["exitCode"], 1);
     assert!(problem["pod"].as_str().unwrap().starts_with("crash-"));
-    assert_eq!((crash["pods"]["total"].clone(), crash["pods"]["ready"].clone()), (1.into(), 0.into()));
+    assert_eq!(
+        (
+            crash["pods"]["total"].clone(),
+            crash["pods"]["ready"].clone()
+        ),
+        (1.into(), 0.into())
+    );
     assert!(text(&crash, "/lastWarning/object").starts_with("Pod/crash-"));
-    assert!(text(&crash, "/lastWarning/message").starts_with("Back-off restarting failed container crash"));
+    assert!(
+        text(&crash, "/lastWarning/message")
+            .starts_with("Back-off restarting failed container crash")
+    );
     assert!(crash["lastWarning"]["count"].as_u64().unwrap() >= 1);
     assert!(crash["lastWarning"]["lastSeen"].is_string());
 
@@ -87,14 +98,22 @@ async fn each_pod_level_cause_names_its_app_with_the_latest_warning() {
         text(&pull, "/message"),
         "0/1 ready: 1 pod ImagePullBackOff (container pull: Back-off pulling image \"registry.example/pull:404\")"
     );
-    assert_eq!(text(&pull, "/lastWarning/message"), "Error: ImagePullBackOff");
+    assert_eq!(
+        text(&pull, "/lastWarning/message"),
+        "Error: ImagePullBackOff"
+    );
 
     let oom = doc_where(&hub, "apps/test/shop/oom", WAIT, |d| {
-        d["reason"] == "OOMKilled" && d["pods"]["total"] == 2 && d["pods"]["problems"].as_array().is_some_and(|p| p.len() == 2)
+        d["reason"] == "OOMKilled"
+            && d["pods"]["total"] == 2
+            && d["pods"]["problems"]
+                .as_array()
+                .is_some_and(|p| p.len() == 2)
     })
     .await;
     assert!(
-        text(&oom, "/message").starts_with("0/2 ready: 2 pods OOMKilled (container oom OOMKilled, "),
+        text(&oom, "/message")
+            .starts_with("0/2 ready: 2 pods OOMKilled (container oom OOMKilled, "),
         "{oom}"
     );
     assert_eq!(oom["pods"]["problems"][0]["exitCode"], 137);
@@ -108,7 +127,10 @@ async fn each_pod_level_cause_names_its_app_with_the_latest_warning() {
         text(&probe, "/message"),
         "0/1 ready: 1 pod NotReady (container probe running, not ready)"
     );
-    assert_eq!(probe["pods"]["problems"][0]["message"], "readiness probe failing");
+    assert_eq!(
+        probe["pods"]["problems"][0]["message"],
+        "readiness probe failing"
+    );
 
     // A healthy app beside them: every pod ready, no problem, no warning.
     let web = doc_where(&hub, "apps/test/shop/web", WAIT, |d| {
@@ -128,7 +150,10 @@ async fn an_unschedulable_scale_up_names_the_schedulers_message() {
     deploy(&a, "web", 2, "registry.example/web:1", None);
     let p = pipeline(&[&a], vec![], &shutdown).await;
     let hub = p.hub().clone();
-    doc_where(&hub, "apps/test/shop/web", WAIT, |d| d["reason"] == "AllReady").await;
+    doc_where(&hub, "apps/test/shop/web", WAIT, |d| {
+        d["reason"] == "AllReady"
+    })
+    .await;
     a.set_pod_capacity(Some(2));
     deploy(&a, "web", 3, "registry.example/web:1", None);
     let web = doc_where(&hub, "apps/test/shop/web", WAIT, |d| {
@@ -144,10 +169,16 @@ async fn an_unschedulable_scale_up_names_the_schedulers_message() {
     let problem = &web["pods"]["problems"][0];
     assert_eq!(problem["reason"], "Unschedulable");
     assert_eq!(problem.get("container"), None);
-    assert_eq!((web["pods"]["total"].clone(), web["pods"]["ready"].clone()), (3.into(), 2.into()));
+    assert_eq!(
+        (web["pods"]["total"].clone(), web["pods"]["ready"].clone()),
+        (3.into(), 2.into())
+    );
     // Room again: the pod is scheduled, the cause goes.
     a.set_pod_capacity(None);
-    let web = doc_where(&hub, "apps/test/shop/web", WAIT, |d| d["reason"] == "AllReady").await;
+    let web = doc_where(&hub, "apps/test/shop/web", WAIT, |d| {
+        d["reason"] == "AllReady"
+    })
+    .await;
     assert_eq!(web["pods"]["problems"], serde_json::json!([]));
     p.stop().await;
     a.shutdown().await;

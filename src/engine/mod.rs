@@ -22,10 +22,10 @@ pub use observation::Observation;
 use crate::hub::{Hub, topic};
 use crate::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::status::app::{ActiveTask, AppStatus, Workload};
-use crate::status::pods::{self, EventKey, PodSummary, Warning};
 use crate::status::cluster::{
     ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
 };
+use crate::status::pods::{self, EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
 use transitions::Subject;
 
@@ -356,7 +356,10 @@ impl Engine {
                 }
                 // Warnings of pods that are gone go with them.
                 model.warnings.retain(|_, w| {
-                    w.kind != "Pod" || index.get(&w.namespace).is_some_and(|p| p.contains_key(&w.name))
+                    w.kind != "Pod"
+                        || index
+                            .get(&w.namespace)
+                            .is_some_and(|p| p.contains_key(&w.name))
                 });
                 model.pods = Some(index);
                 (cluster, model.apps.keys().cloned().collect())

@@ -643,7 +643,10 @@ fn pods_and_warnings_fold_into_their_app() {
         t(6),
     );
     let d = doc();
-    assert_eq!((d["phase"].clone(), d["reason"].clone()), (json!("Degraded"), json!("CrashLoopBackOff")));
+    assert_eq!(
+        (d["phase"].clone(), d["reason"].clone()),
+        (json!("Degraded"), json!("CrashLoopBackOff"))
+    );
     assert_eq!(
         d["message"],
         "2/3 ready: 1 pod CrashLoopBackOff (container app exited 1, 5 restarts)"
@@ -666,7 +669,10 @@ fn pods_and_warnings_fold_into_their_app() {
     );
     // An unchanged pod status publishes nothing.
     let before = rev();
-    engine.apply(pod_applied(pod("web-1", web_labels.clone(), true, 0, running.clone())), t(10));
+    engine.apply(
+        pod_applied(pod("web-1", web_labels.clone(), true, 0, running.clone())),
+        t(10),
+    );
     assert_eq!(rev(), before);
     // The crashing pod is replaced by a ready one: its warnings go with it.
     engine.apply(
@@ -677,11 +683,17 @@ fn pods_and_warnings_fold_into_their_app() {
         },
         t(11),
     );
-    engine.apply(pod_applied(pod("web-4", web_labels, true, 0, running)), t(12));
+    engine.apply(
+        pod_applied(pod("web-4", web_labels, true, 0, running)),
+        t(12),
+    );
     engine.apply(applied(web(3, 3)), t(12));
     let d = doc();
     assert_eq!(d["reason"], "AllReady");
-    assert_eq!(d["pods"], json!({"total": 3, "ready": 3, "more": 0, "problems": []}));
+    assert_eq!(
+        d["pods"],
+        json!({"total": 3, "ready": 3, "more": 0, "problems": []})
+    );
     assert_eq!(d["lastWarning"]["object"], "Deployment/web");
     // The workload's own warning goes when the event is deleted.
     engine.apply(
@@ -703,9 +715,13 @@ fn warnings_are_capped_per_member() {
     }
     let items = (0..super::MAX_WARNINGS + 10)
         .map(|i| {
-            let Observation::WarningApplied { key, warning, .. } =
-                warning(&format!("e{i:05}"), "Pod", &format!("gone-{i}"), "BackOff", i as i64)
-            else {
+            let Observation::WarningApplied { key, warning, .. } = warning(
+                &format!("e{i:05}"),
+                "Pod",
+                &format!("gone-{i}"),
+                "BackOff",
+                i as i64,
+            ) else {
                 unreachable!()
             };
             (key, warning)
@@ -721,7 +737,11 @@ fn warnings_are_capped_per_member() {
     let model = &engine.clusters["c"];
     assert_eq!(model.warnings.len(), super::MAX_WARNINGS);
     // The oldest went.
-    assert!(!model.warnings.contains_key(&("shop".to_string(), "e00000".to_string())));
+    assert!(
+        !model
+            .warnings
+            .contains_key(&("shop".to_string(), "e00000".to_string()))
+    );
     // A pod list drops the warnings of pods that are gone.
     engine.apply(
         Observation::PodsListed {

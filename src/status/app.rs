@@ -353,7 +353,7 @@ pub(crate) fn stable_state(
         }
         return (AppPhase::Panic, "ProgressDeadlineExceeded", failure);
     }
-    if ready < expected
+    if (ready < expected || failure.is_some())
         && let Some(cause) = cause
     {
         let failure = failure.map(|f| format!("; {f}")).unwrap_or_default();
@@ -379,10 +379,14 @@ pub(crate) fn stable_state(
             .find(|(_, (h, _))| *h != WorkloadHealth::Current)
             .map(|(w, (_, m))| format!(" ({} {}: {m})", w.kind, w.name))
             .unwrap_or_default();
+        // A rollout whose new pods fail while the old ones serve says why.
+        let pods = cause
+            .map(|c| format!("; {}", c.describe()))
+            .unwrap_or_default();
         return (
             AppPhase::Running,
             "AllReady",
-            format!("{ready}/{expected} ready{rolling}"),
+            format!("{ready}/{expected} ready{rolling}{pods}"),
         );
     }
     let reason = if workloads.iter().any(|w| w.updated < w.expected) {
@@ -696,13 +700,23 @@ mod tests {
         let failed = deployment(3, failed_status);
         let zero_ready = deployment(3, ok(3, 0));
         let scaled_down = deployment(0, json!({"observedGeneration": 2}));
+        let mut stuck_status = ok(3, 2);
+        stuck_status["conditions"] = json!([deadline()]);
+        let stuck = deployment(3, stuck_status);
         let cases: Vec<(&str, &Workload, AppPhase, &str, &str)> = vec![
             (
-                "all ready: the pods do not matter",
+                "all ready: the cause is told after the rollout's state",
                 &running,
                 AppPhase::Running,
                 "AllReady",
-                "3/3 ready",
+                "3/3 ready; 2 pods CrashLoopBackOff (container app exited 1, 5 restarts)",
+            ),
+            (
+                "a stuck rollout while old pods serve",
+                &stuck,
+                AppPhase::Degraded,
+                "CrashLoopBackOff",
+                "2/3 ready: 2 pods CrashLoopBackOff (container app exited 1, 5 restarts); Deployment web: ReplicaSet \"web-1\" has timed out progressing.",
             ),
             (
                 "some ready",

@@ -162,7 +162,9 @@ fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
                 None,
             )),
             Some(
-                reason @ ("CreateContainerError" | "InvalidImageName" | "RunContainerError"
+                reason @ ("CreateContainerError"
+                | "InvalidImageName"
+                | "RunContainerError"
                 | "ErrImageNeverPull"),
             ) => {
                 let message = if message.is_empty() {
@@ -365,7 +367,9 @@ impl Warning {
             .or_else(|| event.event_time.as_ref().map(|t| t.0))
             .or_else(|| event.first_timestamp.as_ref().map(|t| t.0))
             .or_else(|| event.metadata.creation_timestamp.as_ref().map(|t| t.0))
-            .and_then(|t| DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32))
+            .and_then(|t| {
+                DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32)
+            })
             .unwrap_or(DateTime::UNIX_EPOCH);
         let key = (
             event.metadata.namespace.clone().unwrap_or_default(),
@@ -431,11 +435,19 @@ mod tests {
 
     #[test]
     fn container_states_give_causes() {
-        let waiting =
-            |reason: &str, message: &str| json!({"waiting": {"reason": reason, "message": message}});
+        let waiting = |reason: &str, message: &str| json!({"waiting": {"reason": reason, "message": message}});
         let running = json!({"running": {}});
         // (case, status, ready, reason, restarts, exit code, detail)
-        let cases: Vec<(&str, Value, bool, Option<PodReason>, i32, Option<i32>, &str)> = vec![
+        type Case<'a> = (
+            &'a str,
+            Value,
+            bool,
+            Option<PodReason>,
+            i32,
+            Option<i32>,
+            &'a str,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "running and ready",
                 container(true, 0, running.clone(), json!({})),
@@ -456,7 +468,12 @@ mod tests {
             ),
             (
                 "crash loop",
-                container(false, 5, waiting("CrashLoopBackOff", "back-off 40s"), terminated(1, "Error")),
+                container(
+                    false,
+                    5,
+                    waiting("CrashLoopBackOff", "back-off 40s"),
+                    terminated(1, "Error"),
+                ),
                 false,
                 Some(PodReason::CrashLoopBackOff),
                 5,
@@ -483,7 +500,12 @@ mod tests {
             ),
             (
                 "oom killed",
-                container(false, 3, waiting("CrashLoopBackOff", ""), terminated(137, "OOMKilled")),
+                container(
+                    false,
+                    3,
+                    waiting("CrashLoopBackOff", ""),
+                    terminated(137, "OOMKilled"),
+                ),
                 false,
                 Some(PodReason::OomKilled),
                 3,
@@ -492,7 +514,12 @@ mod tests {
             ),
             (
                 "pull back-off",
-                container(false, 0, waiting("ImagePullBackOff", "Back-off pulling image \"web:1\""), json!({})),
+                container(
+                    false,
+                    0,
+                    waiting("ImagePullBackOff", "Back-off pulling image \"web:1\""),
+                    json!({}),
+                ),
                 false,
                 Some(PodReason::ImagePullBackOff),
                 0,
@@ -510,7 +537,12 @@ mod tests {
             ),
             (
                 "config error",
-                container(false, 0, waiting("CreateContainerConfigError", "configmap \"cfg\" not found"), json!({})),
+                container(
+                    false,
+                    0,
+                    waiting("CreateContainerConfigError", "configmap \"cfg\" not found"),
+                    json!({}),
+                ),
                 false,
                 Some(PodReason::CreateContainerConfigError),
                 0,
@@ -573,12 +605,27 @@ mod tests {
         let crash = |name: &str| {
             pod(
                 name,
-                container(false, 4, json!({"waiting": {"reason": "CrashLoopBackOff"}}), terminated(1, "Error"))["status"]
+                container(
+                    false,
+                    4,
+                    json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+                    terminated(1, "Error"),
+                )["status"]
                     .clone(),
             )
         };
-        let not_ready = |name: &str| pod(name, container(false, 0, json!({"running": {}}), json!({}))["status"].clone());
-        let ready = |name: &str| pod(name, container(true, 0, json!({"running": {}}), json!({}))["status"].clone());
+        let not_ready = |name: &str| {
+            pod(
+                name,
+                container(false, 0, json!({"running": {}}), json!({}))["status"].clone(),
+            )
+        };
+        let ready = |name: &str| {
+            pod(
+                name,
+                container(true, 0, json!({"running": {}}), json!({}))["status"].clone(),
+            )
+        };
         let mut gone = crash("web-z");
         gone.terminating = true;
         let pods = [
@@ -595,8 +642,11 @@ mod tests {
         let refs: Vec<&PodSummary> = pods.iter().collect();
         let view = fold(&refs);
         assert_eq!((view.total, view.ready, view.more), (8, 1, 2));
-        let listed: Vec<(&str, PodReason)> =
-            view.problems.iter().map(|p| (p.pod.as_str(), p.reason)).collect();
+        let listed: Vec<(&str, PodReason)> = view
+            .problems
+            .iter()
+            .map(|p| (p.pod.as_str(), p.reason))
+            .collect();
         assert_eq!(
             listed,
             [
@@ -613,7 +663,15 @@ mod tests {
             "2 pods CrashLoopBackOff (container app exited 1, 4 restarts)"
         );
         assert_eq!(dominant(&[&pods[0]]), None);
-        assert_eq!(fold(&[]), PodsView { total: 0, ready: 0, problems: vec![], more: 0 });
+        assert_eq!(
+            fold(&[]),
+            PodsView {
+                total: 0,
+                ready: 0,
+                problems: vec![],
+                more: 0
+            }
+        );
         let doc = serde_json::to_value(&view).unwrap();
         assert_eq!(doc["problems"][0]["exitCode"], 1);
         assert_eq!(doc["problems"][2].get("exitCode"), None);
@@ -627,7 +685,10 @@ mod tests {
     fn selectors_match_labels() {
         let p = pod("web-1", json!({}));
         let sel = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         };
         assert!(p.matches(&sel(&[("app", "web")])));
         assert!(!p.matches(&sel(&[("app", "api")])));
@@ -647,8 +708,21 @@ mod tests {
             .unwrap();
             Warning::from_event(&e)
         };
-        assert_eq!(event("e0", "Pod", "Normal", "Started", "2026-01-01T00:00:00Z", 1), None);
-        assert_eq!(event("e0", "Node", "Warning", "Rebooted", "2026-01-01T00:00:00Z", 1), None);
+        assert_eq!(
+            event("e0", "Pod", "Normal", "Started", "2026-01-01T00:00:00Z", 1),
+            None
+        );
+        assert_eq!(
+            event(
+                "e0",
+                "Node",
+                "Warning",
+                "Rebooted",
+                "2026-01-01T00:00:00Z",
+                1
+            ),
+            None
+        );
         let (key, a) = event("e1", "Pod", "Warning", "BackOff", "2026-01-01T00:00:05Z", 3).unwrap();
         assert_eq!(key, ("shop".to_string(), "e1".to_string()));
         assert_eq!((a.object.as_str(), a.count), ("Pod/web-1", 3));
@@ -657,7 +731,8 @@ mod tests {
         assert_eq!(latest([&b, &a]), Some(b.clone()));
         assert_eq!(latest([]), None);
         // In the same second, the event written last wins.
-        let (_, mut c) = event("e3", "Pod", "Warning", "Failed", "2026-01-01T00:00:09Z", 1).unwrap();
+        let (_, mut c) =
+            event("e3", "Pod", "Warning", "Failed", "2026-01-01T00:00:09Z", 1).unwrap();
         c.message = "Error: ImagePullBackOff".into();
         c.written = 7;
         let mut b2 = b.clone();

@@ -229,3 +229,124 @@ async fn the_pod_watch_can_be_turned_off_or_narrowed() {
     }
     a.shutdown().await;
 }
+
+/// CPU seconds (user + system) and peak resident memory (KiB) of a process, from /proc.
+fn cpu_and_peak(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hwm = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (ticks / 100.0, hwm)
+}
+
+/// The figure in docs/BENCHMARKS.md: the `kube-pulse serve` binary over 10
+/// simulated members of 200 pods each (20 Deployments × 10 replicas; 2 of
+/// the 20 crash-loop, so pods keep changing), with the pod watch on and
+/// off. Bounded: 20 s to settle, then 30 s measured, per run. Run with
+/// `cargo test --release -p kube-pulse --test pods -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a test: about two minutes"]
+async fn measure_the_pod_watch_over_10_members_of_200_pods() {
+    const MEMBERS: usize = 10;
+    const DEPLOYMENTS: usize = 20;
+    const REPLICAS: u32 = 10;
+    let mut sims = Vec::new();
+    for m in 0..MEMBERS {
+        let sim = common::sim_with(|c| {
+            c.name = format!("m{m}");
+            c.converge.pods_per_tick = 50;
+        })
+        .await;
+        sim.set_image_faults([("registry.example/crash:1", ImageFault::Crash)]);
+        for d in 0..DEPLOYMENTS {
+            let image = if d < 2 {
+                "registry.example/crash:1"
+            } else {
+                "registry.example/app:1"
+            };
+            deploy(&sim, &format!("d{d}"), REPLICAS, image, None);
+        }
+        sims.push(sim);
+    }
+    let dir = std::env::temp_dir().join(format!("kube-pulse-podbench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for enabled in [true, false] {
+        let clusters: String = sims
+            .iter()
+            .map(|s| format!("- {{name: {}, server: '{}'}}\n", s.name(), s.url()))
+            .collect();
+        let config = format!("clusters:\n{clusters}podWatch: {{enabled: {enabled}}}\n");
+        let path = dir.join(format!("config-{enabled}.yaml"));
+        std::fs::write(&path, config).unwrap();
+        let mut child = common::spawn_binary(&[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            path.to_str().unwrap(),
+        ]);
+        let url = common::wait_for_url(&mut child);
+        let pid = child.id();
+        // Settle: every member listed (its apps' pods counted when the watch is on).
+        let http = common::http();
+        common::eventually(Duration::from_secs(60), "every app seen", || async {
+            let apps: Value = http
+                .get(format!("{url}/api/v1/apps"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            let items = apps["items"].as_array().map_or(0, Vec::len);
+            (items >= MEMBERS * DEPLOYMENTS).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let (cpu_before, _) = cpu_and_peak(pid);
+        let window = Duration::from_secs(30);
+        tokio::time::sleep(window).await;
+        let (cpu_after, peak_kib) = cpu_and_peak(pid);
+        let apps: Value = http
+            .get(format!("{url}/api/v1/apps"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let pods: u64 = apps["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| {
+                a["doc"]["pods"]["total"]
+                    .as_u64()
+                    .or(a["pods"]["total"].as_u64())
+            })
+            .sum();
+        eprintln!(
+            "pod watch {}: {} members, {pods} pods in app documents, CPU {:.1} % of one core over {window:?}, peak RSS {:.1} MiB",
+            if enabled { "on" } else { "off" },
+            MEMBERS,
+            (cpu_after - cpu_before) / window.as_secs_f64() * 100.0,
+            peak_kib as f64 / 1024.0
+        );
+        if enabled {
+            assert_eq!(pods, (MEMBERS * DEPLOYMENTS) as u64 * u64::from(REPLICAS));
+        }
+        common::terminate(&mut child);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    for sim in sims {
+        sim.shutdown().await;
+    }
+}

@@ -26,6 +26,10 @@ pub struct FileConfig {
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
     /// Label whose value groups workloads into apps.
     pub app_label: Option<String>,
+    /// `podWatch: {enabled, labelSelector}`: Pods and Warning events for
+    /// the apps' pod-level reasons (default on, every pod).
+    #[serde(default)]
+    pub pod_watch: crate::sources::PodWatch,
     /// How member apiservers are probed; defaults as in [`ProbeSettings`].
     #[serde(default)]
     pub probe: ProbeSettings,
@@ -221,6 +225,7 @@ impl FileConfig {
         if let Some(label) = &self.app_label {
             source.app_label = label.clone();
         }
+        source.pod_watch = self.pod_watch.clone();
         crate::pipeline::PipelineConfig {
             source,
             thresholds: crate::status::cluster::Thresholds {

@@ -155,6 +155,8 @@ fn the_deployment_runs_with_kubernetes_authentication() {
         rules.contains("tokenreviews") && rules.contains("subjectaccessreviews"),
         "{rules}"
     );
+    // The pod watch may list and watch pods and events.
+    assert!(rules.contains(r#"["pods","events"]"#), "{rules}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -146,8 +146,9 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
     agree(&fleet, &readers).await;
     let before = fleet.rest().await;
     let of_c = topics_of("c", &before);
-    // The cluster, its three watched resources and its apps.
-    assert_eq!(of_c.len(), 1 + 3 + apps, "{of_c:?}");
+    // The cluster, its five watched resources (deployments, statefulsets,
+    // namespaces, pods, warning events) and its apps.
+    assert_eq!(of_c.len(), 1 + 5 + apps, "{of_c:?}");
     assert!(metrics(&fleet).await.contains("cluster=\"c\""));
 
     // c out, d in.
@@ -185,7 +186,7 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
                     .collect()
             )
             .len(),
-            1 + 3 + apps
+            1 + 5 + apps
         );
     }
     let text = metrics(&fleet).await;

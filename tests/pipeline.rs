@@ -50,13 +50,15 @@ async fn healthy_clusters_sync_and_apps_run_with_one_watch_per_resource() {
         assert_eq!(doc["probe"]["serverVersion"], "v1.32.0-kube-pulse-sim");
         assert!(doc["probe"]["latencyMs"].is_u64());
         doc_where(&hub, &format!("clusters/{c}"), WAIT, |d| {
-            d["resources"]["synced"] == 3
+            d["resources"]["synced"] == 5
         })
         .await;
         for r in [
             "apps/v1/deployments",
             "apps/v1/statefulsets",
             "core/v1/namespaces",
+            "core/v1/pods",
+            "core/v1/events",
         ] {
             doc_where(
                 &hub,
@@ -92,11 +94,17 @@ async fn healthy_clusters_sync_and_apps_run_with_one_watch_per_resource() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     for sim in [&a, &b] {
         let stats = sim.stats();
-        for r in ["apps/deployments", "apps/statefulsets", "core/namespaces"] {
+        for r in [
+            "apps/deployments",
+            "apps/statefulsets",
+            "core/namespaces",
+            "core/pods",
+            "core/events",
+        ] {
             assert_eq!(stats.count(r, "watch"), 1, "{} {r}: {stats:?}", sim.name());
             assert_eq!(stats.count(r, "list"), 1, "{} {r}", sim.name());
         }
-        assert_eq!(stats.open_watches, 3);
+        assert_eq!(stats.open_watches, 5);
     }
     // And the engine's own: the summary topics' observer.
     assert_eq!(hub.stats().subscriptions, 201);
@@ -171,7 +179,7 @@ async fn every_fault_shows_up_with_its_reason_and_recovery_follows() {
         }
         a.heal();
         doc_where(&hub, "clusters/a", WAIT, |d| {
-            d["phase"] == "Healthy" && d["resources"]["synced"] == 3
+            d["phase"] == "Healthy" && d["resources"]["synced"] == 5
         })
         .await;
         doc_where(
@@ -219,7 +227,7 @@ async fn a_denied_resource_fails_its_sync_and_degrades_the_cluster() {
     );
     let cluster = doc_where(&hub, "clusters/a", WAIT, is("Degraded", "ResourcesFailing")).await;
     assert_eq!(cluster["resources"]["failing"], 1);
-    assert_eq!(cluster["message"], "1 of 3 synced resources failing");
+    assert_eq!(cluster["message"], "1 of 5 synced resources failing");
     doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
         d["phase"] == "Backoff" && d["retryAt"].is_string()
     })
@@ -329,7 +337,7 @@ async fn registry_changes_start_and_stop_watches() {
     let p = pipeline(&[&a], vec![], &shutdown).await;
     let hub = p.hub().clone();
     doc_where(&hub, "clusters/a", WAIT, |d| {
-        d["resources"]["total"] == 3 && d["resources"]["synced"] == 3
+        d["resources"]["total"] == 5 && d["resources"]["synced"] == 5
     })
     .await;
     assert_eq!(a.stats().count("core/configmaps", "watch"), 0);
@@ -354,7 +362,7 @@ async fn registry_changes_start_and_stop_watches() {
         d["reason"] == "NotServed"
     })
     .await;
-    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 5).await;
+    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 7).await;
     common::eventually(WAIT, "a configmaps watch", || async {
         (a.stats().count("core/configmaps", "watch") == 1).then_some(())
     })
@@ -368,11 +376,11 @@ async fn registry_changes_start_and_stop_watches() {
     )
     .await;
     doc_where(&hub, "clusters/a", WAIT, |d| {
-        d["resources"]["total"] == 3 && d["phase"] == "Healthy"
+        d["resources"]["total"] == 5 && d["phase"] == "Healthy"
     })
     .await;
     common::eventually(WAIT, "the configmaps watch closed", || async {
-        (a.stats().open_watches == 3).then_some(())
+        (a.stats().open_watches == 5).then_some(())
     })
     .await;
     p.stop().await;
@@ -403,21 +411,18 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
     })
     .await;
 
-    // A broken image scaled up: nothing gets ready and the rollout times out.
+    // A broken image scaled up: nothing gets ready and the rollout times
+    // out; the pods' readiness failing is the cause the reason names.
     a.set_failing_images(["registry.example/web:broken"]);
     let mut broken = workload_manifest(&seed("web", 2));
     broken["spec"]["template"]["spec"]["containers"][0]["image"] =
         json!("registry.example/web:broken");
     broken["spec"]["progressDeadlineSeconds"] = json!(1);
     a.apply(&broken).unwrap();
-    let panic = doc_where(&hub, topic, WAIT, is("Panic", "ProgressDeadlineExceeded")).await;
-    assert!(
-        panic["message"]
-            .as_str()
-            .unwrap()
-            .contains("timed out progressing"),
-        "{panic}"
-    );
+    let panic = doc_where(&hub, topic, WAIT, is("Panic", "NotReady")).await;
+    let message = panic["message"].as_str().unwrap();
+    assert!(message.starts_with("0/2 ready: 2 pods NotReady"), "{panic}");
+    assert!(message.contains("timed out progressing"), "{panic}");
 
     let ns = a.store().catalog().namespaces().clone();
     a.store()
@@ -569,8 +574,8 @@ async fn documents_are_fresh_within_moments_of_a_member_answering_again() {
     assert!(all_fresh < bound, "fresh {all_fresh:?} after healing");
     // A sync is Syncing once its list is done; its watch request reaches the
     // member a moment later.
-    common::eventually(bound, "the three watches open again", || async {
-        (a.stats().open_watches == 3).then_some(())
+    common::eventually(bound, "the five watches open again", || async {
+        (a.stats().open_watches == 5).then_some(())
     })
     .await;
     eprintln!("app fresh {app_fresh:?}, every sync {all_fresh:?} after healing");

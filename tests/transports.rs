@@ -804,7 +804,9 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
         with_one, with_many,
         "watch/list requests and open watches with 1 and 201 subscribers"
     );
-    assert_eq!(with_many.2, 3);
+    // One watch per resource: deployments, statefulsets, namespaces, pods,
+    // warning events.
+    assert_eq!(with_many.2, 5);
     stop.cancel();
     p.stop().await;
     sim.shutdown().await;

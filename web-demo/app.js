@@ -157,7 +157,10 @@ function appRow(topic, doc) {
       el('span', { class: 'badge state' }),
       el('div', { class: 'progress', hidden: '' }, el('div', { class: 'fill' }), el('span', { class: 'pct' }))),
     el('td', { class: 'num ready' }),
-    el('td', { class: 'detail' }),
+    el('td', { class: 'detail' },
+      el('span', { class: 'message' }),
+      el('ul', { class: 'pod-problems', hidden: '' }),
+      el('p', { class: 'last-warning', hidden: '' })),
     el('td', { class: 'actions' }, act('Stop'), act('Start'), act('Update')),
   );
   appRows.set(topic, row);
@@ -186,7 +189,8 @@ function renderApp(doc, topic) {
     bar.hidden = true;
   }
   text(row.querySelector('.ready'), `${doc.ready}/${doc.expected}`);
-  text(row.querySelector('.detail'), doc.message);
+  text(row.querySelector('.detail .message'), doc.message);
+  renderPods(row, doc);
   // Stable states the actions make sense from; none while a task runs.
   const workloads = Object.values(doc.workloads ?? {});
   const busy = Boolean(doc.task) || doc.phase === 'NotExisted' || workloads.length === 0;
@@ -194,6 +198,30 @@ function renderApp(doc, topic) {
   row.querySelector('[data-action=Start]').disabled = busy || doc.phase === 'Running';
   row.querySelector('[data-action=Update]').disabled = busy;
   row.dataset.image = workloads[0]?.images?.[0] ?? '';
+}
+
+// The app's pod problems (at most five, then "+N more") and its latest
+// Warning event, under the message; both absent while the pod watch is off.
+function renderPods(row, doc) {
+  const list = row.querySelector('.pod-problems');
+  const problems = doc.pods?.problems ?? [];
+  const lines = problems.map((p) => {
+    const exit = p.exitCode !== undefined ? `, exit ${p.exitCode}` : '';
+    const restarts = p.restarts ? `, ${p.restarts} restarts` : '';
+    return `${p.pod}${p.container ? `/${p.container}` : ''}: ${p.reason}${exit}${restarts}`;
+  });
+  if (doc.pods?.more) lines.push(`+${doc.pods.more} more`);
+  const key = lines.join('\n');
+  if (list.dataset.key !== key) {
+    list.dataset.key = key;
+    list.replaceChildren(...lines.map((line) => el('li', {}, line)));
+  }
+  list.hidden = lines.length === 0;
+  const warning = row.querySelector('.last-warning');
+  const w = doc.lastWarning;
+  text(warning, w ? `⚠ ${w.reason} ${w.object}: ${w.message}${w.count > 1 ? ` (×${w.count})` : ''}` : '');
+  attr(warning, 'title', w ? `last seen ${w.lastSeen}` : '');
+  warning.hidden = !w;
 }
 
 function filterApps() {

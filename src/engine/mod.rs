@@ -26,6 +26,7 @@ use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::cluster::{
     ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
 };
+use crate::status::pods::{self, EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
 use transitions::Subject;
 
@@ -33,6 +34,14 @@ use transitions::Subject;
 pub(crate) const DEFAULT_APP_RETENTION: Duration = Duration::from_secs(600);
 
 type WorkloadKey = (&'static str, String, String);
+
+/// Warning events kept per member at most (one per event object; the
+/// oldest by `lastSeen` go first). Events of deleted pods and workloads
+/// are dropped at once, so this only bounds events of objects never seen.
+pub(crate) const MAX_WARNINGS: usize = 10_000;
+
+/// Pods by namespace, then name.
+type PodIndex = BTreeMap<String, BTreeMap<String, PodSummary>>;
 
 struct ClusterModel {
     status: ClusterStatus,
@@ -47,6 +56,59 @@ struct ClusterModel {
     tasks: HashMap<(String, String), ActiveTask>,
     /// Metric series of this cluster, removed with it (bounded: resources x reasons).
     series: ClusterSeries,
+    /// None until the first pod list completed (and while the pod watch is off).
+    pods: Option<PodIndex>,
+    /// Warning events about pods and workloads, by event key; at most [`MAX_WARNINGS`].
+    warnings: BTreeMap<EventKey, Warning>,
+}
+
+impl ClusterModel {
+    /// The apps whose workloads select `pod` (usually one).
+    fn apps_of_pod(&self, pod: &PodSummary) -> BTreeSet<(String, String)> {
+        self.workloads
+            .values()
+            .filter(|w| w.namespace == pod.namespace && pod.matches(&w.selector))
+            .map(|w| (w.namespace.clone(), w.app.clone()))
+            .collect()
+    }
+
+    /// The apps a warning is about: its workload's, or its pod's.
+    fn apps_of_warning(&self, w: &Warning) -> BTreeSet<(String, String)> {
+        if w.kind == "Pod" {
+            self.pods
+                .as_ref()
+                .and_then(|p| p.get(&w.namespace)?.get(&w.name))
+                .map(|pod| self.apps_of_pod(pod))
+                .unwrap_or_default()
+        } else {
+            self.workloads
+                .values()
+                .filter(|x| x.kind == w.kind && x.namespace == w.namespace && x.name == w.name)
+                .map(|x| (x.namespace.clone(), x.app.clone()))
+                .collect()
+        }
+    }
+
+    /// Drops the warnings about one object (it is gone).
+    fn forget_warnings(&mut self, kind: &str, namespace: &str, name: &str) {
+        self.warnings
+            .retain(|_, w| !(w.kind == kind && w.namespace == namespace && w.name == name));
+    }
+
+    /// Keeps at most [`MAX_WARNINGS`], dropping the oldest.
+    fn cap_warnings(&mut self) {
+        while self.warnings.len() > MAX_WARNINGS {
+            let oldest = self
+                .warnings
+                .iter()
+                .min_by_key(|(_, w)| w.last_seen)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(key) => self.warnings.remove(&key),
+                None => break,
+            };
+        }
+    }
 }
 
 /// The watch metric series one cluster created (prometheus-client cannot
@@ -226,6 +288,8 @@ impl Engine {
                         apps: BTreeMap::new(),
                         tasks: HashMap::new(),
                         series: ClusterSeries::default(),
+                        pods: None,
+                        warnings: BTreeMap::new(),
                     });
                 model.status.server = server;
                 self.publish_cluster(&cluster);
@@ -282,6 +346,7 @@ impl Engine {
                     return;
                 };
                 if let Some(old) = model.workloads.remove(&(kind, namespace, name)) {
+                    model.forget_warnings(kind, &old.namespace, &old.name);
                     self.refresh_apps(&cluster, BTreeSet::from([(old.namespace, old.app)]), now);
                 }
             }
@@ -299,6 +364,12 @@ impl Engine {
             Observation::NamespaceDeleted { cluster, name } => {
                 self.namespace_event(&cluster, &name, false, now)
             }
+            Observation::PodsListed { .. }
+            | Observation::PodApplied { .. }
+            | Observation::PodDeleted { .. }
+            | Observation::WarningsListed { .. }
+            | Observation::WarningApplied { .. }
+            | Observation::WarningDeleted { .. } => self.pod_input(observation, now),
             Observation::Task {
                 cluster,
                 namespace,
@@ -316,6 +387,104 @@ impl Engine {
                 self.refresh_apps(&cluster, BTreeSet::from([key]), now);
             }
         }
+    }
+
+    /// Pods and warning events: updates the model, then the apps they touch.
+    fn pod_input(&mut self, observation: Observation, now: DateTime<Utc>) {
+        let (cluster, touched) = match observation {
+            Observation::PodsListed { cluster, items } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let mut index = PodIndex::new();
+                for pod in items {
+                    index
+                        .entry(pod.namespace.clone())
+                        .or_default()
+                        .insert(pod.name.clone(), pod);
+                }
+                // Warnings of pods that are gone go with them.
+                model.warnings.retain(|_, w| {
+                    w.kind != "Pod"
+                        || index
+                            .get(&w.namespace)
+                            .is_some_and(|p| p.contains_key(&w.name))
+                });
+                model.pods = Some(index);
+                (cluster, model.apps.keys().cloned().collect())
+            }
+            Observation::PodApplied { cluster, pod } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let mut touched = model.apps_of_pod(&pod);
+                let index = model.pods.get_or_insert_with(PodIndex::new);
+                let old = index
+                    .entry(pod.namespace.clone())
+                    .or_default()
+                    .insert(pod.name.clone(), pod);
+                if let Some(old) = old {
+                    // Its labels may have changed: the old apps too.
+                    touched.extend(model.apps_of_pod(&old));
+                }
+                (cluster, touched)
+            }
+            Observation::PodDeleted {
+                cluster,
+                namespace,
+                name,
+            } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let old = model
+                    .pods
+                    .as_mut()
+                    .and_then(|p| p.get_mut(&namespace))
+                    .and_then(|p| p.remove(&name));
+                if let Some(p) = model.pods.as_mut()
+                    && p.get(&namespace).is_some_and(BTreeMap::is_empty)
+                {
+                    p.remove(&namespace);
+                }
+                model.forget_warnings("Pod", &namespace, &name);
+                let touched = old.map(|o| model.apps_of_pod(&o)).unwrap_or_default();
+                (cluster, touched)
+            }
+            Observation::WarningsListed { cluster, items } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                model.warnings = items.into_iter().collect();
+                model.cap_warnings();
+                (cluster, model.apps.keys().cloned().collect())
+            }
+            Observation::WarningApplied {
+                cluster,
+                key,
+                warning,
+            } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let touched = model.apps_of_warning(&warning);
+                model.warnings.insert(key, warning);
+                model.cap_warnings();
+                (cluster, touched)
+            }
+            Observation::WarningDeleted { cluster, key } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                let touched = match model.warnings.remove(&key) {
+                    Some(old) => model.apps_of_warning(&old),
+                    None => BTreeSet::new(),
+                };
+                (cluster, touched)
+            }
+            _ => return,
+        };
+        self.refresh_apps(&cluster, touched, now);
     }
 
     fn cluster_input(&mut self, cluster: &str, input: ClusterInput, now: DateTime<Utc>) {
@@ -464,12 +633,49 @@ impl Engine {
                 .namespaces
                 .as_ref()
                 .is_none_or(|set| set.contains(&ns));
+            // The app's pods: those its workloads select, in its namespace.
+            let app_pods: Option<Vec<&PodSummary>> = model.pods.as_ref().map(|index| {
+                index
+                    .get(&ns)
+                    .into_iter()
+                    .flat_map(BTreeMap::values)
+                    .filter(|p| workloads.iter().any(|w| p.matches(&w.selector)))
+                    .collect()
+            });
+            let cause = app_pods.as_deref().and_then(pods::dominant);
+            let view = app_pods.as_deref().map(pods::fold);
+            // Events live in the namespace of their object: only that range is read.
+            let in_namespace = model
+                .warnings
+                .range((ns.clone(), String::new())..)
+                .take_while(|((event_ns, _), _)| *event_ns == ns)
+                .map(|(_, w)| w);
+            let last_warning = pods::latest(in_namespace.filter(|w| {
+                w.namespace == ns
+                    && match w.kind.as_str() {
+                        "Pod" => app_pods
+                            .as_ref()
+                            .is_some_and(|ps| ps.iter().any(|p| p.name == w.name)),
+                        kind => workloads.iter().any(|x| x.kind == kind && x.name == w.name),
+                    }
+            }));
             let key = (ns.clone(), app.clone());
             let mut current = match model.apps.remove(&key) {
                 Some(current) => current,
-                None => AppStatus::first_seen(cluster, &ns, &app, ns_exists, &workloads, now),
+                None => AppStatus::first_seen(
+                    cluster,
+                    &ns,
+                    &app,
+                    ns_exists,
+                    &workloads,
+                    cause.clone(),
+                    now,
+                ),
             };
             current.task = model.tasks.get(&key).cloned();
+            current.pods = view;
+            current.cause = cause;
+            current.last_warning = last_warning;
             let before = transitions::last(&current.lifecycle);
             let next = current.observe(ns_exists, &workloads, now);
             let topic = topic::app(cluster, &ns, &app);

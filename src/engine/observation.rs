@@ -5,6 +5,7 @@
 
 use crate::status::app::{ActiveTask, Workload};
 use crate::status::cluster::ClusterInput;
+use crate::status::pods::{EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput};
 
 /// What sources (and tasks) tell the engine.
@@ -87,6 +88,52 @@ pub enum Observation {
         /// The namespace's name.
         name: String,
     },
+    /// A completed (re)list of pods: the whole current set.
+    PodsListed {
+        /// The member cluster's name.
+        cluster: String,
+        /// Every watched pod on the cluster; those missing were deleted.
+        items: Vec<PodSummary>,
+    },
+    /// A pod was created or changed.
+    PodApplied {
+        /// The member cluster's name.
+        cluster: String,
+        /// The pod as the app machine reads it.
+        pod: PodSummary,
+    },
+    /// A pod was deleted.
+    PodDeleted {
+        /// The member cluster's name.
+        cluster: String,
+        /// Namespace of the deleted pod.
+        namespace: String,
+        /// Name of the deleted pod.
+        name: String,
+    },
+    /// A completed (re)list of Warning events about pods and workloads.
+    WarningsListed {
+        /// The member cluster's name.
+        cluster: String,
+        /// Every such event, by its own namespace and name.
+        items: Vec<(EventKey, Warning)>,
+    },
+    /// A Warning event was created or repeated (its count grew).
+    WarningApplied {
+        /// The member cluster's name.
+        cluster: String,
+        /// The event's namespace and name.
+        key: EventKey,
+        /// The event as the app document shows it.
+        warning: Warning,
+    },
+    /// A Warning event was deleted (expired on the member).
+    WarningDeleted {
+        /// The member cluster's name.
+        cluster: String,
+        /// The event's namespace and name.
+        key: EventKey,
+    },
     /// From tasks, not sources: an app's active task (None: it ended).
     Task {
         /// The member cluster of the app.
@@ -114,6 +161,12 @@ impl Observation {
             | Observation::NamespacesListed { cluster, .. }
             | Observation::NamespaceApplied { cluster, .. }
             | Observation::NamespaceDeleted { cluster, .. }
+            | Observation::PodsListed { cluster, .. }
+            | Observation::PodApplied { cluster, .. }
+            | Observation::PodDeleted { cluster, .. }
+            | Observation::WarningsListed { cluster, .. }
+            | Observation::WarningApplied { cluster, .. }
+            | Observation::WarningDeleted { cluster, .. }
             | Observation::Task { cluster, .. } => cluster,
         }
     }

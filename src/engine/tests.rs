@@ -11,6 +11,7 @@ use super::{Engine, Observation};
 use crate::hub::{Hub, HubConfig};
 use crate::status::app::{ActiveTask, Workload};
 use crate::status::cluster::{ClusterInput, ProbeFailure, Thresholds};
+use crate::status::pods::PodSummary;
 use crate::status::sync::{Gvr, SyncInput};
 
 const CLUSTER: &str = "clusters/c";
@@ -68,6 +69,7 @@ fn web(expected: i32, ready: i32) -> Workload {
         failure: None,
         terminating: false,
         images: vec!["web:1".into()],
+        selector: [("app".to_string(), "web".to_string())].into(),
     }
 }
 
@@ -688,4 +690,185 @@ fn an_unregistered_cluster_leaves_nothing_and_late_observations_bring_nothing_ba
     }
     assert_eq!(of_c(&hub), [CLUSTER]);
     assert_eq!(hub.get(CLUSTER).unwrap().doc["phase"], json!("Healthy"));
+}
+
+/// A pod of `web` (labels `app=web`) in `shop`: ready, or with a container state.
+fn pod(name: &str, labels: Value, ready: bool, restarts: i32, state: Value) -> PodSummary {
+    let last = if restarts > 0 {
+        json!({"terminated": {"exitCode": 1, "reason": "Error"}})
+    } else {
+        json!({})
+    };
+    let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "shop", "labels": labels},
+        "status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}],
+            "containerStatuses": [{"name": "app", "image": "web:1", "imageID": "", "ready": ready,
+                "restartCount": restarts, "state": state, "lastState": last}]},
+    }))
+    .unwrap();
+    PodSummary::from_pod(&p)
+}
+
+fn pod_applied(pod: PodSummary) -> Observation {
+    Observation::PodApplied {
+        cluster: "c".into(),
+        pod,
+    }
+}
+
+fn warning(event: &str, kind: &str, name: &str, reason: &str, seconds: i64) -> Observation {
+    let e: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": event, "namespace": "shop"},
+        "involvedObject": {"kind": kind, "name": name, "namespace": "shop"},
+        "type": "Warning", "reason": reason, "message": format!("{reason} of {name}"),
+        "count": 2, "lastTimestamp": t(seconds),
+    }))
+    .unwrap();
+    let (key, warning) = crate::status::pods::Warning::from_event(&e).unwrap();
+    Observation::WarningApplied {
+        cluster: "c".into(),
+        key,
+        warning,
+    }
+}
+
+#[test]
+fn pods_and_warnings_fold_into_their_app() {
+    let hub = Hub::new(HubConfig::default());
+    let mut engine = Engine::new(hub.clone(), Thresholds::default());
+    for (i, (observation, _)) in registered().into_iter().enumerate() {
+        engine.apply(observation, t(i as i64));
+    }
+    let doc = || (*hub.get(APP).unwrap().doc).clone();
+    let rev = || hub.get(APP).map(|d| d.rev);
+    engine.apply(applied(web(3, 2)), t(5));
+    // Before the first pod list: no pod summary, the workload's reason.
+    assert_eq!(doc().get("pods"), None);
+    assert_eq!(doc()["reason"], "ReplicasNotReady");
+    let running = json!({"running": {}});
+    let crash = json!({"waiting": {"reason": "CrashLoopBackOff"}});
+    let web_labels = json!({"app": "web", "pod-template-hash": "abc"});
+    engine.apply(
+        Observation::PodsListed {
+            cluster: "c".into(),
+            items: vec![
+                pod("web-1", web_labels.clone(), true, 0, running.clone()),
+                pod("web-2", web_labels.clone(), true, 0, running.clone()),
+                pod("web-3", web_labels.clone(), false, 5, crash.clone()),
+                // Another app's pod in the same namespace is not web's.
+                pod("api-1", json!({"app": "api"}), false, 0, running.clone()),
+            ],
+        },
+        t(6),
+    );
+    let d = doc();
+    assert_eq!(
+        (d["phase"].clone(), d["reason"].clone()),
+        (json!("Degraded"), json!("CrashLoopBackOff"))
+    );
+    assert_eq!(
+        d["message"],
+        "2/3 ready: 1 pod CrashLoopBackOff (container app exited 1, 5 restarts)"
+    );
+    assert_eq!(
+        d["pods"],
+        json!({"total": 3, "ready": 2, "more": 0, "problems": [{"pod": "web-3", "container": "app",
+            "reason": "CrashLoopBackOff", "message": "Error", "restarts": 5, "exitCode": 1}]})
+    );
+    // A warning about web's pod shows; one about another app's pod does not;
+    // the latest of web's wins.
+    engine.apply(warning("e1", "Pod", "web-3", "BackOff", 7), t(7));
+    engine.apply(warning("e2", "Pod", "api-1", "Unhealthy", 9), t(8));
+    assert_eq!(doc()["lastWarning"]["object"], "Pod/web-3");
+    engine.apply(warning("e3", "Deployment", "web", "FailedCreate", 9), t(9));
+    assert_eq!(
+        doc()["lastWarning"],
+        json!({"reason": "FailedCreate", "message": "FailedCreate of web", "object": "Deployment/web",
+            "count": 2, "lastSeen": "2023-11-14T22:13:29Z"})
+    );
+    // An unchanged pod status publishes nothing.
+    let before = rev();
+    engine.apply(
+        pod_applied(pod("web-1", web_labels.clone(), true, 0, running.clone())),
+        t(10),
+    );
+    assert_eq!(rev(), before);
+    // The crashing pod is replaced by a ready one: its warnings go with it.
+    engine.apply(
+        Observation::PodDeleted {
+            cluster: "c".into(),
+            namespace: "shop".into(),
+            name: "web-3".into(),
+        },
+        t(11),
+    );
+    engine.apply(
+        pod_applied(pod("web-4", web_labels, true, 0, running)),
+        t(12),
+    );
+    engine.apply(applied(web(3, 3)), t(12));
+    let d = doc();
+    assert_eq!(d["reason"], "AllReady");
+    assert_eq!(
+        d["pods"],
+        json!({"total": 3, "ready": 3, "more": 0, "problems": []})
+    );
+    assert_eq!(d["lastWarning"]["object"], "Deployment/web");
+    // The workload's own warning goes when the event is deleted.
+    engine.apply(
+        Observation::WarningDeleted {
+            cluster: "c".into(),
+            key: ("shop".into(), "e3".into()),
+        },
+        t(13),
+    );
+    assert_eq!(doc().get("lastWarning"), None);
+}
+
+#[test]
+fn warnings_are_capped_per_member() {
+    let hub = Hub::new(HubConfig::default());
+    let mut engine = Engine::new(hub.clone(), Thresholds::default());
+    for (i, (observation, _)) in registered().into_iter().enumerate() {
+        engine.apply(observation, t(i as i64));
+    }
+    let items = (0..super::MAX_WARNINGS + 10)
+        .map(|i| {
+            let Observation::WarningApplied { key, warning, .. } = warning(
+                &format!("e{i:05}"),
+                "Pod",
+                &format!("gone-{i}"),
+                "BackOff",
+                i as i64,
+            ) else {
+                unreachable!()
+            };
+            (key, warning)
+        })
+        .collect();
+    engine.apply(
+        Observation::WarningsListed {
+            cluster: "c".into(),
+            items,
+        },
+        t(5),
+    );
+    let model = &engine.clusters["c"];
+    assert_eq!(model.warnings.len(), super::MAX_WARNINGS);
+    // The oldest went.
+    assert!(
+        !model
+            .warnings
+            .contains_key(&("shop".to_string(), "e00000".to_string()))
+    );
+    // A pod list drops the warnings of pods that are gone.
+    engine.apply(
+        Observation::PodsListed {
+            cluster: "c".into(),
+            items: vec![],
+        },
+        t(6),
+    );
+    assert!(engine.clusters["c"].warnings.is_empty());
 }

@@ -90,7 +90,10 @@ impl ClusterSource {
     /// Exactly one watch per resource: the first entry naming it wins.
     pub(crate) async fn set_resources(&mut self, resources: Vec<SyncResource>) {
         let mut wanted: BTreeMap<Gvr, SyncResource> = BTreeMap::new();
-        for r in builtin_resources().into_iter().chain(resources) {
+        for r in builtin_resources(&self.config.pod_watch)
+            .into_iter()
+            .chain(resources)
+        {
             wanted.entry(r.gvr.clone()).or_insert(r);
         }
         let stale: Vec<Gvr> = self

@@ -41,13 +41,48 @@ impl SyncResource {
     }
 }
 
-/// The resources every cluster watches: what the app machine reads.
-pub(crate) fn builtin_resources() -> Vec<SyncResource> {
-    vec![
+/// The resources every cluster watches: what the app machine reads. With
+/// the pod watch on, also Pods (narrowed by its label selector) and Events
+/// (only `type=Warning`, a field selector the watch adds itself).
+pub(crate) fn builtin_resources(pods: &PodWatch) -> Vec<SyncResource> {
+    let mut resources = vec![
         SyncResource::all("apps", "v1", "deployments"),
         SyncResource::all("apps", "v1", "statefulsets"),
         SyncResource::all("", "v1", "namespaces"),
-    ]
+    ];
+    if pods.enabled {
+        resources.push(SyncResource {
+            label_selector: pods.label_selector.clone(),
+            ..SyncResource::all("", "v1", "pods")
+        });
+        resources.push(SyncResource::all("", "v1", "events"));
+    }
+    resources
+}
+
+/// `podWatch`: whether each member's Pods and Warning events are watched
+/// for the apps' pod-level reasons, and which pods.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodWatch {
+    /// Watch Pods and Warning events (default true).
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// Only pods with these labels (`tier=web`); absent: every pod.
+    pub label_selector: Option<String>,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for PodWatch {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            label_selector: None,
+        }
+    }
 }
 
 /// Probe and watch settings.
@@ -61,6 +96,8 @@ pub struct SourceConfig {
     pub app_label: String,
     /// List page size (None: kube-rs's default of 500).
     pub page_size: Option<u32>,
+    /// Pods and Warning events for the apps' pod-level reasons.
+    pub pod_watch: PodWatch,
 }
 
 impl Default for SourceConfig {
@@ -70,6 +107,7 @@ impl Default for SourceConfig {
             probe_timeout: Duration::from_secs(3),
             app_label: DEFAULT_APP_LABEL.into(),
             page_size: None,
+            pod_watch: PodWatch::default(),
         }
     }
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Pod};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
@@ -29,6 +29,7 @@ use super::{SourceConfig, SyncResource};
 use crate::classify;
 use crate::engine::Observation;
 use crate::status::app::Workload;
+use crate::status::pods::{PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput};
 
 /// How often sync progress (object counts, last event time) is reported at most.
@@ -313,7 +314,81 @@ pub(crate) async fn run(
             )
             .await
         }
+        ("", "v1", "pods") => {
+            let c = cluster.clone();
+            let api: Api<Pod> = scoped(client, ns);
+            drive(
+                cluster,
+                gvr,
+                api,
+                wc,
+                tx,
+                recoveries,
+                shutdown,
+                move |step| pod_steps(&c, step),
+            )
+            .await
+        }
+        ("", "v1", "events") => {
+            let c = cluster.clone();
+            let api: Api<CoreEvent> = scoped(client, ns);
+            // Only warnings: the app documents show nothing else, and
+            // Normal events are most of a busy cluster's events.
+            let wc = wc.fields("type=Warning");
+            drive(
+                cluster,
+                gvr,
+                api,
+                wc,
+                tx,
+                recoveries,
+                shutdown,
+                move |step| warning_steps(&c, step),
+            )
+            .await
+        }
         _ => run_dynamic(cluster, client, resource, wc, tx, recoveries, shutdown).await,
+    }
+}
+
+fn pod_steps(cluster: &str, step: Step<Pod>) -> Vec<Observation> {
+    let cluster = cluster.to_string();
+    match step {
+        Step::Reset(items) => vec![Observation::PodsListed {
+            cluster,
+            items: items.iter().map(PodSummary::from_pod).collect(),
+        }],
+        Step::Applied(pod) => vec![Observation::PodApplied {
+            cluster,
+            pod: PodSummary::from_pod(&pod),
+        }],
+        Step::Deleted(pod) => vec![Observation::PodDeleted {
+            cluster,
+            namespace: pod.namespace().unwrap_or_default(),
+            name: pod.name_any(),
+        }],
+    }
+}
+
+fn warning_steps(cluster: &str, step: Step<CoreEvent>) -> Vec<Observation> {
+    let cluster = cluster.to_string();
+    match step {
+        Step::Reset(items) => vec![Observation::WarningsListed {
+            cluster,
+            items: items.iter().filter_map(Warning::from_event).collect(),
+        }],
+        Step::Applied(event) => match Warning::from_event(&event) {
+            Some((key, warning)) => vec![Observation::WarningApplied {
+                cluster,
+                key,
+                warning,
+            }],
+            None => Vec::new(),
+        },
+        Step::Deleted(event) => vec![Observation::WarningDeleted {
+            cluster,
+            key: (event.namespace().unwrap_or_default(), event.name_any()),
+        }],
     }
 }
 

@@ -11,6 +11,7 @@ use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use serde::Serialize;
 
 use super::Lifecycle;
+use super::pods::{DominantCause, PodsView, Warning};
 
 /// Default label that groups workloads into an app.
 pub(crate) const DEFAULT_APP_LABEL: &str = "app.kubernetes.io/name";
@@ -71,6 +72,8 @@ pub struct Workload {
     pub terminating: bool,
     /// Container images of the pod template, in order.
     pub images: Vec<String>,
+    /// `spec.selector.matchLabels`: the pods it owns (empty selects none).
+    pub selector: BTreeMap<String, String>,
 }
 
 fn app_of(labels: Option<&BTreeMap<String, String>>, label: &str, name: &str) -> String {
@@ -104,6 +107,7 @@ struct Parts<'a> {
     ready: Option<i32>,
     available: Option<i32>,
     failure: Option<String>,
+    selector: Option<&'a BTreeMap<String, String>>,
 }
 
 impl Parts<'_> {
@@ -124,6 +128,7 @@ impl Parts<'_> {
             failure: self.failure,
             terminating: self.meta.deletion_timestamp.is_some(),
             images: images(self.template.spec.as_ref()),
+            selector: self.selector.cloned().unwrap_or_default(),
         }
     }
 }
@@ -156,6 +161,7 @@ impl Workload {
             ready: status.and_then(|s| s.ready_replicas),
             available: status.and_then(|s| s.available_replicas),
             failure,
+            selector: d.spec.selector.match_labels.as_ref(),
         }
         .into_workload(app_label)
     }
@@ -174,6 +180,7 @@ impl Workload {
             ready: status.and_then(|s| s.ready_replicas),
             available: status.and_then(|s| s.available_replicas),
             failure: None,
+            selector: s.spec.selector.match_labels.as_ref(),
         }
         .into_workload(app_label)
     }
@@ -278,6 +285,15 @@ pub(crate) struct AppStatus {
     /// Keyed by `Kind/name` (an object, so a merge patch carries only the
     /// workload fields that changed; an array would be resent whole).
     pub(crate) workloads: BTreeMap<String, WorkloadView>,
+    /// The app's pods (None while the pod watch is off): counts and the
+    /// first problems; set by the engine before [`AppStatus::observe`].
+    pub(crate) pods: Option<PodsView>,
+    /// The latest Warning event about the app's workloads and pods.
+    pub(crate) last_warning: Option<Warning>,
+    /// The worst pod-level cause, which names the reason of a Degraded or
+    /// Panic app; set with `pods`, not in the document.
+    #[serde(skip)]
+    pub(crate) cause: Option<DominantCause>,
     /// Since when the app has been gone (`Stopped (NoWorkloads)` or
     /// `NotExisted`) without interruption; None while it has workloads.
     /// Not in the document: the engine drops the app once it is older than
@@ -286,10 +302,13 @@ pub(crate) struct AppStatus {
     pub(crate) gone_since: Option<DateTime<Utc>>,
 }
 
-/// The stable state of an app: phase, reason, message.
+/// The stable state of an app: phase, reason, message. The phase comes
+/// from the workloads; when the app is Degraded or Panic and a pod has a
+/// problem, the worst pod-level `cause` names the reason and leads the message.
 pub(crate) fn stable_state(
     namespace_exists: bool,
     workloads: &[&Workload],
+    cause: Option<&DominantCause>,
 ) -> (AppPhase, &'static str, String) {
     if !namespace_exists {
         return (
@@ -325,7 +344,24 @@ pub(crate) fn stable_state(
     if ready == 0
         && let Some(failure) = failure.clone()
     {
+        if let Some(cause) = cause {
+            return (
+                AppPhase::Panic,
+                cause.reason.as_str(),
+                format!("0/{expected} ready: {}; {failure}", cause.describe()),
+            );
+        }
         return (AppPhase::Panic, "ProgressDeadlineExceeded", failure);
+    }
+    if (ready < expected || failure.is_some())
+        && let Some(cause) = cause
+    {
+        let failure = failure.map(|f| format!("; {f}")).unwrap_or_default();
+        return (
+            AppPhase::Degraded,
+            cause.reason.as_str(),
+            format!("{ready}/{expected} ready: {}{failure}", cause.describe()),
+        );
     }
     if let Some(failure) = failure {
         // A failed rollout is shown even while old replicas keep serving.
@@ -343,10 +379,14 @@ pub(crate) fn stable_state(
             .find(|(_, (h, _))| *h != WorkloadHealth::Current)
             .map(|(w, (_, m))| format!(" ({} {}: {m})", w.kind, w.name))
             .unwrap_or_default();
+        // A rollout whose new pods fail while the old ones serve says why.
+        let pods = cause
+            .map(|c| format!("; {}", c.describe()))
+            .unwrap_or_default();
         return (
             AppPhase::Running,
             "AllReady",
-            format!("{ready}/{expected} ready{rolling}"),
+            format!("{ready}/{expected} ready{rolling}{pods}"),
         );
     }
     let reason = if workloads.iter().any(|w| w.updated < w.expected) {
@@ -384,6 +424,9 @@ impl AppStatus {
             expected: 0,
             ready: 0,
             workloads: BTreeMap::new(),
+            pods: None,
+            last_warning: None,
+            cause: None,
             gone_since: Some(now),
         }
     }
@@ -395,10 +438,12 @@ impl AppStatus {
         app: &str,
         namespace_exists: bool,
         workloads: &[&Workload],
+        cause: Option<DominantCause>,
         now: DateTime<Utc>,
     ) -> Self {
-        let (phase, reason, message) = stable_state(namespace_exists, workloads);
+        let (phase, reason, message) = stable_state(namespace_exists, workloads, cause.as_ref());
         let mut status = Self::new(cluster, namespace, app, now);
+        status.cause = cause;
         status.lifecycle = Lifecycle::new(phase, reason, message, now);
         status.observe(namespace_exists, workloads, now)
     }
@@ -410,7 +455,8 @@ impl AppStatus {
         workloads: &[&Workload],
         now: DateTime<Utc>,
     ) -> Self {
-        let (phase, reason, message) = stable_state(namespace_exists, workloads);
+        let (phase, reason, message) =
+            stable_state(namespace_exists, workloads, self.cause.as_ref());
         let gone = phase == AppPhase::NotExisted || reason == "NoWorkloads";
         self.gone_since = if gone {
             self.gone_since.or(Some(now))
@@ -625,11 +671,86 @@ mod tests {
             ),
         ];
         for (name, ns, workloads, phase, reason) in cases {
-            let (p, r, _) = stable_state(ns, &workloads);
+            let (p, r, _) = stable_state(ns, &workloads, None);
             assert_eq!((p, r), (phase, reason), "{name}");
         }
-        let (_, _, message) = stable_state(true, &[&partial]);
+        let (_, _, message) = stable_state(true, &[&partial], None);
         assert_eq!(message, "1/3 ready (Deployment web: 1/3 ready)");
+    }
+
+    #[test]
+    fn a_pod_level_cause_names_the_reason_of_degraded_and_panic_apps() {
+        use crate::status::pods::{PodProblem, PodReason};
+        let cause = DominantCause {
+            reason: PodReason::CrashLoopBackOff,
+            pods: 2,
+            first: PodProblem {
+                pod: "web-1".into(),
+                container: Some("app".into()),
+                reason: PodReason::CrashLoopBackOff,
+                message: "Error".into(),
+                restarts: 5,
+                exit_code: Some(1),
+            },
+        };
+        let running = deployment(3, ok(3, 3));
+        let partial = deployment(3, ok(3, 1));
+        let mut failed_status = ok(3, 0);
+        failed_status["conditions"] = json!([deadline()]);
+        let failed = deployment(3, failed_status);
+        let zero_ready = deployment(3, ok(3, 0));
+        let scaled_down = deployment(0, json!({"observedGeneration": 2}));
+        let mut stuck_status = ok(3, 2);
+        stuck_status["conditions"] = json!([deadline()]);
+        let stuck = deployment(3, stuck_status);
+        let cases: Vec<(&str, &Workload, AppPhase, &str, &str)> = vec![
+            (
+                "all ready: the cause is told after the rollout's state",
+                &running,
+                AppPhase::Running,
+                "AllReady",
+                "3/3 ready; 2 pods CrashLoopBackOff (container app exited 1, 5 restarts)",
+            ),
+            (
+                "a stuck rollout while old pods serve",
+                &stuck,
+                AppPhase::Degraded,
+                "CrashLoopBackOff",
+                "2/3 ready: 2 pods CrashLoopBackOff (container app exited 1, 5 restarts); Deployment web: ReplicaSet \"web-1\" has timed out progressing.",
+            ),
+            (
+                "some ready",
+                &partial,
+                AppPhase::Degraded,
+                "CrashLoopBackOff",
+                "1/3 ready: 2 pods CrashLoopBackOff (container app exited 1, 5 restarts)",
+            ),
+            (
+                "none ready, no deadline yet: still Degraded",
+                &zero_ready,
+                AppPhase::Degraded,
+                "CrashLoopBackOff",
+                "0/3 ready: 2 pods CrashLoopBackOff (container app exited 1, 5 restarts)",
+            ),
+            (
+                "none ready and failed: Panic with the pod reason",
+                &failed,
+                AppPhase::Panic,
+                "CrashLoopBackOff",
+                "0/3 ready: 2 pods CrashLoopBackOff (container app exited 1, 5 restarts); Deployment web: ReplicaSet \"web-1\" has timed out progressing.",
+            ),
+            (
+                "scaled to zero",
+                &scaled_down,
+                AppPhase::Stopped,
+                "ScaledToZero",
+                "scaled to 0",
+            ),
+        ];
+        for (name, w, phase, reason, message) in cases {
+            let got = stable_state(true, &[w], Some(&cause));
+            assert_eq!(got, (phase, reason, message.to_string()), "{name}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod app;
 pub mod cluster;
 pub mod lifecycle;
+pub mod pods;
 pub mod summary;
 pub mod sync;
 pub mod time;

@@ -99,6 +99,46 @@ export interface AppStatus extends Lifecycle<AppPhase> {
   ready: number;
   /** Keyed by `Kind/name`, e.g. `Deployment/web`. */
   workloads: Record<string, WorkloadView>;
+  /** The app's pods; absent while the gateway's pod watch is off. */
+  pods?: PodsSummary;
+  /** The latest Warning event about the app's workloads and pods. */
+  lastWarning?: WarningEvent;
+}
+
+/** Why a pod does not serve, worst first. */
+export type PodReason =
+  | 'OOMKilled' | 'CrashLoopBackOff' | 'ImagePullBackOff' | 'ErrImagePull'
+  | 'CreateContainerConfigError' | 'ContainerError' | 'Unschedulable' | 'NotReady';
+
+/** One pod's problem in an app document. */
+export interface PodProblem {
+  pod: string;
+  /** Absent for a pod that was never scheduled. */
+  container?: string;
+  reason: PodReason;
+  message: string;
+  restarts: number;
+  exitCode?: number;
+}
+
+/** An app's pods: counts and the first five problems, worst first. */
+export interface PodsSummary {
+  total: number;
+  ready: number;
+  problems: PodProblem[];
+  /** Problems not listed. */
+  more: number;
+}
+
+/** A Warning event (core/v1), as the app document shows its latest. */
+export interface WarningEvent {
+  reason: string;
+  message: string;
+  /** `Kind/name` of the object it is about, e.g. `Pod/web-7d9c-x2k4q`. */
+  object: string;
+  count: number;
+  /** RFC 3339. */
+  lastSeen: string;
 }
 
 export type TaskType = 'Create' | 'Start' | 'Stop' | 'Delete' | 'Update';

@@ -52,7 +52,7 @@ test('the page shows every simulated cluster, live', async () => {
   await page.waitForSelector('#connection[data-state="live"]', { timeout: WAIT });
   await page.waitForSelector('tr[data-topic="apps/prod/shop/web"][data-state="Running"]', { timeout: WAIT });
   const syncRows = await page.$$eval('article[data-cluster="dev"] .sync tr', (rows) => rows.length);
-  assert.equal(syncRows, 4, 'deployments, statefulsets, configmaps, namespaces');
+  assert.equal(syncRows, 6, 'deployments, statefulsets, configmaps, namespaces, pods, events');
 });
 
 test('a cluster made unreachable turns Unhealthy (Disconnected) without a reload', async () => {

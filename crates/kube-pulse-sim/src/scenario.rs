@@ -10,6 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::object::UpdateScope;
+use crate::pods::ImageFault;
 use crate::{ApiError, Faults, SimCluster, WorkloadSeed, workload_manifest};
 
 /// One thing that happens to a cluster.
@@ -30,6 +31,15 @@ pub enum Action {
         namespace: &'static str,
         name: &'static str,
     },
+    /// Roll a workload to `image` with a 20 s progress deadline: a rollout
+    /// whose new pods fail (crash, cannot pull, OOM) while old ones serve.
+    BadRollout {
+        namespace: &'static str,
+        name: &'static str,
+        image: &'static str,
+    },
+    /// Pods the cluster has room for (None: unlimited); more stay Pending, unschedulable.
+    Capacity(Option<u32>),
     DeleteNamespace(&'static str),
     /// Recreate a namespace and its seeded workloads.
     RestoreNamespace(&'static str),
@@ -51,6 +61,15 @@ pub struct Step {
 
 /// An image whose pods never become ready.
 pub const BROKEN_IMAGE: &str = "registry.example/broken:1";
+/// An image whose container exits 1 at once: `CrashLoopBackOff`.
+pub const CRASH_IMAGE: &str = "registry.example/cart:1.2-crash";
+/// An image no registry has: `ErrImagePull`, then `ImagePullBackOff`.
+pub const MISSING_IMAGE: &str = "registry.example/ingest:4.0-missing";
+/// An image whose container runs out of memory: `OOMKilled`.
+pub const OOM_IMAGE: &str = "registry.example/cart:1.3-oom";
+/// Pods a demo cluster has room for during the unschedulable scale-up:
+/// the seeded 8 (web 3, cart 2, db 1, ingest 2).
+const SEEDED_PODS: u32 = 8;
 
 /// The workloads each demo cluster starts with.
 pub fn seed_workloads() -> Vec<WorkloadSeed> {
@@ -85,7 +104,7 @@ const DEV: usize = 0;
 const STAGING: usize = 1;
 const PROD: usize = 2;
 
-/// How long one round of [`script`] takes (198 s).
+/// How long one round of [`script`] takes (217 s).
 pub fn round() -> Duration {
     script().iter().map(|step| step.after).sum()
 }
@@ -119,9 +138,20 @@ pub fn script() -> Vec<Step> {
                 image: "registry.example/cart:1.1",
             },
         ),
+        // A rollout whose new pods crash-loop while the old ones serve;
+        // past its 20 s deadline the app is Degraded (CrashLoopBackOff).
+        s(
+            2,
+            PROD,
+            BadRollout {
+                namespace: "shop",
+                name: "cart",
+                image: CRASH_IMAGE,
+            },
+        ),
         // dev refuses connections for a while: Unhealthy (Disconnected).
         s(
-            10,
+            8,
             DEV,
             Faults(crate::Faults {
                 refuse: true,
@@ -129,6 +159,16 @@ pub fn script() -> Vec<Step> {
             }),
         ),
         s(20, DEV, Heal),
+        // OOM-killed pods of a rollout on dev.
+        s(
+            2,
+            DEV,
+            BadRollout {
+                namespace: "shop",
+                name: "cart",
+                image: OOM_IMAGE,
+            },
+        ),
         // An app with nothing ready and a failed rollout: Panic.
         s(
             5,
@@ -147,9 +187,37 @@ pub fn script() -> Vec<Step> {
                 name: "ingest",
             },
         ),
+        s(
+            2,
+            PROD,
+            Image {
+                namespace: "shop",
+                name: "cart",
+                image: "registry.example/cart:1.0",
+            },
+        ),
         // A denied resource: sync Error (Forbidden), cluster Degraded.
-        s(10, STAGING, Deny(vec!["core/configmaps"])),
-        s(35, STAGING, Deny(vec![])),
+        s(8, STAGING, Deny(vec!["core/configmaps"])),
+        // An image that cannot be pulled (ImagePullBackOff).
+        s(
+            2,
+            STAGING,
+            BadRollout {
+                namespace: "analytics",
+                name: "ingest",
+                image: MISSING_IMAGE,
+            },
+        ),
+        s(33, STAGING, Deny(vec![])),
+        s(
+            2,
+            STAGING,
+            Image {
+                namespace: "analytics",
+                name: "ingest",
+                image: "registry.example/ingest:3.2",
+            },
+        ),
         s(
             5,
             PROD,
@@ -159,8 +227,17 @@ pub fn script() -> Vec<Step> {
                 image: "registry.example/ingest:3.2",
             },
         ),
+        s(
+            2,
+            DEV,
+            Image {
+                namespace: "shop",
+                name: "cart",
+                image: "registry.example/cart:1.0",
+            },
+        ),
         // A namespace deleted and recreated: NotExisted, then back.
-        s(10, DEV, DeleteNamespace("analytics")),
+        s(8, DEV, DeleteNamespace("analytics")),
         s(20, DEV, RestoreNamespace("analytics")),
         // staging stalls: Unhealthy (Timeout).
         s(
@@ -190,8 +267,19 @@ pub fn script() -> Vec<Step> {
                 image: "registry.example/cart:1.0",
             },
         ),
+        // A scale-up past the cluster's room: Unschedulable pods.
+        s(2, PROD, Capacity(Some(SEEDED_PODS))),
         s(
-            20,
+            3,
+            PROD,
+            Scale {
+                namespace: "shop",
+                name: "web",
+                replicas: 5,
+            },
+        ),
+        s(
+            15,
             DEV,
             Scale {
                 namespace: "shop",
@@ -199,6 +287,7 @@ pub fn script() -> Vec<Step> {
                 replicas: 3,
             },
         ),
+        s(15, PROD, Capacity(None)),
     ]
 }
 
@@ -268,6 +357,15 @@ pub fn apply(cluster: &SimCluster, action: &Action) -> Result<(), ApiError> {
         } => update(cluster, namespace, name, |m| {
             m["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
         })?,
+        Action::BadRollout {
+            namespace,
+            name,
+            image,
+        } => update(cluster, namespace, name, |m| {
+            m["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+            m["spec"]["progressDeadlineSeconds"] = json!(20);
+        })?,
+        Action::Capacity(pods) => cluster.set_pod_capacity(*pods),
         Action::Break { namespace, name } => update(cluster, namespace, name, |m| {
             m["spec"]["template"]["spec"]["containers"][0]["image"] = json!(BROKEN_IMAGE);
             m["spec"]["progressDeadlineSeconds"] = json!(20);
@@ -288,6 +386,11 @@ pub fn apply(cluster: &SimCluster, action: &Action) -> Result<(), ApiError> {
 pub async fn run(clusters: &[SimCluster], shutdown: CancellationToken) {
     for cluster in clusters {
         cluster.set_failing_images([BROKEN_IMAGE]);
+        cluster.set_image_faults([
+            (CRASH_IMAGE, ImageFault::Crash),
+            (MISSING_IMAGE, ImageFault::PullError),
+            (OOM_IMAGE, ImageFault::OomKilled),
+        ]);
     }
     loop {
         for step in script() {
@@ -318,16 +421,34 @@ mod tests {
 
     #[test]
     fn script_targets_seeded_workloads_and_undoes_every_fault() {
+        assert_eq!(round(), Duration::from_secs(217));
         let seeds = seed_workloads();
         let mut faulted = std::collections::HashSet::new();
         let mut denied = std::collections::HashSet::new();
         let mut deleted = std::collections::HashSet::new();
+        let mut limited = std::collections::HashSet::new();
+        // Workloads rolled to a failing image, until rolled back.
+        let mut bad = std::collections::HashSet::new();
         for step in script() {
+            match &step.action {
+                Action::BadRollout {
+                    namespace, name, ..
+                } => assert!(bad.insert((step.cluster, *namespace, *name))),
+                Action::Image {
+                    namespace, name, ..
+                } => {
+                    bad.remove(&(step.cluster, *namespace, *name));
+                }
+                _ => {}
+            }
             match &step.action {
                 Action::Scale {
                     namespace, name, ..
                 }
                 | Action::Image {
+                    namespace, name, ..
+                }
+                | Action::BadRollout {
                     namespace, name, ..
                 }
                 | Action::Break { namespace, name } => {
@@ -338,6 +459,8 @@ mod tests {
                         "{name}"
                     );
                 }
+                Action::Capacity(Some(_)) => assert!(limited.insert(step.cluster)),
+                Action::Capacity(None) => assert!(limited.remove(&step.cluster)),
                 Action::Faults(_) => assert!(faulted.insert(step.cluster)),
                 Action::Heal => assert!(faulted.remove(&step.cluster), "heal without fault"),
                 Action::Deny(rules) if rules.is_empty() => assert!(denied.remove(&step.cluster)),
@@ -348,7 +471,11 @@ mod tests {
             assert!(step.cluster < 3);
         }
         assert!(
-            faulted.is_empty() && denied.is_empty() && deleted.is_empty(),
+            faulted.is_empty()
+                && denied.is_empty()
+                && deleted.is_empty()
+                && limited.is_empty()
+                && bad.is_empty(),
             "every round ends healed"
         );
     }
@@ -401,6 +528,25 @@ mod tests {
         .unwrap();
         let cart = cluster.store().get(&deploy, Some("shop"), "cart").unwrap();
         assert_eq!(cart["spec"]["progressDeadlineSeconds"], 20);
+        apply(
+            &cluster,
+            &Action::BadRollout {
+                namespace: "shop",
+                name: "web",
+                image: CRASH_IMAGE,
+            },
+        )
+        .unwrap();
+        let web = cluster.store().get(&deploy, Some("shop"), "web").unwrap();
+        assert_eq!(
+            web["spec"]["template"]["spec"]["containers"][0]["image"],
+            CRASH_IMAGE
+        );
+        assert_eq!(web["spec"]["replicas"], 7);
+        apply(&cluster, &Action::Capacity(Some(3))).unwrap();
+        assert_eq!(*cluster.shared.pod_capacity.read(), Some(3));
+        apply(&cluster, &Action::Capacity(None)).unwrap();
+        assert_eq!(*cluster.shared.pod_capacity.read(), None);
         apply(
             &cluster,
             &Action::Faults(Faults {

@@ -18,6 +18,28 @@ pub(crate) fn http() -> reqwest::Client {
         .unwrap()
 }
 
+/// The sum of the samples of metric `name` (a name, or a name with its
+/// labels, `kube_pulse_x_total{reason="y"}`) in `{base}/metrics`: 0 when
+/// absent.
+pub(crate) async fn metric(base: &str, name: &str) -> f64 {
+    let name = name.trim_end();
+    let text = http()
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// GETs `url` and parses the JSON answer (any status).
 pub(crate) async fn get_json(url: &str) -> serde_json::Value {
     http().get(url).send().await.unwrap().json().await.unwrap()

@@ -340,21 +340,7 @@ impl Fleet {
 
     /// The sum of a metric's samples in `/metrics` (0 when absent).
     pub(crate) async fn metric(&self, name: &str) -> f64 {
-        let text = crate::common::http()
-            .get(format!("{}/metrics", self.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        text.lines()
-            .filter(|l| {
-                l.strip_prefix(name)
-                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        crate::common::metric(&self.url, name).await
     }
 
     /// The gateway's resident memory (`VmRSS`), in bytes.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::common::{http, terminate};
+use crate::common::{metric, terminate};
 
 /// `kube-pulse demo` (one member, no scenario) on 127.0.0.1:0 with `extra`
 /// flags, optionally under `ulimit -n fd_limit`; returns it and its base URL.
@@ -121,23 +121,6 @@ async fn livez_from(from: [u8; 4], addr: SocketAddr) -> Result<u16, String> {
     tokio::time::timeout(Duration::from_secs(10), attempt)
         .await
         .unwrap_or_else(|_| Err("no answer within 10 s".into()))
-}
-
-/// The value of the metric line starting with `name` (0 when absent).
-async fn metric(url: &str, name: &str) -> f64 {
-    let text = http()
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find(|l| l.starts_with(name))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
 }
 
 const PARTIAL_HEAD: &[u8] = b"GET /livez HTTP/1.1\r\nHost: localhost\r\nX-Slow: ";

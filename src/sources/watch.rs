@@ -114,21 +114,31 @@ async fn fail_and_back_off(
     }
 }
 
+/// What a watch of one resource needs besides its typed API and how its
+/// steps become observations.
+pub(crate) struct Watch {
+    pub(crate) cluster: String,
+    pub(crate) gvr: Gvr,
+    pub(crate) config: watcher::Config,
+    pub(crate) tx: mpsc::Sender<Observation>,
+    pub(crate) recoveries: Recoveries,
+    pub(crate) shutdown: CancellationToken,
+}
+
 /// Drives a watcher for `api` until shutdown, forever recovering.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn drive<K, F>(
-    cluster: String,
-    gvr: Gvr,
-    api: Api<K>,
-    config: watcher::Config,
-    tx: mpsc::Sender<Observation>,
-    mut recoveries: Recoveries,
-    shutdown: CancellationToken,
-    mut on_step: F,
-) where
+pub(crate) async fn drive<K, F>(watch: Watch, api: Api<K>, mut on_step: F)
+where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     F: FnMut(Step<K>) -> Vec<Observation>,
 {
+    let Watch {
+        cluster,
+        gvr,
+        config,
+        tx,
+        mut recoveries,
+        shutdown,
+    } = watch;
     let sync = |input| Observation::sync(&cluster, &gvr, input);
     let mut backoff = DefaultBackoff::default();
     loop {
@@ -252,10 +262,17 @@ pub(crate) async fn run(
     recoveries: Recoveries,
     shutdown: CancellationToken,
 ) {
-    let gvr = resource.gvr.clone();
-    let wc = watcher_config(&resource, &config);
     let ns = resource.namespace.as_deref();
     let app_label = config.app_label.clone();
+    let gvr = resource.gvr.clone();
+    let mut watch = Watch {
+        cluster: cluster.clone(),
+        gvr: gvr.clone(),
+        config: watcher_config(&resource, &config),
+        tx,
+        recoveries,
+        shutdown,
+    };
     match (
         gvr.group.as_str(),
         gvr.version.as_str(),
@@ -264,90 +281,42 @@ pub(crate) async fn run(
         ("apps", "v1", "deployments") => {
             let c = cluster.clone();
             let api: Api<Deployment> = scoped(client, ns);
-            drive(
-                cluster,
-                gvr,
-                api,
-                wc,
-                tx,
-                recoveries,
-                shutdown,
-                move |step| {
-                    workload_steps(&c, "Deployment", step, |d| {
-                        Workload::from_deployment(d, &app_label)
-                    })
-                },
-            )
+            drive(watch, api, move |step| {
+                workload_steps(&c, "Deployment", step, |d| {
+                    Workload::from_deployment(d, &app_label)
+                })
+            })
             .await
         }
         ("apps", "v1", "statefulsets") => {
             let c = cluster.clone();
             let api: Api<StatefulSet> = scoped(client, ns);
-            drive(
-                cluster,
-                gvr,
-                api,
-                wc,
-                tx,
-                recoveries,
-                shutdown,
-                move |step| {
-                    workload_steps(&c, "StatefulSet", step, |s| {
-                        Workload::from_statefulset(s, &app_label)
-                    })
-                },
-            )
+            drive(watch, api, move |step| {
+                workload_steps(&c, "StatefulSet", step, |s| {
+                    Workload::from_statefulset(s, &app_label)
+                })
+            })
             .await
         }
         ("", "v1", "namespaces") => {
             let c = cluster.clone();
             let api: Api<Namespace> = Api::all(client);
-            drive(
-                cluster,
-                gvr,
-                api,
-                wc,
-                tx,
-                recoveries,
-                shutdown,
-                move |step| namespace_steps(&c, step),
-            )
-            .await
+            drive(watch, api, move |step| namespace_steps(&c, step)).await
         }
         ("", "v1", "pods") => {
             let c = cluster.clone();
             let api: Api<Pod> = scoped(client, ns);
-            drive(
-                cluster,
-                gvr,
-                api,
-                wc,
-                tx,
-                recoveries,
-                shutdown,
-                move |step| pod_steps(&c, step),
-            )
-            .await
+            drive(watch, api, move |step| pod_steps(&c, step)).await
         }
         ("", "v1", "events") => {
             let c = cluster.clone();
             let api: Api<CoreEvent> = scoped(client, ns);
             // Only warnings: the app documents show nothing else, and
             // Normal events are most of a busy cluster's events.
-            let wc = wc.fields("type=Warning");
-            drive(
-                cluster,
-                gvr,
-                api,
-                wc,
-                tx,
-                recoveries,
-                shutdown,
-                move |step| warning_steps(&c, step),
-            )
-            .await
+            watch.config = watch.config.fields("type=Warning");
+            drive(watch, api, move |step| warning_steps(&c, step)).await
         }
-        _ => run_dynamic(cluster, client, resource, wc, tx, recoveries, shutdown).await,
+        _ => run_dynamic(client, resource, watch).await,
     }
 }
 
@@ -437,16 +406,15 @@ fn namespace_steps(cluster: &str, step: Step<Namespace>) -> Vec<Observation> {
 }
 
 /// Finds the resource through discovery, then watches it as dynamic objects.
-async fn run_dynamic(
-    cluster: String,
-    client: kube::Client,
-    resource: SyncResource,
-    wc: watcher::Config,
-    tx: mpsc::Sender<Observation>,
-    mut recoveries: Recoveries,
-    shutdown: CancellationToken,
-) {
-    let gvr = resource.gvr.clone();
+async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch) {
+    let Watch {
+        cluster,
+        gvr,
+        config,
+        tx,
+        mut recoveries,
+        shutdown,
+    } = watch;
     let mut backoff = DefaultBackoff::default();
     let found: ApiResource = loop {
         let attempt = *recoveries.borrow_and_update();
@@ -492,8 +460,13 @@ async fn run_dynamic(
         Some(ns) => Api::namespaced_with(client, ns, &found),
         None => Api::all_with(client, &found),
     };
-    drive(cluster, gvr, api, wc, tx, recoveries, shutdown, |_| {
-        Vec::new()
-    })
-    .await
+    let watch = Watch {
+        cluster,
+        gvr,
+        config,
+        tx,
+        recoveries,
+        shutdown,
+    };
+    drive(watch, api, |_| Vec::new()).await
 }

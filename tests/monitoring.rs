@@ -477,7 +477,11 @@ fn json_logs_are_one_object_per_line_with_the_documented_fields() {
     let has = |l: &str, kind: &str| {
         serde_json::from_str::<Value>(l).is_ok_and(|v| v["kind"] == kind && v["cluster"] == "dev")
     };
-    wait_for_line(&err, "cluster transition", |l| has(l, "cluster"));
+    // The transition asserted on below, then a sync one: the first probe
+    // may answer after the syncs started.
+    wait_for_line(&err, "dev turning Healthy", |l| {
+        has(l, "cluster") && serde_json::from_str::<Value>(l).is_ok_and(|v| v["to"] == "Healthy")
+    });
     wait_for_line(&err, "sync transition", |l| has(l, "sync"));
     assert!(terminate(&mut child).success());
     let text = std::fs::read_to_string(&err).unwrap();

@@ -164,14 +164,19 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
             source,
         })?;
     cluster.set_failing_images(args.failing_images.clone());
+    // Both listeners are bound before the first line is printed, so
+    // whoever waits for it can use either at once.
+    let control_listener = match args.control_listen {
+        Some(addr) => Some(crate::http_server::bind(addr).await?),
+        None => None,
+    };
     println!(
         "simulated cluster {} listening on {}",
         cluster.name(),
         cluster.url()
     );
-    let control = match args.control_listen {
-        Some(addr) => {
-            let listener = crate::http_server::bind(addr).await?;
+    let control = match control_listener {
+        Some(listener) => {
             println!(
                 "control API on http://{}/_sim/",
                 listener.local_addr().map_err(Error::Serve)?

@@ -41,6 +41,52 @@ fn seed() -> WorkloadSeed {
     }
 }
 
+/// A gateway over a hub holding `t/x` (subscriber queues of `queue`
+/// changes, the given write timeout) with a WebSocket subscribed to `t/**`
+/// whose snapshots were read; `recv_buffer` makes its receive window small.
+struct Subscribed {
+    hub: std::sync::Arc<Hub>,
+    url: String,
+    stop: CancellationToken,
+    state: std::sync::Arc<kube_pulse::router::GatewayState>,
+    ws: Ws,
+}
+
+async fn subscribed_to_t(
+    queue: usize,
+    write_timeout: Duration,
+    recv_buffer: Option<u32>,
+) -> Subscribed {
+    let hub = Hub::new(HubConfig {
+        log_size: 1000,
+        subscriber_queue: queue,
+        ..HubConfig::default()
+    });
+    hub.put("t/x", json!({"i": 0}));
+    let config = TransportConfig {
+        write_timeout,
+        ..TransportConfig::default()
+    };
+    let (url, stop, state, _server) = gateway(hub.clone(), config).await;
+    let mut ws = match recv_buffer {
+        Some(size) => ws_connect_small(&url, size).await,
+        None => ws_connect(&url).await,
+    };
+    ws_send(
+        &mut ws,
+        json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
+    )
+    .await;
+    ws_until_synced(&mut ws).await;
+    Subscribed {
+        hub,
+        url,
+        stop,
+        state,
+        ws,
+    }
+}
+
 #[tokio::test]
 async fn sse_and_ws_get_snapshots_then_patches_from_a_live_cluster() {
     let shutdown = CancellationToken::new();
@@ -263,24 +309,13 @@ async fn a_reader_that_stops_converges_later_while_others_get_every_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_stuck_past_the_write_timeout_is_closed() {
-    let hub = Hub::new(HubConfig {
-        log_size: 1000,
-        subscriber_queue: 4,
-        ..HubConfig::default()
-    });
-    hub.put("t/x", json!({"i": 0}));
-    let config = TransportConfig {
-        write_timeout: Duration::from_millis(300),
-        ..TransportConfig::default()
-    };
-    let (url, stop, state, _server) = gateway(hub.clone(), config).await;
-    let mut ws = ws_connect(&url).await;
-    ws_send(
-        &mut ws,
-        json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
-    )
-    .await;
-    ws_until_synced(&mut ws).await;
+    let Subscribed {
+        hub,
+        stop,
+        state,
+        mut ws,
+        ..
+    } = subscribed_to_t(4, Duration::from_millis(300), None).await;
     // Stop reading; publish 64 KiB changes until the server gives up on this socket.
     let pad = "y".repeat(64 * 1024);
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -377,24 +412,13 @@ async fn every_websocket_sees_going_away_on_shutdown() {
 /// buffered (within the close grace of the slow-consumer decision).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_consumer_sees_4008_when_it_reads_again() {
-    let hub = Hub::new(HubConfig {
-        log_size: 1000,
-        subscriber_queue: 16,
-        ..HubConfig::default()
-    });
-    hub.put("t/x", json!({"i": 0}));
-    let config = TransportConfig {
-        write_timeout: Duration::from_secs(1),
-        ..TransportConfig::default()
-    };
-    let (url, stop, state, _server) = gateway(hub.clone(), config).await;
-    let mut ws = ws_connect(&url).await;
-    ws_send(
-        &mut ws,
-        json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
-    )
-    .await;
-    ws_until_synced(&mut ws).await;
+    let Subscribed {
+        hub,
+        stop,
+        state,
+        mut ws,
+        ..
+    } = subscribed_to_t(16, Duration::from_secs(1), None).await;
     let pad = "z".repeat(16 * 1024);
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut i = 0u64;
@@ -433,25 +457,14 @@ async fn a_slow_consumer_sees_4008_when_it_reads_again() {
 /// 4008; SSE: the stream ends).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_reader_at_a_low_rate_is_closed_within_the_write_timeout() {
-    let hub = Hub::new(HubConfig {
-        log_size: 1000,
-        subscriber_queue: 16,
-        ..HubConfig::default()
-    });
-    hub.put("t/x", json!({"i": 0}));
     let write_timeout = Duration::from_secs(2);
-    let config = TransportConfig {
-        write_timeout,
-        ..TransportConfig::default()
-    };
-    let (url, stop, state, _server) = gateway(hub.clone(), config).await;
-    let mut ws = ws_connect_small(&url, 4096).await;
-    ws_send(
-        &mut ws,
-        json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
-    )
-    .await;
-    ws_until_synced(&mut ws).await;
+    let Subscribed {
+        hub,
+        url,
+        stop,
+        state,
+        mut ws,
+    } = subscribed_to_t(16, write_timeout, Some(4096)).await;
     // An SSE client that sends its request and never reads.
     let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

@@ -117,6 +117,11 @@ enum Out {
 /// within this grace sees the close code after what was buffered for it.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The close grace of a 4008 (slow consumer): what is buffered ahead of its
+/// close frame is a full socket buffer, which a client coming back from a
+/// stall (a background tab, a busy event loop) reads at its own pace.
+const SLOW_CONSUMER_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Refused subscribes in a row after which a socket is closed (policy).
 const MAX_REFUSED_IN_A_ROW: u32 = 20;
 
@@ -244,7 +249,12 @@ async fn write(
                 code,
                 reason: reason.into(),
             }));
-            let _ = tokio::time::timeout(CLOSE_GRACE, sink.send(frame)).await;
+            let grace = if code == close::SLOW_CONSUMER {
+                SLOW_CONSUMER_CLOSE_GRACE
+            } else {
+                CLOSE_GRACE
+            };
+            let _ = tokio::time::timeout(grace, sink.send(frame)).await;
         }
         None => {
             let _ = tokio::time::timeout(CLOSE_GRACE, sink.close()).await;

@@ -206,6 +206,19 @@ impl Conn {
         }
     }
 
+    /// Lets the kernel buffer more for a WebSocket that was opened with a
+    /// small receive buffer, so a reader that resumes after a stall drains
+    /// what was queued for it quickly (a 4 KiB window drains at the pace of
+    /// delayed acknowledgements, and the close frame behind it has only the
+    /// gateway's close grace).
+    pub(crate) fn widen_receive_buffer(&self) {
+        if let Conn::Ws(ws) = self {
+            socket2::SockRef::from(ws.get_ref())
+                .set_recv_buffer_size(1 << 20)
+                .expect("SO_RCVBUF can grow");
+        }
+    }
+
     /// The next message, or the end of the connection.
     pub(crate) async fn next(&mut self) -> Next {
         match self {

@@ -465,7 +465,7 @@ fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response> 
                         "details": {
                             "name": name,
                             "group": def.group,
-                            "kind": def.plural,
+                            "kind": def.qualified_plural(),
                             "uid": obj["metadata"]["uid"],
                         },
                     });

@@ -439,7 +439,8 @@ impl Store {
         Ok(created)
     }
 
-    /// Replaces an object (PUT). A `resourceVersion` in the body must match.
+    /// Replaces an object (PUT). A `resourceVersion` in the body must match
+    /// (and a typed resource needs one).
     pub fn update(
         &self,
         def: &ResourceDef,
@@ -450,6 +451,7 @@ impl Store {
         dry_run: bool,
     ) -> ApiResult<Arc<Value>> {
         self.mutate(def, namespace, name, scope, dry_run, |current| {
+            super::typed::check_update_precondition(def, name, &body)?;
             let wanted_rv = resource_version_of(&body);
             if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
                 return Err(ApiError::conflict(def, name));

@@ -170,7 +170,8 @@ async fn a_cluster_status_written_through_status_reaches_a_watcher() {
         )
         .await
         .unwrap();
-    assert_ne!(body(&patched)["status"]["healthy"], true);
+    // healthy: false is Go's zero value, which Karpor's omitempty drops.
+    assert_eq!(body(&patched)["status"], json!({}));
 
     // A cluster that does not exist is 404 before any precondition.
     let missing = clusters
@@ -257,4 +258,202 @@ async fn unconditional_replace_of_a_registry_is_refused_in_karpors_words() {
     );
     assert_eq!(status["details"]["kind"], "syncregistries");
     karpor.shutdown().await;
+}
+
+const CLUSTER_YAML: &str = r#"apiVersion: cluster.karpor.io/v1beta1
+kind: Cluster
+metadata:
+  name: edge
+  labels: {site: lab}
+spec:
+  provider: kubernetes
+  displayName: Edge
+  region: eu-west # not a field of Karpor's Cluster
+  access:
+    endpoint: https://10.0.0.9:6443
+    insecure: true
+    credential:
+      type: ServiceAccountToken
+      serviceAccountToken: abc
+status:
+  healthy: true
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_a_cluster_that_karpor_prunes() {
+    let karpor = karpor::start(KarporOptions::default()).await.unwrap();
+    let server = karpor.url();
+    let dir = tempfile_dir(&karpor);
+    let file = dir.join("cluster.yaml");
+    std::fs::write(&file, CLUSTER_YAML).unwrap();
+    let file = file.to_str().unwrap();
+
+    let out = ok(&kubectl(&server, &["apply", "-f", file]).await);
+    assert_eq!(out.trim(), "cluster.cluster.karpor.io/edge created");
+    let out = ok(&kubectl(&server, &["get", "clusters", "-o", "yaml"]).await);
+    let list: Value = serde_yaml_ng::from_str(&out).unwrap();
+    let cluster = &list["items"][0];
+    assert_eq!(
+        cluster["spec"]["access"]["endpoint"],
+        "https://10.0.0.9:6443"
+    );
+    assert_eq!(cluster["spec"]["access"]["insecure"], true);
+    assert_eq!(cluster["spec"]["displayName"], "Edge");
+    assert!(cluster["spec"].get("region").is_none(), "{out}");
+    assert_eq!(
+        cluster["status"],
+        json!({}),
+        "status is reset on create: {out}"
+    );
+    assert_eq!(cluster["metadata"]["labels"]["site"], "lab");
+
+    // A second apply patches the object (no resourceVersion needed).
+    std::fs::write(
+        file,
+        CLUSTER_YAML.replace("displayName: Edge", "displayName: Edge 2"),
+    )
+    .unwrap();
+    let out = ok(&kubectl(&server, &["apply", "-f", file]).await);
+    assert_eq!(out.trim(), "cluster.cluster.karpor.io/edge configured");
+    let out = ok(&kubectl(
+        &server,
+        &[
+            "get",
+            "cluster",
+            "edge",
+            "-o",
+            "jsonpath={.spec.displayName}",
+        ],
+    )
+    .await);
+    assert_eq!(out, "Edge 2");
+
+    let out = ok(&kubectl(&server, &["get", "syncclusterresources"]).await);
+    let mut lines = out.lines();
+    assert!(lines.next().unwrap().starts_with("NAME"), "{out}");
+    assert!(
+        lines.next().unwrap().starts_with("default-sync-rule "),
+        "{out}"
+    );
+    karpor.shutdown().await;
+}
+
+fn tempfile_dir(sim: &kube_pulse_sim::SimCluster) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kube-pulse-karpor-{}", sim.addr().port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `status` to Cluster `name` through `/status` as `manager`.
+async fn write_status(
+    clusters: &Api<DynamicObject>,
+    name: &str,
+    manager: &str,
+    status: Value,
+) -> Value {
+    let mut object = body(&clusters.get(name).await.unwrap());
+    object["status"] = status;
+    let params = PostParams {
+        field_manager: Some(manager.into()),
+        ..PostParams::default()
+    };
+    body(
+        &clusters
+            .replace_status(name, &params, &self::object(&object))
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn status_writes_keep_what_the_schema_has_and_record_their_writer() {
+    let member = sim().await;
+    let written = json!({
+        "healthy": true,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Healthy", "message": "",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        "phase": "Healthy",
+    });
+    let cases = [
+        (false, json!({"healthy": true})),
+        (
+            true,
+            json!({"healthy": true, "conditions": [{"type": "Ready", "status": "True",
+                   "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Healthy", "message": ""}]}),
+        ),
+    ];
+    for (conditions, want) in cases {
+        let karpor = karpor::start(KarporOptions {
+            conditions,
+            ..KarporOptions::default()
+        })
+        .await
+        .unwrap();
+        karpor
+            .apply(&karpor::cluster_manifest(
+                "prod",
+                &MemberAccess::to_sim(&member),
+            ))
+            .unwrap();
+        let (resource, _) = discover(&karpor.client(), karpor::CLUSTER_GROUP, "Cluster").await;
+        let clusters: Api<DynamicObject> = Api::all_with(karpor.client(), &resource);
+        let stored = write_status(&clusters, "prod", "kube-pulse", written.clone()).await;
+        assert_eq!(stored["status"], want, "conditions: {conditions}");
+
+        let entries = stored["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        let entry = &entries[0];
+        assert_eq!(entry["manager"], "kube-pulse");
+        assert_eq!(entry["operation"], "Update");
+        assert_eq!(entry["subresource"], "status");
+        assert_eq!(entry["apiVersion"], "cluster.karpor.io/v1beta1");
+        assert_eq!(entry["fieldsType"], "FieldsV1");
+        assert_eq!(entry["fieldsV1"], json!({"f:status": {}}));
+        let first = entry["time"].as_str().unwrap().to_string();
+        assert!(first.ends_with('Z'), "{first}");
+        if !conditions {
+            // Another writer shows as a second entry; a later write refreshes the time
+            // (managedFields times have whole seconds).
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            let stored = write_status(
+                &clusters,
+                "prod",
+                "karpor-controller",
+                json!({"healthy": false}),
+            )
+            .await;
+            let entries = stored["metadata"]["managedFields"].as_array().unwrap();
+            let managers: Vec<&str> = entries
+                .iter()
+                .map(|e| e["manager"].as_str().unwrap())
+                .collect();
+            assert_eq!(managers, ["kube-pulse", "karpor-controller"]);
+            let stored =
+                write_status(&clusters, "prod", "kube-pulse", json!({"healthy": true})).await;
+            let again = stored["metadata"]["managedFields"][0]["time"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(again > first, "{first} then {again}");
+            // The main endpoint keeps the entries.
+            let relabelled = clusters
+                .patch(
+                    "prod",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+                )
+                .await
+                .unwrap();
+            let entries = body(&relabelled)["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .len();
+            assert!(entries >= 2, "{relabelled:?}");
+        }
+        karpor.shutdown().await;
+    }
+    member.shutdown().await;
 }

@@ -153,6 +153,8 @@ pub struct Metrics {
     pub(crate) connections: ConnectionMetrics,
     /// Reloads of the member configuration (src/members/reload.rs).
     pub(crate) reloads: ReloadMetrics,
+    /// Status writes to Karpor's objects (src/karpor/writer.rs).
+    pub(crate) karpor_writer: KarporWriterMetrics,
 }
 
 /// Reloads of the member configuration (SIGHUP, a changed file): applied
@@ -188,6 +190,52 @@ impl ReloadMetrics {
         let result = if applied { "applied" } else { "refused" };
         self.results.get_or_create(&ResultLabels { result }).inc();
         self.last_ok.set(i64::from(applied));
+    }
+}
+
+/// Status writes to Karpor's objects (src/karpor/writer.rs): results per
+/// kind, and whether this replica stands by for another writer.
+#[derive(Debug, Default)]
+pub(crate) struct KarporWriterMetrics {
+    writes: Family<WriteLabels, Counter>,
+    pub(crate) standby: Gauge,
+    pub(crate) foreign_writers: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    kind: &'static str,
+    result: &'static str,
+}
+
+impl KarporWriterMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "karpor_status_writes",
+            "Status writes to Karpor's objects by kind (Cluster, SyncRegistry) and result: written, conflict (re-read and retried), gone (404), error",
+            self.writes.clone(),
+        );
+        registry.register(
+            "karpor_status_writer_standby",
+            "1 while this replica writes no Karpor status because another kube-pulse replica does",
+            self.standby.clone(),
+        );
+        registry.register(
+            "karpor_status_foreign_writers",
+            "Other kube-pulse replicas seen writing Karpor status recently (managedFields)",
+            self.foreign_writers.clone(),
+        );
+    }
+
+    /// Counts one write of a `kind` object with its `result`.
+    pub(crate) fn record(&self, kind: &'static str, result: &'static str) {
+        self.writes.get_or_create(&WriteLabels { kind, result }).inc();
+    }
+
+    /// Writes of a `kind` object with `result` so far.
+    #[cfg(test)]
+    pub(crate) fn count(&self, kind: &'static str, result: &'static str) -> u64 {
+        self.writes.get_or_create(&WriteLabels { kind, result }).get()
     }
 }
 
@@ -303,6 +351,7 @@ impl Metrics {
             seen_seq: Default::default(),
             connections: ConnectionMetrics::default(),
             reloads: ReloadMetrics::default(),
+            karpor_writer: KarporWriterMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -433,6 +482,7 @@ impl Metrics {
         );
         m.connections.register(&mut registry);
         m.reloads.register(&mut registry);
+        m.karpor_writer.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

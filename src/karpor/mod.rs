@@ -11,4 +11,6 @@
 //! apiserver and discovers where it serves both kinds.
 
 pub mod api;
+mod report;
 pub mod types;
+pub(crate) mod writer;

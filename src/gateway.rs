@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::http_server::{self, TlsSettings};
 use crate::hub::Hub;
+use crate::karpor::{KarporCheck, KarporHealth, KarporSettings};
+use crate::members::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::router::{self, GatewayState};
 use crate::tasks::{TaskSettings, Tasks};
@@ -44,6 +46,8 @@ pub struct GatewayConfig {
     pub tls: Option<TlsSettings>,
     /// Timeouts and limits of accepted connections; trusted proxies.
     pub connections: ConnectionSettings,
+    /// Members and sync registries from Karpor besides `members`, when set.
+    pub karpor: Option<KarporSettings>,
 }
 
 impl Default for GatewayConfig {
@@ -58,6 +62,7 @@ impl Default for GatewayConfig {
             auth: AuthSettings::default(),
             tls: None,
             connections: ConnectionSettings::default(),
+            karpor: None,
         }
     }
 }
@@ -65,6 +70,10 @@ impl Default for GatewayConfig {
 /// A running gateway: pipeline, tasks and the state every request shares.
 pub struct Gateway {
     pipeline: Arc<Pipeline>,
+    /// The members of every source (file, Karpor), merged into the pipeline.
+    union: Arc<MemberUnion>,
+    /// The Karpor source, when configured; stopped before the pipeline.
+    karpor: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -98,6 +107,7 @@ impl Gateway {
             auth,
             tls,
             connections,
+            karpor,
         } = config;
         for member in &members {
             tracing::info!(cluster = %member.name, server = %member.config.cluster_url, "member cluster registered");
@@ -109,14 +119,28 @@ impl Gateway {
             .build(hub.clone())
             .await
             .map_err(|message| Error::Settings(format!("authentication: {message}")))?;
+        let file_part = Part {
+            members: members.clone(),
+            held: Vec::new(),
+            registries: Some(pipeline.registries.clone()),
+        };
         let pipeline = Pipeline::start_on(hub, members, pipeline, shutdown).await?;
+        let union = MemberUnion::new(pipeline.clone(), file_part);
         let tasks = Tasks::for_pipeline(&pipeline, tasks, shutdown);
         tracing::info!(
             mode = auth.mode_name(),
             tls = tls.is_some(),
             "gateway security"
         );
-        let checks = health_for(&pipeline, Some(tasks.clone()), health);
+        let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
+        let karpor = karpor.map(|settings| {
+            tracing::info!(kubeconfig = %settings.kubeconfig.display(), context = ?settings.context, allow_exec = settings.allow_exec, "members and sync registries also from Karpor");
+            let karpor_health = Arc::new(KarporHealth::default());
+            checks
+                .readyz
+                .push(Arc::new(KarporCheck(karpor_health.clone())));
+            crate::karpor::source::spawn(settings, union.clone(), karpor_health, shutdown.clone())
+        });
         let state = GatewayState::for_pipeline(
             &pipeline,
             tasks.clone(),
@@ -127,6 +151,8 @@ impl Gateway {
         );
         Ok(Self {
             pipeline,
+            union,
+            karpor: parking_lot::Mutex::new(karpor),
             tasks,
             state,
             base_path,
@@ -144,6 +170,11 @@ impl Gateway {
     /// Sources, engine and hub.
     pub fn pipeline(&self) -> &Arc<Pipeline> {
         &self.pipeline
+    }
+
+    /// The members of every source; a reloaded file replaces its part here.
+    pub fn member_union(&self) -> &Arc<MemberUnion> {
+        &self.union
     }
 
     /// User actions on apps.
@@ -210,6 +241,12 @@ impl Gateway {
 
     /// Stops tasks, then sources and engine, and waits for them.
     pub async fn stop(&self) {
+        // The Karpor source ends on shutdown; it must not change members
+        // while the pipeline stops.
+        let karpor = self.karpor.lock().take();
+        if let Some(karpor) = karpor {
+            let _ = karpor.await;
+        }
         self.tasks.stop().await;
         self.pipeline.stop().await;
     }

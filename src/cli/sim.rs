@@ -150,6 +150,7 @@ impl SimArgs {
             reviews: Default::default(),
             image_faults: self.image_faults.iter().cloned().collect(),
             pod_capacity: self.pod_capacity,
+            karpor: None,
         }
     }
 }

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::Shared;
+use super::managed::{Operation, Writer};
 use super::object::{UpdateScope, name_of, resource_version_of};
 use super::params::Params;
 use super::patch::{self, PatchKind};
@@ -359,7 +360,10 @@ async fn dispatch(
                     )));
                 }
                 let obj = decode_body(headers, body)?;
-                let created = shared.store.create(&def, ns, obj, dry_run)?;
+                let writer = writer_of(&params, headers, Operation::Update, None);
+                let created = shared
+                    .store
+                    .create_by(&def, ns, obj, dry_run, writer.as_ref())?;
                 Ok(json_response(StatusCode::CREATED, &created))
             }
             "deletecollection" => {
@@ -415,6 +419,28 @@ async fn dispatch(
     }
 }
 
+/// Who a write is recorded as in `managedFields`.
+fn writer_of(
+    params: &Params,
+    headers: &HeaderMap,
+    operation: Operation,
+    subresource: Option<&'static str>,
+) -> Option<Writer> {
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    Writer::of_request(
+        params.str("fieldManager"),
+        user_agent,
+        operation,
+        subresource,
+    )
+}
+
+fn subresource(scope: UpdateScope) -> Option<&'static str> {
+    (scope == UpdateScope::Status).then_some("status")
+}
+
 /// One request on a single object (or its subresource), as the verb handlers see it.
 #[derive(Clone, Copy)]
 struct ObjectRequest<'a> {
@@ -448,7 +474,8 @@ fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response> 
         "get" => Ok(json_response(StatusCode::OK, &store.get(def, ns, name)?)),
         "update" => {
             let obj = decode_body(headers, body)?;
-            let updated = store.update(def, ns, name, obj, scope, dry_run)?;
+            let writer = writer_of(r.params, headers, Operation::Update, subresource(scope));
+            let updated = store.update_by(def, ns, name, obj, scope, dry_run, writer.as_ref())?;
             Ok(json_response(StatusCode::OK, &updated))
         }
         "patch" => patch_object(r, scope),
@@ -465,7 +492,7 @@ fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response> 
                         "details": {
                             "name": name,
                             "group": def.group,
-                            "kind": def.plural,
+                            "kind": def.qualified_plural(),
                             "uid": obj["metadata"]["uid"],
                         },
                     });
@@ -518,6 +545,12 @@ fn patch_object(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response>
     } = r;
     let kind = PatchKind::from_content_type(&media_type(headers))?;
     let document = patch::parse_body(kind, body)?;
+    let operation = if kind == PatchKind::Apply {
+        Operation::Apply
+    } else {
+        Operation::Update
+    };
+    let writer = writer_of(params, headers, operation, subresource(scope));
     if kind == PatchKind::Apply {
         if params.str("fieldManager").is_none() {
             return Err(ApiError::new(
@@ -535,22 +568,25 @@ fn patch_object(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response>
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
             obj["metadata"]["name"] = json!(name);
-            let created = shared.store.create(def, ns, obj, dry_run)?;
+            let created = shared
+                .store
+                .create_by(def, ns, obj, dry_run, writer.as_ref())?;
             return Ok(json_response(StatusCode::CREATED, &created));
         }
     }
-    let updated = shared
-        .store
-        .mutate(def, ns, name, scope, dry_run, |current| {
-            let wanted_rv = document
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
-                return Err(ApiError::conflict(def, name));
-            }
-            patch::apply(kind, current, &document)
-        })?;
+    let updated =
+        shared
+            .store
+            .mutate_by(def, ns, name, scope, dry_run, writer.as_ref(), |current| {
+                let wanted_rv = document
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
+                    return Err(ApiError::conflict(def, name));
+                }
+                patch::apply(kind, current, &document)
+            })?;
     Ok(json_response(StatusCode::OK, &updated))
 }
 

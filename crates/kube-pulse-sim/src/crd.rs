@@ -130,6 +130,7 @@ pub fn served(crd_def: &ResourceDef, crd: &Value) -> ApiResult<Vec<ResourceDef>>
             scale_subresource: subresources.get("scale").is_some_and(Value::is_object),
             short_names: text_list(&names["shortNames"]),
             singular_name: singular.clone(),
+            typed: None,
         });
     }
     defs.sort_by(|a, b| version_priority(&a.version, &b.version));

@@ -15,7 +15,9 @@ pub mod crd;
 mod discovery;
 pub mod events;
 pub mod faults;
+pub mod karpor;
 mod kubelet;
+pub mod managed;
 pub mod object;
 mod params;
 pub mod patch;
@@ -24,12 +26,14 @@ mod protobuf;
 pub mod resources;
 pub mod reviews;
 pub mod scenario;
+pub mod schema;
 pub mod selector;
 mod server;
 pub mod status;
 pub mod store;
 pub mod table;
 pub mod testing;
+pub mod typed;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +54,7 @@ use tokio_util::task::TaskTracker;
 
 pub use converger::ConvergeConfig;
 pub use faults::{Faults, StatsSnapshot};
+pub use karpor::KarporOptions;
 pub use resources::ResourceDef;
 pub use status::ApiError;
 
@@ -94,6 +99,8 @@ pub struct SimConfig {
     pub image_faults: BTreeMap<String, pods::ImageFault>,
     /// Pods the cluster has room for (None: unlimited).
     pub pod_capacity: Option<u32>,
+    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor.rs`).
+    pub karpor: Option<KarporOptions>,
 }
 
 impl Default for SimConfig {
@@ -112,6 +119,7 @@ impl Default for SimConfig {
             reviews: reviews::ReviewPolicy::default(),
             image_faults: BTreeMap::new(),
             pod_capacity: None,
+            karpor: None,
         }
     }
 }
@@ -350,7 +358,10 @@ impl SimCluster {
     ) -> std::io::Result<Self> {
         let listener = server::bind(config.listen)?;
         let addr = listener.local_addr()?;
-        let catalog = resources::Catalog::new(config.extra_resources.clone());
+        let catalog = match config.karpor {
+            Some(options) => karpor::catalog(options, config.extra_resources.clone()),
+            None => resources::Catalog::new(config.extra_resources.clone()),
+        };
         let shared = Arc::new(Shared {
             name: config.name.clone(),
             addr,
@@ -407,6 +418,10 @@ impl SimCluster {
         for workload in &config.workloads {
             self.apply(&workload_manifest(workload))?;
         }
+        if config.karpor.is_some_and(|k| k.default_registry) {
+            self.apply(&karpor::only_metadata_rule())?;
+            self.apply(&karpor::default_sync_registry())?;
+        }
         Ok(())
     }
 
@@ -416,6 +431,11 @@ impl SimCluster {
 
     pub fn addr(&self) -> SocketAddr {
         self.shared.addr
+    }
+
+    /// The bearer token API requests need, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.shared.token.as_deref()
     }
 
     /// `http://127.0.0.1:PORT`, what `kubectl --server` takes.

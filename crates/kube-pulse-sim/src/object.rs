@@ -244,6 +244,7 @@ pub fn prepare_create(
         // A new namespace is Active; afterwards its phase belongs to the namespace controller.
         obj["status"] = json!({"phase": "Active"});
     }
+    super::typed::normalize(def, &mut obj)?;
     validate(def, &name, &obj)?;
     Ok(obj)
 }
@@ -284,6 +285,7 @@ pub fn prepare_update(
                 next.as_object_mut().unwrap().remove("status");
             }
         }
+        super::typed::normalize(def, &mut next)?;
         return Ok(next);
     }
     {
@@ -306,7 +308,11 @@ pub fn prepare_update(
             None => meta.remove(key),
         };
     }
-    meta.remove("managedFields");
+    // Who wrote what stays as stored; the store records this write.
+    match current_meta.get("managedFields") {
+        Some(v) => meta.insert("managedFields".into(), v.clone()),
+        None => meta.remove("managedFields"),
+    };
     if def.status_subresource {
         let root = obj.as_object_mut().unwrap();
         match current.get("status") {
@@ -322,6 +328,7 @@ pub fn prepare_update(
         }
     }
     apply_defaults(def, &mut obj);
+    super::typed::normalize(def, &mut obj)?;
     validate(def, &name, &obj)?;
     Ok(obj)
 }

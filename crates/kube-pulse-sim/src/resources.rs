@@ -10,6 +10,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::typed::TypedKind;
+
 /// One served resource (a single version of it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -34,6 +36,10 @@ pub struct ResourceDef {
     /// Singular name when it is not the lower-case kind (a CRD's `names.singular`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub singular_name: Option<String>,
+    /// Served as a typed Go apiserver serves its types (not as a CRD): its
+    /// strategy and schema (`typed.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typed: Option<TypedKind>,
 }
 
 impl ResourceDef {
@@ -49,6 +55,7 @@ impl ResourceDef {
             scale_subresource: false,
             short_names: vec![],
             singular_name: None,
+            typed: None,
         }
     }
 
@@ -64,9 +71,18 @@ impl ResourceDef {
     /// `deployments.apps`, or `namespaces` for the core group, as in error messages.
     pub fn group_resource(&self) -> String {
         if self.group.is_empty() {
-            self.plural.clone()
+            self.qualified_plural().to_string()
         } else {
-            format!("{}.{}", self.plural, self.group)
+            format!("{}.{}", self.qualified_plural(), self.group)
+        }
+    }
+
+    /// The resource name error messages use: the plural, except for a typed
+    /// resource registered under another name than its path.
+    pub fn qualified_plural(&self) -> &str {
+        match self.typed {
+            Some(typed) => typed.qualified_plural(),
+            None => &self.plural,
         }
     }
 
@@ -138,7 +154,8 @@ impl ResourceDef {
     }
 }
 
-fn builtin(
+/// A `v1` resource of a built-in group.
+pub(crate) fn builtin(
     group: &str,
     plural: &str,
     kind: &str,
@@ -157,6 +174,7 @@ fn builtin(
         scale_subresource: scale,
         short_names: short.iter().map(|s| s.to_string()).collect(),
         singular_name: None,
+        typed: None,
     }
 }
 
@@ -216,6 +234,21 @@ impl Catalog {
             }
         }
         Self { defs }
+    }
+
+    /// A catalogue of exactly `defs` (no built-ins), for an apiserver that
+    /// serves another set than a Kubernetes cluster (Karpor's).
+    pub fn from_defs(defs: Vec<ResourceDef>) -> Self {
+        let mut catalog = Self { defs: Vec::new() };
+        for def in defs {
+            if catalog
+                .find(&def.group, &def.version, &def.plural)
+                .is_none()
+            {
+                catalog.defs.push(def);
+            }
+        }
+        catalog
     }
 
     /// This catalogue with the resources of one CRD (`group/plural`) replaced by

@@ -37,7 +37,8 @@ impl ApiError {
     }
 
     fn with_details(mut self, def: &ResourceDef, name: &str) -> Self {
-        self.details = Some(json!({"name": name, "group": def.group, "kind": def.plural}));
+        self.details =
+            Some(json!({"name": name, "group": def.group, "kind": def.qualified_plural()}));
         self
     }
 
@@ -122,14 +123,18 @@ impl ApiError {
             Some(ns) => format!("in the namespace \"{ns}\""),
             None => "at the cluster scope".to_string(),
         };
+        // The authorizer names the resource of the path, whatever the registry calls it.
+        let resource = if def.group.is_empty() {
+            def.plural.clone()
+        } else {
+            format!("{}.{}", def.plural, def.group)
+        };
         Self::new(
             403,
             "Forbidden",
             format!(
-                "{} is forbidden: User \"system:anonymous\" cannot {verb} resource \"{}\" in API group \"{}\" {scope}",
-                def.group_resource(),
-                def.plural,
-                def.group
+                "{resource} is forbidden: User \"system:anonymous\" cannot {verb} resource \"{}\" in API group \"{}\" {scope}",
+                def.plural, def.group
             ),
         )
     }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use super::crd;
+use super::managed::{self, Writer};
 use super::object::{
     self, UpdateScope, has_finalizers, is_terminating, name_of, resource_version_of, timestamp,
 };
@@ -395,7 +396,23 @@ impl Store {
         body: Value,
         dry_run: bool,
     ) -> ApiResult<Arc<Value>> {
-        let mut obj = object::prepare_create(def, namespace, body, chrono::Utc::now())?;
+        self.create_by(def, namespace, body, dry_run, None)
+    }
+
+    /// [`Store::create`] on behalf of `writer`, recorded in `managedFields`.
+    pub fn create_by(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        body: Value,
+        dry_run: bool,
+        writer: Option<&Writer>,
+    ) -> ApiResult<Arc<Value>> {
+        let now = chrono::Utc::now();
+        let mut obj = object::prepare_create(def, namespace, body, now)?;
+        if let Some(writer) = writer {
+            managed::record(&def.api_version(), None, &mut obj, writer, &timestamp(now));
+        }
         let name = name_of(&obj).to_string();
         let mut inner = self.inner.lock();
         // The resource's CRD may have been deleted since the path was resolved.
@@ -439,7 +456,8 @@ impl Store {
         Ok(created)
     }
 
-    /// Replaces an object (PUT). A `resourceVersion` in the body must match.
+    /// Replaces an object (PUT). A `resourceVersion` in the body must match
+    /// (and a typed resource needs one).
     pub fn update(
         &self,
         def: &ResourceDef,
@@ -449,7 +467,23 @@ impl Store {
         scope: UpdateScope,
         dry_run: bool,
     ) -> ApiResult<Arc<Value>> {
-        self.mutate(def, namespace, name, scope, dry_run, |current| {
+        self.update_by(def, namespace, name, body, scope, dry_run, None)
+    }
+
+    /// [`Store::update`] on behalf of `writer`, recorded in `managedFields`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_by(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        name: &str,
+        body: Value,
+        scope: UpdateScope,
+        dry_run: bool,
+        writer: Option<&Writer>,
+    ) -> ApiResult<Arc<Value>> {
+        self.mutate_by(def, namespace, name, scope, dry_run, writer, |current| {
+            super::typed::check_update_precondition(def, name, &body)?;
             let wanted_rv = resource_version_of(&body);
             if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
                 return Err(ApiError::conflict(def, name));
@@ -467,6 +501,22 @@ impl Store {
         name: &str,
         scope: UpdateScope,
         dry_run: bool,
+        change: impl FnOnce(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<Arc<Value>> {
+        self.mutate_by(def, namespace, name, scope, dry_run, None, change)
+    }
+
+    /// [`Store::mutate`] on behalf of `writer`: a change is recorded in
+    /// `managedFields`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn mutate_by(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        name: &str,
+        scope: UpdateScope,
+        dry_run: bool,
+        writer: Option<&Writer>,
         change: impl FnOnce(&Value) -> ApiResult<Value>,
     ) -> ApiResult<Arc<Value>> {
         let mut inner = self.inner.lock();
@@ -488,6 +538,10 @@ impl Store {
         next["metadata"]["resourceVersion"] = json!(resource_version_of(&current));
         if object::same_content(&current, &next) {
             return Ok(current);
+        }
+        if let Some(writer) = writer {
+            let now = timestamp(chrono::Utc::now());
+            managed::record(&def.api_version(), Some(&current), &mut next, writer, &now);
         }
         if dry_run {
             return Ok(Arc::new(next));

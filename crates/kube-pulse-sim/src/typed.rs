@@ -1,0 +1,441 @@
+//! Resources served the way a typed Go apiserver serves them (an aggregated
+//! apiserver built on `k8s.io/apiserver`'s generic registry, as Karpor's is),
+//! rather than as CRDs: the store asks here what its strategy says.
+//!
+//! Pure functions over JSON; the store calls them under its lock. The
+//! strategy of every typed kind here sets `AllowUnconditionalUpdate` to
+//! false, so a replace (PUT) without `metadata.resourceVersion` is refused
+//! with the generic registry's 422; a PATCH carries the stored
+//! resourceVersion and is unaffected. Every write goes through the kind's Go
+//! type (`schema.rs`): unknown fields are dropped, spec and status alike.
+//! The schemas are Karpor 0.6's (`pkg/kubernetes/apis/*/v1beta1/types.go`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::resources::ResourceDef;
+use super::schema::{self, Field, Shape, field, optional};
+use super::status::{ApiError, ApiResult};
+
+const STR_LIST: Shape = Shape::List(&Shape::Str);
+
+/// metav1.Condition.
+const CONDITION: &[Field] = &[
+    field("type", Shape::Str),
+    field("status", Shape::Str),
+    optional("observedGeneration", Shape::Int),
+    field("lastTransitionTime", Shape::Time),
+    field("reason", Shape::Str),
+    field("message", Shape::Str),
+];
+
+/// metav1.LabelSelector.
+const LABEL_SELECTOR: &[Field] = &[
+    optional("matchLabels", Shape::StrMap),
+    optional(
+        "matchExpressions",
+        Shape::List(&Shape::Struct(&[
+            field("key", Shape::Str),
+            field("operator", Shape::Str),
+            optional("values", STR_LIST),
+        ])),
+    ),
+];
+
+const EXEC_CONFIG: &[Field] = &[
+    field("command", Shape::Str),
+    field("args", STR_LIST),
+    field(
+        "env",
+        Shape::List(&Shape::Struct(&[
+            field("name", Shape::Str),
+            field("value", Shape::Str),
+        ])),
+    ),
+    optional("apiVersion", Shape::Str),
+    optional("installHint", Shape::Str),
+    field("provideClusterInfo", Shape::Bool),
+    optional("interactiveMode", Shape::Str),
+];
+
+const CREDENTIAL: &[Field] = &[
+    field("type", Shape::Str),
+    optional("serviceAccountToken", Shape::Str),
+    optional(
+        "x509",
+        Shape::Ptr(&Shape::Struct(&[
+            field("certificate", Shape::Bytes),
+            field("privateKey", Shape::Bytes),
+        ])),
+    ),
+    optional("execConfig", Shape::Ptr(&Shape::Struct(EXEC_CONFIG))),
+];
+
+const CLUSTER_SPEC: Shape = Shape::Struct(&[
+    field("provider", Shape::Str),
+    field(
+        "access",
+        Shape::Struct(&[
+            field("endpoint", Shape::Str),
+            optional("caBundle", Shape::Bytes),
+            optional("insecure", Shape::Ptr(&Shape::Bool)),
+            optional("credential", Shape::Ptr(&Shape::Struct(CREDENTIAL))),
+        ]),
+    ),
+    field("description", Shape::Str),
+    field("displayName", Shape::Str),
+    optional("finalized", Shape::Ptr(&Shape::Bool)),
+]);
+
+/// Karpor 0.6's Cluster: `status` has only `healthy`.
+const CLUSTER: &[Field] = &[
+    field("spec", CLUSTER_SPEC),
+    optional("status", Shape::Struct(&[optional("healthy", Shape::Bool)])),
+];
+
+/// The Cluster of a Karpor whose status also has `conditions`.
+const CLUSTER_WITH_CONDITIONS: &[Field] = &[
+    field("spec", CLUSTER_SPEC),
+    optional(
+        "status",
+        Shape::Struct(&[
+            optional("healthy", Shape::Bool),
+            optional("conditions", Shape::List(&Shape::Struct(CONDITION))),
+        ]),
+    ),
+];
+
+const TRANSFORM_RULE_SPEC: Shape = Shape::Struct(&[
+    field("type", Shape::Str),
+    field("valueTemplate", Shape::Str),
+]);
+
+const TRIM_RULE_SPEC: Shape = Shape::Struct(&[optional(
+    "retain",
+    Shape::Struct(&[optional("jsonPaths", STR_LIST)]),
+)]);
+
+const SYNC_RULE: Shape = Shape::Struct(&[
+    field("apiVersion", Shape::Str),
+    field("resource", Shape::Str),
+    optional("namespace", Shape::Str),
+    // metav1.Duration prints as a Go duration string.
+    optional("resyncPeriod", Shape::Ptr(&Shape::Str)),
+    optional("maxConcurrent", Shape::Int),
+    optional(
+        "selectors",
+        Shape::List(&Shape::Struct(&[
+            optional("labelSelector", Shape::Ptr(&Shape::Struct(LABEL_SELECTOR))),
+            optional(
+                "fieldSelector",
+                Shape::Ptr(&Shape::Struct(&[
+                    optional("matchFields", Shape::StrMap),
+                    optional("serverSupported", Shape::Bool),
+                ])),
+            ),
+        ])),
+    ),
+    optional("transform", Shape::Ptr(&TRANSFORM_RULE_SPEC)),
+    optional("transformRefName", Shape::Str),
+    optional("trim", Shape::Ptr(&TRIM_RULE_SPEC)),
+    optional("trimRefName", Shape::Str),
+    optional("remainAfterDeleted", Shape::Bool),
+]);
+
+const SYNC_REGISTRY: &[Field] = &[
+    optional(
+        "spec",
+        Shape::Struct(&[
+            optional("clusters", STR_LIST),
+            optional(
+                "clusterLabelSelector",
+                Shape::Ptr(&Shape::Struct(LABEL_SELECTOR)),
+            ),
+            optional("syncResources", Shape::List(&SYNC_RULE)),
+            optional("syncResourcesRefName", Shape::Str),
+        ]),
+    ),
+    optional(
+        "status",
+        Shape::Struct(&[
+            field(
+                "clusters",
+                Shape::List(&Shape::Struct(&[
+                    field("cluster", Shape::Str),
+                    field("status", Shape::Str),
+                    field(
+                        "resources",
+                        Shape::List(&Shape::Struct(&[
+                            field("apiVersion", Shape::Str),
+                            field("kind", Shape::Str),
+                            field("status", Shape::Str),
+                            optional("reason", Shape::Str),
+                            optional("message", Shape::Str),
+                            field("lastTransitionTime", Shape::Time),
+                        ])),
+                    ),
+                ])),
+            ),
+            field("lastTransitionTime", Shape::Time),
+        ]),
+    ),
+];
+
+const SYNC_RESOURCES: &[Field] = &[optional(
+    "spec",
+    Shape::Struct(&[optional("syncResources", Shape::List(&SYNC_RULE))]),
+)];
+
+const TRANSFORM_RULE: &[Field] = &[optional("spec", TRANSFORM_RULE_SPEC)];
+
+const TRIM_RULE: &[Field] = &[optional("spec", TRIM_RULE_SPEC)];
+
+/// Which Go type a typed resource stores (it decides the resource name of
+/// error messages and the fields an object keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TypedKind {
+    /// `cluster.karpor.io` Cluster; `conditions` selects the schema whose
+    /// status also has `conditions` (metav1.Condition list).
+    KarporCluster { conditions: bool },
+    /// `search.karpor.io` SyncRegistry, served as `syncclusterresources`.
+    KarporSyncRegistry,
+    /// `search.karpor.io` SyncResources.
+    KarporSyncResources,
+    /// `search.karpor.io` TransformRule.
+    KarporTransformRule,
+    /// `search.karpor.io` TrimRule.
+    KarporTrimRule,
+}
+
+impl TypedKind {
+    /// The resource of the registry's `DefaultQualifiedResource`, which error
+    /// messages name. Karpor registers SyncRegistry under the path
+    /// `syncclusterresources` but names it `syncregistries` there.
+    pub fn qualified_plural(self) -> &'static str {
+        match self {
+            Self::KarporCluster { .. } => "clusters",
+            Self::KarporSyncRegistry => "syncregistries",
+            Self::KarporSyncResources => "syncresources",
+            Self::KarporTransformRule => "transformrules",
+            Self::KarporTrimRule => "trimrules",
+        }
+    }
+}
+
+impl TypedKind {
+    /// The fields of the Go type besides `apiVersion`, `kind` and `metadata`.
+    pub fn schema(self) -> &'static [Field] {
+        match self {
+            Self::KarporCluster { conditions: false } => CLUSTER,
+            Self::KarporCluster { conditions: true } => CLUSTER_WITH_CONDITIONS,
+            Self::KarporSyncRegistry => SYNC_REGISTRY,
+            Self::KarporSyncResources => SYNC_RESOURCES,
+            Self::KarporTransformRule => TRANSFORM_RULE,
+            Self::KarporTrimRule => TRIM_RULE,
+        }
+    }
+}
+
+/// Passes an object to be stored through its Go type: what the typed
+/// apiserver would keep of it (a no-op for other resources). A value of the
+/// wrong type is 400, as the apiserver's decoder answers.
+pub fn normalize(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
+    let Some(typed) = def.typed else {
+        return Ok(());
+    };
+    let mut fields = schema::normalize(typed.schema(), object).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {why}",
+            kind = def.kind,
+            version = def.version,
+            why = e.0
+        ))
+    })?;
+    let Some(root) = object.as_object_mut() else {
+        return Err(ApiError::bad_request("the object must be a JSON object"));
+    };
+    for key in ["apiVersion", "kind", "metadata"] {
+        if let Some(value) = root.remove(key) {
+            fields.insert(key.to_string(), value);
+        }
+    }
+    *root = fields;
+    Ok(())
+}
+
+/// Refuses an unconditional replace of a typed resource (its strategy does
+/// not allow one), in the words of the generic registry.
+pub fn check_update_precondition(def: &ResourceDef, name: &str, body: &Value) -> ApiResult<()> {
+    if def.typed.is_none() {
+        return Ok(());
+    }
+    let resource_version = body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !resource_version.is_empty() {
+        return Ok(());
+    }
+    let why = "Invalid value: 0x0: must be specified for an update";
+    let mut err = ApiError::new(
+        422,
+        "Invalid",
+        format!(
+            "{} \"{name}\" is invalid: metadata.resourceVersion: {why}",
+            def.group_resource()
+        ),
+    );
+    err.details = Some(json!({
+        "name": name,
+        "group": def.group,
+        "kind": def.qualified_plural(),
+        "causes": [{"reason": "FieldValueInvalid", "message": why, "field": "metadata.resourceVersion"}],
+    }));
+    Err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(typed: Option<TypedKind>) -> ResourceDef {
+        ResourceDef {
+            namespaced: false,
+            typed,
+            ..ResourceDef::custom(
+                "search.karpor.io",
+                "v1beta1",
+                "syncclusterresources",
+                "SyncRegistry",
+            )
+        }
+    }
+
+    fn normalized(typed: TypedKind, object: Value) -> Value {
+        let mut object = object;
+        normalize(&def(Some(typed)), &mut object).unwrap();
+        object
+    }
+
+    #[test]
+    fn cluster_status_keeps_only_karpor_fields() {
+        let conditions = json!([{"type": "Ready", "status": "False", "reason": "Disconnected",
+                                 "message": "refused", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                                 "severity": "high"}]);
+        let written = json!({
+            "apiVersion": "cluster.karpor.io/v1beta1", "kind": "Cluster",
+            "metadata": {"name": "prod", "resourceVersion": "3"},
+            "spec": {"provider": "kubernetes", "access": {"endpoint": "https://a", "insecure": false,
+                     "credential": {"type": "ServiceAccountToken", "serviceAccountToken": "t", "password": "x"}},
+                     "region": "eu"},
+            "status": {"healthy": true, "conditions": conditions, "phase": "Ready"},
+            "extra": {"a": 1},
+        });
+        let cases = [
+            (
+                TypedKind::KarporCluster { conditions: false },
+                json!({"healthy": true}),
+            ),
+            (
+                TypedKind::KarporCluster { conditions: true },
+                json!({"healthy": true, "conditions": [{"type": "Ready", "status": "False",
+                       "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Disconnected",
+                       "message": "refused"}]}),
+            ),
+        ];
+        for (typed, status) in cases {
+            let got = normalized(typed, written.clone());
+            assert_eq!(got["status"], status, "{typed:?}");
+            assert_eq!(
+                got["spec"],
+                json!({"provider": "kubernetes", "access": {"endpoint": "https://a", "insecure": false,
+                       "credential": {"type": "ServiceAccountToken", "serviceAccountToken": "t"}},
+                       "description": "", "displayName": ""})
+            );
+            assert_eq!(got["metadata"], written["metadata"]);
+            assert!(got.get("extra").is_none());
+        }
+        // healthy: false is Go's zero value, which omitempty drops.
+        let unhealthy = normalized(
+            TypedKind::KarporCluster { conditions: false },
+            json!({"status": {"healthy": false}}),
+        );
+        assert_eq!(unhealthy["status"], json!({}));
+    }
+
+    #[test]
+    fn sync_registry_status_in_karpors_types() {
+        let empty = normalized(
+            TypedKind::KarporSyncRegistry,
+            json!({"metadata": {"name": "r"}}),
+        );
+        assert_eq!(
+            empty,
+            json!({"metadata": {"name": "r"}, "spec": {},
+                   "status": {"clusters": null, "lastTransitionTime": null}})
+        );
+        let written = normalized(
+            TypedKind::KarporSyncRegistry,
+            json!({"spec": {"clusters": ["*"], "syncResources": [{"apiVersion": "v1", "resource": "pods",
+                            "selectors": [{"fieldSelector": {"matchFields": {"spec.nodeName": "n1"}}}],
+                            "bogus": 1}]},
+                   "status": {"lastTransitionTime": "2026-01-01T00:00:00Z", "phase": "x",
+                              "clusters": [{"cluster": "prod", "status": "Syncing", "extra": 1,
+                                  "resources": [{"apiVersion": "v1", "kind": "Pod", "status": "Error",
+                                                 "reason": "NotServed", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                                                 "since": "x"}]}]}}),
+        );
+        assert_eq!(
+            written["spec"]["syncResources"],
+            json!([{"apiVersion": "v1", "resource": "pods",
+                    "selectors": [{"fieldSelector": {"matchFields": {"spec.nodeName": "n1"}}}]}])
+        );
+        assert_eq!(
+            written["status"],
+            json!({"clusters": [{"cluster": "prod", "status": "Syncing",
+                   "resources": [{"apiVersion": "v1", "kind": "Pod", "status": "Error", "reason": "NotServed",
+                                  "lastTransitionTime": "2026-01-01T00:00:00Z"}]}],
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        );
+        let err = normalize(
+            &def(Some(TypedKind::KarporSyncRegistry)),
+            &mut json!({"status": {"clusters": "prod"}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 400);
+        assert!(err.message.starts_with("SyncRegistry in version \"v1beta1\" cannot be handled as a SyncRegistry: json: cannot unmarshal string"), "{}", err.message);
+        // Untyped resources are left alone.
+        let mut free = json!({"status": {"anything": 1}});
+        normalize(&def(None), &mut free).unwrap();
+        assert_eq!(free, json!({"status": {"anything": 1}}));
+    }
+
+    #[test]
+    fn typed_replaces_need_a_resource_version() {
+        let with_rv = json!({"metadata": {"name": "r", "resourceVersion": "7"}});
+        let without = json!({"metadata": {"name": "r"}});
+        let empty = json!({"metadata": {"name": "r", "resourceVersion": ""}});
+        let cases = [
+            (None, &without, None),
+            (Some(TypedKind::KarporSyncRegistry), &with_rv, None),
+            (Some(TypedKind::KarporSyncRegistry), &without, Some(422)),
+            (Some(TypedKind::KarporSyncRegistry), &empty, Some(422)),
+        ];
+        for (typed, body, code) in cases {
+            let got = check_update_precondition(&def(typed), "r", body)
+                .err()
+                .map(|e| e.code);
+            assert_eq!(got, code, "{typed:?} {body}");
+        }
+        let err =
+            check_update_precondition(&def(Some(TypedKind::KarporSyncRegistry)), "r", &without)
+                .unwrap_err();
+        assert_eq!(
+            err.message,
+            "syncregistries.search.karpor.io \"r\" is invalid: metadata.resourceVersion: \
+             Invalid value: 0x0: must be specified for an update"
+        );
+        assert_eq!(err.details.unwrap()["kind"], "syncregistries");
+    }
+}

@@ -19,8 +19,13 @@ use crate::names::{cluster_name_for_context, valid_name};
 pub struct FileConfig {
     /// Listen address; the `--listen` flag wins when both are given.
     pub listen: Option<SocketAddr>,
-    /// The member clusters to watch; at least one, names unique.
+    /// The member clusters to watch; names unique; at least one unless
+    /// `karpor` gives them.
+    #[serde(default)]
     pub clusters: Vec<ClusterSpec>,
+    /// Members and sync registries also from Karpor's apiserver
+    /// (`--karpor-kubeconfig`, `--karpor-context`, `--karpor-allow-exec` win).
+    pub karpor: Option<crate::karpor::KarporFile>,
     /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
     #[serde(default)]
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
@@ -369,7 +374,7 @@ impl ClusterSpec {
 }
 
 /// `http://HOST[:PORT][/…]` or `https://…` with a non-empty host.
-fn is_http_url(raw: &str) -> bool {
+pub(crate) fn is_http_url(raw: &str) -> bool {
     raw.parse::<http::Uri>().is_ok_and(|uri| {
         matches!(uri.scheme_str(), Some("http" | "https"))
             && uri.host().is_some_and(|h| !h.is_empty())
@@ -432,10 +437,14 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    if config.clusters.is_empty() {
+    let karpor = config
+        .karpor
+        .as_ref()
+        .is_some_and(|k| k.kubeconfig.is_some());
+    if config.clusters.is_empty() && !karpor {
         return Err(Error::Config {
             path: path.to_path_buf(),
-            message: "no clusters: list at least one under `clusters:`".into(),
+            message: "no clusters: list at least one under `clusters:` (or take them from Karpor with `karpor: {kubeconfig: PATH}`)".into(),
         });
     }
     check_unique(&config.clusters, path)?;

@@ -46,7 +46,7 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
             let (addr, config) = args.resolve().await?;
             let gateway = Gateway::start(config, &shutdown).await?;
             if let Some(source) = args.member_source() {
-                let reloader = Reloader::new(source, gateway.pipeline().clone()).await;
+                let reloader = Reloader::new(source, gateway.member_union().clone()).await;
                 reloader.spawn(args.reload_interval(), shutdown.clone())?;
             }
             let listener = http_server::bind(addr).await?;

@@ -44,10 +44,9 @@ impl Condition<'_> {
             .and_then(Value::as_array)
             .and_then(|all| all.iter().find(|c| c["type"] == self.kind));
         let since = match before {
-            Some(c) if c["status"] == self.status => c["lastTransitionTime"]
-                .as_str()
-                .unwrap_or(now)
-                .to_string(),
+            Some(c) if c["status"] == self.status => {
+                c["lastTransitionTime"].as_str().unwrap_or(now).to_string()
+            }
             _ => now.to_string(),
         };
         let mut condition = json!({
@@ -79,7 +78,11 @@ pub(crate) fn cluster_status(
     now: DateTime<Utc>,
 ) -> Value {
     let now = meta_time(now);
-    let (phase, reason, message) = (text(doc, "phase"), text(doc, "reason"), text(doc, "message"));
+    let (phase, reason, message) = (
+        text(doc, "phase"),
+        text(doc, "reason"),
+        text(doc, "message"),
+    );
     let summary = if message.is_empty() {
         format!("{phase} ({reason})")
     } else {
@@ -128,11 +131,7 @@ fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
             format!("{synced} of {total} resources syncing"),
         )
     } else {
-        (
-            "True",
-            "AllSynced",
-            format!("{total} resources syncing"),
-        )
+        ("True", "AllSynced", format!("{total} resources syncing"))
     };
     Condition {
         kind: "Synced",
@@ -160,7 +159,9 @@ pub(crate) struct ClusterReport<'a> {
 
 /// Sync phases from the best to the worst: a cluster's status in a registry
 /// is the worst of its resources'.
-const PHASE_ORDER: &[&str] = &["Syncing", "Listing", "Pending", "Stopped", "Backoff", "Error"];
+const PHASE_ORDER: &[&str] = &[
+    "Syncing", "Listing", "Pending", "Stopped", "Backoff", "Error",
+];
 
 fn rank(phase: &str) -> usize {
     PHASE_ORDER
@@ -269,37 +270,126 @@ mod tests {
     fn cluster_phases_map_to_healthy_and_conditions() {
         // (phase, reason, resources (total, synced, failing)) → (healthy, Ready, Synced (status, reason))
         let cases = [
-            ("Healthy", "Ready", (5, 5, 0), true, "True", ("True", "AllSynced")),
-            ("Healthy", "Ready", (5, 3, 0), true, "True", ("False", "Listing")),
-            ("Degraded", "ResourcesFailing", (5, 4, 1), true, "True", ("False", "ResourcesFailing")),
-            ("Unhealthy", "Disconnected", (5, 5, 0), false, "False", ("Unknown", "ClusterNotReady")),
-            ("Unhealthy", "CredentialsUnsupported", (0, 0, 0), false, "False", ("Unknown", "ClusterNotReady")),
-            ("Pending", "Registered", (0, 0, 0), false, "Unknown", ("Unknown", "ClusterNotReady")),
-            ("Initializing", "Probing", (5, 0, 0), false, "Unknown", ("Unknown", "ClusterNotReady")),
+            (
+                "Healthy",
+                "Ready",
+                (5, 5, 0),
+                true,
+                "True",
+                ("True", "AllSynced"),
+            ),
+            (
+                "Healthy",
+                "Ready",
+                (5, 3, 0),
+                true,
+                "True",
+                ("False", "Listing"),
+            ),
+            (
+                "Degraded",
+                "ResourcesFailing",
+                (5, 4, 1),
+                true,
+                "True",
+                ("False", "ResourcesFailing"),
+            ),
+            (
+                "Unhealthy",
+                "Disconnected",
+                (5, 5, 0),
+                false,
+                "False",
+                ("Unknown", "ClusterNotReady"),
+            ),
+            (
+                "Unhealthy",
+                "CredentialsUnsupported",
+                (0, 0, 0),
+                false,
+                "False",
+                ("Unknown", "ClusterNotReady"),
+            ),
+            (
+                "Pending",
+                "Registered",
+                (0, 0, 0),
+                false,
+                "Unknown",
+                ("Unknown", "ClusterNotReady"),
+            ),
+            (
+                "Initializing",
+                "Probing",
+                (5, 0, 0),
+                false,
+                "Unknown",
+                ("Unknown", "ClusterNotReady"),
+            ),
         ];
         for (phase, reason, resources, healthy, ready, synced) in cases {
-            let status = cluster_status(&cluster_doc(phase, reason, resources), &Value::Null, Some(3), t(0));
+            let status = cluster_status(
+                &cluster_doc(phase, reason, resources),
+                &Value::Null,
+                Some(3),
+                t(0),
+            );
             assert_eq!(status["healthy"], healthy, "{phase}");
             let r = condition(&status, "Ready");
-            assert_eq!((r["status"].as_str(), r["reason"].as_str()), (Some(ready), Some(reason)), "{phase}");
+            assert_eq!(
+                (r["status"].as_str(), r["reason"].as_str()),
+                (Some(ready), Some(reason)),
+                "{phase}"
+            );
             assert_eq!(r["message"], format!("{phase} ({reason}): probe says so"));
             assert_eq!(r["observedGeneration"], 3);
             let s = condition(&status, "Synced");
-            assert_eq!((s["status"].as_str().unwrap(), s["reason"].as_str().unwrap()), synced, "{phase}");
+            assert_eq!(
+                (s["status"].as_str().unwrap(), s["reason"].as_str().unwrap()),
+                synced,
+                "{phase}"
+            );
         }
     }
 
     #[test]
     fn a_condition_keeps_its_transition_time_while_its_status_holds() {
-        let up = cluster_status(&cluster_doc("Healthy", "Ready", (2, 2, 0)), &Value::Null, None, t(0));
-        assert_eq!(condition(&up, "Ready")["lastTransitionTime"], meta_time(t(0)));
+        let up = cluster_status(
+            &cluster_doc("Healthy", "Ready", (2, 2, 0)),
+            &Value::Null,
+            None,
+            t(0),
+        );
+        assert_eq!(
+            condition(&up, "Ready")["lastTransitionTime"],
+            meta_time(t(0))
+        );
         assert!(condition(&up, "Ready").get("observedGeneration").is_none());
         // Still reachable, resources failing now: Ready keeps t(0), Synced moves.
-        let degraded = cluster_status(&cluster_doc("Degraded", "ResourcesFailing", (2, 1, 1)), &up, None, t(10));
-        assert_eq!(condition(&degraded, "Ready")["lastTransitionTime"], meta_time(t(0)));
-        assert_eq!(condition(&degraded, "Synced")["lastTransitionTime"], meta_time(t(10)));
-        let down = cluster_status(&cluster_doc("Unhealthy", "Disconnected", (2, 1, 1)), &degraded, None, t(20));
-        assert_eq!(condition(&down, "Ready")["lastTransitionTime"], meta_time(t(20)));
+        let degraded = cluster_status(
+            &cluster_doc("Degraded", "ResourcesFailing", (2, 1, 1)),
+            &up,
+            None,
+            t(10),
+        );
+        assert_eq!(
+            condition(&degraded, "Ready")["lastTransitionTime"],
+            meta_time(t(0))
+        );
+        assert_eq!(
+            condition(&degraded, "Synced")["lastTransitionTime"],
+            meta_time(t(10))
+        );
+        let down = cluster_status(
+            &cluster_doc("Unhealthy", "Disconnected", (2, 1, 1)),
+            &degraded,
+            None,
+            t(20),
+        );
+        assert_eq!(
+            condition(&down, "Ready")["lastTransitionTime"],
+            meta_time(t(20))
+        );
     }
 
     #[test]
@@ -310,32 +400,62 @@ mod tests {
             ClusterReport {
                 cluster: "a".into(),
                 resources: vec![
-                    ResourceReport { api_version: "apps/v1".into(), resource: "deployments".into(), doc: Some(&syncing) },
-                    ResourceReport { api_version: "policy/v1beta1".into(), resource: "poddisruptionbudgets".into(), doc: Some(&not_served) },
+                    ResourceReport {
+                        api_version: "apps/v1".into(),
+                        resource: "deployments".into(),
+                        doc: Some(&syncing),
+                    },
+                    ResourceReport {
+                        api_version: "policy/v1beta1".into(),
+                        resource: "poddisruptionbudgets".into(),
+                        doc: Some(&not_served),
+                    },
                 ],
             },
             ClusterReport {
                 cluster: "b".into(),
-                resources: vec![ResourceReport { api_version: "v1".into(), resource: "services".into(), doc: None }],
+                resources: vec![ResourceReport {
+                    api_version: "v1".into(),
+                    resource: "services".into(),
+                    doc: None,
+                }],
             },
         ];
         let status = registry_status(&reports, &Value::Null, t(0));
         let a = &status["clusters"][0];
-        assert_eq!((a["cluster"].as_str(), a["status"].as_str()), (Some("a"), Some("Error")));
-        assert_eq!(a["resources"][0], json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": "Syncing", "reason": "Watching", "message": "4 objects", "lastTransitionTime": "2026-09-21T10:00:00Z"}));
+        assert_eq!(
+            (a["cluster"].as_str(), a["status"].as_str()),
+            (Some("a"), Some("Error"))
+        );
+        assert_eq!(
+            a["resources"][0],
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": "Syncing", "reason": "Watching", "message": "4 objects", "lastTransitionTime": "2026-09-21T10:00:00Z"})
+        );
         // No kind known yet: the plural stands in.
         assert_eq!(a["resources"][1]["kind"], "poddisruptionbudgets");
         assert_eq!(a["resources"][1]["reason"], "NotServed");
         let b = &status["clusters"][1];
-        assert_eq!((b["status"].as_str(), b["resources"][0]["reason"].as_str()), (Some("Pending"), Some("NotWatched")));
+        assert_eq!(
+            (b["status"].as_str(), b["resources"][0]["reason"].as_str()),
+            (Some("Pending"), Some("NotWatched"))
+        );
         assert_eq!(status["lastTransitionTime"], "2026-09-21T10:00:05Z");
     }
 
     #[test]
     fn a_registry_without_documents_keeps_its_previous_time() {
         let previous = json!({"lastTransitionTime": "2026-01-01T00:00:00Z"});
-        assert_eq!(registry_status(&[], &previous, t(0))["lastTransitionTime"], "2026-01-01T00:00:00Z");
-        assert_eq!(registry_status(&[], &Value::Null, t(0))["lastTransitionTime"], meta_time(t(0)));
-        assert_eq!(registry_status(&[], &Value::Null, t(0))["clusters"], json!([]));
+        assert_eq!(
+            registry_status(&[], &previous, t(0))["lastTransitionTime"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            registry_status(&[], &Value::Null, t(0))["lastTransitionTime"],
+            meta_time(t(0))
+        );
+        assert_eq!(
+            registry_status(&[], &Value::Null, t(0))["clusters"],
+            json!([])
+        );
     }
 }

@@ -26,8 +26,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 use super::report::{self, ClusterReport, ResourceReport};
 use super::types;
 use crate::hub::{Delivery, Hub, Pattern, TopicDoc};
-use crate::status::sync::Gvr;
 use crate::protocol::TopicKind;
+use crate::status::sync::Gvr;
 
 /// A registry resource's `apiVersion`, plural and sync document.
 type SyncDoc = (String, String, Option<TopicDoc>);
@@ -55,7 +55,7 @@ const FAILING_FOR: Duration = Duration::from_secs(60);
 const CONFLICT_ATTEMPTS: usize = 3;
 
 /// How the writer writes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterSettings {
     /// This replica's name, in the field manager `kube-pulse/{replica}`.
     pub replica: String,
@@ -204,8 +204,49 @@ struct Writer {
     standby: bool,
 }
 
-/// Starts the writer; it runs until `shutdown`.
+/// Starts the writer for the Karpor `karpor` names: it connects (retrying
+/// with a backoff up to 30 s while Karpor does not answer; the source
+/// reports that) and writes until `shutdown`.
 pub(crate) fn spawn(
+    karpor: &super::KarporSettings,
+    hub: Arc<Hub>,
+    settings: WriterSettings,
+    metrics: Arc<crate::metrics::Metrics>,
+    shutdown: CancellationToken,
+) -> (Arc<WriterState>, tokio::task::JoinHandle<()>) {
+    let state = Arc::new(WriterState::default());
+    let (kubeconfig, context) = (karpor.kubeconfig.clone(), karpor.context.clone());
+    let shared = state.clone();
+    let task = tokio::spawn(async move {
+        let mut backoff = Duration::from_secs(1);
+        let api = loop {
+            let connected = async {
+                let config = super::api::kube_config(&kubeconfig, context.as_deref()).await?;
+                super::api::KarporApi::connect(config).await
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                connected = connected => match connected {
+                    Ok(api) => break api,
+                    Err(e) => tracing::debug!(cause = %e, "the status writer cannot reach Karpor yet"),
+                },
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        };
+        let mut writer = Writer::new(hub, KarporApis::new(&api), settings, metrics);
+        writer.state = shared;
+        writer.run(shutdown).await;
+    });
+    (state, task)
+}
+
+/// Starts a writer on `apis`; it runs until `shutdown`.
+#[cfg(test)]
+fn spawn_on(
     hub: Arc<Hub>,
     apis: KarporApis,
     settings: WriterSettings,
@@ -378,7 +419,10 @@ impl Writer {
             else {
                 continue;
             };
-            let live = at > self.started || (now - at).to_std().is_ok_and(|age| age < FOREIGN_WRITER_WINDOW);
+            let live = at > self.started
+                || (now - at)
+                    .to_std()
+                    .is_ok_and(|age| age < FOREIGN_WRITER_WINDOW);
             if live {
                 let last = self.foreign.entry(manager.to_string()).or_insert(at);
                 if at > *last {
@@ -393,8 +437,12 @@ impl Writer {
     /// writes status too; writes again (everything, at once) when it stopped.
     fn update_standby(&mut self) {
         let now = Utc::now();
-        self.foreign
-            .retain(|_, at| (now - *at).to_std().is_ok_and(|age| age < FOREIGN_WRITER_WINDOW) || *at > now);
+        self.foreign.retain(|_, at| {
+            (now - *at)
+                .to_std()
+                .is_ok_and(|age| age < FOREIGN_WRITER_WINDOW)
+                || *at > now
+        });
         let first = self
             .foreign
             .keys()
@@ -481,14 +529,20 @@ impl Writer {
     /// The clusters a registry applies to and the resources it names on
     /// them (`*` for a whole group/version), as the Karpor source reads it.
     fn registry_targets(&self, object: &DynamicObject) -> Vec<(String, Vec<Gvr>)> {
-        let Ok(registry) = serde_json::to_value(object).and_then(serde_json::from_value::<types::SyncRegistry>) else {
+        let Ok(registry) =
+            serde_json::to_value(object).and_then(serde_json::from_value::<types::SyncRegistry>)
+        else {
             return Vec::new();
         };
         let clusters: Vec<types::Cluster> = self
             .objects
             .iter()
             .filter(|((kind, _), _)| *kind == Kind::Cluster)
-            .filter_map(|(_, o)| serde_json::to_value(o).and_then(serde_json::from_value).ok())
+            .filter_map(|(_, o)| {
+                serde_json::to_value(o)
+                    .and_then(serde_json::from_value)
+                    .ok()
+            })
             .collect();
         let converted = super::registries::convert(std::slice::from_ref(&registry), &clusters);
         let Some(named) = converted.registries.first() else {
@@ -498,7 +552,8 @@ impl Writer {
             .clusters
             .iter()
             .map(|cluster| {
-                let mut resources: Vec<Gvr> = named.resources.iter().map(|r| r.gvr.clone()).collect();
+                let mut resources: Vec<Gvr> =
+                    named.resources.iter().map(|r| r.gvr.clone()).collect();
                 resources.extend(
                     converted
                         .wildcards
@@ -519,7 +574,11 @@ impl Writer {
         } else {
             format!("{}/{}", gvr.group, gvr.version)
         };
-        let group = if gvr.group.is_empty() { "core" } else { &gvr.group };
+        let group = if gvr.group.is_empty() {
+            "core"
+        } else {
+            &gvr.group
+        };
         let version = &gvr.version;
         if gvr.resource == "*" {
             return Pattern::parse(&format!("clusters/{cluster}/sync/{group}/{version}/*"))
@@ -535,9 +594,10 @@ impl Writer {
                 })
                 .collect();
         }
-        let doc = self
-            .hub
-            .get(&format!("clusters/{cluster}/sync/{group}/{version}/{}", gvr.resource));
+        let doc = self.hub.get(&format!(
+            "clusters/{cluster}/sync/{group}/{version}/{}",
+            gvr.resource
+        ));
         vec![(api_version, gvr.resource.clone(), doc)]
     }
 
@@ -647,8 +707,7 @@ impl Writer {
         tracing::warn!(kind = key.0.name(), name = %key.1, error = %error, "writing status to Karpor failed");
         self.state
             .failed(format!("{} {}: {error}", key.0.name(), key.1));
-        self.dirty
-            .insert(key.clone(), Instant::now() + RETRY_AFTER);
+        self.dirty.insert(key.clone(), Instant::now() + RETRY_AFTER);
     }
 }
 
@@ -722,7 +781,7 @@ mod tests {
                 replica: replica.into(),
                 min_interval: Duration::from_millis(300),
             };
-            let (state, _task) = spawn(
+            let (state, _task) = spawn_on(
                 self.hub.clone(),
                 self.apis.clone(),
                 settings,
@@ -770,7 +829,8 @@ mod tests {
                 .then_some(())
         })
         .await;
-        s.hub.put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        s.hub
+            .put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
         eventually(WAIT, "Ready=False (Disconnected)", || async {
             let status = s.status(&s.apis.clusters, "a").await;
             // Go's `omitempty` leaves a false `healthy` out.
@@ -783,7 +843,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(800)).await;
         let written = s.writes("Cluster", "written");
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(s.writes("Cluster", "written"), written, "no writes without changes");
+        assert_eq!(
+            s.writes("Cluster", "written"),
+            written,
+            "no writes without changes"
+        );
         assert_eq!(written, 2, "one write per change");
         s.shutdown.cancel();
         s.karpor.shutdown().await;
@@ -803,8 +867,13 @@ mod tests {
         })
         .await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(s.writes("Cluster", "written"), 1, "pruned conditions are not rewritten");
-        s.hub.put("clusters/a", cluster_doc("Degraded", "ResourcesFailing"));
+        assert_eq!(
+            s.writes("Cluster", "written"),
+            1,
+            "pruned conditions are not rewritten"
+        );
+        s.hub
+            .put("clusters/a", cluster_doc("Degraded", "ResourcesFailing"));
         tokio::time::sleep(Duration::from_millis(1500)).await;
         // Degraded is still healthy: the conditions changed, so it is
         // written once; Karpor 0.6 stores the same `healthy`.
@@ -874,22 +943,39 @@ mod tests {
         let patch = json!({"metadata": {"labels": {"team": "infra"}}});
         s.apis
             .clusters
-            .patch("a", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .patch(
+                "a",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
             .await
             .unwrap();
         writer.write(key.clone()).await;
         assert_eq!(s.metrics.karpor_writer.count("Cluster", "conflict"), 1);
         assert_eq!(s.metrics.karpor_writer.count("Cluster", "written"), 1);
         let stored = s.apis.clusters.get("a").await.unwrap();
-        assert_eq!(stored.metadata.labels.as_ref().and_then(|l| l.get("team")).map(String::as_str), Some("infra"), "the other write stays");
-        assert_eq!(ready(&stored.data["status"]), Some(("True".into(), "Ready".into())));
+        assert_eq!(
+            stored
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("team"))
+                .map(String::as_str),
+            Some("infra"),
+            "the other write stays"
+        );
+        assert_eq!(
+            ready(&stored.data["status"]),
+            Some(("True".into(), "Ready".into()))
+        );
         // Deleted behind the writer's back: 404, forgotten, not retried.
         s.apis
             .clusters
             .delete("a", &Default::default())
             .await
             .unwrap();
-        s.hub.put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        s.hub
+            .put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
         writer.write(key.clone()).await;
         assert_eq!(s.metrics.karpor_writer.count("Cluster", "gone"), 1);
         assert!(!writer.objects.contains_key(&key) && !writer.dirty.contains_key(&key));
@@ -913,7 +999,7 @@ mod tests {
         // A second writer sorting first: it writes (the change below), and
         // replica-b, seeing its manager in managedFields, stands by.
         let other_metrics = crate::metrics::Metrics::new();
-        let (_state, _task) = spawn(
+        let (_state, _task) = spawn_on(
             s.hub.clone(),
             s.apis.clone(),
             WriterSettings {
@@ -923,12 +1009,17 @@ mod tests {
             other_metrics.clone(),
             s.shutdown.child_token(),
         );
-        s.hub.put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        s.hub
+            .put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
         eventually(WAIT, "replica-b standing by", || async {
             (s.metrics.karpor_writer.standby.get() == 1).then_some(())
         })
         .await;
-        assert_eq!(other_metrics.karpor_writer.standby.get(), 0, "replica-a keeps writing");
+        assert_eq!(
+            other_metrics.karpor_writer.standby.get(),
+            0,
+            "replica-a keeps writing"
+        );
         assert_eq!(other_metrics.karpor_writer.foreign_writers.get(), 1);
         let before = s.metrics.karpor_writer.count("Cluster", "written");
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -938,7 +1029,68 @@ mod tests {
         })
         .await;
         tokio::time::sleep(Duration::from_millis(600)).await;
-        assert_eq!(s.metrics.karpor_writer.count("Cluster", "written"), before, "replica-b wrote while standing by");
+        assert_eq!(
+            s.metrics.karpor_writer.count("Cluster", "written"),
+            before,
+            "replica-b wrote while standing by"
+        );
+        s.shutdown.cancel();
+        s.karpor.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_registry_gets_each_resource_of_each_cluster_it_applies_to() {
+        let s = setup(KarporOptions {
+            conditions: false,
+            default_registry: true,
+        })
+        .await;
+        s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
+        let doc = |phase: &str, reason: &str, kind: Option<&str>| {
+            let mut doc = json!({"phase": phase, "reason": reason, "message": "m", "since": "2026-12-03T10:00:00.000Z"});
+            if let Some(kind) = kind {
+                doc["kind"] = json!(kind);
+            }
+            doc
+        };
+        s.hub.put(
+            "clusters/a/sync/apps/v1/deployments",
+            doc("Syncing", "Watching", Some("Deployment")),
+        );
+        s.hub.put(
+            "clusters/a/sync/policy/v1beta1/poddisruptionbudgets",
+            doc("Error", "NotServed", None),
+        );
+        s.start("one");
+        let status = eventually(WAIT, "the default registry's status", || async {
+            let status = s.status(&s.apis.registries, karpor::DEFAULT_REGISTRY).await;
+            (status["clusters"][0]["resources"].as_array().map(Vec::len)
+                == Some(karpor::DEFAULT_SYNC_RESOURCES.len()))
+            .then_some(status)
+        })
+        .await;
+        let a = &status["clusters"][0];
+        assert_eq!(
+            (a["cluster"].as_str(), a["status"].as_str()),
+            (Some("a"), Some("Error"))
+        );
+        let resource = |api_version: &str, kind: &str| {
+            a["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["apiVersion"] == api_version && r["kind"] == kind)
+                .cloned()
+                .unwrap_or_else(|| panic!("{api_version} {kind} in {a}"))
+        };
+        assert_eq!(resource("apps/v1", "Deployment")["status"], "Syncing");
+        let pdb = resource("policy/v1beta1", "poddisruptionbudgets");
+        assert_eq!(
+            (pdb["status"].as_str(), pdb["reason"].as_str()),
+            (Some("Error"), Some("NotServed"))
+        );
+        assert_eq!(resource("v1", "services")["reason"], "NotWatched");
+        assert_eq!(status["lastTransitionTime"], "2026-12-03T10:00:00Z");
         s.shutdown.cancel();
         s.karpor.shutdown().await;
     }

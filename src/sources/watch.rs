@@ -246,6 +246,9 @@ fn watcher_config(resource: &SyncResource, config: &SourceConfig) -> watcher::Co
     if let Some(selector) = &resource.label_selector {
         wc = wc.labels(selector);
     }
+    if let Some(selector) = &resource.field_selector {
+        wc = wc.fields(selector);
+    }
     if let Some(page) = config.page_size {
         wc = wc.page_size(page);
     }

@@ -227,6 +227,14 @@ pub enum ClusterInput {
     Removed,
     /// When the member's credentials expire (read when its sources start).
     Credentials(Option<CredentialInfo>),
+    /// The member is kept without sources (`Unhealthy` with this reason,
+    /// e.g. `CredentialsUnsupported`).
+    Held {
+        /// CamelCase reason.
+        reason: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl ClusterStatus {
@@ -378,6 +386,14 @@ impl ClusterStatus {
                 );
             }
             ClusterInput::Credentials(info) => self.credentials = info,
+            ClusterInput::Held { reason, message } => {
+                self.probe = ProbeInfo::default();
+                self.resources = ResourceCounts::default();
+                self.credentials = None;
+                self.clock_skew = None;
+                self.lifecycle
+                    .set(ClusterPhase::Unhealthy, &reason, message, now);
+            }
         }
     }
 }

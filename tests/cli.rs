@@ -316,7 +316,28 @@ fn serve_rejects_bad_configuration_clearly() {
         ),
         (
             vec!["serve".into()],
-            "serve needs --config FILE or --kubeconfig PATH",
+            "serve needs --config FILE, --kubeconfig PATH (or KUBECONFIG) or --karpor-kubeconfig PATH",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--karpor-kubeconfig".into(),
+                "/nonexistent/karpor".into(),
+            ],
+            "cannot read /nonexistent/karpor",
+        ),
+        (
+            [
+                file(
+                    "karpor.yaml",
+                    "clusters:\n- {name: a, server: 'https://x'}\n",
+                ),
+                vec!["--karpor-allow-exec".into()],
+            ]
+            .concat(),
+            "--karpor-context and --karpor-allow-exec need --karpor-kubeconfig",
         ),
         (
             vec!["serve".into(), "--config".into(), bad.display().to_string()],

@@ -131,12 +131,13 @@ fn user(credential: &ClusterAccessCredential, allow_exec: bool) -> Result<Value,
         };
     }
     match credential.type_.as_str() {
+        // Without a token, requests go anonymous, as client-go sends them for Karpor.
+        ClusterAccessCredential::SERVICE_ACCOUNT_TOKEN
+            if credential.service_account_token.is_empty() =>
+        {
+            Ok(json!({}))
+        }
         ClusterAccessCredential::SERVICE_ACCOUNT_TOKEN => {
-            if credential.service_account_token.is_empty() {
-                return Err(invalid(
-                    "credential type ServiceAccountToken without serviceAccountToken".into(),
-                ));
-            }
             Ok(json!({"token": credential.service_account_token}))
         }
         ClusterAccessCredential::X509_CERTIFICATE => {
@@ -309,8 +310,8 @@ mod tests {
                     "empty-token",
                     access(Some(credential("ServiceAccountToken"))),
                 ),
-                Some(INVALID_ACCESS),
-                "serviceAccountToken",
+                None,
+                "",
             ),
             (
                 cluster("bad-cert", access(Some(bad_x509))),

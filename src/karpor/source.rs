@@ -39,6 +39,9 @@ pub const COALESCE: Duration = Duration::from_millis(300);
 const WILDCARD_RETRY: Duration = Duration::from_secs(30);
 /// How long a member's discovered `resource: "*"` expansion is kept.
 const WILDCARD_REFRESH: Duration = Duration::from_secs(600);
+/// How often Karpor is asked whether it answers again after a watch failed
+/// (a watcher that resumes without relisting says nothing when it does).
+const RECHECK: Duration = Duration::from_secs(2);
 /// Longest wait between two attempts to reach Karpor.
 const MAX_CONNECT_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -209,6 +212,7 @@ pub fn spawn(
         discovered: BTreeMap::new(),
         wildcard_retry: None,
         reported: BTreeSet::new(),
+        down: false,
     };
     tokio::spawn(async move { source.run(shutdown).await })
 }
@@ -226,6 +230,8 @@ struct Source {
     wildcard_retry: Option<tokio::time::Instant>,
     /// Problems already logged (each once while it lasts).
     reported: BTreeSet<String>,
+    /// A watch failed and Karpor has not answered since.
+    down: bool,
 }
 
 /// A watcher event with the object parsed (None: not parsable, logged).
@@ -303,8 +309,16 @@ impl Source {
                     self.apply().await;
                     false
                 }
+                _ = tokio::time::sleep(RECHECK), if self.down => {
+                    let probe = kube::api::ListParams::default().limit(1);
+                    if api.clusters().list_metadata(&probe).await.is_ok() {
+                        tracing::info!("Karpor answers again");
+                        self.down = false;
+                    }
+                    false
+                }
             };
-            if self.clusters.listed && self.registries.listed {
+            if !self.down && self.clusters.listed && self.registries.listed {
                 self.health.recovered();
                 self.metrics.karpor.connected.set(1);
             }
@@ -332,6 +346,7 @@ impl Source {
         match event {
             Ok(event) => apply(self, event),
             Err(e) => {
+                self.down = true;
                 self.metrics.karpor.error("watch");
                 self.metrics.karpor.connected.set(0);
                 self.health.failed(format!("watching {kind}: {e}"));

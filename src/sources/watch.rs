@@ -255,6 +255,22 @@ fn watcher_config(resource: &SyncResource, config: &SourceConfig) -> watcher::Co
     wc
 }
 
+/// The kind of a resource watched with a typed API (no discovery needed).
+fn builtin_kind(gvr: &Gvr) -> Option<&'static str> {
+    match (
+        gvr.group.as_str(),
+        gvr.version.as_str(),
+        gvr.resource.as_str(),
+    ) {
+        ("apps", "v1", "deployments") => Some("Deployment"),
+        ("apps", "v1", "statefulsets") => Some("StatefulSet"),
+        ("", "v1", "namespaces") => Some("Namespace"),
+        ("", "v1", "pods") => Some("Pod"),
+        ("", "v1", "events") => Some("Event"),
+        _ => None,
+    }
+}
+
 /// Runs the watch of one resource until `shutdown`.
 pub(crate) async fn run(
     cluster: String,
@@ -268,6 +284,15 @@ pub(crate) async fn run(
     let ns = resource.namespace.as_deref();
     let app_label = config.app_label.clone();
     let gvr = resource.gvr.clone();
+    if let Some(kind) = builtin_kind(&gvr) {
+        let _ = tx
+            .send(Observation::sync(
+                &cluster,
+                &gvr,
+                SyncInput::Kind(kind.into()),
+            ))
+            .await;
+    }
     let mut watch = Watch {
         cluster: cluster.clone(),
         gvr: gvr.clone(),
@@ -459,6 +484,10 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
             return;
         }
     };
+    let kind = SyncInput::Kind(found.kind.clone());
+    if !report(&tx, Observation::sync(&cluster, &gvr, kind)).await {
+        return;
+    }
     let api: Api<DynamicObject> = match &resource.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &found),
         None => Api::all_with(client, &found),

@@ -601,6 +601,20 @@ mod tests {
                 vec!["Initializing (Probing)", "Unhealthy (Disconnected)"],
             ),
             (
+                "held: credentials kube-pulse will not use",
+                vec![
+                    ClusterInput::Held {
+                        reason: "CredentialsUnsupported".into(),
+                        message: "credential type \"OIDC\"".into(),
+                    },
+                    ClusterInput::Started,
+                ],
+                vec![
+                    "Unhealthy (CredentialsUnsupported)",
+                    "Unhealthy (CredentialsUnsupported)",
+                ],
+            ),
+            (
                 "one lost probe does not flap",
                 vec![ok(), fail(Timeout), fail(Timeout), ok()],
                 vec![

@@ -51,6 +51,7 @@ async fn setup(options: KarporOptions, allow_exec: bool) -> Setup {
         kubeconfig,
         context: None,
         allow_exec,
+        status: None,
     };
     let (url, gateway) = start_gateway(&[], |c| c.karpor = Some(settings), &shutdown).await;
     Setup {

@@ -159,9 +159,17 @@ pub(crate) struct ClusterReport<'a> {
 
 /// Sync phases from the best to the worst: a cluster's status in a registry
 /// is the worst of its resources'.
-const PHASE_ORDER: &[&str] = &[
-    "Syncing", "Listing", "Pending", "Stopped", "Backoff", "Error",
-];
+const PHASE_ORDER: &[&str] = &["Syncing", "Listing", "Pending", "Stopped", "Error"];
+
+/// A sync phase as Karpor shows it: `Backoff` (waiting to retry after an
+/// error) is `Error` there, as both mean the resource is not synced; the
+/// reason is the error's and the message says when it is retried.
+fn karpor_phase(phase: &str) -> &str {
+    match phase {
+        "Backoff" => "Error",
+        other => other,
+    }
+}
 
 fn rank(phase: &str) -> usize {
     PHASE_ORDER
@@ -191,7 +199,7 @@ pub(crate) fn registry_status(
                 .map(|r| {
                     let (status, reason, message, since) = match r.doc {
                         Some(doc) => (
-                            text(doc, "phase"),
+                            karpor_phase(text(doc, "phase")),
                             text(doc, "reason"),
                             text(doc, "message"),
                             doc_time(&doc["since"]),
@@ -395,7 +403,7 @@ mod tests {
     #[test]
     fn registries_report_each_resource_and_the_worst_per_cluster() {
         let syncing = json!({"phase": "Syncing", "reason": "Watching", "message": "4 objects", "since": "2026-09-21T10:00:00.250Z", "kind": "Deployment"});
-        let not_served = json!({"phase": "Error", "reason": "NotServed", "message": "policy/v1beta1/poddisruptionbudgets is not served by this cluster", "since": "2026-09-21T10:00:05.000Z"});
+        let not_served = json!({"phase": "Backoff", "reason": "NotServed", "message": "policy/v1beta1/poddisruptionbudgets is not served by this cluster", "since": "2026-09-21T10:00:05.000Z"});
         let reports = [
             ClusterReport {
                 cluster: "a".into(),
@@ -434,6 +442,10 @@ mod tests {
         // No kind known yet: the plural stands in.
         assert_eq!(a["resources"][1]["kind"], "poddisruptionbudgets");
         assert_eq!(a["resources"][1]["reason"], "NotServed");
+        assert_eq!(
+            a["resources"][1]["status"], "Error",
+            "Backoff is an Error to Karpor"
+        );
         let b = &status["clusters"][1];
         assert_eq!(
             (b["status"].as_str(), b["resources"][0]["reason"].as_str()),

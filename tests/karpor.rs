@@ -319,3 +319,63 @@ async fn an_unreachable_karpor_keeps_the_last_known_members() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
+    let (file_member, karpor_member) = (sim().await, sim().await);
+    let karpor = karpor::start(KarporOptions {
+        default_registry: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = KarporSettings {
+        kubeconfig: write_kubeconfig(dir.path(), &karpor.url()),
+        context: None,
+        allow_exec: false,
+    };
+    let shutdown = CancellationToken::new();
+    let (url, gateway) =
+        start_gateway(&[&file_member], |c| c.karpor = Some(settings), &shutdown).await;
+    let s = Setup {
+        karpor,
+        dir,
+        url,
+        gateway,
+        shutdown,
+    };
+    let name = file_member.name().to_string();
+    // Karpor names the file's member too, with an endpoint nothing answers on.
+    let elsewhere = MemberAccess {
+        endpoint: "http://127.0.0.1:9".into(),
+        ..MemberAccess::to_sim(&file_member)
+    };
+    s.apply(&karpor::cluster_manifest(&name, &elsewhere)).await;
+    s.apply(&karpor::cluster_manifest(
+        "from-karpor",
+        &MemberAccess::to_sim(&karpor_member),
+    ))
+    .await;
+    s.doc("clusters/from-karpor", |d| d["phase"] == "Healthy")
+        .await;
+    let doc = s
+        .doc(&format!("clusters/{name}"), |d| d["phase"] == "Healthy")
+        .await;
+    let server = doc["server"].as_str().unwrap().trim_end_matches('/');
+    assert_eq!(server, file_member.url(), "{doc}");
+    // Karpor's Cluster of that name going away leaves the file's member.
+    ok(&kubectl(
+        &s.karpor.url(),
+        &["delete", "clusters.cluster.karpor.io", &name],
+    )
+    .await);
+    ok(&kubectl(
+        &s.karpor.url(),
+        &["delete", "clusters.cluster.karpor.io", "from-karpor"],
+    )
+    .await);
+    s.gone("clusters/from-karpor").await;
+    let doc = s.gateway.hub().get(&format!("clusters/{name}")).unwrap();
+    assert_eq!(doc.doc["phase"], "Healthy");
+}

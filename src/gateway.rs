@@ -72,8 +72,8 @@ pub struct Gateway {
     pipeline: Arc<Pipeline>,
     /// The members of every source (file, Karpor), merged into the pipeline.
     union: Arc<MemberUnion>,
-    /// The Karpor source, when configured; stopped before the pipeline.
-    karpor: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The Karpor source, when configured, and what stops it (before the pipeline).
+    karpor: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -139,7 +139,10 @@ impl Gateway {
             checks
                 .readyz
                 .push(Arc::new(KarporCheck(karpor_health.clone())));
-            crate::karpor::source::spawn(settings, union.clone(), karpor_health, shutdown.clone())
+            let token = shutdown.child_token();
+            let task =
+                crate::karpor::source::spawn(settings, union.clone(), karpor_health, token.clone());
+            (token, task)
         });
         let state = GatewayState::for_pipeline(
             &pipeline,
@@ -241,11 +244,11 @@ impl Gateway {
 
     /// Stops tasks, then sources and engine, and waits for them.
     pub async fn stop(&self) {
-        // The Karpor source ends on shutdown; it must not change members
-        // while the pipeline stops.
+        // The Karpor source must not change members while the pipeline stops.
         let karpor = self.karpor.lock().take();
-        if let Some(karpor) = karpor {
-            let _ = karpor.await;
+        if let Some((token, task)) = karpor {
+            token.cancel();
+            let _ = task.await;
         }
         self.tasks.stop().await;
         self.pipeline.stop().await;

@@ -770,7 +770,14 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
         format!("{url}/api/v1/clusters/a"),
         format!("{url}/api/v1/clusters/a/sync"),
     );
-    let read = || async { (get_json(&cluster).await, get_json(&sync).await) };
+    // The sync documents first: the engine puts the cluster document right
+    // after the sync document an event changed, so the cluster document
+    // read next is as recent as the listing (but for that one put, which
+    // the waits below do not depend on).
+    let read = || async {
+        let syncs = get_json(&sync).await;
+        (get_json(&cluster).await, syncs)
+    };
     let (doc, syncs) = common::eventually(WAIT, "every watch listed", || async {
         let (doc, syncs) = read().await;
         let listed = doc["resources"]["synced"] == 5

@@ -72,10 +72,10 @@ pub struct Gateway {
     pipeline: Arc<Pipeline>,
     /// The members of every source (file, Karpor), merged into the pipeline.
     union: Arc<MemberUnion>,
-    /// The Karpor source, when configured; stopped before the pipeline.
-    karpor: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// The status writer onto Karpor's objects, unless read-only.
-    karpor_writer: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The Karpor source, when configured, and what stops it (before the pipeline).
+    karpor: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
+    /// The status writer onto Karpor's objects (unless read-only), and what stops it.
+    karpor_writer: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -143,21 +143,23 @@ impl Gateway {
                 .push(Arc::new(KarporCheck(karpor_health.clone())));
             let writer = settings.status.clone().map(|status| {
                 tracing::info!(field_manager = %format!("{}{}", writer::MANAGER_PREFIX, status.replica), "kube-pulse's status is written back onto Karpor's objects");
+                let token = shutdown.child_token();
                 let (state, task) = writer::spawn(
                     &settings,
                     pipeline.hub().clone(),
                     status,
                     pipeline.metrics().clone(),
-                    shutdown.clone(),
+                    token.clone(),
                 );
                 checks
                     .readyz
                     .push(Arc::new(writer::KarporStatusCheck(state)));
-                task
+                (token, task)
             });
-            let source =
-                crate::karpor::source::spawn(settings, union.clone(), karpor_health, shutdown.clone());
-            (source, writer)
+            let token = shutdown.child_token();
+            let task =
+                crate::karpor::source::spawn(settings, union.clone(), karpor_health, token.clone());
+            ((token, task), writer)
         });
         let (karpor, karpor_writer) = match karpor {
             Some((source, writer)) => (Some(source), writer),
@@ -264,15 +266,16 @@ impl Gateway {
 
     /// Stops tasks, then sources and engine, and waits for them.
     pub async fn stop(&self) {
-        // The Karpor source ends on shutdown; it must not change members
-        // while the pipeline stops.
+        // The Karpor source must not change members while the pipeline stops.
         let karpor = self.karpor.lock().take();
-        if let Some(karpor) = karpor {
-            let _ = karpor.await;
+        if let Some((token, task)) = karpor {
+            token.cancel();
+            let _ = task.await;
         }
         let writer = self.karpor_writer.lock().take();
-        if let Some(writer) = writer {
-            let _ = writer.await;
+        if let Some((token, task)) = writer {
+            token.cancel();
+            let _ = task.await;
         }
         self.tasks.stop().await;
         self.pipeline.stop().await;

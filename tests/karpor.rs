@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{doc_where, kubectl, ok, sim, sim_with, start_gateway};
@@ -33,19 +32,10 @@ impl Drop for Setup {
     }
 }
 
-fn write_kubeconfig(dir: &Path, server: &str) -> PathBuf {
-    let path = dir.join("karpor-kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: karpor\n  cluster: {{server: '{server}'}}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: karpor\n  context: {{cluster: karpor, user: u}}\ncurrent-context: karpor\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 async fn setup(options: KarporOptions, allow_exec: bool) -> Setup {
     let karpor = karpor::start(options).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = write_kubeconfig(dir.path(), &karpor.url());
+    let kubeconfig = common::karpor_kubeconfig(dir.path(), &karpor.url());
     let shutdown = CancellationToken::new();
     let settings = KarporSettings {
         kubeconfig,
@@ -319,4 +309,142 @@ async fn an_unreachable_karpor_keeps_the_last_known_members() {
         (ready.status() == 200).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
+    let (file_member, karpor_member) = (sim().await, sim().await);
+    let karpor = karpor::start(KarporOptions {
+        default_registry: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let settings = KarporSettings {
+        kubeconfig: common::karpor_kubeconfig(dir.path(), &karpor.url()),
+        context: None,
+        allow_exec: false,
+        status: None,
+    };
+    let shutdown = CancellationToken::new();
+    let (url, gateway) =
+        start_gateway(&[&file_member], |c| c.karpor = Some(settings), &shutdown).await;
+    let s = Setup {
+        karpor,
+        dir,
+        url,
+        gateway,
+        shutdown,
+    };
+    let name = file_member.name().to_string();
+    // Karpor names the file's member too, with an endpoint nothing answers on.
+    let elsewhere = MemberAccess {
+        endpoint: "http://127.0.0.1:9".into(),
+        ..MemberAccess::to_sim(&file_member)
+    };
+    s.apply(&karpor::cluster_manifest(&name, &elsewhere)).await;
+    s.apply(&karpor::cluster_manifest(
+        "from-karpor",
+        &MemberAccess::to_sim(&karpor_member),
+    ))
+    .await;
+    s.doc("clusters/from-karpor", |d| d["phase"] == "Healthy")
+        .await;
+    let doc = s
+        .doc(&format!("clusters/{name}"), |d| d["phase"] == "Healthy")
+        .await;
+    let server = doc["server"].as_str().unwrap().trim_end_matches('/');
+    assert_eq!(server, file_member.url(), "{doc}");
+    // Karpor's Cluster of that name going away leaves the file's member.
+    ok(&kubectl(
+        &s.karpor.url(),
+        &["delete", "clusters.cluster.karpor.io", &name],
+    )
+    .await);
+    ok(&kubectl(
+        &s.karpor.url(),
+        &["delete", "clusters.cluster.karpor.io", "from-karpor"],
+    )
+    .await);
+    s.gone("clusters/from-karpor").await;
+    let doc = s.gateway.hub().get(&format!("clusters/{name}")).unwrap();
+    assert_eq!(doc.doc["phase"], "Healthy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allowed_exec_plugin_runs_and_its_token_is_used() {
+    let member = sim_with(|c| c.token = Some("from-plugin".into())).await;
+    let s = setup(
+        KarporOptions {
+            default_registry: false,
+            ..Default::default()
+        },
+        true,
+    )
+    .await;
+    let plugin = s.dir.path().join("karpor-login.sh");
+    std::fs::write(
+        &plugin,
+        "#!/bin/sh\necho '{\"apiVersion\": \"client.authentication.k8s.io/v1beta1\", \"kind\": \"ExecCredential\", \"status\": {\"token\": \"'\"$PLUGIN_TOKEN\"'\"}}'\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", plugin.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let access = MemberAccess {
+        credential: Credential::Exec(ExecConfig {
+            command: plugin.display().to_string(),
+            env: vec![("PLUGIN_TOKEN".into(), "from-plugin".into())],
+            api_version: "client.authentication.k8s.io/v1beta1".into(),
+            ..Default::default()
+        }),
+        ..MemberAccess::to_sim(&member)
+    };
+    s.apply(&karpor::cluster_manifest("by-plugin", &access))
+        .await;
+    s.doc("clusters/by-plugin/sync/apps/v1/deployments", |d| {
+        d["phase"] == "Syncing"
+    })
+    .await;
+    s.doc("clusters/by-plugin", |d| d["phase"] == "Healthy")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_its_members_from_karpor_alone() {
+    let member = sim().await;
+    let karpor = karpor::start(KarporOptions {
+        default_registry: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = common::karpor_kubeconfig(dir.path(), &karpor.url());
+    let manifest = dir.path().join("cluster.json");
+    std::fs::write(
+        &manifest,
+        karpor::cluster_manifest("remote", &MemberAccess::to_sim(&member)).to_string(),
+    )
+    .unwrap();
+    ok(&kubectl(&karpor.url(), &["apply", "-f", manifest.to_str().unwrap()]).await);
+    let mut child = common::spawn_binary(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--karpor-kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let url = common::wait_for_url(&mut child);
+    common::eventually(WAIT, "clusters/remote Healthy over REST", || async {
+        let doc = common::get_json(&format!("{url}/api/v1/clusters/remote")).await;
+        (doc["phase"] == "Healthy").then_some(())
+    })
+    .await;
+    let status = tokio::task::spawn_blocking(move || common::terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
 }

@@ -18,15 +18,6 @@ use tokio_util::sync::CancellationToken;
 /// Generous on a loaded 2-core machine.
 const WAIT: Duration = Duration::from_secs(30);
 
-fn write_kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
-    let path = dir.join("karpor-kubeconfig");
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: karpor\n  cluster: {{server: '{server}'}}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: karpor\n  context: {{cluster: karpor, user: u}}\ncurrent-context: karpor\n"
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 /// `kubectl get KIND NAME -o json` against Karpor: the object's status.
 async fn status_of(server: &str, kind: &str, name: &str) -> Value {
     let out = ok(&kubectl(server, &["get", kind, name, "-o", "json"]).await);
@@ -58,7 +49,7 @@ async fn karpor_objects_show_health_conditions_and_sync_state_as_members_break_a
     let dir = tempfile::tempdir().unwrap();
     let shutdown = CancellationToken::new();
     let settings = KarporSettings {
-        kubeconfig: write_kubeconfig(dir.path(), &karpor.url()),
+        kubeconfig: common::karpor_kubeconfig(dir.path(), &karpor.url()),
         context: None,
         allow_exec: false,
         status: Some(WriterSettings {

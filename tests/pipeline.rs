@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{doc_where, label, pipeline, sim_with};
+use common::{doc_where, get_json, label, pipeline, sim_with};
 use kube_pulse::hub::Pattern;
 use kube_pulse::sources::{SyncRegistry, SyncResource};
 use kube_pulse::status::lifecycle::transitions;
@@ -721,6 +721,126 @@ async fn expiring_credentials_and_clock_skew_are_warned_of() {
     p.stop().await;
     shutdown.cancel();
     sim.shutdown().await;
+}
+
+/// Objects of a REST sync listing, summed.
+fn objects_in(syncs: &Value) -> u64 {
+    syncs["items"].as_array().map_or(0, |items| {
+        items.iter().filter_map(|d| d["objects"].as_u64()).sum()
+    })
+}
+
+/// The `objects` of one resource in a REST sync listing.
+fn objects_of(syncs: &Value, resource: &str) -> Option<u64> {
+    syncs["items"]
+        .as_array()?
+        .iter()
+        .find(|d| d["resource"]["resource"] == resource)?["objects"]
+        .as_u64()
+}
+
+fn last_list_at(doc: &Value) -> chrono::DateTime<chrono::Utc> {
+    doc["cache"]["lastListAt"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no cache.lastListAt in {doc}"))
+}
+
+/// The cluster document over REST shows what the gateway holds of its
+/// member (the sum of its sync documents' counts) and when the last list
+/// completed. A change within a tenth between lists leaves the count shown;
+/// a larger one shows; a relist moves `lastListAt` and shows the exact count.
+#[tokio::test]
+async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
+    let started = chrono::Utc::now();
+    let a = sim_with(|c| {
+        c.name = "a".into();
+        c.workloads = (0..20).map(|i| seed(&format!("w{i}"), 1)).collect();
+    })
+    .await;
+    // Every pod exists before the gateway lists: the first count is exact.
+    let pods = a.store().catalog().find("", "v1", "pods").unwrap().clone();
+    common::eventually(WAIT, "20 pods", || async {
+        (a.store().snapshot(&pods).len() == 20).then_some(())
+    })
+    .await;
+    let shutdown = CancellationToken::new();
+    let (url, _gateway) = common::start_gateway(&[&a], |_| {}, &shutdown).await;
+    let (cluster, sync) = (
+        format!("{url}/api/v1/clusters/a"),
+        format!("{url}/api/v1/clusters/a/sync"),
+    );
+    // The sync documents first: the engine puts the cluster document right
+    // after the sync document an event changed, so the cluster document
+    // read next is as recent as the listing (but for that one put, which
+    // the waits below do not depend on).
+    let read = || async {
+        let syncs = get_json(&sync).await;
+        (get_json(&cluster).await, syncs)
+    };
+    let (doc, syncs) = common::eventually(WAIT, "every watch listed", || async {
+        let (doc, syncs) = read().await;
+        let listed = doc["resources"]["synced"] == 5
+            && objects_of(&syncs, "pods") == Some(20)
+            && doc["cache"]["objects"].as_u64() == Some(objects_in(&syncs));
+        listed.then_some((doc, syncs))
+    })
+    .await;
+    // 20 Deployments, their 20 pods, 4 namespaces (default, kube-system, kube-public, shop).
+    assert_eq!(doc["cache"]["objects"], 44, "{syncs}");
+    let listed_at = last_list_at(&doc);
+    assert!(
+        listed_at >= started && listed_at <= chrono::Utc::now(),
+        "{doc}"
+    );
+    assert!(doc["probe"]["serverVersion"].is_string(), "{doc}");
+
+    // One namespace more (45, within a tenth of 44): the count shown stays.
+    let namespace =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    a.apply(&namespace("extra0")).unwrap();
+    let (doc, _) = common::eventually(WAIT, "the namespace watched", || async {
+        let (doc, syncs) = read().await;
+        (objects_of(&syncs, "namespaces") == Some(5)).then_some((doc, syncs))
+    })
+    .await;
+    assert_eq!(doc["cache"]["objects"], 44, "{doc}");
+    assert_eq!(last_list_at(&doc), listed_at);
+
+    // Five more (50): the count shown moves to within a tenth of it.
+    for i in 1..=5 {
+        a.apply(&namespace(&format!("extra{i}"))).unwrap();
+    }
+    let (doc, syncs) = common::eventually(WAIT, "the namespaces watched", || async {
+        let (doc, syncs) = read().await;
+        (objects_of(&syncs, "namespaces") == Some(10)).then_some((doc, syncs))
+    })
+    .await;
+    let (shown, exact) = (
+        doc["cache"]["objects"].as_u64().unwrap(),
+        objects_in(&syncs),
+    );
+    assert_eq!(exact, 50, "{syncs}");
+    assert!(
+        shown > 44 && exact - shown <= shown / 10,
+        "{shown} of {exact}"
+    );
+    assert_eq!(last_list_at(&doc), listed_at);
+
+    // Every watch expires and relists: a later list time, the exact count.
+    a.apply(&namespace("extra6")).unwrap();
+    a.expire_watches();
+    let doc = common::eventually(WAIT, "a relist", || async {
+        let (doc, syncs) = read().await;
+        (last_list_at(&doc) > listed_at
+            && objects_of(&syncs, "namespaces") == Some(11)
+            && doc["cache"]["objects"].as_u64() == Some(objects_in(&syncs)))
+        .then_some(doc)
+    })
+    .await;
+    assert_eq!(doc["cache"]["objects"], 51, "{doc}");
+    shutdown.cancel();
+    a.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

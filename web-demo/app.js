@@ -113,7 +113,8 @@ function renderCluster(doc) {
   text(card.querySelector('.latency'), latency == null ? '—' : `${latency} ms`);
   text(card.querySelector('.version'), doc.probe?.serverVersion ?? '—');
   const r = doc.resources ?? {};
-  text(card.querySelector('.resources'), `${r.synced ?? 0}/${r.total ?? 0} syncing${r.failing ? `, ${r.failing} failing` : ''}`);
+  const objects = doc.cache?.objects;
+  text(card.querySelector('.resources'), `${r.synced ?? 0}/${r.total ?? 0} syncing${r.failing ? `, ${r.failing} failing` : ''}${objects == null ? '' : `, ${objects} objects`}`);
   text(card.querySelector('.message'), doc.message);
 }
 

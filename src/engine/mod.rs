@@ -24,7 +24,7 @@ use crate::hub::{Hub, topic};
 use crate::metrics::{Metrics, ResourceLabels, WatchLabels};
 use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::cluster::{
-    ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
+    CacheInfo, ClusterInput, ClusterPhase, ClusterStatus, ResourceCounts, Thresholds,
 };
 use crate::status::pods::{self, EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
@@ -551,9 +551,7 @@ impl Engine {
         let Some(model) = self.clusters.get_mut(cluster) else {
             return;
         };
-        let active = model.syncs.values().filter(|s| {
-            !(s.phase() == SyncPhase::Stopped && s.lifecycle.reason == "RemovedFromRegistry")
-        });
+        let active = model.syncs.values().filter(|s| !s.is_removed());
         let mut counts = ResourceCounts::default();
         for s in active {
             counts.total += 1;
@@ -570,6 +568,14 @@ impl Engine {
                     .status
                     .clone()
                     .step(ClusterInput::Resources(counts), thresholds, now);
+        }
+        let cache = cache_info(model.syncs.values());
+        if cache != model.status.cache {
+            // The machine coarsens the count: most of these steps change nothing.
+            model.status = model
+                .status
+                .clone()
+                .step(ClusterInput::Cache(cache), thresholds, now);
         }
     }
 
@@ -689,6 +695,18 @@ impl Engine {
             model.apps.insert((ns, app), next);
         }
     }
+}
+
+/// The exact cache figures of a cluster: objects summed over its watched
+/// resources' caches, and the latest completed list of any of them
+/// (resources no registry names any more are left out, as in the counts).
+fn cache_info<'a>(syncs: impl Iterator<Item = &'a SyncStatus>) -> CacheInfo {
+    syncs
+        .filter(|s| !s.is_removed())
+        .fold(CacheInfo::default(), |acc, s| CacheInfo {
+            objects: acc.objects + s.cached_objects(),
+            last_list_at: acc.last_list_at.max(s.last_list_at()),
+        })
 }
 
 /// Runs the engine until shutdown or until every source is gone.

@@ -97,6 +97,34 @@ pub struct ResourceCounts {
     pub failing: u32,
 }
 
+/// What the gateway holds of a member (`cache` in the document): enough to
+/// see that its view is complete and recent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheInfo {
+    /// Objects in the caches of the member's watched resources. In the
+    /// document it is coarsened by [`shown_objects`]; the engine feeds the exact sum.
+    pub objects: u64,
+    /// When the latest list of any of its watched resources completed (null before the first).
+    #[serde(serialize_with = "super::time::serialize_millis_opt")]
+    pub last_list_at: Option<DateTime<Utc>>,
+}
+
+/// The object count a document shows: exact whenever a list completed
+/// (`lastListAt` moved), else the one already shown until the exact count
+/// differs from it by more than a tenth (so the count is never off by more
+/// than 10 %). Pod churn — creates and deletes that mostly cancel out —
+/// then does not republish the cluster on every event; a scale-up or a
+/// namespace deletion does, and so does every relist.
+pub(crate) fn shown_objects(shown: CacheInfo, exact: CacheInfo) -> u64 {
+    let listed = exact.last_list_at != shown.last_list_at;
+    if listed || exact.objects.abs_diff(shown.objects) > shown.objects / 10 {
+        exact.objects
+    } else {
+        shown.objects
+    }
+}
+
 /// What a member authenticates with, when it expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum CredentialKind {
@@ -187,6 +215,7 @@ pub(crate) struct ClusterStatus {
     pub(crate) lifecycle: Lifecycle<ClusterPhase>,
     pub(crate) probe: ProbeInfo,
     pub(crate) resources: ResourceCounts,
+    pub(crate) cache: CacheInfo,
     /// When the member's credentials expire, when that can be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) credentials: Option<CredentialInfo>,
@@ -223,6 +252,8 @@ pub enum ClusterInput {
     },
     /// The sync states changed: the cluster's resource counts, summed up by the engine.
     Resources(ResourceCounts),
+    /// The caches changed: the exact object count and latest completed list, summed up by the engine.
+    Cache(CacheInfo),
     /// The cluster was taken out of the configuration (`Removed`, final).
     Removed,
     /// When the member's credentials expire (read when its sources start).
@@ -250,6 +281,7 @@ impl ClusterStatus {
             ),
             probe: ProbeInfo::default(),
             resources: ResourceCounts::default(),
+            cache: CacheInfo::default(),
             credentials: None,
             warnings: Vec::new(),
             clock_skew: None,
@@ -377,6 +409,12 @@ impl ClusterStatus {
                     self.set_up(now);
                 }
             }
+            ClusterInput::Cache(exact) => {
+                self.cache = CacheInfo {
+                    objects: shown_objects(self.cache, exact),
+                    last_list_at: exact.last_list_at,
+                };
+            }
             ClusterInput::Removed => {
                 self.lifecycle.set(
                     ClusterPhase::Removed,
@@ -437,6 +475,64 @@ mod tests {
 
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
+    }
+
+    #[test]
+    fn the_object_count_moves_by_more_than_a_tenth_or_on_a_list() {
+        let cache = |objects, listed: Option<i64>| CacheInfo {
+            objects,
+            last_list_at: listed.map(t),
+        };
+        // (shown, exact, shown after)
+        let cases = [
+            (cache(0, None), cache(0, None), 0),
+            (cache(0, None), cache(1, None), 1),
+            (cache(0, None), cache(12, Some(1)), 12),
+            // Below 10 objects every change shows.
+            (cache(9, Some(1)), cache(10, Some(1)), 10),
+            (cache(9, Some(1)), cache(8, Some(1)), 8),
+            // Within a tenth: the count shown stays.
+            (cache(10, Some(1)), cache(11, Some(1)), 10),
+            (cache(10, Some(1)), cache(12, Some(1)), 12),
+            (cache(1000, Some(1)), cache(1100, Some(1)), 1000),
+            (cache(1000, Some(1)), cache(900, Some(1)), 1000),
+            (cache(1000, Some(1)), cache(1101, Some(1)), 1101),
+            (cache(1000, Some(1)), cache(899, Some(1)), 899),
+            (cache(1000, Some(1)), cache(0, Some(1)), 0),
+            // A completed list shows the exact count, however close.
+            (cache(1000, Some(1)), cache(1001, Some(2)), 1001),
+            (cache(1000, Some(1)), cache(1000, Some(2)), 1000),
+        ];
+        for (shown, exact, want) in cases {
+            assert_eq!(shown_objects(shown, exact), want, "{shown:?} → {exact:?}");
+        }
+    }
+
+    #[test]
+    fn churn_within_a_tenth_leaves_the_document_as_it_was() {
+        let th = Thresholds::default();
+        let exact = |objects, listed| {
+            ClusterInput::Cache(CacheInfo {
+                objects,
+                last_list_at: Some(t(listed)),
+            })
+        };
+        let listed = ClusterStatus::new("c", "http://c", t(0))
+            .step(ok(), th, t(1))
+            .step(exact(500, 2), th, t(2));
+        let doc = serde_json::to_value(&listed).unwrap();
+        assert_eq!(doc["cache"]["objects"], 500);
+        assert_eq!(doc["cache"]["lastListAt"], "2023-11-14T22:13:22.000Z");
+        // Pods come and go (net +30, then −20): the same document.
+        let mut churned = listed.clone();
+        for objects in [510, 530, 520, 480, 510] {
+            churned = churned.step(exact(objects, 2), th, t(3));
+        }
+        assert_eq!(churned, listed);
+        // A relist shows the exact count and its time.
+        let relisted = churned.step(exact(510, 9), th, t(9));
+        assert_eq!(relisted.cache.objects, 510);
+        assert_eq!(relisted.cache.last_list_at, Some(t(9)));
     }
 
     fn ok() -> ClusterInput {

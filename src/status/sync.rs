@@ -88,6 +88,9 @@ pub(crate) struct SyncStatus {
     /// A list has completed once: later lists are relists.
     #[serde(skip)]
     listed: bool,
+    /// When the last list completed (the cluster document's `cache.lastListAt`).
+    #[serde(skip)]
+    last_list_at: Option<DateTime<Utc>>,
     /// The last failure was an API error (`Forbidden`, …) and no list has
     /// completed since: the retry's list still counts as failing.
     #[serde(skip)]
@@ -180,6 +183,7 @@ impl SyncStatus {
             kind: None,
             cached: 0,
             listed: false,
+            last_list_at: None,
             retrying_failure: false,
         }
     }
@@ -201,13 +205,33 @@ impl SyncStatus {
         }
     }
 
+    /// Objects in the cache: what the last completed list and the events
+    /// since left there. Unlike `objects`, it does not restart from 0 while
+    /// a relist runs (the cache keeps its objects until the list completes).
+    pub(crate) fn cached_objects(&self) -> u64 {
+        self.cached
+    }
+
+    /// When the last list completed, None before the first.
+    pub(crate) fn last_list_at(&self) -> Option<DateTime<Utc>> {
+        self.last_list_at
+    }
+
+    /// No registry names the resource any more (final): the cluster counts it no more.
+    pub(crate) fn is_removed(&self) -> bool {
+        self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "RemovedFromRegistry"
+    }
+
     fn stopped_for_cluster(&self) -> bool {
         self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "ClusterUnhealthy"
     }
 
     pub(crate) fn step(mut self, input: SyncInput, now: DateTime<Utc>) -> Self {
-        if self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "RemovedFromRegistry" {
+        if self.is_removed() {
             return self;
+        }
+        if matches!(input, SyncInput::ListDone { .. }) {
+            self.last_list_at = Some(now);
         }
         match input {
             // While the cluster is down, retries do not leave `Stopped` until one succeeds.
@@ -613,5 +637,35 @@ mod tests {
         let doc = serde_json::to_value(&known).unwrap();
         assert_eq!(doc["kind"], "Namespace");
         assert_eq!(known.lifecycle, s.lifecycle);
+    }
+
+    #[test]
+    fn the_cache_keeps_its_count_through_a_relist_and_dates_each_completed_list() {
+        let event = |count| SyncInput::Event {
+            count,
+            resource_version: None,
+        };
+        // (input, cached objects after, last list completed at)
+        let cases = [
+            (SyncInput::ListStarted, 0, None),
+            (SyncInput::Listed { count: 40 }, 0, None),
+            (done(50), 50, Some(3)),
+            (event(51), 51, Some(3)),
+            (failed("Expired"), 51, Some(3)),
+            (SyncInput::ListStarted, 51, Some(3)),
+            (SyncInput::Listed { count: 10 }, 51, Some(3)),
+            (failed("Disconnected"), 51, Some(3)),
+            (SyncInput::ListStarted, 51, Some(3)),
+            (done(49), 49, Some(10)),
+        ];
+        let mut s = SyncStatus::new("c", Gvr::new("", "v1", "pods"), t(0));
+        for (i, (input, cached, listed)) in cases.into_iter().enumerate() {
+            s = s.step(input.clone(), t(i as i64 + 1));
+            assert_eq!(
+                (s.cached_objects(), s.last_list_at()),
+                (cached, listed.map(t)),
+                "after {input:?}"
+            );
+        }
     }
 }

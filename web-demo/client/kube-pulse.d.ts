@@ -46,6 +46,15 @@ export interface ClusterStatus extends Lifecycle<ClusterPhase> {
     consecutiveFailures: number;
   };
   resources: { total: number; synced: number; failing: number };
+  /**
+   * What the gateway holds of the member. `objects` is exact after each
+   * completed list and then moves only by more than a tenth (docs/STATUS.md).
+   */
+  cache: { objects: number; lastListAt: string | null };
+  /** When the member's credentials expire, when that can be read. */
+  credentials?: { kind: 'ClientCertificate' | 'Token'; expires: string };
+  /** What to act on before it fails; absent when nothing. */
+  warnings?: { reason: 'CredentialsExpiring' | 'CredentialsExpired' | 'ClockSkew'; message: string }[];
 }
 
 export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' | 'Stopped';
@@ -54,6 +63,8 @@ export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' 
 export interface SyncStatus extends Lifecycle<SyncPhase> {
   cluster: string;
   resource: { group: string; version: string; resource: string };
+  /** The resource's kind (`Deployment`), once known from discovery. */
+  kind?: string;
   objects: number;
   resourceVersion?: string;
   lastEventAt?: string;

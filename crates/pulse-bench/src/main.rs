@@ -6,6 +6,7 @@
 //! `latency.svg`; `pulse-bench raw-server` is the baseline server it spawns.
 
 mod load;
+mod podwatch;
 mod proc;
 mod raw;
 mod report;
@@ -28,7 +29,7 @@ struct Cli {
     /// Where results go.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
-    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync.
+    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -176,6 +177,14 @@ async fn main() -> anyhow::Result<()> {
             plan.sync_clusters, plan.sync_objects
         );
         results.initial_sync = Some(scenarios::initial_sync(&plan).await?);
+    }
+    if wants("pods") {
+        eprintln!(
+            "pods: {} members × {} pods, the pod watch on and off",
+            plan.pod_members,
+            plan.pod_deployments * plan.pod_replicas as usize
+        );
+        results.pod_watch = Some(podwatch::pod_fleet(&bin, &plan).await?);
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

@@ -38,18 +38,28 @@ pub(crate) fn tree(roots: &[u32]) -> Vec<u32> {
     out
 }
 
-/// Resident memory of the processes, in bytes.
-pub(crate) fn rss(pids: &[u32]) -> u64 {
+/// The sum of one `/proc/{pid}/status` field (in kB) over the processes, in bytes.
+fn status_kb(pids: &[u32], field: &str) -> u64 {
     pids.iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
         .filter_map(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<u64>().ok())
         })
         .sum::<u64>()
         * 1024
+}
+
+/// Resident memory of the processes, in bytes.
+pub(crate) fn rss(pids: &[u32]) -> u64 {
+    status_kb(pids, "VmRSS:")
+}
+
+/// Peak resident memory of the processes (each one's `VmHWM`), in bytes.
+pub(crate) fn peak_rss(pids: &[u32]) -> u64 {
+    status_kb(pids, "VmHWM:")
 }
 
 /// CPU seconds (user + system) the processes used so far.
@@ -70,6 +80,7 @@ mod tests {
     fn this_process_has_memory_and_cpu() {
         let me = std::process::id();
         assert!(super::rss(&[me]) > 1024 * 1024);
+        assert!(super::peak_rss(&[me]) >= super::rss(&[me]));
         let spin: u64 = (0..5_000_000u64).fold(0, |a, b| a.wrapping_add(b * b));
         assert!(spin > 0);
         assert!(super::cpu_seconds(&[me]) > 0.0);

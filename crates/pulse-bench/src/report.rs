@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::podwatch::PodFleet;
 use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Sweep};
 use crate::targets::Kind;
 
@@ -21,6 +22,7 @@ pub(crate) struct Results {
     pub(crate) narrow: Option<Sweep>,
     pub(crate) diff: Option<Diff>,
     pub(crate) initial_sync: Option<InitialSync>,
+    pub(crate) pod_watch: Option<PodFleet>,
 }
 
 #[derive(Serialize)]
@@ -77,6 +79,7 @@ impl Results {
             narrow: None,
             diff: None,
             initial_sync: None,
+            pod_watch: None,
         }
     }
 
@@ -238,7 +241,44 @@ impl Results {
                 s.clusters, s.objects_per_cluster, s.seconds, s.server_rss_mb
             );
         }
+        out.push_str("\n### 9. The pod watch over a fleet\n\n");
+        if let Some(f) = &self.pod_watch {
+            Self::pod_watch_table(&mut out, f);
+        }
         out
+    }
+
+    fn pod_watch_table(out: &mut String, f: &PodFleet) {
+        let _ = writeln!(
+            out,
+            "{} members × {} pods ({} pods), created by the simulators in {:.0} s.\n\n| pod watch | objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | steady window (s) | pods churned | CPU in it (s) | % of one core | simulators' CPU in it (s) | RSS after (MB) | peak RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|",
+            f.members,
+            f.pods_per_member,
+            f.members * f.pods_per_member,
+            f.fleet_ready_seconds
+        );
+        for r in &f.runs {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {} | {:.1} | {:.1} % | {:.1} | {:.0} | {:.0} |{}",
+                if r.pod_watch { "on" } else { "off" },
+                r.objects,
+                r.sync_seconds,
+                r.sync_cpu_seconds,
+                r.synced_rss_mb,
+                r.steady_seconds,
+                r.pods_churned,
+                r.steady_cpu_seconds,
+                r.steady_cpu_seconds / r.steady_seconds.max(0.001) * 100.0,
+                r.simulators_cpu_seconds,
+                r.steady_rss_mb,
+                r.peak_rss_mb,
+                r.error
+                    .as_ref()
+                    .map(|e| format!(" stopped: {e}"))
+                    .unwrap_or_default()
+            );
+        }
     }
 
     /// p99 latency at each server's sustained rate against subscribers.

@@ -28,6 +28,15 @@ pub(crate) struct Plan {
     pub(crate) diff_duration: Duration,
     pub(crate) sync_clusters: usize,
     pub(crate) sync_objects: usize,
+    /// The pod watch fleet: members, Deployments per member and their replicas.
+    pub(crate) pod_members: usize,
+    pub(crate) pod_deployments: usize,
+    pub(crate) pod_replicas: u32,
+    /// The simulators' controller step (each rebuilds every pod of its member).
+    pub(crate) pod_tick: Duration,
+    /// The measured steady window, and how often a Deployment per member is scaled in it.
+    pub(crate) pod_steady: Duration,
+    pub(crate) pod_churn_every: Duration,
     pub(crate) p99_limit_ms: f64,
 }
 
@@ -47,6 +56,12 @@ impl Plan {
             diff_duration: kube_pulse_sim::scenario::round() * 2,
             sync_clusters: 100,
             sync_objects: 1000,
+            pod_members: 100,
+            pod_deployments: 50,
+            pod_replicas: 20,
+            pod_tick: Duration::from_secs(5),
+            pod_steady: Duration::from_secs(60),
+            pod_churn_every: Duration::from_secs(5),
             p99_limit_ms: 50.0,
         }
     }
@@ -65,6 +80,12 @@ impl Plan {
             diff_duration: Duration::from_secs(8),
             sync_clusters: 3,
             sync_objects: 50,
+            pod_members: 2,
+            pod_deployments: 3,
+            pod_replicas: 4,
+            pod_tick: Duration::from_millis(200),
+            pod_steady: Duration::from_secs(2),
+            pod_churn_every: Duration::from_secs(1),
             p99_limit_ms: 50.0,
         }
     }

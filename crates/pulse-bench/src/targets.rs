@@ -65,7 +65,7 @@ enum Publish {
     Http { url: String, pushpin: bool },
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -80,7 +80,7 @@ fn fill(template: &str, fields: &[(&str, String)]) -> String {
     out
 }
 
-async fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
+pub(crate) async fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
     for _ in 0..200 {
         if tokio::net::TcpStream::connect(addr).await.is_ok() {
             return Ok(());
@@ -90,7 +90,7 @@ async fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
     anyhow::bail!("{what} did not listen on {addr}")
 }
 
-fn http_client() -> Client<HttpConnector, Full<Bytes>> {
+pub(crate) fn http_client() -> Client<HttpConnector, Full<Bytes>> {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
@@ -421,7 +421,10 @@ fn peer_config(name: &str) -> PathBuf {
         .join(name)
 }
 
-async fn get(client: &Client<HttpConnector, Full<Bytes>>, url: &str) -> anyhow::Result<String> {
+pub(crate) async fn get(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    url: &str,
+) -> anyhow::Result<String> {
     use http_body_util::BodyExt;
     let request = http::Request::get(url).body(Full::new(Bytes::new()))?;
     let response = client.request(request).await?;

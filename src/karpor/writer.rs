@@ -46,7 +46,7 @@ type SyncDoc = (String, String, Option<TopicDoc>);
 pub(crate) const MANAGER_PREFIX: &str = "kube-pulse/";
 
 /// A kube-pulse writer seen writing status this recently is taken as live.
-pub(crate) const FOREIGN_WRITER_WINDOW: Duration = Duration::from_secs(120);
+pub(crate) const FOREIGN_WRITER_WINDOW: Duration = Duration::from_secs(60);
 
 /// Writes that keep failing this long fail the `KarporStatus` check.
 const FAILING_FOR: Duration = Duration::from_secs(60);

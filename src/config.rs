@@ -462,7 +462,9 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
     }
     for registry in &config.sync_registries {
         for cluster in &registry.clusters {
-            if cluster != "*" && !config.clusters.iter().any(|c| &c.name == cluster) {
+            // With Karpor, a registry may name a cluster only Karpor knows.
+            let known = karpor || config.clusters.iter().any(|c| &c.name == cluster);
+            if cluster != "*" && !known {
                 let name = registry.name.as_deref().unwrap_or("(unnamed)");
                 return Err(invalid(format!(
                     "sync registry {name:?} names cluster {cluster:?}, which is not under `clusters:` (known: {})",
@@ -563,6 +565,22 @@ mod tests {
     }
 
     const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u1\n  user: {token: abc}\ncontexts:\n- name: Prod_EU\n  context: {cluster: c1, user: u1}\n- name: dev\n  context: {cluster: c1, user: u1}\ncurrent-context: dev\n";
+
+    #[test]
+    fn with_karpor_the_file_may_have_no_clusters_and_name_karpors() {
+        let dir = tempdir();
+        let text = "karpor: {kubeconfig: /etc/karpor/config, context: k, allowExec: true}\nsyncRegistries:\n- {clusters: [only-in-karpor], resources: []}\n";
+        let config = load_file(&write(&dir, "karpor.yaml", text)).unwrap();
+        assert!(config.clusters.is_empty());
+        let karpor = config.karpor.unwrap();
+        assert_eq!(karpor.context.as_deref(), Some("k"));
+        assert!(karpor.allow_exec);
+        let typo = "karpor: {kubeconfig: /k, allowExecs: true}\n";
+        let err = load_file(&write(&dir, "typo.yaml", typo))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowExecs"), "{err}");
+    }
 
     #[test]
     fn config_file_errors_name_the_problem() {

@@ -448,3 +448,63 @@ async fn serve_takes_its_members_from_karpor_alone() {
         .unwrap();
     assert!(status.success(), "exit status {status:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_label_selector_follows_the_clusters_labels_live() {
+    let member = sim().await;
+    let s = setup(
+        KarporOptions {
+            default_registry: false,
+            ..Default::default()
+        },
+        false,
+    )
+    .await;
+    s.apply(&karpor::cluster_manifest(
+        "labelled",
+        &MemberAccess::to_sim(&member),
+    ))
+    .await;
+    s.apply(&json!({
+        "apiVersion": "search.karpor.io/v1beta1",
+        "kind": "SyncRegistry",
+        "metadata": {"name": "prod-configmaps"},
+        "spec": {
+            "clusterLabelSelector": {"matchLabels": {"env": "prod"}},
+            "syncResources": [{"apiVersion": "v1", "resource": "configmaps", "namespace": "shop"}],
+        },
+    }))
+    .await;
+    s.doc("clusters/labelled", |d| d["phase"] == "Healthy")
+        .await;
+    assert!(
+        s.gateway
+            .hub()
+            .get("clusters/labelled/sync/core/v1/configmaps")
+            .is_none()
+    );
+    let label = |value: &'static str| {
+        let server = s.karpor.url();
+        async move {
+            let env = format!("env={value}");
+            let args = [
+                "label",
+                "--overwrite",
+                "clusters.cluster.karpor.io",
+                "labelled",
+                &env,
+            ];
+            ok(&kubectl(&server, &args).await);
+        }
+    };
+    label("prod").await;
+    s.doc("clusters/labelled/sync/core/v1/configmaps", |d| {
+        d["phase"] == "Syncing"
+    })
+    .await;
+    label("dev").await;
+    s.doc("clusters/labelled/sync/core/v1/configmaps", |d| {
+        d["reason"] == "RemovedFromRegistry"
+    })
+    .await;
+}

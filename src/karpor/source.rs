@@ -226,7 +226,7 @@ struct Source {
     registries: Objects<SyncRegistry>,
     /// `resource: "*"` expansions: cluster → group/version → plurals, and when discovered.
     discovered: BTreeMap<String, (tokio::time::Instant, BTreeMap<String, Vec<String>>)>,
-    /// When a failed wildcard discovery is to be tried again.
+    /// When wildcards are to be discovered again (a failure's retry, or the refresh).
     wildcard_retry: Option<tokio::time::Instant>,
     /// Problems already logged (each once while it lasts).
     reported: BTreeSet<String>,
@@ -393,7 +393,13 @@ impl Source {
         if !self.set(part.clone()).await {
             return;
         }
-        // Wildcards of running members, discovered through their clients now.
+        // Wildcards of running members, discovered through their clients
+        // now, and again when the oldest expansion is due for a refresh.
+        let wildcards = !converted_registries.wildcards.is_empty();
+        let refresh = tokio::time::Instant::now() + WILDCARD_REFRESH;
+        if wildcards && self.wildcard_retry.is_none_or(|at| at > refresh) {
+            self.wildcard_retry = Some(refresh);
+        }
         if self
             .discover(&converted_registries.wildcards, &running)
             .await

@@ -32,6 +32,11 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
             let demo = kube_pulse::demo::Demo::start(options, &shutdown).await?;
             let listener = http_server::bind(addr).await?;
             println!("{}", demo.gateway().listening("kube-pulse demo", &listener));
+            if let Some(karpor) = demo.karpor_url() {
+                println!(
+                    "simulated Karpor apiserver on {karpor} (kubectl --server {karpor} get clusters -o yaml)"
+                );
+            }
             demo.serve(listener).await
         }
         #[cfg(not(feature = "demo"))]

@@ -76,6 +76,16 @@ pub struct DemoArgs {
     /// Milliseconds between workload controller steps.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
+    /// Put a simulated Karpor apiserver between the clusters and the
+    /// gateway: a Cluster object per simulated cluster and Karpor's default
+    /// sync registry, members read from there and status written back
+    /// (`kubectl --server URL get clusters -o yaml` shows it).
+    #[arg(long)]
+    pub karpor: bool,
+    /// With --karpor: serve the Cluster status schema that has
+    /// `conditions` (Karpor 0.6 keeps only `healthy`).
+    #[arg(long, requires = "karpor")]
+    pub karpor_conditions: bool,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -629,6 +639,10 @@ impl DemoArgs {
                 &self.tasks,
                 &self.security,
             )?,
+            karpor: self.karpor.then_some(kube_pulse_sim::karpor::KarporOptions {
+                conditions: self.karpor_conditions,
+                default_registry: true,
+            }),
         };
         Ok((self.listen, options))
     }

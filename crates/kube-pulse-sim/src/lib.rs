@@ -7,6 +7,8 @@
 //! workload controllers that converge status on spec. It takes fault
 //! injection from Rust ([`SimCluster::set_faults`]) and over HTTP
 //! (`/_sim/...`, see `docs/SIMULATOR.md`), and counts the requests it serves.
+//! With [`SimConfig::karpor`] it is a simulated Karpor apiserver instead
+//! ([`karpor`]).
 
 mod api;
 mod control;
@@ -18,11 +20,13 @@ pub mod faults;
 pub mod karpor;
 mod kubelet;
 pub mod managed;
+pub mod nodes;
 pub mod object;
 mod params;
 pub mod patch;
 pub mod pods;
 mod protobuf;
+pub mod replicasets;
 pub mod resources;
 pub mod reviews;
 pub mod scenario;
@@ -415,6 +419,7 @@ impl SimCluster {
                 Err(e) => return Err(e),
             }
         }
+        nodes::seed(&self.shared.store, chrono::Utc::now())?;
         for workload in &config.workloads {
             self.apply(&workload_manifest(workload))?;
         }

@@ -85,14 +85,29 @@ async fn sim_serves_kubernetes_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn sim_karpor_serves_karpors_api() {
+    let dir = std::env::temp_dir().join(format!("kube-pulse-cli-karpor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("karpor.kubeconfig");
     let mut child = spawn_binary(&[
         "sim",
         "--karpor",
         "--karpor-conditions",
         "--listen",
         "127.0.0.1:0",
+        "--name",
+        "karpor",
+        "--write-kubeconfig",
+        kubeconfig.to_str().unwrap(),
     ]);
     let url = wait_for_url(&mut child);
+    // The kubeconfig is written before the address is printed.
+    let written: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&kubeconfig).unwrap()).unwrap();
+    assert_eq!(written["current-context"].as_str(), Some("karpor"));
+    assert_eq!(
+        written["clusters"][0]["cluster"]["server"].as_str(),
+        Some(url.as_str())
+    );
     let client = http();
     let search = get_json(&format!("{url}/apis/search.karpor.io/v1beta1")).await;
     let names: Vec<&str> = search["resources"]

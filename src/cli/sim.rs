@@ -75,6 +75,10 @@ pub struct SimArgs {
     /// (Karpor 0.6's has only `healthy`).
     #[arg(long, requires = "karpor")]
     pub karpor_conditions: bool,
+    /// Write a kubeconfig for this apiserver here once it listens (context
+    /// named after --name).
+    #[arg(long, value_name = "PATH")]
+    pub write_kubeconfig: Option<std::path::PathBuf>,
 }
 
 /// Parses `IMAGE=FAULT`.
@@ -179,6 +183,14 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
             source,
         })?;
     cluster.set_failing_images(args.failing_images.clone());
+    if let Some(path) = &args.write_kubeconfig {
+        std::fs::write(path, cluster.kubeconfig(&args.name)).map_err(|source| {
+            Error::Simulator {
+                cluster: args.name.clone(),
+                source,
+            }
+        })?;
+    }
     // Both listeners are bound before the first line is printed, so
     // whoever waits for it can use either at once.
     let control_listener = match args.control_listen {

@@ -458,6 +458,25 @@ impl SimCluster {
         config
     }
 
+    /// A kubeconfig (YAML) whose one context, `context`, reaches this
+    /// cluster (with its token, if any): what `kubectl --kubeconfig` and
+    /// `kube-pulse serve --karpor-kubeconfig` read.
+    pub fn kubeconfig(&self, context: &str) -> String {
+        let user = match &self.shared.token {
+            Some(token) => json!({"token": token}),
+            None => json!({}),
+        };
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url()}}],
+            "users": [{"name": context, "user": user}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+            "current-context": context,
+        });
+        serde_yaml_ng::to_string(&config).expect("JSON values always serialize")
+    }
+
     pub fn client(&self) -> kube::Client {
         kube::Client::try_from(self.kube_config()).expect("a plain-HTTP client always builds")
     }

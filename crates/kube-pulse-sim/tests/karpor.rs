@@ -457,3 +457,41 @@ async fn status_writes_keep_what_the_schema_has_and_record_their_writer() {
     }
     member.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_kubeconfig_reaches_a_karpor_apiserver_that_needs_a_token() {
+    let karpor = kube_pulse_sim::SimCluster::start(kube_pulse_sim::SimConfig {
+        token: Some("karpor-t0k".into()),
+        ..karpor::config(KarporOptions::default())
+    })
+    .await
+    .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&karpor.kubeconfig("karpor")).unwrap();
+    assert_eq!(kubeconfig.current_context.as_deref(), Some("karpor"));
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let (registries, _) = discover(&client, karpor::SEARCH_GROUP, "SyncRegistry").await;
+    let registries: Api<DynamicObject> = Api::all_with(client, &registries);
+    let names: Vec<String> = registries
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|r| r.metadata.name)
+        .collect();
+    assert_eq!(names, [karpor::DEFAULT_REGISTRY]);
+    // Without the token, the same request is refused.
+    let anonymous = common::http()
+        .get(format!(
+            "{}/apis/cluster.karpor.io/v1beta1/clusters",
+            karpor.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    karpor.shutdown().await;
+}

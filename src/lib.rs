@@ -23,6 +23,7 @@ pub mod guard;
 pub mod health;
 pub mod http_server;
 pub mod hub;
+pub mod karpor;
 pub mod members;
 pub mod metrics;
 mod names;

@@ -12,8 +12,14 @@
 //! builds the objects tests and the demo create: a Cluster for a member and
 //! Karpor's default sync registry.
 
+use std::sync::Arc;
+
 use base64::Engine;
 use serde_json::{Value, json};
+
+use super::managed::{Operation, Writer};
+use super::object::UpdateScope;
+use super::status::{ApiError, ApiResult};
 
 use super::resources::{Catalog, ResourceDef, builtin};
 use super::typed::TypedKind;
@@ -311,6 +317,59 @@ pub fn only_metadata_rule() -> Value {
             "valueTemplate": r#"{"apiVersion": "{{ .Object.apiVersion }}", "kind": "{{ .Object.kind }}", "metadata": {{ toJson .Object.metadata }}}"#,
         },
     })
+}
+
+/// Creates (or replaces) a Cluster object in `karpor` for each simulated
+/// member, named after it, as an operator registers members in Karpor.
+pub fn register_members(karpor: &SimCluster, members: &[&SimCluster]) -> ApiResult<()> {
+    for member in members {
+        karpor.apply(&cluster_manifest(
+            member.name(),
+            &MemberAccess::to_sim(member),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Writes `status` to the Cluster (`plural` `clusters`) or SyncRegistry
+/// (`syncclusterresources`) `name` through the status endpoint's rules, as
+/// `manager` (recorded in managedFields): another status writer, for tests.
+pub fn write_status(
+    karpor: &SimCluster,
+    plural: &str,
+    name: &str,
+    status: Value,
+    manager: &str,
+) -> ApiResult<Arc<Value>> {
+    let group = if plural == "clusters" {
+        CLUSTER_GROUP
+    } else {
+        SEARCH_GROUP
+    };
+    let store = karpor.store();
+    let def = store
+        .catalog()
+        .find(group, VERSION, plural)
+        .cloned()
+        .ok_or_else(|| ApiError::bad_request(format!("{plural:?} is not served")))?;
+    let writer = Writer {
+        manager: manager.to_string(),
+        operation: Operation::Update,
+        subresource: Some("status"),
+    };
+    store.mutate_by(
+        &def,
+        None,
+        name,
+        UpdateScope::Status,
+        false,
+        Some(&writer),
+        |current| {
+            let mut next = current.clone();
+            next["status"] = status;
+            Ok(next)
+        },
+    )
 }
 
 /// The configuration of a simulated Karpor apiserver named `karpor`.

@@ -47,6 +47,15 @@ async fn a_cluster_status_written_through_status_reaches_a_watcher() {
     let member = sim().await;
     let karpor = karpor::start(KarporOptions::default()).await.unwrap();
     let client = karpor.client();
+    karpor::register_members(&karpor, &[&member]).unwrap();
+    let store = karpor.store();
+    let cluster_def = store
+        .catalog()
+        .find(karpor::CLUSTER_GROUP, karpor::VERSION, "clusters")
+        .unwrap()
+        .clone();
+    let registered = store.get(&cluster_def, None, member.name()).unwrap();
+    assert_eq!(registered["spec"]["access"]["endpoint"], member.url());
 
     // The registry is found through discovery, under Karpor's plural.
     let (registries, scope) = discover(&client, karpor::SEARCH_GROUP, "SyncRegistry").await;
@@ -55,6 +64,11 @@ async fn a_cluster_status_written_through_status_reaches_a_watcher() {
     assert_eq!(scope, Scope::Cluster);
     let registries: Api<DynamicObject> = Api::all_with(client.clone(), &registries);
     let default = registries.get(karpor::DEFAULT_REGISTRY).await.unwrap();
+    // Go's nil slice and zero time, as Karpor prints a registry never written to.
+    assert_eq!(
+        body(&default)["status"],
+        json!({"clusters": null, "lastTransitionTime": null})
+    );
     let spec = &body(&default)["spec"];
     assert_eq!(spec["clusters"], json!(["*"]));
     assert!(
@@ -418,13 +432,16 @@ async fn status_writes_keep_what_the_schema_has_and_record_their_writer() {
             // Another writer shows as a second entry; a later write refreshes the time
             // (managedFields times have whole seconds).
             tokio::time::sleep(Duration::from_millis(1100)).await;
-            let stored = write_status(
-                &clusters,
+            // A second writer (through the store, as Karpor's own controller would).
+            let stored = karpor::write_status(
+                &karpor,
+                "clusters",
                 "prod",
-                "karpor-controller",
                 json!({"healthy": false}),
+                "karpor-controller",
             )
-            .await;
+            .unwrap();
+            assert_eq!(stored["status"], json!({}), "pruned like any status write");
             let entries = stored["metadata"]["managedFields"].as_array().unwrap();
             let managers: Vec<&str> = entries
                 .iter()

@@ -264,6 +264,34 @@ pub fn normalize(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
+/// Applies the request's `fieldValidation` to a typed object about to be
+/// written (`body`: the request body, or the result of a patch): with
+/// `Strict`, unknown fields are 400 in the typed apiserver's words; with
+/// `Warn` (the server's default) they are returned as warnings; with
+/// `Ignore` nothing is said. Either way, the write drops them.
+pub fn check_fields(def: &ResourceDef, body: &Value, mode: Option<&str>) -> ApiResult<Vec<String>> {
+    let Some(typed) = def.typed else {
+        return Ok(Vec::new());
+    };
+    let unknown = schema::unknown_fields(typed.schema(), body);
+    if unknown.is_empty() || mode == Some("Ignore") {
+        return Ok(Vec::new());
+    }
+    let named: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if mode == Some("Strict") {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            named.join(", "),
+            kind = def.kind,
+            version = def.version,
+        )));
+    }
+    Ok(named)
+}
+
 /// Refuses an unconditional replace of a typed resource (its strategy does
 /// not allow one), in the words of the generic registry.
 pub fn check_update_precondition(def: &ResourceDef, name: &str, body: &Value) -> ApiResult<()> {
@@ -409,6 +437,42 @@ mod tests {
         let mut free = json!({"status": {"anything": 1}});
         normalize(&def(None), &mut free).unwrap();
         assert_eq!(free, json!({"status": {"anything": 1}}));
+    }
+
+    #[test]
+    fn field_validation_modes() {
+        let typed = def(Some(TypedKind::KarporSyncRegistry));
+        let body = json!({"spec": {"clusters": ["*"], "region": "eu"}, "status": {"phase": "x"}});
+        let warnings = vec![
+            "unknown field \"spec.region\"".to_string(),
+            "unknown field \"status.phase\"".to_string(),
+        ];
+        assert_eq!(check_fields(&typed, &body, None).unwrap(), warnings);
+        assert_eq!(check_fields(&typed, &body, Some("Warn")).unwrap(), warnings);
+        assert!(
+            check_fields(&typed, &body, Some("Ignore"))
+                .unwrap()
+                .is_empty()
+        );
+        let strict = check_fields(&typed, &body, Some("Strict")).unwrap_err();
+        assert_eq!(strict.code, 400);
+        assert_eq!(
+            strict.message,
+            "SyncRegistry in version \"v1beta1\" cannot be handled as a SyncRegistry: strict decoding error: \
+             unknown field \"spec.region\", unknown field \"status.phase\""
+        );
+        let known = json!({"spec": {"clusters": ["*"]}});
+        assert!(
+            check_fields(&typed, &known, Some("Strict"))
+                .unwrap()
+                .is_empty()
+        );
+        // Untyped resources keep whatever they are given.
+        assert!(
+            check_fields(&def(None), &body, Some("Strict"))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

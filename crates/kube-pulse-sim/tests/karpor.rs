@@ -302,8 +302,26 @@ async fn kubectl_applies_a_cluster_that_karpor_prunes() {
     std::fs::write(&file, CLUSTER_YAML).unwrap();
     let file = file.to_str().unwrap();
 
-    let out = ok(&kubectl(&server, &["apply", "-f", file]).await);
-    assert_eq!(out.trim(), "cluster.cluster.karpor.io/edge created");
+    // kubectl validates strictly by default: Karpor refuses the unknown field.
+    let refused = kubectl(&server, &["apply", "-f", file]).await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(
+            "Cluster in version \"v1beta1\" cannot be handled as a Cluster: \
+             strict decoding error: unknown field \"spec.region\""
+        ),
+        "{stderr}"
+    );
+    // Warned about, then dropped.
+    let warned = kubectl(&server, &["apply", "--validate=warn", "-f", file]).await;
+    assert!(warned.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&warned.stdout).trim(),
+        "cluster.cluster.karpor.io/edge created"
+    );
+    let stderr = String::from_utf8_lossy(&warned.stderr);
+    assert!(stderr.contains("unknown field \"spec.region\""), "{stderr}");
     let out = ok(&kubectl(&server, &["get", "clusters", "-o", "yaml"]).await);
     let list: Value = serde_yaml_ng::from_str(&out).unwrap();
     let cluster = &list["items"][0];
@@ -327,7 +345,8 @@ async fn kubectl_applies_a_cluster_that_karpor_prunes() {
         CLUSTER_YAML.replace("displayName: Edge", "displayName: Edge 2"),
     )
     .unwrap();
-    let out = ok(&kubectl(&server, &["apply", "-f", file]).await);
+    // Without validation, silently dropped.
+    let out = ok(&kubectl(&server, &["apply", "--validate=false", "-f", file]).await);
     assert_eq!(out.trim(), "cluster.cluster.karpor.io/edge configured");
     let out = ok(&kubectl(
         &server,

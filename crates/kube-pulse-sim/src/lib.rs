@@ -103,7 +103,7 @@ pub struct SimConfig {
     pub image_faults: BTreeMap<String, pods::ImageFault>,
     /// Pods the cluster has room for (None: unlimited).
     pub pod_capacity: Option<u32>,
-    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor.rs`).
+    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor/`).
     pub karpor: Option<KarporOptions>,
 }
 

@@ -8,7 +8,7 @@
 //! `null`; `[]byte` is base64. A value of the wrong JSON type fails as Go's
 //! decoder fails.
 //!
-//! Pure functions; `typed.rs` holds the schemas and calls [`normalize`].
+//! Pure functions; `typed.rs` picks the schema (`karpor/schema.rs`) and calls [`normalize`].
 
 use base64::Engine;
 use serde_json::{Map, Value};

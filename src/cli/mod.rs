@@ -740,6 +740,29 @@ mod tests {
         assert_eq!(config.workloads[1].kind, "StatefulSet");
         assert_eq!(config.token.as_deref(), Some("s3cret"));
         assert_eq!(config.deny, ["apps/deployments"]);
+        let karpor = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "sim"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).map(|cli| match cli.command {
+                Command::Sim(args) => args.to_config().karpor,
+                _ => panic!("sim expected"),
+            })
+        };
+        assert_eq!(karpor(&[]).unwrap(), None);
+        let plain = karpor(&["--karpor"]).unwrap().unwrap();
+        assert!(!plain.conditions && plain.default_registry);
+        assert!(
+            karpor(&["--karpor", "--karpor-conditions"])
+                .unwrap()
+                .unwrap()
+                .conditions
+        );
+        for bad in [
+            &["--karpor-conditions"][..],
+            &["--karpor", "--app", "shop/web"],
+        ] {
+            assert!(karpor(bad).is_err(), "{bad:?}");
+        }
         assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
         assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
     }

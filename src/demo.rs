@@ -242,7 +242,10 @@ impl Demo {
         } = self;
         let mut routes = sim_routes(&clusters, gateway.state().auth.clone());
         if let Some(karpor) = &karpor {
-            routes = routes.merge(karpor_route(&karpor.apiserver, gateway.state().auth.clone()));
+            routes = routes.merge(karpor_route(
+                &karpor.apiserver,
+                gateway.state().auth.clone(),
+            ));
         }
         let clusters = Arc::new(clusters);
         let scenario_task = scenario.then(|| {
@@ -332,7 +335,11 @@ fn karpor_route(apiserver: &SimCluster, auth: Arc<crate::auth::Auth>) -> Router 
     let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
         apiserver.client(),
         &kube::discovery::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(sim_karpor::CLUSTER_GROUP, sim_karpor::VERSION, "Cluster"),
+            &kube::api::GroupVersionKind::gvk(
+                sim_karpor::CLUSTER_GROUP,
+                sim_karpor::VERSION,
+                "Cluster",
+            ),
             "clusters",
         ),
     );
@@ -357,8 +364,10 @@ fn karpor_route(apiserver: &SimCluster, auth: Arc<crate::auth::Auth>) -> Router 
                                 .collect();
                             axum::Json(KarporView { server, clusters }).into_response()
                         }
-                        Err(e) => crate::error::Error::Unavailable(format!("the simulated Karpor: {e}"))
-                            .into_response(),
+                        Err(e) => {
+                            crate::error::Error::Unavailable(format!("the simulated Karpor: {e}"))
+                                .into_response()
+                        }
                     }
                 }
             }),

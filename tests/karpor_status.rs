@@ -153,3 +153,76 @@ async fn karpor_objects_show_health_conditions_and_sync_state_as_members_break_a
     assert_eq!(ready.status(), 200);
     shutdown.cancel();
 }
+
+/// `kube-pulse demo --karpor` as the README runs it: the printed Karpor URL
+/// answers kubectl, and `get clusters -o yaml` shows the written status
+/// change when a simulated cluster is disconnected (through the demo's own
+/// simulator control API, as the page's button does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_karpor_shows_the_written_status_in_kubectl() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--clusters",
+            "2",
+            "--karpor",
+            "--karpor-conditions",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let url_in = |line: &str| {
+        let at = line.find("http://")?;
+        Some(
+            line[at..]
+                .split_whitespace()
+                .next()?
+                .trim_end_matches('/')
+                .to_string(),
+        )
+    };
+    let gateway =
+        url_in(&rx.recv_timeout(Duration::from_secs(60)).unwrap()).expect("the gateway's URL");
+    let karpor_line = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        karpor_line.contains("simulated Karpor apiserver"),
+        "{karpor_line}"
+    );
+    let karpor = url_in(&karpor_line).expect("Karpor's URL");
+    let yaml = || async { ok(&kubectl(&karpor, &["get", "clusters", "dev", "-o", "yaml"]).await) };
+    common::eventually(WAIT, "dev healthy in kubectl's YAML", || async {
+        let out = yaml().await;
+        (out.contains("healthy: true") && out.contains("type: Ready")).then_some(())
+    })
+    .await;
+    let fault = common::http()
+        .put(format!("{gateway}/_sim/clusters/dev/faults"))
+        .json(&serde_json::json!({"refuse": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fault.status(), 200);
+    common::eventually(WAIT, "dev disconnected in kubectl's YAML", || async {
+        let out = yaml().await;
+        (!out.contains("healthy: true") && out.contains("reason: Disconnected")).then_some(())
+    })
+    .await;
+    // The page's view of Karpor's objects.
+    let view = common::get_json(&format!("{gateway}/_sim/karpor")).await;
+    assert_eq!(view["server"], karpor.as_str());
+    assert_eq!(view["clusters"].as_array().map(Vec::len), Some(2));
+    let status = common::terminate(&mut child);
+    assert!(status.success(), "{status:?}");
+}

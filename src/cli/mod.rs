@@ -639,10 +639,12 @@ impl DemoArgs {
                 &self.tasks,
                 &self.security,
             )?,
-            karpor: self.karpor.then_some(kube_pulse_sim::karpor::KarporOptions {
-                conditions: self.karpor_conditions,
-                default_registry: true,
-            }),
+            karpor: self
+                .karpor
+                .then_some(kube_pulse_sim::karpor::KarporOptions {
+                    conditions: self.karpor_conditions,
+                    default_registry: true,
+                }),
         };
         Ok((self.listen, options))
     }

@@ -26,6 +26,10 @@ pub struct FileConfig {
     /// Members and sync registries also from Karpor's apiserver
     /// (`--karpor-kubeconfig`, `--karpor-context`, `--karpor-allow-exec` win).
     pub karpor: Option<crate::karpor::KarporFile>,
+    /// Several replicas: the host cluster whose Leases decide which replica
+    /// runs which member (`--lease-kubeconfig`, `--lease-namespace`,
+    /// `--lease-duration` win).
+    pub leases: Option<LeasesFile>,
     /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
     #[serde(default)]
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
@@ -64,6 +68,18 @@ pub struct FileConfig {
     pub trusted_proxies: Vec<String>,
     /// `x-forwarded-for` (default) or `forwarded` (`--forwarded-header` wins).
     pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
+}
+
+/// The `leases:` block of the file (docs/SCALE-OUT.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeasesFile {
+    /// Kubeconfig of the host cluster that holds the Leases.
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Namespace of the Leases; the kubeconfig context's when absent.
+    pub namespace: Option<String>,
+    /// `leaseDurationSeconds` (3 to 600; default 15).
+    pub duration_seconds: Option<u64>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before

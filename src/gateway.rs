@@ -21,6 +21,7 @@ use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, writer};
 use crate::members::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::router::{self, GatewayState};
+use crate::scale::{LeaseSettings, Ownership};
 use crate::tasks::{TaskSettings, Tasks};
 use crate::transports::TransportConfig;
 
@@ -48,6 +49,9 @@ pub struct GatewayConfig {
     pub connections: ConnectionSettings,
     /// Members and sync registries from Karpor besides `members`, when set.
     pub karpor: Option<KarporSettings>,
+    /// With several replicas: the Leases that decide which replica runs
+    /// which member (src/scale/); without, this gateway runs every member.
+    pub leases: Option<LeaseSettings>,
 }
 
 impl Default for GatewayConfig {
@@ -63,6 +67,7 @@ impl Default for GatewayConfig {
             tls: None,
             connections: ConnectionSettings::default(),
             karpor: None,
+            leases: None,
         }
     }
 }
@@ -76,6 +81,8 @@ pub struct Gateway {
     karpor: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     /// The status writer onto Karpor's objects (unless read-only), and what stops it.
     karpor_writer: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
+    /// Which members this replica owns, with Leases; released after the pipeline stops.
+    ownership: Option<Ownership>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -110,7 +117,11 @@ impl Gateway {
             tls,
             connections,
             karpor,
+            leases,
         } = config;
+        if let Some(leases) = &leases {
+            leases.validate()?;
+        }
         for member in &members {
             tracing::info!(cluster = %member.name, server = %member.config.cluster_url, "member cluster registered");
         }
@@ -126,8 +137,13 @@ impl Gateway {
             held: Vec::new(),
             registries: Some(pipeline.registries.clone()),
         };
+        // With Leases, a member runs only once this replica holds its Lease.
+        let (members, owned) = match &leases {
+            Some(_) => (Vec::new(), Some(Default::default())),
+            None => (members, None),
+        };
         let pipeline = Pipeline::start_on(hub, members, pipeline, shutdown).await?;
-        let union = MemberUnion::new(pipeline.clone(), file_part);
+        let union = MemberUnion::with_owned(pipeline.clone(), file_part, owned);
         let tasks = Tasks::for_pipeline(&pipeline, tasks, shutdown);
         tracing::info!(
             mode = auth.mode_name(),
@@ -135,13 +151,30 @@ impl Gateway {
             "gateway security"
         );
         let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
+        let ownership = match leases {
+            Some(settings) => {
+                tracing::info!(replica = %settings.replica, namespace = %settings.namespace, duration = ?settings.duration, "members owned through Leases");
+                let ownership = Ownership::spawn(
+                    settings,
+                    union.clone(),
+                    pipeline.metrics().clone(),
+                    shutdown,
+                )?;
+                checks.readyz.push(Arc::new(ownership.check()));
+                Some(ownership)
+            }
+            None => None,
+        };
         let karpor = karpor.map(|settings| {
             tracing::info!(kubeconfig = %settings.kubeconfig.display(), context = ?settings.context, allow_exec = settings.allow_exec, "members and sync registries also from Karpor");
             let karpor_health = Arc::new(KarporHealth::default());
             checks
                 .readyz
                 .push(Arc::new(KarporCheck(karpor_health.clone())));
+            // With Leases, each replica writes the Clusters it owns.
+            let shared = ownership.is_some();
             let writer = settings.status.clone().map(|status| {
+                let status = writer::WriterSettings { shared, ..status };
                 tracing::info!(field_manager = %format!("{}{}", writer::MANAGER_PREFIX, status.replica), "kube-pulse's status is written back onto Karpor's objects");
                 let token = shutdown.child_token();
                 let (state, task) = writer::spawn(
@@ -178,6 +211,7 @@ impl Gateway {
             union,
             karpor: parking_lot::Mutex::new(karpor),
             karpor_writer: parking_lot::Mutex::new(karpor_writer),
+            ownership,
             tasks,
             state,
             base_path,
@@ -200,6 +234,11 @@ impl Gateway {
     /// The members of every source; a reloaded file replaces its part here.
     pub fn member_union(&self) -> &Arc<MemberUnion> {
         &self.union
+    }
+
+    /// Member ownership through Leases, when configured.
+    pub fn ownership(&self) -> Option<&Ownership> {
+        self.ownership.as_ref()
     }
 
     /// User actions on apps.
@@ -264,7 +303,8 @@ impl Gateway {
         served
     }
 
-    /// Stops tasks, then sources and engine, and waits for them.
+    /// Stops tasks, then sources and engine, and waits for them; then
+    /// releases the member Leases.
     pub async fn stop(&self) {
         // The Karpor source must not change members while the pipeline stops.
         let karpor = self.karpor.lock().take();
@@ -279,6 +319,10 @@ impl Gateway {
         }
         self.tasks.stop().await;
         self.pipeline.stop().await;
+        // No member runs any more: others may take them at once.
+        if let Some(ownership) = &self.ownership {
+            ownership.stop().await;
+        }
     }
 }
 

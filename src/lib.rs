@@ -32,6 +32,7 @@ pub mod protocol;
 mod query;
 pub mod rest;
 pub mod router;
+pub mod scale;
 pub mod shutdown;
 pub mod sources;
 pub mod status;

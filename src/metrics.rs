@@ -157,6 +157,40 @@ pub struct Metrics {
     pub(crate) karpor: KarporMetrics,
     /// Status writes to Karpor's objects (src/karpor/writer.rs).
     pub(crate) karpor_writer: KarporWriterMetrics,
+    /// Member ownership through Leases (src/scale/).
+    pub(crate) leases: LeaseMetrics,
+}
+
+/// Member ownership through Leases: members owned, and Lease changes.
+#[derive(Debug, Default)]
+pub(crate) struct LeaseMetrics {
+    pub(crate) owned: Gauge,
+    changes: Family<ChangeLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChangeLabels {
+    change: &'static str,
+}
+
+impl LeaseMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "lease_owned_members",
+            "Member clusters this replica owns (holds the Lease of, runs the sources of)",
+            self.owned.clone(),
+        );
+        registry.register(
+            "lease_changes",
+            "Member Lease changes of this replica: acquired, released (handed over or at shutdown), lost (not renewed in time, or taken)",
+            self.changes.clone(),
+        );
+    }
+
+    /// Counts one change: `acquired`, `released` or `lost`.
+    pub(crate) fn change(&self, change: &'static str) {
+        self.changes.get_or_create(&ChangeLabels { change }).inc();
+    }
 }
 
 /// The Karpor source: whether Karpor answers, its errors, and what its
@@ -411,6 +445,7 @@ impl Metrics {
             reloads: ReloadMetrics::default(),
             karpor_writer: KarporWriterMetrics::default(),
             karpor: KarporMetrics::default(),
+            leases: LeaseMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -543,6 +578,7 @@ impl Metrics {
         m.reloads.register(&mut registry);
         m.karpor_writer.register(&mut registry);
         m.karpor.register(&mut registry);
+        m.leases.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

@@ -40,7 +40,7 @@ pub enum Command {
     Sim(Box<sim::SimArgs>),
     /// Run the embedded demo: simulated member clusters, a scenario and the gateway.
     #[cfg(feature = "demo")]
-    Demo(DemoArgs),
+    Demo(Box<DemoArgs>),
     /// Not in this build (it was built without the `demo` feature).
     #[cfg(not(feature = "demo"))]
     #[command(hide = true)]
@@ -50,7 +50,7 @@ pub enum Command {
     #[command(hide = true)]
     Demo(NotBuilt),
     /// Run the gateway against real member clusters.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
 }
 
 /// The arguments of a subcommand this build leaves out, whatever they are.
@@ -451,9 +451,22 @@ pub struct ServeArgs {
     #[arg(long, env = "KUBE_PULSE_KARPOR_READ_ONLY")]
     pub karpor_read_only: bool,
     /// This replica's name, in the field manager of its status writes
-    /// (`kube-pulse/{replica}`); default the pod's name, else the host name.
+    /// (`kube-pulse/{replica}`) and as the holder of its Leases; default
+    /// the pod's name, else the host name.
     #[arg(long, value_name = "ID", env = "POD_NAME")]
     pub replica_id: Option<String>,
+    /// Kubeconfig of the host cluster whose Leases (`coordination.k8s.io/v1`)
+    /// decide which replica runs which member: with it, several replicas
+    /// share the members, each run by one (docs/SCALE-OUT.md).
+    #[arg(long, value_name = "PATH", env = "KUBE_PULSE_LEASE_KUBECONFIG")]
+    pub lease_kubeconfig: Option<PathBuf>,
+    /// Namespace of the Leases; the kubeconfig context's (else `default`) when omitted.
+    #[arg(long, value_name = "NS", env = "KUBE_PULSE_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Seconds a Lease stays held without renewal (renewed every third of
+    /// it); a dead replica's members move after about this long. Default 15.
+    #[arg(long, value_name = "SECONDS", env = "KUBE_PULSE_LEASE_DURATION")]
+    pub lease_duration: Option<u64>,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -517,6 +530,47 @@ impl ServeArgs {
         }))
     }
 
+    /// The Lease settings of the flags over the config file's `leases:`
+    /// (flags win); None without a lease kubeconfig.
+    pub async fn leases(
+        &self,
+        file: Option<&crate::config::LeasesFile>,
+    ) -> Result<Option<crate::scale::LeaseSettings>> {
+        let file = file.cloned().unwrap_or_default();
+        let Some(path) = self.lease_kubeconfig.clone().or(file.kubeconfig) else {
+            if self.lease_namespace.is_some() || self.lease_duration.is_some() {
+                return Err(Error::Settings(
+                    "--lease-namespace and --lease-duration need --lease-kubeconfig (or leases.kubeconfig in the config file)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let client = crate::karpor::api::kube_config(&path, None)
+            .await
+            .map_err(|e| Error::Settings(format!("lease kubeconfig: {e}")))?;
+        let namespace = self
+            .lease_namespace
+            .clone()
+            .or(file.namespace)
+            .unwrap_or_else(|| client.default_namespace.clone());
+        let seconds = self
+            .lease_duration
+            .or(file.duration_seconds)
+            .unwrap_or(crate::scale::DEFAULT_DURATION.as_secs());
+        let settings = crate::scale::LeaseSettings {
+            client,
+            namespace,
+            replica: self
+                .replica_id
+                .clone()
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(crate::karpor::writer::default_replica),
+            duration: std::time::Duration::from_secs(seconds),
+        };
+        settings.validate()?;
+        Ok(Some(settings))
+    }
+
     /// How often the member source's file is checked (None: only on SIGHUP).
     pub fn reload_interval(&self) -> Option<std::time::Duration> {
         (self.config_reload_interval > 0)
@@ -530,6 +584,7 @@ impl ServeArgs {
         let mut file_hosts = Vec::new();
         let mut auth_failures = crate::auth::FailureLimits::default();
         let mut karpor_file = None;
+        let mut leases_file = None;
         let (clusters, file_listen, pipeline, health, connections) = match (
             &self.config,
             &self.kubeconfig,
@@ -541,6 +596,7 @@ impl ServeArgs {
                 let connections = file.connections_file();
                 file_hosts = file.allowed_hosts;
                 karpor_file = file.karpor;
+                leases_file = file.leases;
                 (
                     file.clusters,
                     file.listen,
@@ -588,6 +644,7 @@ impl ServeArgs {
             (self.push.connections).to_settings(&connections, self.push.max_connections_per_ip);
         gateway.members = config::members(&clusters).await?;
         gateway.karpor = self.karpor(karpor_file.as_ref())?;
+        gateway.leases = self.leases(leases_file.as_ref()).await?;
         Ok((addr, gateway))
     }
 }
@@ -672,6 +729,70 @@ mod tests {
         };
         assert_eq!(parse(&[]), None);
         assert_eq!(parse(&["--replay-log-bytes", "1048576"]), Some(1 << 20));
+    }
+
+    #[tokio::test]
+    async fn lease_flags_win_over_the_file_and_need_a_kubeconfig() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("host");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: host\nclusters:\n- name: host\n  cluster: {server: 'http://127.0.0.1:1'}\ncontexts:\n- name: host\n  context: {cluster: host, user: u, namespace: pulse}\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let serve = |extra: &[&str]| {
+            let mut args = vec![
+                "kube-pulse",
+                "serve",
+                "--kubeconfig",
+                "kc",
+                "--replica-id",
+                "r-1",
+            ];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("serve expected"),
+            }
+        };
+        let path = kubeconfig.to_str().unwrap();
+        assert!(serve(&[]).leases(None).await.unwrap().is_none());
+        let err = serve(&["--lease-namespace", "x"])
+            .leases(None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("need --lease-kubeconfig"), "{err}");
+        // The context's namespace and the default duration.
+        let settings = serve(&["--lease-kubeconfig", path])
+            .leases(None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (settings.namespace.as_str(), settings.replica.as_str()),
+            ("pulse", "r-1")
+        );
+        assert_eq!(settings.duration, crate::scale::DEFAULT_DURATION);
+        // The file's block, and flags over it.
+        let file = crate::config::LeasesFile {
+            kubeconfig: Some(kubeconfig.clone()),
+            namespace: Some("from-file".into()),
+            duration_seconds: Some(30),
+        };
+        let settings = serve(&[]).leases(Some(&file)).await.unwrap().unwrap();
+        assert_eq!(settings.namespace, "from-file");
+        assert_eq!(settings.duration.as_secs(), 30);
+        let flags = serve(&["--lease-namespace", "flag", "--lease-duration", "9"]);
+        let settings = flags.leases(Some(&file)).await.unwrap().unwrap();
+        assert_eq!(
+            (settings.namespace.as_str(), settings.duration.as_secs()),
+            ("flag", 9)
+        );
+        let err = serve(&["--lease-kubeconfig", path, "--lease-duration", "1"])
+            .leases(None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("3 to 600 seconds"), "{err}");
     }
 
     #[test]

@@ -18,6 +18,11 @@
 //! name sorts before its own (both replicas apply the same rule, so one of
 //! them keeps writing), and says so in the log and in
 //! `kube_pulse_karpor_status_writer_standby`.
+//!
+//! With Leases (src/scale/), replicas share the members and each hub holds
+//! only its own members' documents: every replica's writer writes the
+//! Clusters it owns, none stands by, and SyncRegistry statuses (which span
+//! clusters of several owners) are not written.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -61,6 +66,11 @@ pub struct WriterSettings {
     pub replica: String,
     /// The least time between two writes of one object.
     pub min_interval: Duration,
+    /// Replicas share the members through Leases (src/scale/): this writer
+    /// writes the Clusters whose documents its hub has (the members it
+    /// owns), stands by for no other kube-pulse writer, and leaves the
+    /// SyncRegistry statuses alone (each spans clusters of several owners).
+    pub shared: bool,
 }
 
 impl Default for WriterSettings {
@@ -68,6 +78,7 @@ impl Default for WriterSettings {
         Self {
             replica: default_replica(),
             min_interval: Duration::from_secs(1),
+            shared: false,
         }
     }
 }
@@ -401,6 +412,10 @@ impl Writer {
 impl Writer {
     /// Notes other kube-pulse writers of this object's status.
     fn note_managers(&mut self, object: &DynamicObject) {
+        // Shared members: the other replicas write the Clusters they own.
+        if self.settings.shared {
+            return;
+        }
         let now = Utc::now();
         for entry in object.metadata.managed_fields.iter().flatten() {
             let Some(manager) = entry.manager.as_deref() else {
@@ -495,6 +510,8 @@ impl Writer {
                     now,
                 ))
             }
+            // This replica's hub has only its own members' documents.
+            Kind::SyncRegistry if self.settings.shared => None,
             Kind::SyncRegistry => {
                 let targets = self.registry_targets(object);
                 let docs: Vec<(String, Vec<SyncDoc>)> = targets
@@ -780,6 +797,7 @@ mod tests {
             let settings = WriterSettings {
                 replica: replica.into(),
                 min_interval: Duration::from_millis(300),
+                shared: false,
             };
             let (state, _task) = spawn_on(
                 self.hub.clone(),
@@ -933,6 +951,7 @@ mod tests {
         let settings = WriterSettings {
             replica: "one".into(),
             min_interval: Duration::from_millis(300),
+            shared: false,
         };
         let mut writer = Writer::new(s.hub.clone(), s.apis.clone(), settings, s.metrics.clone());
         let key = (Kind::Cluster, "a".to_string());
@@ -1005,6 +1024,7 @@ mod tests {
             WriterSettings {
                 replica: "replica-a".into(),
                 min_interval: Duration::from_millis(300),
+                shared: false,
             },
             other_metrics.clone(),
             s.shutdown.child_token(),
@@ -1091,6 +1111,85 @@ mod tests {
         );
         assert_eq!(resource("v1", "services")["reason"], "NotWatched");
         assert_eq!(status["lastTransitionTime"], "2026-12-03T10:00:00Z");
+        s.shutdown.cancel();
+        s.karpor.shutdown().await;
+    }
+    #[tokio::test]
+    async fn shared_writers_each_write_their_own_clusters_and_no_registry() {
+        let s = setup(KarporOptions {
+            conditions: true,
+            default_registry: true,
+        })
+        .await;
+        let access = MemberAccess {
+            endpoint: "https://127.0.0.1:1".into(),
+            ca_bundle: None,
+            insecure: true,
+            credential: karpor::Credential::ServiceAccountToken("t".into()),
+        };
+        let b: DynamicObject =
+            serde_json::from_value(karpor::cluster_manifest("b", &access)).unwrap();
+        s.apis
+            .clusters
+            .create(&PostParams::default(), &b)
+            .await
+            .unwrap();
+        // replica-a owns `a` (its hub has a's documents), replica-b owns `b`.
+        let hub_b = Hub::new(HubConfig::default());
+        let metrics_b = crate::metrics::Metrics::new();
+        let shared = |replica: &str| WriterSettings {
+            replica: replica.into(),
+            min_interval: Duration::from_millis(300),
+            shared: true,
+        };
+        s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
+        s.hub.put(
+            "clusters/a/sync/apps/v1/deployments",
+            json!({"phase": "Syncing", "reason": "Watching", "message": "m", "since": "2026-12-03T10:00:00.000Z", "kind": "Deployment"}),
+        );
+        hub_b.put("clusters/b", cluster_doc("Unhealthy", "Disconnected"));
+        let (_a, _ta) = spawn_on(
+            s.hub.clone(),
+            s.apis.clone(),
+            shared("replica-a"),
+            s.metrics.clone(),
+            s.shutdown.child_token(),
+        );
+        let (_b, _tb) = spawn_on(
+            hub_b.clone(),
+            s.apis.clone(),
+            shared("replica-b"),
+            metrics_b.clone(),
+            s.shutdown.child_token(),
+        );
+        eventually(WAIT, "each Cluster written by its owner", || async {
+            let a = ready(&s.status(&s.apis.clusters, "a").await);
+            let b = ready(&s.status(&s.apis.clusters, "b").await);
+            (a == Some(("True".into(), "Ready".into()))
+                && b == Some(("False".into(), "Disconnected".into())))
+            .then_some(())
+        })
+        .await;
+        // Both keep writing: a change on either side reaches Karpor.
+        hub_b.put("clusters/b", cluster_doc("Healthy", "Ready"));
+        s.hub
+            .put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        eventually(WAIT, "both changes written", || async {
+            let a = ready(&s.status(&s.apis.clusters, "a").await);
+            let b = ready(&s.status(&s.apis.clusters, "b").await);
+            (a == Some(("False".into(), "Disconnected".into()))
+                && b == Some(("True".into(), "Ready".into())))
+            .then_some(())
+        })
+        .await;
+        for m in [&s.metrics, &metrics_b] {
+            assert_eq!(m.karpor_writer.standby.get(), 0);
+            assert_eq!(m.karpor_writer.foreign_writers.get(), 0);
+            assert_eq!(m.karpor_writer.count("Cluster", "written"), 2);
+            assert_eq!(m.karpor_writer.count("SyncRegistry", "written"), 0);
+        }
+        let registry = s.status(&s.apis.registries, karpor::DEFAULT_REGISTRY).await;
+        assert!(registry["clusters"].is_null(), "{registry}");
         s.shutdown.cancel();
         s.karpor.shutdown().await;
     }

@@ -3,12 +3,15 @@
 //! pipeline always gets the union of all parts. On a name in both the
 //! configuration file and Karpor, the file wins (an operator's explicit
 //! setting beats a discovered one) and a warning names the cluster. Sync
-//! registries are the parts' registries together.
+//! registries are the parts' registries together. With Lease ownership
+//! (src/scale/), only the members this replica owns reach the pipeline:
+//! [`MemberUnion::set_owned`] filters the union by name, and
+//! [`MemberUnion::desired`] tells the ownership loop every name there is.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, watch};
 
 use super::MemberDiff;
 use crate::pipeline::{HeldMember, Member, Pipeline};
@@ -39,6 +42,8 @@ pub struct MemberUnion {
     pipeline: Arc<Pipeline>,
     /// Held across a whole change, so parts apply one at a time, in order.
     parts: Mutex<Parts>,
+    /// Every name of the union (running and held), owned or not.
+    desired: watch::Sender<BTreeSet<String>>,
 }
 
 #[derive(Default)]
@@ -46,6 +51,8 @@ struct Parts {
     by_origin: BTreeMap<Origin, Part>,
     /// Names a later origin gave that an earlier one already had (warned once).
     shadowed: BTreeSet<String>,
+    /// With ownership: the only names that reach the pipeline.
+    owned: Option<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for MemberUnion {
@@ -91,15 +98,66 @@ fn merge(parts: &BTreeMap<Origin, Part>) -> Merged {
     (members, held, registries, shadowed)
 }
 
+/// Every member name of `merged`, running or held.
+fn names_of(merged: &Merged) -> BTreeSet<String> {
+    let (members, held, _, _) = merged;
+    let running = members.iter().map(|m| m.name.clone());
+    running.chain(held.iter().map(|h| h.name.clone())).collect()
+}
+
+/// `merged` with only the members and held members `owned` names (all without).
+fn only_owned(merged: Merged, owned: Option<&BTreeSet<String>>) -> Merged {
+    let Some(owned) = owned else {
+        return merged;
+    };
+    let (mut members, mut held, registries, shadowed) = merged;
+    members.retain(|m| owned.contains(&m.name));
+    held.retain(|h| owned.contains(&h.name));
+    (members, held, registries, shadowed)
+}
+
 impl MemberUnion {
     /// A union over `pipeline`, which runs `file` now.
     pub fn new(pipeline: Arc<Pipeline>, file: Part) -> Arc<Self> {
-        let mut parts = Parts::default();
+        Self::with_owned(pipeline, file, None)
+    }
+
+    /// A union over `pipeline` that passes only the `owned` names of `file`
+    /// (all when None); the pipeline runs those now.
+    pub fn with_owned(
+        pipeline: Arc<Pipeline>,
+        file: Part,
+        owned: Option<BTreeSet<String>>,
+    ) -> Arc<Self> {
+        let mut parts = Parts {
+            owned,
+            ..Parts::default()
+        };
         parts.by_origin.insert(Origin::File, file);
+        let (desired, _) = watch::channel(names_of(&merge(&parts.by_origin)));
         Arc::new(Self {
             pipeline,
             parts: Mutex::new(parts),
+            desired,
         })
+    }
+
+    /// Every member name of every source (owned or not), as it changes.
+    pub fn desired(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.desired.subscribe()
+    }
+
+    /// Passes only the `owned` names on to the pipeline from now on (its
+    /// members stop and start to match before this returns).
+    pub async fn set_owned(&self, owned: BTreeSet<String>) -> crate::Result<MemberDiff> {
+        let mut parts = self.parts.lock().await;
+        let (members, held, registries, _) = only_owned(merge(&parts.by_origin), Some(&owned));
+        let diff = self
+            .pipeline
+            .reconcile_with_held(members, held, Some(registries))
+            .await?;
+        parts.owned = Some(owned);
+        Ok(diff)
     }
 
     /// The pipeline the union feeds.
@@ -119,7 +177,9 @@ impl MemberUnion {
         }
         let mut next = parts.by_origin.clone();
         next.insert(origin, part);
-        let (members, held, registries, shadowed) = merge(&next);
+        let merged = merge(&next);
+        let names = names_of(&merged);
+        let (members, held, registries, shadowed) = only_owned(merged, parts.owned.as_ref());
         let diff = self
             .pipeline
             .reconcile_with_held(members, held, Some(registries))
@@ -129,6 +189,11 @@ impl MemberUnion {
         }
         parts.by_origin = next;
         parts.shadowed = shadowed;
+        self.desired.send_if_modified(|old| {
+            let changed = *old != names;
+            *old = names;
+            changed
+        });
         Ok(diff)
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{kubectl, ok, sim, start_gateway};
 use kube_pulse::karpor::KarporSettings;
-use kube_pulse::karpor::writer::WriterSettings;
+use kube_pulse::karpor::WriterSettings;
 use kube_pulse_sim::Faults;
 use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
 use serde_json::Value;

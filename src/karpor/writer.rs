@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::report::{self, ClusterReport, ResourceReport};
+use super::settings::{KarporSettings, WriterSettings};
 use super::types;
 use crate::hub::{Delivery, Hub, Pattern, TopicDoc};
 use crate::protocol::TopicKind;
@@ -53,38 +54,6 @@ const FAILING_FOR: Duration = Duration::from_secs(60);
 
 /// Attempts of one write that meets conflicts (each re-reads the object).
 const CONFLICT_ATTEMPTS: usize = 3;
-
-/// How the writer writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriterSettings {
-    /// This replica's name, in the field manager `kube-pulse/{replica}`.
-    pub replica: String,
-    /// The least time between two writes of one object.
-    pub min_interval: Duration,
-}
-
-impl Default for WriterSettings {
-    fn default() -> Self {
-        Self {
-            replica: default_replica(),
-            min_interval: Duration::from_secs(1),
-        }
-    }
-}
-
-/// `POD_NAME`, else the host name, else `kube-pulse`.
-pub fn default_replica() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "kube-pulse".into())
-}
 
 /// Which of Karpor's objects a write is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -211,7 +180,7 @@ struct Writer {
 /// with a backoff up to 30 s while Karpor does not answer; the source
 /// reports that) and writes until `shutdown`.
 pub(crate) fn spawn(
-    karpor: &super::KarporSettings,
+    karpor: &KarporSettings,
     hub: Arc<Hub>,
     settings: WriterSettings,
     metrics: Arc<crate::metrics::Metrics>,

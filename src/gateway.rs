@@ -174,7 +174,7 @@ impl Gateway {
             // With Leases, each replica writes the Clusters it owns.
             let shared = ownership.is_some();
             let writer = settings.status.clone().map(|status| {
-                let status = writer::WriterSettings { shared, ..status };
+                let status = crate::karpor::WriterSettings { shared, ..status };
                 tracing::info!(field_manager = %format!("{}{}", writer::MANAGER_PREFIX, status.replica), "kube-pulse's status is written back onto Karpor's objects");
                 let token = shutdown.child_token();
                 let (state, task) = writer::spawn(

@@ -419,7 +419,7 @@ fn serve_rejects_bad_configuration_clearly() {
                 vec!["--karpor-allow-exec".into()],
             ]
             .concat(),
-            "--karpor-context and --karpor-allow-exec need --karpor-kubeconfig",
+            "--karpor-context, --karpor-allow-exec and --karpor-read-only need --karpor-kubeconfig",
         ),
         (
             vec!["serve".into(), "--config".into(), bad.display().to_string()],

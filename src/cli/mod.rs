@@ -518,12 +518,12 @@ impl ServeArgs {
             context: self.karpor_context.clone().or(file.context),
             allow_exec: self.karpor_allow_exec || file.allow_exec,
             status: (!(self.karpor_read_only || file.read_only)).then(|| {
-                crate::karpor::writer::WriterSettings {
+                crate::karpor::WriterSettings {
                     replica: self
                         .replica_id
                         .clone()
                         .filter(|id| !id.is_empty())
-                        .unwrap_or_else(crate::karpor::writer::default_replica),
+                        .unwrap_or_else(crate::karpor::default_replica),
                     ..Default::default()
                 }
             }),
@@ -564,7 +564,7 @@ impl ServeArgs {
                 .replica_id
                 .clone()
                 .filter(|id| !id.is_empty())
-                .unwrap_or_else(crate::karpor::writer::default_replica),
+                .unwrap_or_else(crate::karpor::default_replica),
             duration: std::time::Duration::from_secs(seconds),
         };
         settings.validate()?;

@@ -317,23 +317,6 @@ fn the_prometheus_rule_carries_the_rules_file_unchanged() {
     );
 }
 
-/// `to` relative to `from` (both absolute), for kustomize, which takes
-/// only relative paths.
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
-    let common = from
-        .components()
-        .zip(to.components())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut path = PathBuf::new();
-    for _ in from.components().skip(common) {
-        path.push("..");
-    }
-    to.components().skip(common).for_each(|c| path.push(c));
-    path
-}
-
 #[test]
 fn the_monitoring_component_renders_with_the_base() {
     // An overlay outside deploy/ (kustomize refuses one inside the base's
@@ -341,7 +324,7 @@ fn the_monitoring_component_renders_with_the_base() {
     let overlay = Path::new(env!("CARGO_TARGET_TMPDIR")).join("with-monitoring");
     std::fs::create_dir_all(&overlay).unwrap();
     let deploy = Path::new(ROOT).join("deploy");
-    let base = relative(&overlay, &deploy);
+    let base = common::relative(&overlay, &deploy);
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(

@@ -76,7 +76,12 @@ pub struct FileConfig {
 pub struct LeasesFile {
     /// Kubeconfig of the host cluster that holds the Leases.
     pub kubeconfig: Option<std::path::PathBuf>,
-    /// Namespace of the Leases; the kubeconfig context's when absent.
+    /// The host cluster is the one this pod runs in, reached through the
+    /// pod's service account (instead of `kubeconfig`).
+    #[serde(default)]
+    pub in_cluster: bool,
+    /// Namespace of the Leases; the kubeconfig context's, or in-cluster the
+    /// pod's, when absent.
     pub namespace: Option<String>,
     /// `leaseDurationSeconds` (3 to 600; default 15).
     pub duration_seconds: Option<u64>,

@@ -35,6 +35,10 @@ pub struct DemoOptions {
     /// per simulated cluster and Karpor's default sync registry; the
     /// gateway takes its members from there and writes status back.
     pub karpor: Option<KarporOptions>,
+    /// `demo --leases`: the gateway owns its members through Leases held in
+    /// the first simulated cluster (namespace `default`, replica `demo`),
+    /// as one of several replicas would (docs/SCALE-OUT.md).
+    pub leases: bool,
 }
 
 impl Default for DemoOptions {
@@ -48,6 +52,7 @@ impl Default for DemoOptions {
                 ..GatewayConfig::default()
             },
             karpor: None,
+            leases: false,
         }
     }
 }
@@ -210,6 +215,17 @@ impl Demo {
                 None
             }
         };
+        if options.leases {
+            let host = clusters.first().ok_or_else(|| {
+                Error::Settings("demo --leases needs a simulated cluster to hold them".into())
+            })?;
+            config.leases = Some(crate::scale::LeaseSettings {
+                client: host.kube_config(),
+                namespace: "default".into(),
+                replica: "demo".into(),
+                duration: crate::scale::DEFAULT_DURATION,
+            });
+        }
         let gateway = Gateway::start(config, shutdown).await?;
         Ok(Self {
             clusters,

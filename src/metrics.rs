@@ -161,17 +161,29 @@ pub struct Metrics {
     pub(crate) leases: LeaseMetrics,
 }
 
-/// Member ownership through Leases: members owned, and Lease changes.
+/// Member ownership through Leases: members owned, Lease changes, and
+/// whether the Leases can be read.
 #[derive(Debug, Default)]
 pub(crate) struct LeaseMetrics {
     pub(crate) owned: Gauge,
     changes: Family<ChangeLabels, Counter>,
+    /// One series, labelled with the Leases' namespace, once ownership
+    /// runs: without Leases it has none (an alert on it stays quiet).
+    store_up: Family<NamespaceLabels, Gauge>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ChangeLabels {
     change: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NamespaceLabels {
+    namespace: String,
+}
+
+/// The Lease changes counted, in the order they are exported.
+const LEASE_CHANGES: [&str; 3] = ["acquired", "released", "lost"];
 
 impl LeaseMetrics {
     fn register(&self, registry: &mut Registry) {
@@ -185,10 +197,36 @@ impl LeaseMetrics {
             "Member Lease changes of this replica: acquired, released (handed over or at shutdown), lost (not renewed in time, or taken)",
             self.changes.clone(),
         );
+        registry.register(
+            "lease_store_up",
+            "1 while this replica has listed the Leases of the host cluster within a lease duration (as /readyz/Leases), else 0; only with Leases",
+            self.store_up.clone(),
+        );
+    }
+
+    /// Ownership starts: every change counter exists from 0 (so that
+    /// `increase()` sees the first one), and the store is not read yet.
+    pub(crate) fn start(&self, namespace: &str) {
+        for change in LEASE_CHANGES {
+            self.changes
+                .get_or_create(&ChangeLabels { change })
+                .inc_by(0);
+        }
+        self.store(namespace, false);
+    }
+
+    /// Whether the Leases were listed within a lease duration.
+    pub(crate) fn store(&self, namespace: &str, up: bool) {
+        self.store_up
+            .get_or_create(&NamespaceLabels {
+                namespace: namespace.to_string(),
+            })
+            .set(i64::from(up));
     }
 
     /// Counts one change: `acquired`, `released` or `lost`.
     pub(crate) fn change(&self, change: &'static str) {
+        debug_assert!(LEASE_CHANGES.contains(&change), "{change}");
         self.changes.get_or_create(&ChangeLabels { change }).inc();
     }
 }

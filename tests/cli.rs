@@ -422,6 +422,24 @@ fn serve_rejects_bad_configuration_clearly() {
             "--karpor-context, --karpor-allow-exec and --karpor-read-only need --karpor-kubeconfig",
         ),
         (
+            [
+                file(
+                    "lease.yaml",
+                    "clusters:\n- {name: a, server: 'https://x'}\n",
+                ),
+                vec!["--lease-in-cluster".into()],
+            ]
+            .concat(),
+            "lease host cluster in-cluster: not running in a pod",
+        ),
+        (
+            file(
+                "lease-both.yaml",
+                "clusters:\n- {name: a, server: 'https://x'}\nleases: {inCluster: true, kubeconfig: /x}\n",
+            ),
+            "leases: give kubeconfig or inCluster: true, not both",
+        ),
+        (
             vec!["serve".into(), "--config".into(), bad.display().to_string()],
             "needs kubeconfig (+ context) or server",
         ),
@@ -460,6 +478,8 @@ fn serve_rejects_bad_configuration_clearly() {
         let out = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
             .args(&args)
             .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
             .env("RUST_LOG", "off")
             .output()
             .unwrap();

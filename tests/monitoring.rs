@@ -1,6 +1,7 @@
 //! The operations kit (deploy/monitoring/, docs/RUNBOOK.md) against the
 //! real binary: every metric the alert rules, their tests and the Grafana
-//! dashboard name is one a running `kube-pulse demo` exports; every alert
+//! dashboard name is one a running `kube-pulse demo` exports (the lease
+//! families: `demo --leases`); every alert
 //! has a firing and a quiet promtool case and a runbook section, and the
 //! runbook explains every reason docs/STATUS.md lists; the PrometheusRule
 //! carries the rules file; the kustomize component renders with the base. And the logs: no escape codes in a file, one JSON object
@@ -143,6 +144,18 @@ async fn rules_tests_and_dashboard_name_only_metrics_the_demo_exports() {
         "--karpor",
     ]);
     let url = wait_for_url(&mut child);
+    // With --leases: ownership through Leases (held in its first simulated
+    // cluster) exports the lease families; without, they have no samples.
+    let mut leases_child = spawn_binary(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--clusters",
+        "2",
+        "--no-scenario",
+        "--leases",
+    ]);
+    let leases_url = wait_for_url(&mut leases_child);
     // Families without samples are left out of a scrape, so give every one
     // a sample: a finished task, watch errors (dev refuses connections for
     // a moment), HTTP requests (the scrapes themselves).
@@ -169,29 +182,67 @@ async fn rules_tests_and_dashboard_name_only_metrics_the_demo_exports() {
         .unwrap();
     assert_eq!(fault.status(), 200);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let (scrape, exported, missing) = loop {
-        let scrape = client
-            .get(format!("{url}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let exported = exported_names(&scrape);
+    let scrape_of = |url: String| {
+        let client = client.clone();
+        async move {
+            client
+                .get(format!("{url}/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    // Once the --leases demo has listed the Leases and taken both members.
+    let settled_leases = [
+        "kube_pulse_lease_store_up{namespace=\"default\"} 1",
+        "kube_pulse_lease_changes_total{change=\"lost\"} 0",
+        "kube_pulse_lease_owned_members 2",
+    ];
+    let settled = |scrape: &str| {
+        settled_leases
+            .iter()
+            .all(|line| scrape.lines().any(|l| l == *line))
+    };
+    let (scrape, leases_scrape, exported, missing) = loop {
+        let scrape = scrape_of(url.clone()).await;
+        let leases_scrape = scrape_of(leases_url.clone()).await;
+        let mut exported = exported_names(&scrape);
+        exported.extend(exported_names(&leases_scrape));
         let missing = unknown(&used, &exported);
-        if missing.is_empty() || Instant::now() > deadline {
-            break (scrape, exported, missing);
+        if (missing.is_empty() && settled(&leases_scrape)) || Instant::now() > deadline {
+            break (scrape, leases_scrape, exported, missing);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
-        .await
-        .unwrap();
-    assert!(status.success(), "{status:?}");
+    let status =
+        tokio::task::spawn_blocking(move || (terminate(&mut child), terminate(&mut leases_child)))
+            .await
+            .unwrap();
+    assert!(status.0.success() && status.1.success(), "{status:?}");
     assert!(
         missing.is_empty(),
-        "not exported by kube-pulse within 30 s: {missing:#?}\nscrape:\n{scrape}"
+        "not exported by kube-pulse within 30 s: {missing:#?}\nscrape:\n{scrape}\nwith --leases:\n{leases_scrape}"
+    );
+    // The lease alerts' series come from a gateway that runs with Leases;
+    // without Leases the store gauge has no series, so its alert is quiet.
+    let with_leases = exported_names(&leases_scrape);
+    for name in [
+        "kube_pulse_lease_store_up",
+        "kube_pulse_lease_changes_total",
+        "kube_pulse_lease_owned_members",
+    ] {
+        assert!(with_leases.contains(name), "{name} not in\n{leases_scrape}");
+    }
+    assert!(
+        !exported_names(&scrape).contains("kube_pulse_lease_store_up"),
+        "{scrape}"
+    );
+    assert!(
+        settled(&leases_scrape),
+        "not all of {settled_leases:?} within 30 s:\n{leases_scrape}"
     );
     for name in [
         "kube_pulse_cluster_reason",
@@ -317,23 +368,6 @@ fn the_prometheus_rule_carries_the_rules_file_unchanged() {
     );
 }
 
-/// `to` relative to `from` (both absolute), for kustomize, which takes
-/// only relative paths.
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
-    let common = from
-        .components()
-        .zip(to.components())
-        .take_while(|(a, b)| a == b)
-        .count();
-    let mut path = PathBuf::new();
-    for _ in from.components().skip(common) {
-        path.push("..");
-    }
-    to.components().skip(common).for_each(|c| path.push(c));
-    path
-}
-
 #[test]
 fn the_monitoring_component_renders_with_the_base() {
     // An overlay outside deploy/ (kustomize refuses one inside the base's
@@ -341,7 +375,7 @@ fn the_monitoring_component_renders_with_the_base() {
     let overlay = Path::new(env!("CARGO_TARGET_TMPDIR")).join("with-monitoring");
     std::fs::create_dir_all(&overlay).unwrap();
     let deploy = Path::new(ROOT).join("deploy");
-    let base = relative(&overlay, &deploy);
+    let base = common::relative(&overlay, &deploy);
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(

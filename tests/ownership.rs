@@ -398,6 +398,10 @@ async fn a_replica_cut_off_from_the_host_stops_its_members_before_their_leases_e
     let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
     let r1 = replica_for("r1", &host, &sims, DURATION).await;
     settled(&host, &[&r1], &members, "r1 owns every member").await;
+    const STORE_UP: &str = "kube_pulse_lease_store_up{namespace=\"default\"}";
+    const LOST: &str = "kube_pulse_lease_changes_total{change=\"lost\"}";
+    assert_eq!(common::metric(&r1.url, STORE_UP).await, 1.0);
+    assert_eq!(common::metric(&r1.url, LOST).await, 0.0);
     // Cut the host off right after a round of renewals: the worst case
     // for a loop that checks its deadlines only between slow requests.
     let cut = after_renewals(&host, "r1").await;
@@ -431,8 +435,18 @@ async fn a_replica_cut_off_from_the_host_stops_its_members_before_their_leases_e
     })
     .await;
     assert!(not_ready.contains("lease store"), "{not_ready}");
+    // What the alerts watch: the store down, and every member lost.
+    eventually(WITHIN, "kube_pulse_lease_store_up 0", || async {
+        (common::metric(&r1.url, STORE_UP).await == 0.0).then_some(())
+    })
+    .await;
+    assert_eq!(common::metric(&r1.url, LOST).await, members.len() as f64);
     host.heal();
     settled(&host, &[&r1], &members, "r1 owns every member again").await;
+    eventually(WITHIN, "kube_pulse_lease_store_up 1 again", || async {
+        (common::metric(&r1.url, STORE_UP).await == 1.0).then_some(())
+    })
+    .await;
     r1.token.cancel();
     r1.gateway.stop().await;
 }

@@ -86,6 +86,11 @@ pub struct DemoArgs {
     /// `conditions` (Karpor 0.6 keeps only `healthy`).
     #[arg(long, requires = "karpor")]
     pub karpor_conditions: bool,
+    /// Own the members through Leases held in the first simulated cluster
+    /// (namespace `default`), as one of several replicas would: the lease
+    /// metrics and `/readyz/Leases` show (docs/SCALE-OUT.md).
+    #[arg(long)]
+    pub leases: bool,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -460,7 +465,17 @@ pub struct ServeArgs {
     /// share the members, each run by one (docs/SCALE-OUT.md).
     #[arg(long, value_name = "PATH", env = "KUBE_PULSE_LEASE_KUBECONFIG")]
     pub lease_kubeconfig: Option<PathBuf>,
-    /// Namespace of the Leases; the kubeconfig context's (else `default`) when omitted.
+    /// The host cluster of the Leases is the one this pod runs in, reached
+    /// through the pod's service account (no kubeconfig); the Leases'
+    /// namespace then defaults to the pod's.
+    #[arg(
+        long,
+        env = "KUBE_PULSE_LEASE_IN_CLUSTER",
+        conflicts_with = "lease_kubeconfig"
+    )]
+    pub lease_in_cluster: bool,
+    /// Namespace of the Leases; default the kubeconfig context's (else
+    /// `default`), or in-cluster the pod's.
     #[arg(long, value_name = "NS", env = "KUBE_PULSE_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
     /// Seconds a Lease stays held without renewal (renewed every third of
@@ -530,29 +545,54 @@ impl ServeArgs {
         }))
     }
 
+    /// Where the Leases' host cluster is, from the flags over the config
+    /// file's `leases:` (flags win); None without one.
+    pub fn lease_host(
+        &self,
+        file: &crate::config::LeasesFile,
+    ) -> Result<Option<crate::scale::LeaseHost>> {
+        use crate::scale::LeaseHost;
+        if file.in_cluster && file.kubeconfig.is_some() {
+            return Err(Error::Settings(
+                "leases: give kubeconfig or inCluster: true, not both".into(),
+            ));
+        }
+        Ok(match (&self.lease_kubeconfig, self.lease_in_cluster) {
+            (Some(path), _) => Some(LeaseHost::Kubeconfig(path.clone())),
+            (None, true) => Some(LeaseHost::InCluster),
+            (None, false) if file.in_cluster => Some(LeaseHost::InCluster),
+            (None, false) => file.kubeconfig.clone().map(LeaseHost::Kubeconfig),
+        })
+    }
+
     /// The Lease settings of the flags over the config file's `leases:`
-    /// (flags win); None without a lease kubeconfig.
+    /// (flags win); None without a lease host cluster.
     pub async fn leases(
         &self,
         file: Option<&crate::config::LeasesFile>,
     ) -> Result<Option<crate::scale::LeaseSettings>> {
         let file = file.cloned().unwrap_or_default();
-        let Some(path) = self.lease_kubeconfig.clone().or(file.kubeconfig) else {
+        let Some(host) = self.lease_host(&file)? else {
             if self.lease_namespace.is_some() || self.lease_duration.is_some() {
                 return Err(Error::Settings(
-                    "--lease-namespace and --lease-duration need --lease-kubeconfig (or leases.kubeconfig in the config file)".into(),
+                    "--lease-namespace and --lease-duration need --lease-kubeconfig or --lease-in-cluster (or leases.kubeconfig or leases.inCluster in the config file)".into(),
                 ));
             }
             return Ok(None);
         };
-        let client = crate::karpor::api::kube_config(&path, None)
-            .await
-            .map_err(|e| Error::Settings(format!("lease kubeconfig: {e}")))?;
+        let client = match host {
+            crate::scale::LeaseHost::Kubeconfig(path) => {
+                crate::karpor::api::kube_config(&path, None)
+                    .await
+                    .map_err(|e| Error::Settings(format!("lease kubeconfig: {e}")))?
+            }
+            crate::scale::LeaseHost::InCluster => crate::scale::in_cluster_config()?,
+        };
         let namespace = self
             .lease_namespace
             .clone()
             .or(file.namespace)
-            .unwrap_or_else(|| client.default_namespace.clone());
+            .unwrap_or_else(|| client.default_namespace.trim().to_string());
         let seconds = self
             .lease_duration
             .or(file.duration_seconds)
@@ -702,6 +742,7 @@ impl DemoArgs {
                     conditions: self.karpor_conditions,
                     default_registry: true,
                 }),
+            leases: self.leases,
         };
         Ok((self.listen, options))
     }
@@ -778,6 +819,7 @@ mod tests {
             kubeconfig: Some(kubeconfig.clone()),
             namespace: Some("from-file".into()),
             duration_seconds: Some(30),
+            ..Default::default()
         };
         let settings = serve(&[]).leases(Some(&file)).await.unwrap().unwrap();
         assert_eq!(settings.namespace, "from-file");
@@ -793,6 +835,94 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("3 to 600 seconds"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_lease_host_is_a_kubeconfig_or_the_pods_own_cluster() {
+        use crate::config::LeasesFile;
+        use crate::scale::LeaseHost;
+        let serve = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "serve", "--kubeconfig", "kc"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).map(|c| c.command) {
+                Ok(Command::Serve(args)) => Ok(args),
+                Ok(_) => panic!("serve expected"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let kubeconfig = |p: &str| Some(LeaseHost::Kubeconfig(p.into()));
+        let in_file = LeasesFile {
+            in_cluster: true,
+            ..Default::default()
+        };
+        let path_in_file = LeasesFile {
+            kubeconfig: Some("/file/kc".into()),
+            ..Default::default()
+        };
+        let none = LeasesFile::default();
+        // (flags, file, host)
+        let cases: &[(&[&str], &LeasesFile, Option<LeaseHost>)] = &[
+            (&[], &none, None),
+            (&["--lease-in-cluster"], &none, Some(LeaseHost::InCluster)),
+            (&[], &in_file, Some(LeaseHost::InCluster)),
+            (&[], &path_in_file, kubeconfig("/file/kc")),
+            // Flags win over the file, either way round.
+            (
+                &["--lease-kubeconfig", "/flag/kc"],
+                &in_file,
+                kubeconfig("/flag/kc"),
+            ),
+            (
+                &["--lease-in-cluster"],
+                &path_in_file,
+                Some(LeaseHost::InCluster),
+            ),
+        ];
+        for (flags, file, want) in cases {
+            let got = serve(flags).unwrap().lease_host(file).unwrap();
+            assert_eq!(&got, want, "{flags:?} {file:?}");
+        }
+        // Both at once is a mistake, in the flags and in the file.
+        let err = serve(&["--lease-in-cluster", "--lease-kubeconfig", "kc"]).unwrap_err();
+        assert!(err.contains("cannot be used with"), "{err}");
+        let both = LeasesFile {
+            in_cluster: true,
+            kubeconfig: Some("kc".into()),
+            ..Default::default()
+        };
+        let err = serve(&[]).unwrap().lease_host(&both).unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+        // The namespace-only flags name the in-cluster way too.
+        let err = serve(&["--lease-duration", "9"])
+            .unwrap()
+            .leases(None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("--lease-in-cluster"), "{err}");
+        // Outside a pod, in-cluster is refused and says why; inside one it
+        // takes the pod's namespace unless the flag names another.
+        let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+            && std::path::Path::new("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .exists();
+        let settings = serve(&["--lease-in-cluster", "--replica-id", "r-1"])
+            .unwrap()
+            .leases(None)
+            .await;
+        if in_pod {
+            let settings = settings.unwrap().unwrap();
+            let pod =
+                std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                    .unwrap();
+            assert_eq!(settings.namespace, pod.trim());
+        } else {
+            let err = settings.unwrap_err().to_string();
+            assert!(
+                err.contains("lease host cluster in-cluster")
+                    && (err.contains("not running in a pod")
+                        || err.contains("service account is not mounted")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

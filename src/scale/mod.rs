@@ -46,6 +46,30 @@ pub struct LeaseSettings {
 /// Default Lease duration (as Kubernetes' own leader election).
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(15);
 
+/// Where the host cluster that holds the Leases is reached from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseHost {
+    /// A kubeconfig file (its current context).
+    Kubeconfig(std::path::PathBuf),
+    /// The cluster this pod runs in, through the pod's service account.
+    InCluster,
+}
+
+/// The client configuration of the cluster this pod runs in (its service
+/// account's token, CA and namespace), with an error that says what is
+/// missing when this process does not run in a pod.
+pub fn in_cluster_config() -> crate::Result<kube::Config> {
+    use kube::config::InClusterError;
+    kube::Config::incluster().map_err(|e| {
+        crate::Error::Settings(match e {
+            InClusterError::ReadEnvironmentVariable(_) => "lease host cluster in-cluster: not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set); outside a cluster give --lease-kubeconfig".to_string(),
+            other => format!(
+                "lease host cluster in-cluster: the pod's service account is not mounted at /var/run/secrets/kubernetes.io/serviceaccount ({other}); is automountServiceAccountToken off?"
+            ),
+        })
+    })
+}
+
 impl LeaseSettings {
     /// Refuses settings the Leases cannot work with.
     pub fn validate(&self) -> crate::Result<()> {

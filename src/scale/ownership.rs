@@ -90,6 +90,7 @@ impl Ownership {
         let client = kube::Client::try_from(settings.client.clone())
             .map_err(|e| crate::Error::Settings(format!("lease kubeconfig: {e}")))?;
         let health = Arc::new(OwnershipHealth::default());
+        metrics.leases.start(&settings.namespace);
         let release = CancellationToken::new();
         let looped = Loop {
             store: LeaseStore::new(client, &settings.namespace, settings.period()),
@@ -250,6 +251,9 @@ impl Loop {
                 self.health.inner.lock().error = Some(e.to_string());
             }
         }
+        // As `/readyz/Leases`: down once no list has succeeded for a duration.
+        let up = self.health.state(self.settings.duration).is_ok();
+        self.metrics.leases.store(&self.settings.namespace, up);
         self.enforce().await;
         self.renew_presence().await;
         self.enforce().await;

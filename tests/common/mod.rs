@@ -502,3 +502,20 @@ pub(crate) fn karpor_kubeconfig(dir: &std::path::Path, server: &str) -> std::pat
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// `to` relative to `from` (both absolute), for kustomize, which takes
+/// only relative paths.
+pub(crate) fn relative(from: &std::path::Path, to: &std::path::Path) -> std::path::PathBuf {
+    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut path = std::path::PathBuf::new();
+    for _ in from.components().skip(common) {
+        path.push("..");
+    }
+    to.components().skip(common).for_each(|c| path.push(c));
+    path
+}

@@ -18,6 +18,7 @@ pub mod faults;
 pub mod karpor;
 mod kubelet;
 pub mod managed;
+pub mod media;
 pub mod object;
 mod params;
 pub mod patch;

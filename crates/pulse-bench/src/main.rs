@@ -9,6 +9,7 @@ mod load;
 mod podwatch;
 mod proc;
 mod raw;
+mod registry;
 mod report;
 mod scenarios;
 mod targets;
@@ -29,7 +30,7 @@ struct Cli {
     /// Where results go.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
-    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods.
+    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -185,6 +186,13 @@ async fn main() -> anyhow::Result<()> {
             plan.pod_deployments * plan.pod_replicas as usize
         );
         results.pod_watch = Some(podwatch::pod_fleet(&bin, &plan).await?);
+    }
+    if wants("registry") {
+        eprintln!(
+            "registry: kube-pulse over {:?} ConfigMaps",
+            plan.registry_sizes
+        );
+        results.registry = Some(registry::registry_memory(&bin, &plan).await?);
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

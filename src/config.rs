@@ -19,8 +19,13 @@ use crate::names::{cluster_name_for_context, valid_name};
 pub struct FileConfig {
     /// Listen address; the `--listen` flag wins when both are given.
     pub listen: Option<SocketAddr>,
-    /// The member clusters to watch; at least one, names unique.
+    /// The member clusters to watch; names unique; at least one unless
+    /// `karpor` gives them.
+    #[serde(default)]
     pub clusters: Vec<ClusterSpec>,
+    /// Members and sync registries also from Karpor's apiserver
+    /// (`--karpor-kubeconfig`, `--karpor-context`, `--karpor-allow-exec` win).
+    pub karpor: Option<crate::karpor::KarporFile>,
     /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
     #[serde(default)]
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
@@ -369,7 +374,7 @@ impl ClusterSpec {
 }
 
 /// `http://HOST[:PORT][/…]` or `https://…` with a non-empty host.
-fn is_http_url(raw: &str) -> bool {
+pub(crate) fn is_http_url(raw: &str) -> bool {
     raw.parse::<http::Uri>().is_ok_and(|uri| {
         matches!(uri.scheme_str(), Some("http" | "https"))
             && uri.host().is_some_and(|h| !h.is_empty())
@@ -432,10 +437,14 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    if config.clusters.is_empty() {
+    let karpor = config
+        .karpor
+        .as_ref()
+        .is_some_and(|k| k.kubeconfig.is_some());
+    if config.clusters.is_empty() && !karpor {
         return Err(Error::Config {
             path: path.to_path_buf(),
-            message: "no clusters: list at least one under `clusters:`".into(),
+            message: "no clusters: list at least one under `clusters:` (or take them from Karpor with `karpor: {kubeconfig: PATH}`)".into(),
         });
     }
     check_unique(&config.clusters, path)?;
@@ -453,7 +462,9 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
     }
     for registry in &config.sync_registries {
         for cluster in &registry.clusters {
-            if cluster != "*" && !config.clusters.iter().any(|c| &c.name == cluster) {
+            // With Karpor, a registry may name a cluster only Karpor knows.
+            let known = karpor || config.clusters.iter().any(|c| &c.name == cluster);
+            if cluster != "*" && !known {
                 let name = registry.name.as_deref().unwrap_or("(unnamed)");
                 return Err(invalid(format!(
                     "sync registry {name:?} names cluster {cluster:?}, which is not under `clusters:` (known: {})",
@@ -554,6 +565,22 @@ mod tests {
     }
 
     const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u1\n  user: {token: abc}\ncontexts:\n- name: Prod_EU\n  context: {cluster: c1, user: u1}\n- name: dev\n  context: {cluster: c1, user: u1}\ncurrent-context: dev\n";
+
+    #[test]
+    fn with_karpor_the_file_may_have_no_clusters_and_name_karpors() {
+        let dir = tempdir();
+        let text = "karpor: {kubeconfig: /etc/karpor/config, context: k, allowExec: true}\nsyncRegistries:\n- {clusters: [only-in-karpor], resources: []}\n";
+        let config = load_file(&write(&dir, "karpor.yaml", text)).unwrap();
+        assert!(config.clusters.is_empty());
+        let karpor = config.karpor.unwrap();
+        assert_eq!(karpor.context.as_deref(), Some("k"));
+        assert!(karpor.allow_exec);
+        let typo = "karpor: {kubeconfig: /k, allowExecs: true}\n";
+        let err = load_file(&write(&dir, "typo.yaml", typo))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowExecs"), "{err}");
+    }
 
     #[test]
     fn config_file_errors_name_the_problem() {

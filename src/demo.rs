@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::gateway::{Gateway, GatewayConfig};
 use crate::pipeline::PipelineConfig;
 use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
+use kube_pulse_sim::karpor::{self as sim_karpor, KarporOptions, MemberAccess};
 use kube_pulse_sim::scenario;
 use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig};
 
@@ -30,6 +31,10 @@ pub struct DemoOptions {
     /// The gateway over the simulated clusters; the demo fills in its
     /// members, and its pipeline defaults to [`pipeline_config`].
     pub gateway: GatewayConfig,
+    /// `demo --karpor`: a simulated Karpor apiserver holds a Cluster object
+    /// per simulated cluster and Karpor's default sync registry; the
+    /// gateway takes its members from there and writes status back.
+    pub karpor: Option<KarporOptions>,
 }
 
 impl Default for DemoOptions {
@@ -42,6 +47,7 @@ impl Default for DemoOptions {
                 pipeline: pipeline_config(),
                 ..GatewayConfig::default()
             },
+            karpor: None,
         }
     }
 }
@@ -157,7 +163,15 @@ pub struct Demo {
     clusters: Vec<SimCluster>,
     gateway: Gateway,
     scenario: bool,
+    karpor: Option<KarporDemo>,
     shutdown: CancellationToken,
+}
+
+/// The simulated Karpor apiserver of `demo --karpor`, and the kubeconfig
+/// file the gateway reads it with (removed when the demo ends).
+struct KarporDemo {
+    apiserver: SimCluster,
+    kubeconfig: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Demo {
@@ -172,20 +186,43 @@ impl std::fmt::Debug for Demo {
 }
 
 impl Demo {
-    /// Starts `options.clusters` simulated clusters and a gateway over them.
+    /// Starts `options.clusters` simulated clusters and a gateway over them
+    /// (with `options.karpor`, a simulated Karpor apiserver between them).
     pub async fn start(options: DemoOptions, shutdown: &CancellationToken) -> Result<Self> {
         let clusters = start_clusters(&options, shutdown).await?;
-        let config = GatewayConfig {
-            members: clusters.iter().map(member).collect(),
-            ..options.gateway
+        let mut config = options.gateway;
+        let karpor = match options.karpor {
+            Some(karpor) => {
+                let demo = start_karpor(karpor, &clusters, shutdown).await?;
+                config.karpor = Some(crate::karpor::KarporSettings {
+                    kubeconfig: demo.kubeconfig.clone(),
+                    context: None,
+                    allow_exec: false,
+                    status: Some(crate::karpor::writer::WriterSettings {
+                        replica: "demo".into(),
+                        ..Default::default()
+                    }),
+                });
+                Some(demo)
+            }
+            None => {
+                config.members = clusters.iter().map(member).collect();
+                None
+            }
         };
         let gateway = Gateway::start(config, shutdown).await?;
         Ok(Self {
             clusters,
             gateway,
             scenario: options.scenario,
+            karpor,
             shutdown: shutdown.clone(),
         })
+    }
+
+    /// The simulated Karpor apiserver's URL (`demo --karpor`).
+    pub fn karpor_url(&self) -> Option<String> {
+        self.karpor.as_ref().map(|k| k.apiserver.url())
     }
 
     /// The running gateway.
@@ -200,9 +237,16 @@ impl Demo {
             clusters,
             gateway,
             scenario,
+            karpor,
             shutdown,
         } = self;
-        let routes = sim_routes(&clusters, gateway.state().auth.clone());
+        let mut routes = sim_routes(&clusters, gateway.state().auth.clone());
+        if let Some(karpor) = &karpor {
+            routes = routes.merge(karpor_route(
+                &karpor.apiserver,
+                gateway.state().auth.clone(),
+            ));
+        }
         let clusters = Arc::new(clusters);
         let scenario_task = scenario.then(|| {
             let clusters = clusters.clone();
@@ -219,6 +263,117 @@ impl Demo {
                 cluster.shutdown().await;
             }
         }
+        if let Some(karpor) = karpor {
+            let _ = std::fs::remove_file(&karpor.kubeconfig);
+            karpor.apiserver.shutdown().await;
+        }
         served
     }
+}
+
+/// Starts the simulated Karpor apiserver of `demo --karpor` with Karpor's
+/// default sync registry and a Cluster object per simulated cluster, and
+/// writes a kubeconfig for it where only this user can read it.
+async fn start_karpor(
+    options: KarporOptions,
+    clusters: &[SimCluster],
+    shutdown: &CancellationToken,
+) -> Result<KarporDemo> {
+    let simulator = |source| Error::Simulator {
+        cluster: "karpor".into(),
+        source,
+    };
+    let config = SimConfig {
+        listen: "127.0.0.1:0".parse().expect("a valid address"),
+        ..sim_karpor::config(KarporOptions {
+            default_registry: true,
+            ..options
+        })
+    };
+    let apiserver = SimCluster::start_with_shutdown(config, shutdown.clone())
+        .await
+        .map_err(simulator)?;
+    for cluster in clusters {
+        let manifest = sim_karpor::cluster_manifest(cluster.name(), &MemberAccess::to_sim(cluster));
+        apiserver.apply(&manifest).map_err(|e| {
+            simulator(std::io::Error::other(format!(
+                "creating Cluster {}: {}",
+                cluster.name(),
+                e.message
+            )))
+        })?;
+    }
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "kube-pulse-demo-karpor-{}-{}.kubeconfig",
+        std::process::id(),
+        apiserver.addr().port()
+    ));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: karpor\n  cluster: {{server: '{}'}}\nusers:\n- name: demo\n  user: {{}}\ncontexts:\n- name: karpor\n  context: {{cluster: karpor, user: demo}}\ncurrent-context: karpor\n",
+        apiserver.url()
+    );
+    std::fs::write(&kubeconfig, text).map_err(|source| Error::Read {
+        path: kubeconfig.clone(),
+        source,
+    })?;
+    Ok(KarporDemo {
+        apiserver,
+        kubeconfig,
+    })
+}
+
+/// What Karpor's own objects say, for the page: `GET /_sim/karpor`.
+#[derive(Debug, Clone, serde::Serialize)]
+struct KarporView {
+    server: String,
+    clusters: Vec<serde_json::Value>,
+}
+
+/// `GET /_sim/karpor`: the simulated Karpor's URL and each Cluster
+/// object's name and status, as Karpor's API serves them.
+fn karpor_route(apiserver: &SimCluster, auth: Arc<crate::auth::Auth>) -> Router {
+    let clusters: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        apiserver.client(),
+        &kube::discovery::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                sim_karpor::CLUSTER_GROUP,
+                sim_karpor::VERSION,
+                "Cluster",
+            ),
+            "clusters",
+        ),
+    );
+    let server = apiserver.url();
+    Router::new()
+        .route(
+            "/_sim/karpor",
+            get(move || {
+                let (clusters, server) = (clusters.clone(), server.clone());
+                async move {
+                    match clusters.list(&Default::default()).await {
+                        Ok(list) => {
+                            let clusters = list
+                                .items
+                                .into_iter()
+                                .map(|c| {
+                                    serde_json::json!({
+                                        "name": c.metadata.name,
+                                        "status": c.data.get("status").cloned().unwrap_or_default(),
+                                    })
+                                })
+                                .collect();
+                            axum::Json(KarporView { server, clusters }).into_response()
+                        }
+                        Err(e) => {
+                            crate::error::Error::Unavailable(format!("the simulated Karpor: {e}"))
+                                .into_response()
+                        }
+                    }
+                }
+            }),
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            auth,
+            crate::auth::require_admin,
+        ))
 }

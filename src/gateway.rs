@@ -17,6 +17,8 @@ use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::http_server::{self, TlsSettings};
 use crate::hub::Hub;
+use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, writer};
+use crate::members::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::router::{self, GatewayState};
 use crate::tasks::{TaskSettings, Tasks};
@@ -44,6 +46,8 @@ pub struct GatewayConfig {
     pub tls: Option<TlsSettings>,
     /// Timeouts and limits of accepted connections; trusted proxies.
     pub connections: ConnectionSettings,
+    /// Members and sync registries from Karpor besides `members`, when set.
+    pub karpor: Option<KarporSettings>,
 }
 
 impl Default for GatewayConfig {
@@ -58,6 +62,7 @@ impl Default for GatewayConfig {
             auth: AuthSettings::default(),
             tls: None,
             connections: ConnectionSettings::default(),
+            karpor: None,
         }
     }
 }
@@ -65,6 +70,12 @@ impl Default for GatewayConfig {
 /// A running gateway: pipeline, tasks and the state every request shares.
 pub struct Gateway {
     pipeline: Arc<Pipeline>,
+    /// The members of every source (file, Karpor), merged into the pipeline.
+    union: Arc<MemberUnion>,
+    /// The Karpor source, when configured, and what stops it (before the pipeline).
+    karpor: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
+    /// The status writer onto Karpor's objects (unless read-only), and what stops it.
+    karpor_writer: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -98,6 +109,7 @@ impl Gateway {
             auth,
             tls,
             connections,
+            karpor,
         } = config;
         for member in &members {
             tracing::info!(cluster = %member.name, server = %member.config.cluster_url, "member cluster registered");
@@ -109,14 +121,50 @@ impl Gateway {
             .build(hub.clone())
             .await
             .map_err(|message| Error::Settings(format!("authentication: {message}")))?;
+        let file_part = Part {
+            members: members.clone(),
+            held: Vec::new(),
+            registries: Some(pipeline.registries.clone()),
+        };
         let pipeline = Pipeline::start_on(hub, members, pipeline, shutdown).await?;
+        let union = MemberUnion::new(pipeline.clone(), file_part);
         let tasks = Tasks::for_pipeline(&pipeline, tasks, shutdown);
         tracing::info!(
             mode = auth.mode_name(),
             tls = tls.is_some(),
             "gateway security"
         );
-        let checks = health_for(&pipeline, Some(tasks.clone()), health);
+        let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
+        let karpor = karpor.map(|settings| {
+            tracing::info!(kubeconfig = %settings.kubeconfig.display(), context = ?settings.context, allow_exec = settings.allow_exec, "members and sync registries also from Karpor");
+            let karpor_health = Arc::new(KarporHealth::default());
+            checks
+                .readyz
+                .push(Arc::new(KarporCheck(karpor_health.clone())));
+            let writer = settings.status.clone().map(|status| {
+                tracing::info!(field_manager = %format!("{}{}", writer::MANAGER_PREFIX, status.replica), "kube-pulse's status is written back onto Karpor's objects");
+                let token = shutdown.child_token();
+                let (state, task) = writer::spawn(
+                    &settings,
+                    pipeline.hub().clone(),
+                    status,
+                    pipeline.metrics().clone(),
+                    token.clone(),
+                );
+                checks
+                    .readyz
+                    .push(Arc::new(writer::KarporStatusCheck(state)));
+                (token, task)
+            });
+            let token = shutdown.child_token();
+            let task =
+                crate::karpor::source::spawn(settings, union.clone(), karpor_health, token.clone());
+            ((token, task), writer)
+        });
+        let (karpor, karpor_writer) = match karpor {
+            Some((source, writer)) => (Some(source), writer),
+            None => (None, None),
+        };
         let state = GatewayState::for_pipeline(
             &pipeline,
             tasks.clone(),
@@ -127,6 +175,9 @@ impl Gateway {
         );
         Ok(Self {
             pipeline,
+            union,
+            karpor: parking_lot::Mutex::new(karpor),
+            karpor_writer: parking_lot::Mutex::new(karpor_writer),
             tasks,
             state,
             base_path,
@@ -144,6 +195,11 @@ impl Gateway {
     /// Sources, engine and hub.
     pub fn pipeline(&self) -> &Arc<Pipeline> {
         &self.pipeline
+    }
+
+    /// The members of every source; a reloaded file replaces its part here.
+    pub fn member_union(&self) -> &Arc<MemberUnion> {
+        &self.union
     }
 
     /// User actions on apps.
@@ -210,6 +266,17 @@ impl Gateway {
 
     /// Stops tasks, then sources and engine, and waits for them.
     pub async fn stop(&self) {
+        // The Karpor source must not change members while the pipeline stops.
+        let karpor = self.karpor.lock().take();
+        if let Some((token, task)) = karpor {
+            token.cancel();
+            let _ = task.await;
+        }
+        let writer = self.karpor_writer.lock().take();
+        if let Some((token, task)) = writer {
+            token.cancel();
+            let _ = task.await;
+        }
         self.tasks.stop().await;
         self.pipeline.stop().await;
     }

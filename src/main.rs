@@ -32,6 +32,11 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
             let demo = kube_pulse::demo::Demo::start(options, &shutdown).await?;
             let listener = http_server::bind(addr).await?;
             println!("{}", demo.gateway().listening("kube-pulse demo", &listener));
+            if let Some(karpor) = demo.karpor_url() {
+                println!(
+                    "simulated Karpor apiserver on {karpor} (kubectl --server {karpor} get clusters -o yaml)"
+                );
+            }
             demo.serve(listener).await
         }
         #[cfg(not(feature = "demo"))]
@@ -46,7 +51,7 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
             let (addr, config) = args.resolve().await?;
             let gateway = Gateway::start(config, &shutdown).await?;
             if let Some(source) = args.member_source() {
-                let reloader = Reloader::new(source, gateway.pipeline().clone()).await;
+                let reloader = Reloader::new(source, gateway.member_union().clone()).await;
                 reloader.spawn(args.reload_interval(), shutdown.clone())?;
             }
             let listener = http_server::bind(addr).await?;

@@ -153,6 +153,62 @@ pub struct Metrics {
     pub(crate) connections: ConnectionMetrics,
     /// Reloads of the member configuration (src/members/reload.rs).
     pub(crate) reloads: ReloadMetrics,
+    /// The Karpor source (src/karpor/source.rs).
+    pub(crate) karpor: KarporMetrics,
+    /// Status writes to Karpor's objects (src/karpor/writer.rs).
+    pub(crate) karpor_writer: KarporWriterMetrics,
+}
+
+/// The Karpor source: whether Karpor answers, its errors, and what its
+/// Cluster objects became.
+#[derive(Debug, Default)]
+pub(crate) struct KarporMetrics {
+    pub(crate) connected: Gauge,
+    errors: Family<KindLabels, Counter>,
+    clusters: Family<StateLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
+}
+
+impl KarporMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "karpor_connected",
+            "1 while both Karpor watches run (the last known members keep running when 0)",
+            self.connected.clone(),
+        );
+        registry.register(
+            "karpor_errors",
+            "Failures reaching Karpor, by kind (kubeconfig, client, discovery, kind_not_served, watch)",
+            self.errors.clone(),
+        );
+        registry.register(
+            "karpor_clusters",
+            "Karpor Cluster objects by what they became: running, held (Unhealthy without sources) or skipped",
+            self.clusters.clone(),
+        );
+    }
+
+    /// Counts a failure reaching Karpor.
+    pub(crate) fn error(&self, kind: &'static str) {
+        self.errors.get_or_create(&KindLabels { kind }).inc();
+    }
+
+    /// What the Cluster objects became at the last conversion.
+    pub(crate) fn clusters(&self, running: usize, held: usize, skipped: usize) {
+        for (state, n) in [("running", running), ("held", held), ("skipped", skipped)] {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            self.clusters.get_or_create(&StateLabels { state }).set(n);
+        }
+    }
 }
 
 /// Reloads of the member configuration (SIGHUP, a changed file): applied
@@ -188,6 +244,56 @@ impl ReloadMetrics {
         let result = if applied { "applied" } else { "refused" };
         self.results.get_or_create(&ResultLabels { result }).inc();
         self.last_ok.set(i64::from(applied));
+    }
+}
+
+/// Status writes to Karpor's objects (src/karpor/writer.rs): results per
+/// kind, and whether this replica stands by for another writer.
+#[derive(Debug, Default)]
+pub(crate) struct KarporWriterMetrics {
+    writes: Family<WriteLabels, Counter>,
+    pub(crate) standby: Gauge,
+    pub(crate) foreign_writers: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    kind: &'static str,
+    result: &'static str,
+}
+
+impl KarporWriterMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "karpor_status_writes",
+            "Status writes to Karpor's objects by kind (Cluster, SyncRegistry) and result: written, conflict (re-read and retried), gone (404), error",
+            self.writes.clone(),
+        );
+        registry.register(
+            "karpor_status_writer_standby",
+            "1 while this replica writes no Karpor status because another kube-pulse replica does",
+            self.standby.clone(),
+        );
+        registry.register(
+            "karpor_status_foreign_writers",
+            "Other kube-pulse replicas seen writing Karpor status recently (managedFields)",
+            self.foreign_writers.clone(),
+        );
+    }
+
+    /// Counts one write of a `kind` object with its `result`.
+    pub(crate) fn record(&self, kind: &'static str, result: &'static str) {
+        self.writes
+            .get_or_create(&WriteLabels { kind, result })
+            .inc();
+    }
+
+    /// Writes of a `kind` object with `result` so far.
+    #[cfg(test)]
+    pub(crate) fn count(&self, kind: &'static str, result: &'static str) -> u64 {
+        self.writes
+            .get_or_create(&WriteLabels { kind, result })
+            .get()
     }
 }
 
@@ -303,6 +409,8 @@ impl Metrics {
             seen_seq: Default::default(),
             connections: ConnectionMetrics::default(),
             reloads: ReloadMetrics::default(),
+            karpor_writer: KarporWriterMetrics::default(),
+            karpor: KarporMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -433,6 +541,8 @@ impl Metrics {
         );
         m.connections.register(&mut registry);
         m.reloads.register(&mut registry);
+        m.karpor_writer.register(&mut registry);
+        m.karpor.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

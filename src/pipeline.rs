@@ -28,6 +28,21 @@ pub struct Member {
     pub config: kube::Config,
 }
 
+/// A member kube-pulse keeps without connecting to it (credentials it will
+/// not use, an unusable endpoint): no sources run, and its `clusters/{name}`
+/// topic says why as `Unhealthy ({reason})`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldMember {
+    /// Name in topics: a DNS label, unique among members.
+    pub name: String,
+    /// The apiserver URL as configured (shown as `server`).
+    pub server: String,
+    /// CamelCase reason, e.g. `CredentialsUnsupported`.
+    pub reason: String,
+    /// What is wrong, for the operator.
+    pub message: String,
+}
+
 /// Settings of the pipeline.
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
@@ -68,6 +83,8 @@ struct Running {
 /// The running members and the sync registries they watch by.
 struct Members {
     running: BTreeMap<String, Running>,
+    /// Members shown but not started; never also in `running`.
+    held: BTreeMap<String, HeldMember>,
     registries: Vec<SyncRegistry>,
 }
 
@@ -154,6 +171,7 @@ impl Pipeline {
             metrics,
             members: Mutex::new(Members {
                 running: BTreeMap::new(),
+                held: BTreeMap::new(),
                 registries: config.registries,
             }),
             clients: Arc::new(MemberClients::default()),
@@ -180,7 +198,7 @@ impl Pipeline {
         let connected = connect(&member)?;
         let server = connected.1.clone();
         let mut members = self.members.lock().await;
-        if members.running.contains_key(&member.name) {
+        if members.running.contains_key(&member.name) || members.held.contains_key(&member.name) {
             return Err(crate::Error::Conflict(format!(
                 "member cluster {:?} already runs",
                 member.name
@@ -198,6 +216,10 @@ impl Pipeline {
     /// member of that name runs.
     pub async fn remove_member(&self, name: &str) -> bool {
         let mut members = self.members.lock().await;
+        if members.held.remove(name).is_some() {
+            self.unregister(name).await;
+            return true;
+        }
         self.stop_member(&mut members, name, true).await
     }
 
@@ -235,7 +257,25 @@ impl Pipeline {
         desired: Vec<Member>,
         registries: Option<Vec<SyncRegistry>>,
     ) -> crate::Result<MemberDiff> {
+        self.reconcile_with_held(desired, Vec::new(), registries)
+            .await
+    }
+
+    /// [`Pipeline::reconcile`] with members to hold besides those to run
+    /// (a name in both runs). A member moving between held and running is
+    /// removed and added again: its topic goes and comes back.
+    pub async fn reconcile_with_held(
+        &self,
+        desired: Vec<Member>,
+        held: Vec<HeldMember>,
+        registries: Option<Vec<SyncRegistry>>,
+    ) -> crate::Result<MemberDiff> {
         self.running()?;
+        let held: BTreeMap<String, HeldMember> = held
+            .into_iter()
+            .filter(|h| !desired.iter().any(|m| m.name == h.name))
+            .map(|h| (h.name.clone(), h))
+            .collect();
         let mut connected = BTreeMap::new();
         for member in &desired {
             connected.insert(member.name.clone(), connect(member)?);
@@ -246,15 +286,34 @@ impl Pipeline {
             .iter()
             .map(|(name, r)| (name.clone(), r.fingerprint))
             .collect();
-        let wanted = connected
+        let wanted: BTreeMap<String, Fingerprint> = connected
             .iter()
             .map(|(name, (_, _, fingerprint, _))| (name.clone(), *fingerprint))
             .collect();
-        let diff = crate::members::diff(&running, &wanted);
+        let mut diff = crate::members::diff(&running, &wanted);
         for name in &diff.removed {
-            tracing::info!(cluster = %name, "member cluster removed");
+            if !held.contains_key(name) {
+                tracing::info!(cluster = %name, "member cluster removed");
+            }
             self.stop_member(&mut members, name, true).await;
         }
+        let was_held = std::mem::take(&mut members.held);
+        for name in was_held.keys().filter(|n| !held.contains_key(*n)) {
+            // Held before: removed, or added below as a running member.
+            self.unregister(name).await;
+            if !wanted.contains_key(name) {
+                tracing::info!(cluster = %name, "member cluster removed");
+                diff.removed.push(name.clone());
+            }
+        }
+        for (name, member) in &held {
+            if was_held.get(name) != Some(member) {
+                tracing::warn!(cluster = %name, server = %member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
+                self.hold(member).await;
+                diff.held.push(name.clone());
+            }
+        }
+        members.held = held;
         if let Some(registries) = registries {
             members.registries = registries;
         }
@@ -276,6 +335,42 @@ impl Pipeline {
             }
         }
         Ok(diff)
+    }
+
+    /// Shows a held member: registered with its server, `Unhealthy` with its reason.
+    async fn hold(&self, member: &HeldMember) {
+        let _ = self
+            .tx
+            .send(Observation::Registered {
+                cluster: member.name.clone(),
+                server: member.server.clone(),
+            })
+            .await;
+        let _ = self
+            .tx
+            .send(Observation::Cluster {
+                cluster: member.name.clone(),
+                input: ClusterInput::Held {
+                    reason: member.reason.clone(),
+                    message: member.message.clone(),
+                },
+            })
+            .await;
+    }
+
+    /// Tells the engine to forget a member (its topics go).
+    async fn unregister(&self, name: &str) {
+        let _ = self
+            .tx
+            .send(Observation::Unregistered {
+                cluster: name.to_string(),
+            })
+            .await;
+    }
+
+    /// The names of the held members and why each is held.
+    pub async fn held(&self) -> Vec<HeldMember> {
+        self.members.lock().await.held.values().cloned().collect()
     }
 
     /// Unavailable once the pipeline stops: no member starts after that.
@@ -332,12 +427,7 @@ impl Pipeline {
         }
         running.source.stop().await;
         if removing {
-            let _ = self
-                .tx
-                .send(Observation::Unregistered {
-                    cluster: name.to_string(),
-                })
-                .await;
+            self.unregister(name).await;
         }
         true
     }

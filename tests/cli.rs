@@ -84,6 +84,88 @@ async fn sim_serves_kubernetes_and_stops_on_sigterm() {
 }
 
 #[tokio::test]
+async fn sim_karpor_serves_karpors_api() {
+    let dir = std::env::temp_dir().join(format!("kube-pulse-cli-karpor-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("karpor.kubeconfig");
+    let mut child = spawn_binary(&[
+        "sim",
+        "--karpor",
+        "--karpor-conditions",
+        "--listen",
+        "127.0.0.1:0",
+        "--name",
+        "karpor",
+        "--write-kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ]);
+    let url = wait_for_url(&mut child);
+    // The kubeconfig is written before the address is printed.
+    let written: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&kubeconfig).unwrap()).unwrap();
+    assert_eq!(written["current-context"].as_str(), Some("karpor"));
+    assert_eq!(
+        written["clusters"][0]["cluster"]["server"].as_str(),
+        Some(url.as_str())
+    );
+    let client = http();
+    let search = get_json(&format!("{url}/apis/search.karpor.io/v1beta1")).await;
+    let names: Vec<&str> = search["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"syncclusterresources") && names.contains(&"syncclusterresources/status"),
+        "{search}"
+    );
+    let registry = get_json(&format!(
+        "{url}/apis/search.karpor.io/v1beta1/syncclusterresources/default-sync-rule"
+    ))
+    .await;
+    assert_eq!(registry["kind"], "SyncRegistry");
+    // Karpor serves no workloads.
+    let apps = client
+        .get(format!("{url}/apis/apps/v1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(apps.status(), 404);
+    // With --karpor-conditions, a Cluster status keeps its conditions.
+    let clusters = format!("{url}/apis/cluster.karpor.io/v1beta1/clusters");
+    let created: serde_json::Value = client
+        .post(&clusters)
+        .json(&serde_json::json!({"metadata": {"name": "prod"},
+            "spec": {"access": {"endpoint": "https://10.0.0.1:6443"}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut status = created.clone();
+    status["status"] = serde_json::json!({"healthy": true, "conditions": [{"type": "Ready",
+        "status": "True", "reason": "Healthy", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let written = client
+        .put(format!("{clusters}/prod/status"))
+        .json(&status)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(written.status(), 200);
+    let written: serde_json::Value = written.json().await.unwrap();
+    assert_eq!(
+        written["status"]["conditions"][0]["reason"], "Healthy",
+        "{written}"
+    );
+    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+}
+
+#[tokio::test]
 async fn demo_starts_clusters_and_stops_on_sigterm() {
     let mut child = spawn_binary(&["demo", "--listen", "127.0.0.1:0", "--clusters", "3"]);
     let url = wait_for_url(&mut child);
@@ -316,7 +398,28 @@ fn serve_rejects_bad_configuration_clearly() {
         ),
         (
             vec!["serve".into()],
-            "serve needs --config FILE or --kubeconfig PATH",
+            "serve needs --config FILE, --kubeconfig PATH (or KUBECONFIG) or --karpor-kubeconfig PATH",
+        ),
+        (
+            vec![
+                "serve".into(),
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--karpor-kubeconfig".into(),
+                "/nonexistent/karpor".into(),
+            ],
+            "cannot read /nonexistent/karpor",
+        ),
+        (
+            [
+                file(
+                    "karpor.yaml",
+                    "clusters:\n- {name: a, server: 'https://x'}\n",
+                ),
+                vec!["--karpor-allow-exec".into()],
+            ]
+            .concat(),
+            "--karpor-context and --karpor-allow-exec need --karpor-kubeconfig",
         ),
         (
             vec!["serve".into(), "--config".into(), bad.display().to_string()],

@@ -132,7 +132,16 @@ async fn rules_tests_and_dashboard_name_only_metrics_the_demo_exports() {
         assert!(names.len() >= 5, "{file} names only {names:?}");
     }
 
-    let mut child = spawn_binary(&["demo", "--listen", "127.0.0.1:0", "--clusters", "2"]);
+    // With --karpor: the Karpor source and status writer export their
+    // families too.
+    let mut child = spawn_binary(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--clusters",
+        "2",
+        "--karpor",
+    ]);
     let url = wait_for_url(&mut child);
     // Families without samples are left out of a scrape, so give every one
     // a sample: a finished task, watch errors (dev refuses connections for

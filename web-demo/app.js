@@ -357,5 +357,45 @@ async function simulator() {
     );
   }
   $('sim-panel').hidden = false;
+  karpor();
 }
 simulator();
+
+// ---- `demo --karpor`: what Karpor's own Cluster objects say -----------------
+
+/** One line per cluster card: Karpor's `status.healthy` and `Ready` condition. */
+function renderKarpor(item) {
+  const card = clusterCards.get(item.name);
+  if (!card) return;
+  let line = card.querySelector('.karpor');
+  if (!line) {
+    line = el('p', { class: 'karpor', title: "status of Karpor's Cluster object, as kube-pulse wrote it" });
+    card.querySelector('.message').after(line);
+  }
+  const status = item.status ?? {};
+  const ready = (status.conditions ?? []).find((c) => c.type === 'Ready');
+  // Go leaves a false `healthy` out of Karpor's JSON.
+  const healthy = status.healthy === true;
+  attr(line, 'data-healthy', String(healthy));
+  text(line, `Karpor: healthy ${healthy}${ready ? ` · Ready=${ready.status} (${ready.reason})` : ''}`);
+}
+
+async function karpor() {
+  const url = new URL('_sim/karpor', base);
+  let first = true;
+  for (;;) {
+    try {
+      const response = await fetch(url, { headers: simHeaders(false) });
+      if (!response.ok) return;
+      const view = await response.json();
+      if (first) {
+        first = false;
+        $('sim').append(el('li', { class: 'karpor-server' }, `Karpor apiserver: kubectl --server ${view.server} get clusters -o yaml`));
+      }
+      for (const item of view.clusters) renderKarpor(item);
+    } catch {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}

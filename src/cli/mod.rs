@@ -76,6 +76,16 @@ pub struct DemoArgs {
     /// Milliseconds between workload controller steps.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
+    /// Put a simulated Karpor apiserver between the clusters and the
+    /// gateway: a Cluster object per simulated cluster and Karpor's default
+    /// sync registry, members read from there and status written back
+    /// (`kubectl --server URL get clusters -o yaml` shows it).
+    #[arg(long)]
+    pub karpor: bool,
+    /// With --karpor: serve the Cluster status schema that has
+    /// `conditions` (Karpor 0.6 keeps only `healthy`).
+    #[arg(long, requires = "karpor")]
+    pub karpor_conditions: bool,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -423,6 +433,27 @@ pub struct ServeArgs {
         default_value_t = 10
     )]
     pub config_reload_interval: u64,
+    /// Kubeconfig of Karpor's apiserver (its ConfigMap `karpor-kubeconfig`,
+    /// key `config`): its Cluster objects become members and its
+    /// SyncRegistry objects sync registries, live, beside --config's.
+    #[arg(long, value_name = "PATH", env = "KUBE_PULSE_KARPOR_KUBECONFIG")]
+    pub karpor_kubeconfig: Option<PathBuf>,
+    /// Context of the Karpor kubeconfig; its current context when omitted.
+    #[arg(long, value_name = "NAME", env = "KUBE_PULSE_KARPOR_CONTEXT")]
+    pub karpor_context: Option<String>,
+    /// Run the exec credential plugins Karpor's Cluster objects name
+    /// (commands chosen by whoever may edit Clusters); without it such
+    /// clusters show `Unhealthy (CredentialsUnsupported)`.
+    #[arg(long, env = "KUBE_PULSE_KARPOR_ALLOW_EXEC")]
+    pub karpor_allow_exec: bool,
+    /// Only read Karpor: write no status onto its Cluster and SyncRegistry
+    /// objects (by default kube-pulse writes what it computes there).
+    #[arg(long, env = "KUBE_PULSE_KARPOR_READ_ONLY")]
+    pub karpor_read_only: bool,
+    /// This replica's name, in the field manager of its status writes
+    /// (`kube-pulse/{replica}`); default the pod's name, else the host name.
+    #[arg(long, value_name = "ID", env = "POD_NAME")]
+    pub replica_id: Option<String>,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -447,6 +478,45 @@ impl ServeArgs {
         }
     }
 
+    /// The Karpor settings of the flags over the config file's `karpor:`
+    /// (flags win); None without a Karpor kubeconfig. The kubeconfig must be
+    /// readable now; Karpor itself may answer later.
+    pub fn karpor(
+        &self,
+        file: Option<&crate::karpor::KarporFile>,
+    ) -> Result<Option<crate::karpor::KarporSettings>> {
+        let file = file.cloned().unwrap_or_default();
+        let Some(kubeconfig) = self.karpor_kubeconfig.clone().or(file.kubeconfig) else {
+            if self.karpor_context.is_some() || self.karpor_allow_exec || self.karpor_read_only {
+                return Err(Error::Settings(
+                    "--karpor-context, --karpor-allow-exec and --karpor-read-only need --karpor-kubeconfig (or karpor.kubeconfig in the config file)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        if let Err(source) = std::fs::File::open(&kubeconfig) {
+            return Err(Error::Read {
+                path: kubeconfig,
+                source,
+            });
+        }
+        Ok(Some(crate::karpor::KarporSettings {
+            kubeconfig,
+            context: self.karpor_context.clone().or(file.context),
+            allow_exec: self.karpor_allow_exec || file.allow_exec,
+            status: (!(self.karpor_read_only || file.read_only)).then(|| {
+                crate::karpor::writer::WriterSettings {
+                    replica: self
+                        .replica_id
+                        .clone()
+                        .filter(|id| !id.is_empty())
+                        .unwrap_or_else(crate::karpor::writer::default_replica),
+                    ..Default::default()
+                }
+            }),
+        }))
+    }
+
     /// How often the member source's file is checked (None: only on SIGHUP).
     pub fn reload_interval(&self) -> Option<std::time::Duration> {
         (self.config_reload_interval > 0)
@@ -459,35 +529,46 @@ impl ServeArgs {
     pub async fn resolve(&self) -> Result<(SocketAddr, GatewayConfig)> {
         let mut file_hosts = Vec::new();
         let mut auth_failures = crate::auth::FailureLimits::default();
-        let (clusters, file_listen, pipeline, health, connections) =
-            match (&self.config, &self.kubeconfig) {
-                (Some(path), _) => {
-                    let file = config::load_file(path)?;
-                    auth_failures = file.auth_failure_limits();
-                    let pipeline = file.pipeline();
-                    let connections = file.connections_file();
-                    file_hosts = file.allowed_hosts;
-                    (
-                        file.clusters,
-                        file.listen,
-                        pipeline,
-                        file.health,
-                        connections,
-                    )
-                }
-                (None, Some(path)) => (
-                    config::from_kubeconfig(path, &self.contexts)?,
-                    None,
-                    Default::default(),
-                    Default::default(),
-                    Default::default(),
-                ),
-                (None, None) => {
-                    return Err(Error::Settings(
-                        "serve needs --config FILE or --kubeconfig PATH (or KUBECONFIG)".into(),
+        let mut karpor_file = None;
+        let (clusters, file_listen, pipeline, health, connections) = match (
+            &self.config,
+            &self.kubeconfig,
+        ) {
+            (Some(path), _) => {
+                let file = config::load_file(path)?;
+                auth_failures = file.auth_failure_limits();
+                let pipeline = file.pipeline();
+                let connections = file.connections_file();
+                file_hosts = file.allowed_hosts;
+                karpor_file = file.karpor;
+                (
+                    file.clusters,
+                    file.listen,
+                    pipeline,
+                    file.health,
+                    connections,
+                )
+            }
+            (None, Some(path)) => (
+                config::from_kubeconfig(path, &self.contexts)?,
+                None,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ),
+            (None, None) if self.karpor_kubeconfig.is_some() => (
+                Vec::new(),
+                None,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ),
+            (None, None) => {
+                return Err(Error::Settings(
+                        "serve needs --config FILE, --kubeconfig PATH (or KUBECONFIG) or --karpor-kubeconfig PATH".into(),
                     ));
-                }
-            };
+            }
+        };
         let addr = self
             .listen
             .or(file_listen)
@@ -506,6 +587,7 @@ impl ServeArgs {
         gateway.connections =
             (self.push.connections).to_settings(&connections, self.push.max_connections_per_ip);
         gateway.members = config::members(&clusters).await?;
+        gateway.karpor = self.karpor(karpor_file.as_ref())?;
         Ok((addr, gateway))
     }
 }
@@ -557,6 +639,12 @@ impl DemoArgs {
                 &self.tasks,
                 &self.security,
             )?,
+            karpor: self
+                .karpor
+                .then_some(kube_pulse_sim::karpor::KarporOptions {
+                    conditions: self.karpor_conditions,
+                    default_registry: true,
+                }),
         };
         Ok((self.listen, options))
     }
@@ -654,6 +742,29 @@ mod tests {
         assert_eq!(config.workloads[1].kind, "StatefulSet");
         assert_eq!(config.token.as_deref(), Some("s3cret"));
         assert_eq!(config.deny, ["apps/deployments"]);
+        let karpor = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "sim"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args).map(|cli| match cli.command {
+                Command::Sim(args) => args.to_config().karpor,
+                _ => panic!("sim expected"),
+            })
+        };
+        assert_eq!(karpor(&[]).unwrap(), None);
+        let plain = karpor(&["--karpor"]).unwrap().unwrap();
+        assert!(!plain.conditions && plain.default_registry);
+        assert!(
+            karpor(&["--karpor", "--karpor-conditions"])
+                .unwrap()
+                .unwrap()
+                .conditions
+        );
+        for bad in [
+            &["--karpor-conditions"][..],
+            &["--karpor", "--app", "shop/web"],
+        ] {
+            assert!(karpor(bad).is_err(), "{bad:?}");
+        }
         assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
         assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
     }

@@ -1,11 +1,14 @@
-//! `kube-pulse sim`: one simulated Kubernetes cluster from flags (only in
-//! builds with the `demo` feature).
+//! `kube-pulse sim`: one simulated Kubernetes cluster, or with `--karpor` a
+//! simulated Karpor apiserver, from flags (only in builds with the `demo`
+//! feature).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
-use kube_pulse_sim::{ConvergeConfig, ResourceDef, SimCluster, SimConfig, WorkloadSeed};
+use kube_pulse_sim::{
+    ConvergeConfig, KarporOptions, ResourceDef, SimCluster, SimConfig, WorkloadSeed,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
@@ -64,6 +67,18 @@ pub struct SimArgs {
     /// Also serve the control API (`/_sim/...`) here, so it survives the `refuse` fault.
     #[arg(long, value_name = "ADDR")]
     pub control_listen: Option<SocketAddr>,
+    /// Serve Karpor's API (clusters, syncclusterresources, …) instead of a
+    /// Kubernetes cluster's, holding Karpor's default sync registry.
+    #[arg(long, conflicts_with_all = ["apps", "statefulsets"])]
+    pub karpor: bool,
+    /// With --karpor: the Cluster schema whose status also has `conditions`
+    /// (Karpor 0.6's has only `healthy`).
+    #[arg(long, requires = "karpor")]
+    pub karpor_conditions: bool,
+    /// Write a kubeconfig for this apiserver here once it listens (context
+    /// named after --name).
+    #[arg(long, value_name = "PATH")]
+    pub write_kubeconfig: Option<std::path::PathBuf>,
 }
 
 /// Parses `IMAGE=FAULT`.
@@ -150,7 +165,10 @@ impl SimArgs {
             reviews: Default::default(),
             image_faults: self.image_faults.iter().cloned().collect(),
             pod_capacity: self.pod_capacity,
-            karpor: None,
+            karpor: self.karpor.then_some(KarporOptions {
+                conditions: self.karpor_conditions,
+                default_registry: true,
+            }),
         }
     }
 }
@@ -165,17 +183,29 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
             source,
         })?;
     cluster.set_failing_images(args.failing_images.clone());
+    if let Some(path) = &args.write_kubeconfig {
+        std::fs::write(path, cluster.kubeconfig(&args.name)).map_err(|source| {
+            Error::Simulator {
+                cluster: args.name.clone(),
+                source,
+            }
+        })?;
+    }
     // Both listeners are bound before the first line is printed, so
     // whoever waits for it can use either at once.
     let control_listener = match args.control_listen {
         Some(addr) => Some(crate::http_server::bind(addr).await?),
         None => None,
     };
-    println!(
-        "simulated cluster {} listening on {}",
-        cluster.name(),
-        cluster.url()
-    );
+    if args.karpor {
+        println!("simulated Karpor apiserver listening on {}", cluster.url());
+    } else {
+        println!(
+            "simulated cluster {} listening on {}",
+            cluster.name(),
+            cluster.url()
+        );
+    }
     let control = match control_listener {
         Some(listener) => {
             println!(

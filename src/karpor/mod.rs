@@ -2,13 +2,24 @@
 //! kube-pulse's status is shown.
 //!
 //! ```text
-//! Karpor apiserver ──watch Cluster, SyncRegistry──▶ source ──convert──▶
-//!     members + sync registries (∪ the config file's) ──▶ Pipeline::reconcile
+//! Karpor apiserver ──watch Cluster, SyncRegistry──▶ source ──coalesce──▶
+//!     clusters (→ members, held members) + registries (→ sync registries)
+//!     ──▶ members::union (∪ the config file's) ──▶ Pipeline::reconcile
 //! engine documents ──▶ writer ──PUT …/status──▶ Karpor apiserver
 //! ```
 //!
 //! [`types`] holds Karpor's objects as JSON, [`api`] reaches Karpor's
-//! apiserver and discovers where it serves both kinds.
+//! apiserver and discovers where it serves both kinds, [`clusters`] and
+//! [`registries`] convert the objects (with [`selector`]), and [`source`]
+//! follows them live.
 
 pub mod api;
+pub mod clusters;
+pub mod registries;
+mod report;
+pub mod selector;
+pub mod source;
 pub mod types;
+pub mod writer;
+
+pub use source::{KarporCheck, KarporFile, KarporHealth, KarporSettings};

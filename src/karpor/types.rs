@@ -138,8 +138,10 @@ pub struct ExecConfig {
     /// The program to run.
     pub command: String,
     /// Its arguments.
+    #[serde(deserialize_with = "null_as_default")]
     pub args: Vec<String>,
     /// Extra environment variables (values may be secrets: not logged).
+    #[serde(deserialize_with = "null_as_default")]
     pub env: Vec<ExecEnvVar>,
     /// `client.authentication.k8s.io/v1` or `v1beta1`.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -287,6 +289,7 @@ pub struct FieldSelector {
 #[serde(rename_all = "camelCase", default)]
 pub struct SyncRegistryStatus {
     /// One entry per cluster the registry applies to.
+    #[serde(deserialize_with = "null_as_default")]
     pub clusters: Vec<ClusterResourcesSyncCondition>,
     /// When any entry last changed (Go's zero time reads as `null`).
     pub last_transition_time: Option<DateTime<Utc>>,
@@ -301,6 +304,7 @@ pub struct ClusterResourcesSyncCondition {
     /// The cluster's overall sync state.
     pub status: String,
     /// One entry per synced resource.
+    #[serde(deserialize_with = "null_as_default")]
     pub resources: Vec<ResourceSyncCondition>,
 }
 
@@ -322,6 +326,15 @@ pub struct ResourceSyncCondition {
     pub message: String,
     /// When `status` last changed.
     pub last_transition_time: Option<DateTime<Utc>>,
+}
+
+/// A list Go writes as `null` when it is nil (no `omitempty`) reads as empty.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// Resource impls whose group, version, kind and plural come from the
@@ -439,6 +452,16 @@ mod tests {
         let status = registry.status.as_ref().unwrap();
         assert_eq!(status.clusters[0].resources[0].kind, "Deployment");
         assert_eq!(status.last_transition_time, None);
+        // Go's nil lists arrive as null.
+        let fresh: SyncRegistry = serde_json::from_value(json!({
+            "metadata": {"name": "x"},
+            "status": {"clusters": null, "lastTransitionTime": null}
+        }))
+        .unwrap();
+        assert_eq!(fresh.status.unwrap().clusters, vec![]);
+        let exec: ExecConfig =
+            serde_json::from_value(json!({"command": "c", "args": null, "env": null})).unwrap();
+        assert!(exec.args.is_empty() && exec.env.is_empty());
         // A registry with nothing but a name reads too (every field is optional).
         let bare: SyncRegistry =
             serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();

@@ -18,12 +18,17 @@ pub struct MemberDiff {
     pub removed: Vec<String>,
     /// Running and desired with other connection settings: restart their sources.
     pub changed: Vec<String>,
+    /// Newly held, or held for another reason: shown, not started.
+    pub held: Vec<String>,
 }
 
 impl MemberDiff {
     /// True when nothing is to change.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.held.is_empty()
     }
 }
 
@@ -125,6 +130,7 @@ mod tests {
                 added: added.iter().map(|s| s.to_string()).collect(),
                 removed: removed.iter().map(|s| s.to_string()).collect(),
                 changed: changed.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
             };
             assert_eq!(got, want, "case {i}");
             assert_eq!(got.is_empty(), want == MemberDiff::default(), "case {i}");

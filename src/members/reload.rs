@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::diff::MemberDiff;
 use super::source::{MemberSource, changed_keys};
+use super::union::{MemberUnion, Origin, Part};
 use crate::error::Result;
-use crate::pipeline::Pipeline;
 
 /// How often the source's file is checked by default.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
@@ -24,7 +24,8 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// Re-reads a member source and applies it to a pipeline.
 pub struct Reloader {
     source: MemberSource,
-    pipeline: Arc<Pipeline>,
+    /// The file's part of the members; other sources (Karpor) keep theirs.
+    union: Arc<MemberUnion>,
     /// The settings that apply only at a restart, as the process started with them.
     started_with: Option<serde_yaml_ng::Value>,
     /// Digest of the file's bytes last read (applied or refused).
@@ -49,13 +50,14 @@ fn digest(path: &std::path::Path) -> Option<[u8; 32]> {
 }
 
 impl Reloader {
-    /// A reloader of `source` (as the pipeline was started from it) into `pipeline`.
-    pub async fn new(source: MemberSource, pipeline: Arc<Pipeline>) -> Self {
+    /// A reloader of `source` (as the pipeline was started from it) into
+    /// the file's part of `union`.
+    pub async fn new(source: MemberSource, union: Arc<MemberUnion>) -> Self {
         let seen = digest(source.file());
         let started_with = source.read().await.ok().and_then(|d| d.restart_only);
         Self {
             source,
-            pipeline,
+            union,
             started_with,
             seen,
         }
@@ -74,13 +76,20 @@ impl Reloader {
                         tracing::warn!(path = %path, keys = %keys.join(", "), "configuration reload: these settings apply only at the next restart");
                     }
                 }
-                self.pipeline
-                    .reconcile(desired.members, desired.registries)
-                    .await
+                let part = Part {
+                    members: desired.members,
+                    held: Vec::new(),
+                    registries: desired.registries,
+                };
+                self.union.set(Origin::File, part).await
             }
             Err(e) => Err(e),
         };
-        self.pipeline.metrics().reloads.record(applied.is_ok());
+        self.union
+            .pipeline()
+            .metrics()
+            .reloads
+            .record(applied.is_ok());
         match &applied {
             Ok(diff) => tracing::info!(
                 path = %path,

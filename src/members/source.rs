@@ -2,8 +2,8 @@
 //! (`[file | kubeconfig] ──DesiredMembers──▶ reload ──▶ pipeline`). Each can
 //! be read again at any time; reading resolves every member's client
 //! settings (files read, URLs checked) and fails as a whole, so a reload
-//! applies a complete, valid set or nothing. A Karpor source (its `Cluster`
-//! objects, issue 18) is to feed the same pipeline calls.
+//! applies a complete, valid set or nothing. Karpor's `Cluster` objects
+//! (src/karpor/source.rs) are a second, live source beside this one.
 
 use std::path::{Path, PathBuf};
 

@@ -29,6 +29,8 @@ pub struct SyncResource {
     pub namespace: Option<String>,
     /// Label selector that limits the watch (`tier=web`); absent: every object.
     pub label_selector: Option<String>,
+    /// Field selector that limits the watch (`metadata.name=web`); absent: every object.
+    pub field_selector: Option<String>,
 }
 
 impl SyncResource {
@@ -38,6 +40,7 @@ impl SyncResource {
             gvr: Gvr::new(group, version, resource),
             namespace: None,
             label_selector: None,
+            field_selector: None,
         }
     }
 }

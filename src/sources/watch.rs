@@ -266,10 +266,29 @@ fn watcher_config(resource: &SyncResource, config: &SourceConfig) -> watcher::Co
     if let Some(selector) = &resource.label_selector {
         wc = wc.labels(selector);
     }
+    if let Some(selector) = &resource.field_selector {
+        wc = wc.fields(selector);
+    }
     if let Some(page) = config.page_size {
         wc = wc.page_size(page);
     }
     wc
+}
+
+/// The kind of a resource watched with a typed API (no discovery needed).
+fn builtin_kind(gvr: &Gvr) -> Option<&'static str> {
+    match (
+        gvr.group.as_str(),
+        gvr.version.as_str(),
+        gvr.resource.as_str(),
+    ) {
+        ("apps", "v1", "deployments") => Some("Deployment"),
+        ("apps", "v1", "statefulsets") => Some("StatefulSet"),
+        ("", "v1", "namespaces") => Some("Namespace"),
+        ("", "v1", "pods") => Some("Pod"),
+        ("", "v1", "events") => Some("Event"),
+        _ => None,
+    }
 }
 
 /// Runs the watch of one resource until `shutdown`.
@@ -285,6 +304,15 @@ pub(crate) async fn run(
     let ns = resource.namespace.as_deref();
     let app_label = config.app_label.clone();
     let gvr = resource.gvr.clone();
+    if let Some(kind) = builtin_kind(&gvr) {
+        let _ = tx
+            .send(Observation::sync(
+                &cluster,
+                &gvr,
+                SyncInput::Kind(kind.into()),
+            ))
+            .await;
+    }
     let mut watch = Watch {
         cluster: cluster.clone(),
         gvr: gvr.clone(),
@@ -477,6 +505,10 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
             return;
         }
     };
+    let kind = SyncInput::Kind(found.kind.clone());
+    if !report(&tx, Observation::sync(&cluster, &gvr, kind)).await {
+        return;
+    }
     // The sync status needs no bodies: an `Api` of `PartialObjectMeta` asks
     // for metadata only (`as=PartialObjectMetadataList` lists and
     // `as=PartialObjectMetadata` watch events), and none is kept.

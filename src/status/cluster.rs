@@ -258,6 +258,14 @@ pub enum ClusterInput {
     Removed,
     /// When the member's credentials expire (read when its sources start).
     Credentials(Option<CredentialInfo>),
+    /// The member is kept without sources (`Unhealthy` with this reason,
+    /// e.g. `CredentialsUnsupported`).
+    Held {
+        /// CamelCase reason.
+        reason: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl ClusterStatus {
@@ -416,6 +424,14 @@ impl ClusterStatus {
                 );
             }
             ClusterInput::Credentials(info) => self.credentials = info,
+            ClusterInput::Held { reason, message } => {
+                self.probe = ProbeInfo::default();
+                self.resources = ResourceCounts::default();
+                self.credentials = None;
+                self.clock_skew = None;
+                self.lifecycle
+                    .set(ClusterPhase::Unhealthy, &reason, message, now);
+            }
         }
     }
 }
@@ -679,6 +695,20 @@ mod tests {
                 "unreachable from the start",
                 vec![ClusterInput::Started, fail(Disconnected)],
                 vec!["Initializing (Probing)", "Unhealthy (Disconnected)"],
+            ),
+            (
+                "held: credentials kube-pulse will not use",
+                vec![
+                    ClusterInput::Held {
+                        reason: "CredentialsUnsupported".into(),
+                        message: "credential type \"OIDC\"".into(),
+                    },
+                    ClusterInput::Started,
+                ],
+                vec![
+                    "Unhealthy (CredentialsUnsupported)",
+                    "Unhealthy (CredentialsUnsupported)",
+                ],
             ),
             (
                 "one lost probe does not flap",

@@ -63,6 +63,9 @@ impl Gvr {
 pub(crate) struct SyncStatus {
     pub(crate) cluster: String,
     pub(crate) resource: Gvr,
+    /// The resource's kind (`Deployment`), once known from discovery; absent before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kind: Option<String>,
     #[serde(flatten)]
     pub(crate) lifecycle: Lifecycle<SyncPhase>,
     /// Objects in the cache (while listing: listed so far; after a failed
@@ -147,6 +150,8 @@ pub enum SyncInput {
     ClusterUp,
     /// No registry names the resource any more: `Stopped (RemovedFromRegistry)`, final.
     Removed,
+    /// The resource's kind, learnt from discovery (or known for built-ins); no phase change.
+    Kind(String),
 }
 
 /// An API-level failure reason (as opposed to connectivity, which the probe
@@ -175,6 +180,7 @@ impl SyncStatus {
             retry_at: None,
             last_error: None,
             resume_syncing: false,
+            kind: None,
             cached: 0,
             listed: false,
             last_list_at: None,
@@ -338,6 +344,7 @@ impl SyncStatus {
                     );
                 }
             }
+            SyncInput::Kind(kind) => self.kind = Some(kind),
             SyncInput::Removed => {
                 self.lifecycle.set(
                     SyncPhase::Stopped,
@@ -624,6 +631,12 @@ mod tests {
         let doc = serde_json::to_value(&s).unwrap();
         assert_eq!(doc["phase"], "Syncing");
         assert_eq!(doc["objects"], 5);
+        assert!(doc.get("kind").is_none(), "no kind before discovery: {doc}");
+        // The kind, once known, changes nothing else.
+        let known = s.clone().step(SyncInput::Kind("Namespace".into()), t(4));
+        let doc = serde_json::to_value(&known).unwrap();
+        assert_eq!(doc["kind"], "Namespace");
+        assert_eq!(known.lifecycle, s.lifecycle);
     }
 
     #[test]

@@ -491,3 +491,14 @@ pub(crate) async fn ws_connect_small(url: &str, recv_buffer: u32) -> Ws {
         .expect("websocket connects")
         .0
 }
+
+/// A kubeconfig in `dir` for a (simulated) Karpor apiserver at `server`,
+/// as the `karpor-kubeconfig` ConfigMap holds one.
+pub(crate) fn karpor_kubeconfig(dir: &std::path::Path, server: &str) -> std::path::PathBuf {
+    let path = dir.join("karpor-kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: karpor\n  cluster: {{server: '{server}'}}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: karpor\n  context: {{cluster: karpor, user: u}}\ncurrent-context: karpor\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}

@@ -63,6 +63,8 @@ export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' 
 export interface SyncStatus extends Lifecycle<SyncPhase> {
   cluster: string;
   resource: { group: string; version: string; resource: string };
+  /** The resource's kind (`Deployment`), once known from discovery. */
+  kind?: string;
   objects: number;
   resourceVersion?: string;
   lastEventAt?: string;

@@ -20,6 +20,7 @@ use super::patch::{self, PatchKind};
 use super::resources::ResourceDef;
 use super::status::{ApiError, ApiResult};
 use super::store::{Deleted, ListFrom, Preconditions};
+use super::typed;
 use super::watch::{self, WatchOptions};
 
 /// A subresource of an object.
@@ -177,6 +178,18 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
 
 fn json_response(code: StatusCode, value: &impl serde::Serialize) -> Response {
     (code, axum::Json(value)).into_response()
+}
+
+/// Adds one `Warning: 299 - "…"` header per warning, as the apiserver
+/// reports what it accepted but dropped (kubectl prints them).
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let quoted = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = format!("299 - \"{quoted}\"").parse() {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 fn list_body(def: &ResourceDef, page: super::store::ListPage, output: Output) -> Value {
@@ -364,11 +377,15 @@ async fn dispatch(
                     )));
                 }
                 let obj = decode_body(headers, body)?;
+                let warnings = typed::check_fields(&def, &obj, params.str("fieldValidation"))?;
                 let writer = writer_of(&params, headers, Operation::Update, None);
                 let created = shared
                     .store
                     .create_by(&def, ns, obj, dry_run, writer.as_ref())?;
-                Ok(json_response(StatusCode::CREATED, &created))
+                Ok(with_warnings(
+                    json_response(StatusCode::CREATED, &created),
+                    &warnings,
+                ))
             }
             "deletecollection" => {
                 let selection = params.selection(&def.kind)?;
@@ -491,9 +508,13 @@ fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response> 
         }
         "update" => {
             let obj = decode_body(headers, body)?;
+            let warnings = typed::check_fields(def, &obj, r.params.str("fieldValidation"))?;
             let writer = writer_of(r.params, headers, Operation::Update, subresource(scope));
             let updated = store.update_by(def, ns, name, obj, scope, dry_run, writer.as_ref())?;
-            Ok(json_response(StatusCode::OK, &updated))
+            Ok(with_warnings(
+                json_response(StatusCode::OK, &updated),
+                &warnings,
+            ))
         }
         "patch" => patch_object(r, scope),
         "delete" if scope == UpdateScope::Main => {
@@ -585,12 +606,17 @@ fn patch_object(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response>
                 return Err(ApiError::bad_request("apply patch must be an object"));
             }
             obj["metadata"]["name"] = json!(name);
+            let warnings = typed::check_fields(def, &obj, params.str("fieldValidation"))?;
             let created = shared
                 .store
                 .create_by(def, ns, obj, dry_run, writer.as_ref())?;
-            return Ok(json_response(StatusCode::CREATED, &created));
+            return Ok(with_warnings(
+                json_response(StatusCode::CREATED, &created),
+                &warnings,
+            ));
         }
     }
+    let mut warnings = Vec::new();
     let updated =
         shared
             .store
@@ -602,9 +628,14 @@ fn patch_object(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult<Response>
                 if !wanted_rv.is_empty() && wanted_rv != resource_version_of(current) {
                     return Err(ApiError::conflict(def, name));
                 }
-                patch::apply(kind, current, &document)
+                let patched = patch::apply(kind, current, &document)?;
+                warnings = typed::check_fields(def, &patched, params.str("fieldValidation"))?;
+                Ok(patched)
             })?;
-    Ok(json_response(StatusCode::OK, &updated))
+    Ok(with_warnings(
+        json_response(StatusCode::OK, &updated),
+        &warnings,
+    ))
 }
 
 /// The `autoscaling/v1 Scale` view of a workload.

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::kubelet::{Kubelet, Workload, fault_of};
 use super::object::{UpdateScope, is_terminating, name_of, namespace_of, timestamp};
+use super::replicasets;
 
 /// How fast workloads converge.
 #[derive(Debug, Clone, Copy)]
@@ -192,7 +193,12 @@ pub fn deployment_status(obj: &Value, pods: &Pods, now: DateTime<Utc>) -> Value 
         .pointer("/spec/progressDeadlineSeconds")
         .and_then(Value::as_i64)
         .unwrap_or(600);
-    let rs = format!("{}-{:x}", name_of(obj), pods.template_hash & 0xffff_ffff);
+    let rs = super::pods::Owner {
+        workload: obj,
+        template_hash: pods.template_hash,
+        replica_set_uid: None,
+    }
+    .replica_set();
     let stamp = timestamp(now);
     let available = condition(
         obj,
@@ -359,6 +365,7 @@ impl Controllers {
                     let rs = super::pods::Owner {
                         workload: &obj,
                         template_hash: model.template_hash,
+                        replica_set_uid: None,
                     }
                     .replica_set();
                     let verb = if previous < Some(desired) {
@@ -374,6 +381,11 @@ impl Controllers {
                         now,
                     );
                 }
+                let replica_sets = if plural == "deployments" {
+                    replicasets::sync(store, &obj, model, desired)
+                } else {
+                    replicasets::Uids::default()
+                };
                 self.kubelet.sync(
                     store,
                     &Workload {
@@ -381,6 +393,7 @@ impl Controllers {
                         pods: model,
                         schedulable,
                         fault,
+                        replica_sets: &replica_sets,
                     },
                     seconds,
                     now,
@@ -420,6 +433,7 @@ impl Controllers {
         self.pods.retain(|uid, _| live.contains(uid));
         self.desired.retain(|uid, _| live.contains(uid));
         self.kubelet.forget_others(store, &live);
+        replicasets::collect_garbage(store, &live);
         self.kubelet.run_unowned(store, &faults, seconds, now);
         let ns_def = store.catalog().namespaces().clone();
         for ns in store.snapshot(&ns_def) {

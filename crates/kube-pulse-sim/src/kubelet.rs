@@ -16,6 +16,7 @@ use super::converger::{Pods, images};
 use super::events::{Event, EventType, Recorder, Source};
 use super::object::{UpdateScope, name_of, namespace_of};
 use super::pods::{self, ImageFault, Owner, PodState, Restarts};
+use super::replicasets::Uids;
 use super::resources::ResourceDef;
 use super::store::{Preconditions, Store};
 
@@ -37,6 +38,8 @@ pub(crate) struct Workload<'a> {
     /// New-template pods the cluster has room for (the rest are unschedulable).
     pub(crate) schedulable: u32,
     pub(crate) fault: Option<ImageFault>,
+    /// The uids of a Deployment's ReplicaSets (its pods' owners).
+    pub(crate) replica_sets: &'a Uids,
 }
 
 /// The fault of the first faulty image of a workload's template.
@@ -79,12 +82,14 @@ impl Kubelet {
             let old = Owner {
                 workload: w.object,
                 template_hash: w.pods.old_hash,
+                replica_set_uid: w.replica_sets.old.as_deref(),
             };
             wanted.extend((0..w.pods.old).map(|i| (pods::pod(&old, i), i, true)));
         }
         let owner = Owner {
             workload: w.object,
             template_hash: w.pods.template_hash,
+            replica_set_uid: w.replica_sets.new.as_deref(),
         };
         wanted.extend((0..w.pods.new).map(|i| (pods::pod(&owner, i), i, false)));
         let mut names = BTreeSet::new();

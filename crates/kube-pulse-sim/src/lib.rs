@@ -7,6 +7,8 @@
 //! workload controllers that converge status on spec. It takes fault
 //! injection from Rust ([`SimCluster::set_faults`]) and over HTTP
 //! (`/_sim/...`, see `docs/SIMULATOR.md`), and counts the requests it serves.
+//! With [`SimConfig::karpor`] it is a simulated Karpor apiserver instead
+//! ([`karpor`]).
 
 mod api;
 mod control;
@@ -19,11 +21,13 @@ pub mod karpor;
 mod kubelet;
 pub mod managed;
 pub mod media;
+pub mod nodes;
 pub mod object;
 mod params;
 pub mod patch;
 pub mod pods;
 mod protobuf;
+pub mod replicasets;
 pub mod resources;
 pub mod reviews;
 pub mod scenario;
@@ -100,7 +104,7 @@ pub struct SimConfig {
     pub image_faults: BTreeMap<String, pods::ImageFault>,
     /// Pods the cluster has room for (None: unlimited).
     pub pod_capacity: Option<u32>,
-    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor.rs`).
+    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor/`).
     pub karpor: Option<KarporOptions>,
 }
 
@@ -416,6 +420,7 @@ impl SimCluster {
                 Err(e) => return Err(e),
             }
         }
+        nodes::seed(&self.shared.store, chrono::Utc::now())?;
         for workload in &config.workloads {
             self.apply(&workload_manifest(workload))?;
         }
@@ -452,6 +457,25 @@ impl SimCluster {
             config.auth_info.token = Some(token.clone().into());
         }
         config
+    }
+
+    /// A kubeconfig (YAML) whose one context, `context`, reaches this
+    /// cluster (with its token, if any): what `kubectl --kubeconfig` and
+    /// `kube-pulse serve --karpor-kubeconfig` read.
+    pub fn kubeconfig(&self, context: &str) -> String {
+        let user = match &self.shared.token {
+            Some(token) => json!({"token": token}),
+            None => json!({}),
+        };
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.url()}}],
+            "users": [{"name": context, "user": user}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+            "current-context": context,
+        });
+        serde_yaml_ng::to_string(&config).expect("JSON values always serialize")
     }
 
     pub fn client(&self) -> kube::Client {

@@ -91,6 +91,11 @@ pub fn suffix(seed: &str, index: u32) -> String {
         .collect()
 }
 
+/// The `pod-template-hash` label value of a template hash.
+pub fn hash_label(template_hash: u64) -> String {
+    format!("{:x}", template_hash & 0xff_ffff_ffff)
+}
+
 /// Where a pod comes from: its workload and template.
 #[derive(Debug, Clone)]
 pub struct Owner<'a> {
@@ -98,6 +103,9 @@ pub struct Owner<'a> {
     pub workload: &'a Value,
     /// The template hash the pod was made from (`pod-template-hash`).
     pub template_hash: u64,
+    /// The uid of the ReplicaSet object of a Deployment's template, when
+    /// the cluster holds one (else one derived from the Deployment's).
+    pub replica_set_uid: Option<&'a str>,
 }
 
 impl Owner<'_> {
@@ -108,9 +116,9 @@ impl Owner<'_> {
     /// The ReplicaSet name of a Deployment's template (`web-5d78c9b6f4`).
     pub fn replica_set(&self) -> String {
         format!(
-            "{}-{:x}",
+            "{}-{}",
             name_of(self.workload),
-            self.template_hash & 0xff_ffff_ffff
+            hash_label(self.template_hash)
         )
     }
 
@@ -134,7 +142,7 @@ fn labels(owner: &Owner<'_>, name: &str) -> Value {
         .cloned()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
-    let hash = format!("{:x}", owner.template_hash & 0xff_ffff_ffff);
+    let hash = hash_label(owner.template_hash);
     if owner.is_statefulset() {
         labels["controller-revision-hash"] = json!(format!("{}-{hash}", name_of(owner.workload)));
         labels["statefulset.kubernetes.io/pod-name"] = json!(name);
@@ -156,10 +164,15 @@ pub fn pod(owner: &Owner<'_>, index: u32) -> Value {
         )
     } else {
         let rs = owner.replica_set();
-        let uid = format!(
-            "{}-{}",
-            owner.workload["metadata"]["uid"].as_str().unwrap_or(""),
-            suffix(&rs, u32::MAX)
+        let uid = owner.replica_set_uid.map_or_else(
+            || {
+                format!(
+                    "{}-{}",
+                    owner.workload["metadata"]["uid"].as_str().unwrap_or(""),
+                    suffix(&rs, u32::MAX)
+                )
+            },
+            str::to_string,
         );
         ("ReplicaSet", rs, json!(uid))
     };
@@ -195,7 +208,7 @@ pub fn pod(owner: &Owner<'_>, index: u32) -> Value {
 fn node_for(name: &str) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut hasher);
-    format!("sim-node-{}", hasher.finish() as usize % NODES + 1)
+    super::nodes::node_name(hasher.finish() as usize % NODES + 1)
 }
 
 fn condition(kind: &str, ok: bool, since: &str) -> Value {
@@ -398,6 +411,7 @@ mod tests {
         let owner = Owner {
             workload: &d,
             template_hash: 0xabc,
+            replica_set_uid: None,
         };
         let p = pod(&owner, 0);
         assert_eq!(
@@ -414,6 +428,7 @@ mod tests {
         let owner = Owner {
             workload: &s,
             template_hash: 0xabc,
+            replica_set_uid: None,
         };
         let p = pod(&owner, 2);
         assert_eq!(p["metadata"]["name"], "web-2");
@@ -431,6 +446,7 @@ mod tests {
             &Owner {
                 workload: &d,
                 template_hash: 1,
+                replica_set_uid: None,
             },
             0,
         );

@@ -2,8 +2,11 @@
 //! exists, its kind, scope, verbs and subresources.
 //!
 //! Built-ins cover what kube-pulse watches and acts on (namespaces, pods,
-//! configmaps, deployments, statefulsets); extra resources (custom resources
-//! for sync registries or a task store) are registered at start, and
+//! configmaps, deployments, statefulsets) and what Karpor's default sync
+//! registry names (nodes, services, secrets, replicasets, volumes, ingresses,
+//! PodDisruptionBudgets); a simulated Karpor apiserver serves its own set
+//! (`karpor/`); extra resources (custom resources for sync registries or a
+//! task store) are registered at start, and
 //! CustomResourceDefinition objects add and remove resources while the
 //! cluster runs (`crd.rs`).
 
@@ -178,13 +181,45 @@ pub(crate) fn builtin(
     }
 }
 
-/// The resources every simulated cluster serves.
+/// The resources every simulated cluster serves: what kube-pulse watches
+/// and acts on, and what Karpor's default sync registry names (policy/v1
+/// PodDisruptionBudgets only: policy/v1beta1 is gone since Kubernetes 1.25).
 pub fn builtins() -> Vec<ResourceDef> {
     vec![
         builtin("", "namespaces", "Namespace", false, true, false, &["ns"]),
         builtin("", "pods", "Pod", true, true, false, &["po"]),
         builtin("", "configmaps", "ConfigMap", true, false, false, &["cm"]),
         builtin("", "events", "Event", true, false, false, &["ev"]),
+        builtin("", "secrets", "Secret", true, false, false, &[]),
+        builtin(
+            "",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            false,
+            false,
+            &["sa"],
+        ),
+        builtin("", "services", "Service", true, true, false, &["svc"]),
+        builtin("", "nodes", "Node", false, true, false, &["no"]),
+        builtin(
+            "",
+            "persistentvolumes",
+            "PersistentVolume",
+            false,
+            true,
+            false,
+            &["pv"],
+        ),
+        builtin(
+            "",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            true,
+            true,
+            false,
+            &["pvc"],
+        ),
         builtin(
             "apps",
             "deployments",
@@ -202,6 +237,42 @@ pub fn builtins() -> Vec<ResourceDef> {
             true,
             true,
             &["sts"],
+        ),
+        builtin(
+            "apps",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            true,
+            true,
+            &["rs"],
+        ),
+        builtin(
+            "networking.k8s.io",
+            "ingresses",
+            "Ingress",
+            true,
+            true,
+            false,
+            &["ing"],
+        ),
+        builtin(
+            "policy",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            true,
+            true,
+            false,
+            &["pdb"],
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "leases",
+            "Lease",
+            true,
+            false,
+            false,
+            &[],
         ),
         // CustomResourceDefinitions add resources while the cluster runs (crd.rs).
         builtin(
@@ -340,6 +411,9 @@ mod tests {
             groups,
             vec![
                 ("apps".to_string(), vec!["v1".to_string()]),
+                ("networking.k8s.io".to_string(), vec!["v1".to_string()]),
+                ("policy".to_string(), vec!["v1".to_string()]),
+                ("coordination.k8s.io".to_string(), vec!["v1".to_string()]),
                 ("apiextensions.k8s.io".to_string(), vec!["v1".to_string()]),
                 (
                     "pulse.example.com".to_string(),
@@ -347,7 +421,41 @@ mod tests {
                 )
             ]
         );
-        assert_eq!(catalog.namespaced_tables().len(), 6);
+        let namespaced: Vec<&str> = catalog
+            .namespaced_tables()
+            .iter()
+            .map(|d| d.plural.as_str())
+            .collect();
+        assert_eq!(
+            namespaced,
+            [
+                "pods",
+                "configmaps",
+                "events",
+                "secrets",
+                "serviceaccounts",
+                "services",
+                "persistentvolumeclaims",
+                "deployments",
+                "statefulsets",
+                "replicasets",
+                "ingresses",
+                "poddisruptionbudgets",
+                "leases",
+                "widgets"
+            ]
+        );
+        // Karpor's default registry names policy/v1beta1, which is not served.
+        assert!(
+            catalog
+                .find("policy", "v1beta1", "poddisruptionbudgets")
+                .is_none()
+        );
+        assert!(
+            catalog
+                .find("policy", "v1", "poddisruptionbudgets")
+                .is_some()
+        );
     }
 
     #[test]

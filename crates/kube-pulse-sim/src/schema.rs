@@ -8,7 +8,7 @@
 //! `null`; `[]byte` is base64. A value of the wrong JSON type fails as Go's
 //! decoder fails.
 //!
-//! Pure functions; `typed.rs` holds the schemas and calls [`normalize`].
+//! Pure functions; `typed.rs` picks the schema (`karpor/schema.rs`) and calls [`normalize`].
 
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -204,6 +204,48 @@ pub fn normalize(fields: &[Field], object: &Value) -> Result<Map<String, Value>,
     encode_struct(fields, object.as_object().unwrap_or(&empty), "")
 }
 
+/// The fields of `value` that `shape` does not declare, as the apiserver's
+/// strict decoding names them (`spec.region`, `spec.items[0].other`).
+/// Values of the wrong type are left to [`normalize`].
+fn collect_unknown(shape: Shape, value: &Value, path: &str, unknown: &mut Vec<String>) {
+    match (shape, value) {
+        (Shape::Ptr(inner), _) => collect_unknown(*inner, value, path, unknown),
+        (Shape::List(inner), Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_unknown(*inner, item, &format!("{path}[{i}]"), unknown);
+            }
+        }
+        (Shape::Struct(fields), Value::Object(object)) => {
+            for (key, child) in object {
+                let child_path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match fields.iter().find(|f| f.name == key) {
+                    Some(f) => collect_unknown(f.shape, child, &child_path, unknown),
+                    None => unknown.push(child_path),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The fields of an object (but `apiVersion`, `kind` and `metadata`) that
+/// the Go struct `fields` does not declare.
+pub fn unknown_fields(fields: &'static [Field], object: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    let mut rest = object.clone();
+    if let Some(root) = rest.as_object_mut() {
+        for key in ["apiVersion", "kind", "metadata"] {
+            root.remove(key);
+        }
+    }
+    collect_unknown(Shape::Struct(fields), &rest, "", &mut unknown);
+    unknown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +301,33 @@ mod tests {
         ];
         for (input, want) in cases {
             let got = Value::Object(normalize(TOP, &input).unwrap());
+            assert_eq!(got, want, "{input}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_named_by_path() {
+        let cases = [
+            (
+                json!({"apiVersion": "v1", "kind": "X", "metadata": {"odd": 1}, "spec": {"text": "a"}}),
+                vec![],
+            ),
+            (
+                json!({"extra": 1, "spec": {"region": "eu", "items": [{"name": "a"}, {"name": "b", "other": 2}],
+                       "ptr": {"drop": 1}, "labels": {"any": "key"}}}),
+                vec![
+                    "extra",
+                    "spec.items[1].other",
+                    "spec.ptr.drop",
+                    "spec.region",
+                ],
+            ),
+            // Wrong types are the decoder's business, not unknown fields.
+            (json!({"spec": {"items": "x", "nested": 3}}), vec![]),
+        ];
+        for (input, want) in cases {
+            let mut got = unknown_fields(TOP, &input);
+            got.sort();
             assert_eq!(got, want, "{input}");
         }
     }

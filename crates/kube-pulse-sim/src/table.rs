@@ -29,6 +29,10 @@ fn column(name: &str, kind: &str, priority: u8) -> Value {
 }
 
 fn columns(def: &ResourceDef) -> Vec<Value> {
+    if def.typed.is_some() {
+        // The generic registry's default table.
+        return vec![column("Name", "string", 0), column("Created At", "date", 0)];
+    }
     if def.kind == "Event" {
         return vec![
             column("Last Seen", "string", 0),
@@ -54,10 +58,20 @@ fn columns(def: &ResourceDef) -> Vec<Value> {
         ]),
         "StatefulSet" => cols.push(column("Ready", "string", 0)),
         "Namespace" => cols.push(column("Status", "string", 0)),
+        "Node" => cols.extend([column("Status", "string", 0), column("Roles", "string", 0)]),
+        "ReplicaSet" => cols.extend([
+            column("Desired", "integer", 0),
+            column("Current", "integer", 0),
+            column("Ready", "integer", 0),
+        ]),
+        "Secret" => cols.extend([column("Type", "string", 0), column("Data", "string", 0)]),
         "ConfigMap" => cols.push(column("Data", "integer", 0)),
         _ => {}
     }
     cols.push(column("Age", "string", 0));
+    if def.kind == "Node" {
+        cols.push(column("Version", "string", 0));
+    }
     if matches!(def.kind.as_str(), "Deployment" | "StatefulSet") {
         cols.extend([
             column("Containers", "string", 1),
@@ -99,6 +113,16 @@ fn pod_cells(obj: &Value) -> [Value; 3] {
     ]
 }
 
+/// A node's STATUS cell: Ready or NotReady, as its Ready condition says.
+fn node_status(obj: &Value) -> &'static str {
+    let ready = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+        .is_some_and(|c| c["status"] == "True");
+    if ready { "Ready" } else { "NotReady" }
+}
+
 /// An event's row: last seen, type, reason, kind/name, message, count, name.
 fn event_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let last = obj["lastTimestamp"]
@@ -131,6 +155,10 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         return event_cells(obj, now);
     }
     let name = obj.pointer("/metadata/name").cloned().unwrap_or(json!(""));
+    if def.typed.is_some() {
+        let created = obj.pointer("/metadata/creationTimestamp").cloned();
+        return vec![name, created.unwrap_or(json!("<unknown>"))];
+    }
     let created = obj
         .pointer("/metadata/creationTimestamp")
         .and_then(Value::as_str)
@@ -169,6 +197,19 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 .cloned()
                 .unwrap_or(json!("Active")),
         ),
+        "Node" => row.extend([json!(node_status(obj)), json!("<none>")]),
+        "ReplicaSet" => row.extend([
+            json!(int(obj, "/spec/replicas")),
+            json!(int(obj, "/status/replicas")),
+            json!(int(obj, "/status/readyReplicas")),
+        ]),
+        "Secret" => {
+            let data = obj["data"].as_object().map_or(0, |m| m.len());
+            row.extend([
+                obj.get("type").cloned().unwrap_or(json!("Opaque")),
+                json!(data),
+            ]);
+        }
         "ConfigMap" => {
             let data = obj["data"].as_object().map_or(0, |m| m.len())
                 + obj["binaryData"].as_object().map_or(0, |m| m.len());
@@ -177,6 +218,13 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         _ => {}
     }
     row.push(json!(created));
+    if def.kind == "Node" {
+        row.push(
+            obj.pointer("/status/nodeInfo/kubeletVersion")
+                .cloned()
+                .unwrap_or(json!("")),
+        );
+    }
     if matches!(def.kind.as_str(), "Deployment" | "StatefulSet") {
         row.extend([json!(containers("name")), json!(containers("image"))]);
     }
@@ -237,6 +285,54 @@ mod tests {
         ];
         for (secs, want) in cases {
             assert_eq!(human_age(secs), want, "{secs}");
+        }
+    }
+
+    #[test]
+    fn member_and_karpor_rows_read_like_kubectl() {
+        let catalog = Catalog::new(crate::karpor::resources(Default::default()));
+        let now: DateTime<Utc> = "2026-01-01T00:10:00Z".parse().unwrap();
+        let created = "2026-01-01T00:09:00Z";
+        let node = json!({"metadata": {"name": "sim-node-1", "creationTimestamp": created},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1.32.0"}}});
+        let not_ready = json!({"metadata": {"name": "n", "creationTimestamp": created},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
+        let rs = json!({"metadata": {"name": "web-abc", "creationTimestamp": created},
+            "spec": {"replicas": 3}, "status": {"replicas": 3, "readyReplicas": 2}});
+        let secret = json!({"metadata": {"name": "s", "creationTimestamp": created},
+            "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}});
+        let cluster = json!({"metadata": {"name": "prod", "creationTimestamp": created}});
+        let cases = [
+            (
+                ("", "v1", "nodes"),
+                node,
+                json!(["sim-node-1", "Ready", "<none>", "60s", "v1.32.0"]),
+            ),
+            (
+                ("", "v1", "nodes"),
+                not_ready,
+                json!(["n", "NotReady", "<none>", "60s", ""]),
+            ),
+            (
+                ("apps", "v1", "replicasets"),
+                rs,
+                json!(["web-abc", 3, 3, 2, "60s"]),
+            ),
+            (
+                ("", "v1", "secrets"),
+                secret,
+                json!(["s", "kubernetes.io/tls", 2, "60s"]),
+            ),
+            (
+                ("cluster.karpor.io", "v1beta1", "clusters"),
+                cluster,
+                json!(["prod", created]),
+            ),
+        ];
+        for ((group, version, plural), obj, want) in cases {
+            let def = catalog.find(group, version, plural).unwrap();
+            assert_eq!(json!(cells(def, &obj, now)), want, "{plural}");
+            assert_eq!(columns(def).len(), cells(def, &obj, now).len(), "{plural}");
         }
     }
 

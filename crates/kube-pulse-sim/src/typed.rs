@@ -8,187 +8,15 @@
 //! with the generic registry's 422; a PATCH carries the stored
 //! resourceVersion and is unaffected. Every write goes through the kind's Go
 //! type (`schema.rs`): unknown fields are dropped, spec and status alike.
-//! The schemas are Karpor 0.6's (`pkg/kubernetes/apis/*/v1beta1/types.go`).
+//! The schemas are Karpor 0.6's (`karpor/schema.rs`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::karpor::schema as karpor_schema;
 use super::resources::ResourceDef;
-use super::schema::{self, Field, Shape, field, optional};
+use super::schema::{self, Field};
 use super::status::{ApiError, ApiResult};
-
-const STR_LIST: Shape = Shape::List(&Shape::Str);
-
-/// metav1.Condition.
-const CONDITION: &[Field] = &[
-    field("type", Shape::Str),
-    field("status", Shape::Str),
-    optional("observedGeneration", Shape::Int),
-    field("lastTransitionTime", Shape::Time),
-    field("reason", Shape::Str),
-    field("message", Shape::Str),
-];
-
-/// metav1.LabelSelector.
-const LABEL_SELECTOR: &[Field] = &[
-    optional("matchLabels", Shape::StrMap),
-    optional(
-        "matchExpressions",
-        Shape::List(&Shape::Struct(&[
-            field("key", Shape::Str),
-            field("operator", Shape::Str),
-            optional("values", STR_LIST),
-        ])),
-    ),
-];
-
-const EXEC_CONFIG: &[Field] = &[
-    field("command", Shape::Str),
-    field("args", STR_LIST),
-    field(
-        "env",
-        Shape::List(&Shape::Struct(&[
-            field("name", Shape::Str),
-            field("value", Shape::Str),
-        ])),
-    ),
-    optional("apiVersion", Shape::Str),
-    optional("installHint", Shape::Str),
-    field("provideClusterInfo", Shape::Bool),
-    optional("interactiveMode", Shape::Str),
-];
-
-const CREDENTIAL: &[Field] = &[
-    field("type", Shape::Str),
-    optional("serviceAccountToken", Shape::Str),
-    optional(
-        "x509",
-        Shape::Ptr(&Shape::Struct(&[
-            field("certificate", Shape::Bytes),
-            field("privateKey", Shape::Bytes),
-        ])),
-    ),
-    optional("execConfig", Shape::Ptr(&Shape::Struct(EXEC_CONFIG))),
-];
-
-const CLUSTER_SPEC: Shape = Shape::Struct(&[
-    field("provider", Shape::Str),
-    field(
-        "access",
-        Shape::Struct(&[
-            field("endpoint", Shape::Str),
-            optional("caBundle", Shape::Bytes),
-            optional("insecure", Shape::Ptr(&Shape::Bool)),
-            optional("credential", Shape::Ptr(&Shape::Struct(CREDENTIAL))),
-        ]),
-    ),
-    field("description", Shape::Str),
-    field("displayName", Shape::Str),
-    optional("finalized", Shape::Ptr(&Shape::Bool)),
-]);
-
-/// Karpor 0.6's Cluster: `status` has only `healthy`.
-const CLUSTER: &[Field] = &[
-    field("spec", CLUSTER_SPEC),
-    optional("status", Shape::Struct(&[optional("healthy", Shape::Bool)])),
-];
-
-/// The Cluster of a Karpor whose status also has `conditions`.
-const CLUSTER_WITH_CONDITIONS: &[Field] = &[
-    field("spec", CLUSTER_SPEC),
-    optional(
-        "status",
-        Shape::Struct(&[
-            optional("healthy", Shape::Bool),
-            optional("conditions", Shape::List(&Shape::Struct(CONDITION))),
-        ]),
-    ),
-];
-
-const TRANSFORM_RULE_SPEC: Shape = Shape::Struct(&[
-    field("type", Shape::Str),
-    field("valueTemplate", Shape::Str),
-]);
-
-const TRIM_RULE_SPEC: Shape = Shape::Struct(&[optional(
-    "retain",
-    Shape::Struct(&[optional("jsonPaths", STR_LIST)]),
-)]);
-
-const SYNC_RULE: Shape = Shape::Struct(&[
-    field("apiVersion", Shape::Str),
-    field("resource", Shape::Str),
-    optional("namespace", Shape::Str),
-    // metav1.Duration prints as a Go duration string.
-    optional("resyncPeriod", Shape::Ptr(&Shape::Str)),
-    optional("maxConcurrent", Shape::Int),
-    optional(
-        "selectors",
-        Shape::List(&Shape::Struct(&[
-            optional("labelSelector", Shape::Ptr(&Shape::Struct(LABEL_SELECTOR))),
-            optional(
-                "fieldSelector",
-                Shape::Ptr(&Shape::Struct(&[
-                    optional("matchFields", Shape::StrMap),
-                    optional("serverSupported", Shape::Bool),
-                ])),
-            ),
-        ])),
-    ),
-    optional("transform", Shape::Ptr(&TRANSFORM_RULE_SPEC)),
-    optional("transformRefName", Shape::Str),
-    optional("trim", Shape::Ptr(&TRIM_RULE_SPEC)),
-    optional("trimRefName", Shape::Str),
-    optional("remainAfterDeleted", Shape::Bool),
-]);
-
-const SYNC_REGISTRY: &[Field] = &[
-    optional(
-        "spec",
-        Shape::Struct(&[
-            optional("clusters", STR_LIST),
-            optional(
-                "clusterLabelSelector",
-                Shape::Ptr(&Shape::Struct(LABEL_SELECTOR)),
-            ),
-            optional("syncResources", Shape::List(&SYNC_RULE)),
-            optional("syncResourcesRefName", Shape::Str),
-        ]),
-    ),
-    optional(
-        "status",
-        Shape::Struct(&[
-            field(
-                "clusters",
-                Shape::List(&Shape::Struct(&[
-                    field("cluster", Shape::Str),
-                    field("status", Shape::Str),
-                    field(
-                        "resources",
-                        Shape::List(&Shape::Struct(&[
-                            field("apiVersion", Shape::Str),
-                            field("kind", Shape::Str),
-                            field("status", Shape::Str),
-                            optional("reason", Shape::Str),
-                            optional("message", Shape::Str),
-                            field("lastTransitionTime", Shape::Time),
-                        ])),
-                    ),
-                ])),
-            ),
-            field("lastTransitionTime", Shape::Time),
-        ]),
-    ),
-];
-
-const SYNC_RESOURCES: &[Field] = &[optional(
-    "spec",
-    Shape::Struct(&[optional("syncResources", Shape::List(&SYNC_RULE))]),
-)];
-
-const TRANSFORM_RULE: &[Field] = &[optional("spec", TRANSFORM_RULE_SPEC)];
-
-const TRIM_RULE: &[Field] = &[optional("spec", TRIM_RULE_SPEC)];
 
 /// Which Go type a typed resource stores (it decides the resource name of
 /// error messages and the fields an object keeps).
@@ -227,12 +55,12 @@ impl TypedKind {
     /// The fields of the Go type besides `apiVersion`, `kind` and `metadata`.
     pub fn schema(self) -> &'static [Field] {
         match self {
-            Self::KarporCluster { conditions: false } => CLUSTER,
-            Self::KarporCluster { conditions: true } => CLUSTER_WITH_CONDITIONS,
-            Self::KarporSyncRegistry => SYNC_REGISTRY,
-            Self::KarporSyncResources => SYNC_RESOURCES,
-            Self::KarporTransformRule => TRANSFORM_RULE,
-            Self::KarporTrimRule => TRIM_RULE,
+            Self::KarporCluster { conditions: false } => karpor_schema::CLUSTER,
+            Self::KarporCluster { conditions: true } => karpor_schema::CLUSTER_WITH_CONDITIONS,
+            Self::KarporSyncRegistry => karpor_schema::SYNC_REGISTRY,
+            Self::KarporSyncResources => karpor_schema::SYNC_RESOURCES,
+            Self::KarporTransformRule => karpor_schema::TRANSFORM_RULE,
+            Self::KarporTrimRule => karpor_schema::TRIM_RULE,
         }
     }
 }
@@ -262,6 +90,34 @@ pub fn normalize(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
     }
     *root = fields;
     Ok(())
+}
+
+/// Applies the request's `fieldValidation` to a typed object about to be
+/// written (`body`: the request body, or the result of a patch): with
+/// `Strict`, unknown fields are 400 in the typed apiserver's words; with
+/// `Warn` (the server's default) they are returned as warnings; with
+/// `Ignore` nothing is said. Either way, the write drops them.
+pub fn check_fields(def: &ResourceDef, body: &Value, mode: Option<&str>) -> ApiResult<Vec<String>> {
+    let Some(typed) = def.typed else {
+        return Ok(Vec::new());
+    };
+    let unknown = schema::unknown_fields(typed.schema(), body);
+    if unknown.is_empty() || mode == Some("Ignore") {
+        return Ok(Vec::new());
+    }
+    let named: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    if mode == Some("Strict") {
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+            named.join(", "),
+            kind = def.kind,
+            version = def.version,
+        )));
+    }
+    Ok(named)
 }
 
 /// Refuses an unconditional replace of a typed resource (its strategy does
@@ -409,6 +265,42 @@ mod tests {
         let mut free = json!({"status": {"anything": 1}});
         normalize(&def(None), &mut free).unwrap();
         assert_eq!(free, json!({"status": {"anything": 1}}));
+    }
+
+    #[test]
+    fn field_validation_modes() {
+        let typed = def(Some(TypedKind::KarporSyncRegistry));
+        let body = json!({"spec": {"clusters": ["*"], "region": "eu"}, "status": {"phase": "x"}});
+        let warnings = vec![
+            "unknown field \"spec.region\"".to_string(),
+            "unknown field \"status.phase\"".to_string(),
+        ];
+        assert_eq!(check_fields(&typed, &body, None).unwrap(), warnings);
+        assert_eq!(check_fields(&typed, &body, Some("Warn")).unwrap(), warnings);
+        assert!(
+            check_fields(&typed, &body, Some("Ignore"))
+                .unwrap()
+                .is_empty()
+        );
+        let strict = check_fields(&typed, &body, Some("Strict")).unwrap_err();
+        assert_eq!(strict.code, 400);
+        assert_eq!(
+            strict.message,
+            "SyncRegistry in version \"v1beta1\" cannot be handled as a SyncRegistry: strict decoding error: \
+             unknown field \"spec.region\", unknown field \"status.phase\""
+        );
+        let known = json!({"spec": {"clusters": ["*"]}});
+        assert!(
+            check_fields(&typed, &known, Some("Strict"))
+                .unwrap()
+                .is_empty()
+        );
+        // Untyped resources keep whatever they are given.
+        assert!(
+            check_fields(&def(None), &body, Some("Strict"))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

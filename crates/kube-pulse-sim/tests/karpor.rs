@@ -47,6 +47,15 @@ async fn a_cluster_status_written_through_status_reaches_a_watcher() {
     let member = sim().await;
     let karpor = karpor::start(KarporOptions::default()).await.unwrap();
     let client = karpor.client();
+    karpor::register_members(&karpor, &[&member]).unwrap();
+    let store = karpor.store();
+    let cluster_def = store
+        .catalog()
+        .find(karpor::CLUSTER_GROUP, karpor::VERSION, "clusters")
+        .unwrap()
+        .clone();
+    let registered = store.get(&cluster_def, None, member.name()).unwrap();
+    assert_eq!(registered["spec"]["access"]["endpoint"], member.url());
 
     // The registry is found through discovery, under Karpor's plural.
     let (registries, scope) = discover(&client, karpor::SEARCH_GROUP, "SyncRegistry").await;
@@ -55,6 +64,11 @@ async fn a_cluster_status_written_through_status_reaches_a_watcher() {
     assert_eq!(scope, Scope::Cluster);
     let registries: Api<DynamicObject> = Api::all_with(client.clone(), &registries);
     let default = registries.get(karpor::DEFAULT_REGISTRY).await.unwrap();
+    // Go's nil slice and zero time, as Karpor prints a registry never written to.
+    assert_eq!(
+        body(&default)["status"],
+        json!({"clusters": null, "lastTransitionTime": null})
+    );
     let spec = &body(&default)["spec"];
     assert_eq!(spec["clusters"], json!(["*"]));
     assert!(
@@ -288,8 +302,26 @@ async fn kubectl_applies_a_cluster_that_karpor_prunes() {
     std::fs::write(&file, CLUSTER_YAML).unwrap();
     let file = file.to_str().unwrap();
 
-    let out = ok(&kubectl(&server, &["apply", "-f", file]).await);
-    assert_eq!(out.trim(), "cluster.cluster.karpor.io/edge created");
+    // kubectl validates strictly by default: Karpor refuses the unknown field.
+    let refused = kubectl(&server, &["apply", "-f", file]).await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(
+            "Cluster in version \"v1beta1\" cannot be handled as a Cluster: \
+             strict decoding error: unknown field \"spec.region\""
+        ),
+        "{stderr}"
+    );
+    // Warned about, then dropped.
+    let warned = kubectl(&server, &["apply", "--validate=warn", "-f", file]).await;
+    assert!(warned.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&warned.stdout).trim(),
+        "cluster.cluster.karpor.io/edge created"
+    );
+    let stderr = String::from_utf8_lossy(&warned.stderr);
+    assert!(stderr.contains("unknown field \"spec.region\""), "{stderr}");
     let out = ok(&kubectl(&server, &["get", "clusters", "-o", "yaml"]).await);
     let list: Value = serde_yaml_ng::from_str(&out).unwrap();
     let cluster = &list["items"][0];
@@ -313,7 +345,8 @@ async fn kubectl_applies_a_cluster_that_karpor_prunes() {
         CLUSTER_YAML.replace("displayName: Edge", "displayName: Edge 2"),
     )
     .unwrap();
-    let out = ok(&kubectl(&server, &["apply", "-f", file]).await);
+    // Without validation, silently dropped.
+    let out = ok(&kubectl(&server, &["apply", "--validate=false", "-f", file]).await);
     assert_eq!(out.trim(), "cluster.cluster.karpor.io/edge configured");
     let out = ok(&kubectl(
         &server,
@@ -418,13 +451,16 @@ async fn status_writes_keep_what_the_schema_has_and_record_their_writer() {
             // Another writer shows as a second entry; a later write refreshes the time
             // (managedFields times have whole seconds).
             tokio::time::sleep(Duration::from_millis(1100)).await;
-            let stored = write_status(
-                &clusters,
+            // A second writer (through the store, as Karpor's own controller would).
+            let stored = karpor::write_status(
+                &karpor,
+                "clusters",
                 "prod",
-                "karpor-controller",
                 json!({"healthy": false}),
+                "karpor-controller",
             )
-            .await;
+            .unwrap();
+            assert_eq!(stored["status"], json!({}), "pruned like any status write");
             let entries = stored["metadata"]["managedFields"].as_array().unwrap();
             let managers: Vec<&str> = entries
                 .iter()
@@ -456,4 +492,42 @@ async fn status_writes_keep_what_the_schema_has_and_record_their_writer() {
         karpor.shutdown().await;
     }
     member.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_kubeconfig_reaches_a_karpor_apiserver_that_needs_a_token() {
+    let karpor = kube_pulse_sim::SimCluster::start(kube_pulse_sim::SimConfig {
+        token: Some("karpor-t0k".into()),
+        ..karpor::config(KarporOptions::default())
+    })
+    .await
+    .unwrap();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&karpor.kubeconfig("karpor")).unwrap();
+    assert_eq!(kubeconfig.current_context.as_deref(), Some("karpor"));
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let (registries, _) = discover(&client, karpor::SEARCH_GROUP, "SyncRegistry").await;
+    let registries: Api<DynamicObject> = Api::all_with(client, &registries);
+    let names: Vec<String> = registries
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|r| r.metadata.name)
+        .collect();
+    assert_eq!(names, [karpor::DEFAULT_REGISTRY]);
+    // Without the token, the same request is refused.
+    let anonymous = common::http()
+        .get(format!(
+            "{}/apis/cluster.karpor.io/v1beta1/clusters",
+            karpor.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    karpor.shutdown().await;
 }

@@ -489,13 +489,22 @@ async fn kubectl_shows_rollouts_pods_events_and_descriptions() {
         .and_then(|l| l.split_whitespace().next())
         .unwrap()
         .to_string();
-    let describe = ok(&kubectl(&server, &["describe", "pod", &crash_pod, "-n", "shop"]).await);
-    for want in [
+    // The container alternates between running and backing off: describe
+    // it until it is caught waiting.
+    let wants = [
         "CrashLoopBackOff",
         "Exit Code:    1",
         "Back-off restarting failed container crash",
-    ] {
-        assert!(describe.contains(want), "{want} in\n{describe}");
-    }
+    ];
+    eventually(
+        Duration::from_secs(20),
+        "describe shows the crash loop",
+        || async {
+            let describe =
+                ok(&kubectl(&server, &["describe", "pod", &crash_pod, "-n", "shop"]).await);
+            wants.iter().all(|w| describe.contains(w)).then_some(())
+        },
+    )
+    .await;
     sim.shutdown().await;
 }

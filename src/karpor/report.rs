@@ -1,0 +1,473 @@
+//! What kube-pulse reports on Karpor's own objects: pure functions from
+//! status documents to the `status` of a Karpor `Cluster` and a Karpor
+//! `SyncRegistry` (`hub ──documents──▶ [report] ──status──▶ writer`).
+//!
+//! A `Cluster` gets `healthy` (true while the member is reachable) and two
+//! `metav1.Condition`s: `Ready` (reachability, with kube-pulse's reason) and
+//! `Synced` (its watched resources). A `SyncRegistry` gets Karpor's
+//! `clusters[].resources[]` with each resource's sync phase. Times are
+//! `metav1.Time` (RFC 3339, seconds), and a condition keeps its
+//! `lastTransitionTime` while its status stays the same, as Kubernetes
+//! conventions ask.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value, json};
+
+/// `metav1.Time`: RFC 3339 in UTC, whole seconds.
+pub(crate) fn meta_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A document time (milliseconds) as `metav1.Time`; None when unreadable.
+fn doc_time(raw: &Value) -> Option<String> {
+    let parsed = DateTime::parse_from_rfc3339(raw.as_str()?).ok()?;
+    Some(meta_time(parsed.with_timezone(&Utc)))
+}
+
+fn text<'a>(doc: &'a Value, field: &str) -> &'a str {
+    doc.get(field).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// A condition as `metav1.Condition` serializes it; its transition time is
+/// the previous one while `status` is unchanged.
+struct Condition<'a> {
+    kind: &'static str,
+    status: &'static str,
+    reason: &'a str,
+    message: String,
+}
+
+impl Condition<'_> {
+    fn to_json(&self, previous: &Value, generation: Option<i64>, now: &str) -> Value {
+        let before = previous
+            .get("conditions")
+            .and_then(Value::as_array)
+            .and_then(|all| all.iter().find(|c| c["type"] == self.kind));
+        let since = match before {
+            Some(c) if c["status"] == self.status => {
+                c["lastTransitionTime"].as_str().unwrap_or(now).to_string()
+            }
+            _ => now.to_string(),
+        };
+        let mut condition = json!({
+            "type": self.kind,
+            "status": self.status,
+            "lastTransitionTime": since,
+            // metav1.Condition requires a reason: CamelCase, not empty.
+            "reason": if self.reason.is_empty() { "Unknown" } else { self.reason },
+            "message": self.message,
+        });
+        if let Some(generation) = generation {
+            condition["observedGeneration"] = json!(generation);
+        }
+        condition
+    }
+}
+
+/// Phases in which the member answered its last probes.
+fn reachable(phase: &str) -> bool {
+    matches!(phase, "Healthy" | "Degraded")
+}
+
+/// The `status` of a Karpor `Cluster` from its `clusters/{name}` document.
+/// `previous` is the object's current status (for transition times).
+pub(crate) fn cluster_status(
+    doc: &Value,
+    previous: &Value,
+    generation: Option<i64>,
+    now: DateTime<Utc>,
+) -> Value {
+    let now = meta_time(now);
+    let (phase, reason, message) = (
+        text(doc, "phase"),
+        text(doc, "reason"),
+        text(doc, "message"),
+    );
+    let summary = if message.is_empty() {
+        format!("{phase} ({reason})")
+    } else {
+        format!("{phase} ({reason}): {message}")
+    };
+    let ready = Condition {
+        kind: "Ready",
+        status: match phase {
+            p if reachable(p) => "True",
+            "Unhealthy" => "False",
+            _ => "Unknown",
+        },
+        reason,
+        message: summary,
+    };
+    let synced = synced_condition(doc, phase);
+    json!({
+        "healthy": reachable(phase),
+        "conditions": [
+            ready.to_json(previous, generation, &now),
+            synced.to_json(previous, generation, &now),
+        ],
+    })
+}
+
+/// `Synced`: whether every resource the member syncs is caught up.
+fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
+    let count = |field: &str| doc["resources"][field].as_u64().unwrap_or(0);
+    let (total, synced, failing) = (count("total"), count("synced"), count("failing"));
+    let (status, reason, message) = if !reachable(phase) {
+        (
+            "Unknown",
+            "ClusterNotReady",
+            format!("the cluster is {phase}: its resources are not watched now"),
+        )
+    } else if failing > 0 {
+        (
+            "False",
+            "ResourcesFailing",
+            format!("{failing} of {total} resources failing, {synced} syncing"),
+        )
+    } else if synced < total {
+        (
+            "False",
+            "Listing",
+            format!("{synced} of {total} resources syncing"),
+        )
+    } else {
+        ("True", "AllSynced", format!("{total} resources syncing"))
+    };
+    Condition {
+        kind: "Synced",
+        status,
+        reason,
+        message,
+    }
+}
+
+/// One resource of a registry on one cluster, and its sync document (None
+/// while the member has not started watching it).
+pub(crate) struct ResourceReport<'a> {
+    /// Karpor's `apiVersion` of the resource (`v1`, `apps/v1`).
+    pub(crate) api_version: String,
+    /// The plural, for a kind not known yet.
+    pub(crate) resource: String,
+    pub(crate) doc: Option<&'a Value>,
+}
+
+/// One cluster a registry applies to.
+pub(crate) struct ClusterReport<'a> {
+    pub(crate) cluster: String,
+    pub(crate) resources: Vec<ResourceReport<'a>>,
+}
+
+/// Sync phases from the best to the worst: a cluster's status in a registry
+/// is the worst of its resources'.
+const PHASE_ORDER: &[&str] = &["Syncing", "Listing", "Pending", "Stopped", "Error"];
+
+/// A sync phase as Karpor shows it: `Backoff` (waiting to retry after an
+/// error) is `Error` there, as both mean the resource is not synced; the
+/// reason is the error's and the message says when it is retried.
+fn karpor_phase(phase: &str) -> &str {
+    match phase {
+        "Backoff" => "Error",
+        other => other,
+    }
+}
+
+fn rank(phase: &str) -> usize {
+    PHASE_ORDER
+        .iter()
+        .position(|p| *p == phase)
+        .unwrap_or(PHASE_ORDER.len())
+}
+
+/// The `status` of a Karpor `SyncRegistry`: per cluster it applies to, each
+/// resource's sync phase, reason, message and when the phase last changed.
+/// `lastTransitionTime` is the latest of those (the previous one, or `now`,
+/// when no resource has a document yet).
+pub(crate) fn registry_status(
+    clusters: &[ClusterReport<'_>],
+    previous: &Value,
+    now: DateTime<Utc>,
+) -> Value {
+    let now = meta_time(now);
+    let mut latest: Option<String> = None;
+    let clusters: Vec<Value> = clusters
+        .iter()
+        .map(|c| {
+            let mut worst = "Syncing";
+            let resources: Vec<Value> = c
+                .resources
+                .iter()
+                .map(|r| {
+                    let (status, reason, message, since) = match r.doc {
+                        Some(doc) => (
+                            karpor_phase(text(doc, "phase")),
+                            text(doc, "reason"),
+                            text(doc, "message"),
+                            doc_time(&doc["since"]),
+                        ),
+                        None => (
+                            "Pending",
+                            "NotWatched",
+                            "the member does not watch this resource yet",
+                            None,
+                        ),
+                    };
+                    if rank(status) > rank(worst) {
+                        worst = status;
+                    }
+                    if let Some(since) = &since
+                        && latest.as_ref().is_none_or(|l| since > l)
+                    {
+                        latest = Some(since.clone());
+                    }
+                    let kind = r
+                        .doc
+                        .and_then(|d| d.get("kind"))
+                        .and_then(Value::as_str)
+                        .unwrap_or(&r.resource);
+                    let mut entry = Map::new();
+                    entry.insert("apiVersion".into(), json!(r.api_version));
+                    entry.insert("kind".into(), json!(kind));
+                    entry.insert("status".into(), json!(status));
+                    if !reason.is_empty() {
+                        entry.insert("reason".into(), json!(reason));
+                    }
+                    if !message.is_empty() {
+                        entry.insert("message".into(), json!(message));
+                    }
+                    entry.insert(
+                        "lastTransitionTime".into(),
+                        json!(since.unwrap_or_else(|| now.clone())),
+                    );
+                    Value::Object(entry)
+                })
+                .collect();
+            json!({"cluster": c.cluster, "status": worst, "resources": resources})
+        })
+        .collect();
+    let last = latest
+        .or_else(|| previous["lastTransitionTime"].as_str().map(str::to_string))
+        .unwrap_or(now);
+    json!({"clusters": clusters, "lastTransitionTime": last})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_790_000_000 + s, 0).unwrap()
+    }
+
+    fn cluster_doc(phase: &str, reason: &str, resources: (u64, u64, u64)) -> Value {
+        json!({
+            "phase": phase, "reason": reason, "message": "probe says so",
+            "resources": {"total": resources.0, "synced": resources.1, "failing": resources.2},
+        })
+    }
+
+    fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .unwrap()
+    }
+
+    #[test]
+    fn cluster_phases_map_to_healthy_and_conditions() {
+        // (phase, reason, resources (total, synced, failing)) → (healthy, Ready, Synced (status, reason))
+        let cases = [
+            (
+                "Healthy",
+                "Ready",
+                (5, 5, 0),
+                true,
+                "True",
+                ("True", "AllSynced"),
+            ),
+            (
+                "Healthy",
+                "Ready",
+                (5, 3, 0),
+                true,
+                "True",
+                ("False", "Listing"),
+            ),
+            (
+                "Degraded",
+                "ResourcesFailing",
+                (5, 4, 1),
+                true,
+                "True",
+                ("False", "ResourcesFailing"),
+            ),
+            (
+                "Unhealthy",
+                "Disconnected",
+                (5, 5, 0),
+                false,
+                "False",
+                ("Unknown", "ClusterNotReady"),
+            ),
+            (
+                "Unhealthy",
+                "CredentialsUnsupported",
+                (0, 0, 0),
+                false,
+                "False",
+                ("Unknown", "ClusterNotReady"),
+            ),
+            (
+                "Pending",
+                "Registered",
+                (0, 0, 0),
+                false,
+                "Unknown",
+                ("Unknown", "ClusterNotReady"),
+            ),
+            (
+                "Initializing",
+                "Probing",
+                (5, 0, 0),
+                false,
+                "Unknown",
+                ("Unknown", "ClusterNotReady"),
+            ),
+        ];
+        for (phase, reason, resources, healthy, ready, synced) in cases {
+            let status = cluster_status(
+                &cluster_doc(phase, reason, resources),
+                &Value::Null,
+                Some(3),
+                t(0),
+            );
+            assert_eq!(status["healthy"], healthy, "{phase}");
+            let r = condition(&status, "Ready");
+            assert_eq!(
+                (r["status"].as_str(), r["reason"].as_str()),
+                (Some(ready), Some(reason)),
+                "{phase}"
+            );
+            assert_eq!(r["message"], format!("{phase} ({reason}): probe says so"));
+            assert_eq!(r["observedGeneration"], 3);
+            let s = condition(&status, "Synced");
+            assert_eq!(
+                (s["status"].as_str().unwrap(), s["reason"].as_str().unwrap()),
+                synced,
+                "{phase}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let up = cluster_status(
+            &cluster_doc("Healthy", "Ready", (2, 2, 0)),
+            &Value::Null,
+            None,
+            t(0),
+        );
+        assert_eq!(
+            condition(&up, "Ready")["lastTransitionTime"],
+            meta_time(t(0))
+        );
+        assert!(condition(&up, "Ready").get("observedGeneration").is_none());
+        // Still reachable, resources failing now: Ready keeps t(0), Synced moves.
+        let degraded = cluster_status(
+            &cluster_doc("Degraded", "ResourcesFailing", (2, 1, 1)),
+            &up,
+            None,
+            t(10),
+        );
+        assert_eq!(
+            condition(&degraded, "Ready")["lastTransitionTime"],
+            meta_time(t(0))
+        );
+        assert_eq!(
+            condition(&degraded, "Synced")["lastTransitionTime"],
+            meta_time(t(10))
+        );
+        let down = cluster_status(
+            &cluster_doc("Unhealthy", "Disconnected", (2, 1, 1)),
+            &degraded,
+            None,
+            t(20),
+        );
+        assert_eq!(
+            condition(&down, "Ready")["lastTransitionTime"],
+            meta_time(t(20))
+        );
+    }
+
+    #[test]
+    fn registries_report_each_resource_and_the_worst_per_cluster() {
+        let syncing = json!({"phase": "Syncing", "reason": "Watching", "message": "4 objects", "since": "2026-09-21T10:00:00.250Z", "kind": "Deployment"});
+        let not_served = json!({"phase": "Backoff", "reason": "NotServed", "message": "policy/v1beta1/poddisruptionbudgets is not served by this cluster", "since": "2026-09-21T10:00:05.000Z"});
+        let reports = [
+            ClusterReport {
+                cluster: "a".into(),
+                resources: vec![
+                    ResourceReport {
+                        api_version: "apps/v1".into(),
+                        resource: "deployments".into(),
+                        doc: Some(&syncing),
+                    },
+                    ResourceReport {
+                        api_version: "policy/v1beta1".into(),
+                        resource: "poddisruptionbudgets".into(),
+                        doc: Some(&not_served),
+                    },
+                ],
+            },
+            ClusterReport {
+                cluster: "b".into(),
+                resources: vec![ResourceReport {
+                    api_version: "v1".into(),
+                    resource: "services".into(),
+                    doc: None,
+                }],
+            },
+        ];
+        let status = registry_status(&reports, &Value::Null, t(0));
+        let a = &status["clusters"][0];
+        assert_eq!(
+            (a["cluster"].as_str(), a["status"].as_str()),
+            (Some("a"), Some("Error"))
+        );
+        assert_eq!(
+            a["resources"][0],
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": "Syncing", "reason": "Watching", "message": "4 objects", "lastTransitionTime": "2026-09-21T10:00:00Z"})
+        );
+        // No kind known yet: the plural stands in.
+        assert_eq!(a["resources"][1]["kind"], "poddisruptionbudgets");
+        assert_eq!(a["resources"][1]["reason"], "NotServed");
+        assert_eq!(
+            a["resources"][1]["status"], "Error",
+            "Backoff is an Error to Karpor"
+        );
+        let b = &status["clusters"][1];
+        assert_eq!(
+            (b["status"].as_str(), b["resources"][0]["reason"].as_str()),
+            (Some("Pending"), Some("NotWatched"))
+        );
+        assert_eq!(status["lastTransitionTime"], "2026-09-21T10:00:05Z");
+    }
+
+    #[test]
+    fn a_registry_without_documents_keeps_its_previous_time() {
+        let previous = json!({"lastTransitionTime": "2026-01-01T00:00:00Z"});
+        assert_eq!(
+            registry_status(&[], &previous, t(0))["lastTransitionTime"],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            registry_status(&[], &Value::Null, t(0))["lastTransitionTime"],
+            meta_time(t(0))
+        );
+        assert_eq!(
+            registry_status(&[], &Value::Null, t(0))["clusters"],
+            json!([])
+        );
+    }
+}

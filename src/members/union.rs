@@ -1,0 +1,200 @@
+//! Members from several sources at once (`file ─┐ ├─▶ [union] ──reconcile──▶
+//! pipeline`, `Karpor ─┘`): each source replaces its own part, and the
+//! pipeline always gets the union of all parts. On a name in both the
+//! configuration file and Karpor, the file wins (an operator's explicit
+//! setting beats a discovered one) and a warning names the cluster. Sync
+//! registries are the parts' registries together.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use super::MemberDiff;
+use crate::pipeline::{HeldMember, Member, Pipeline};
+use crate::sources::SyncRegistry;
+
+/// Where a part of the members comes from; earlier origins win a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Origin {
+    /// The `--config` file or the `--kubeconfig`.
+    File,
+    /// Karpor's `Cluster` and `SyncRegistry` objects.
+    Karpor,
+}
+
+/// What one source says should run.
+#[derive(Debug, Clone, Default)]
+pub struct Part {
+    /// Members to run.
+    pub members: Vec<Member>,
+    /// Members to show without running them.
+    pub held: Vec<HeldMember>,
+    /// Its sync registries; None keeps the part's previous ones.
+    pub registries: Option<Vec<SyncRegistry>>,
+}
+
+/// The parts, merged into the pipeline's members on every change.
+pub struct MemberUnion {
+    pipeline: Arc<Pipeline>,
+    /// Held across a whole change, so parts apply one at a time, in order.
+    parts: Mutex<Parts>,
+}
+
+#[derive(Default)]
+struct Parts {
+    by_origin: BTreeMap<Origin, Part>,
+    /// Names a later origin gave that an earlier one already had (warned once).
+    shadowed: BTreeSet<String>,
+}
+
+impl std::fmt::Debug for MemberUnion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemberUnion").finish_non_exhaustive()
+    }
+}
+
+/// The merged members, held members, registries, and the names dropped
+/// from later origins because an earlier one has them.
+type Merged = (
+    Vec<Member>,
+    Vec<HeldMember>,
+    Vec<SyncRegistry>,
+    BTreeSet<String>,
+);
+
+fn merge(parts: &BTreeMap<Origin, Part>) -> Merged {
+    let mut seen = BTreeSet::new();
+    let mut shadowed = BTreeSet::new();
+    let (mut members, mut held, mut registries) = (Vec::new(), Vec::new(), Vec::new());
+    for part in parts.values() {
+        let mut names = BTreeSet::new();
+        for m in &part.members {
+            if seen.contains(&m.name) {
+                shadowed.insert(m.name.clone());
+            } else {
+                names.insert(m.name.clone());
+                members.push(m.clone());
+            }
+        }
+        for h in &part.held {
+            if seen.contains(&h.name) {
+                shadowed.insert(h.name.clone());
+            } else {
+                names.insert(h.name.clone());
+                held.push(h.clone());
+            }
+        }
+        seen.extend(names);
+        registries.extend(part.registries.iter().flatten().cloned());
+    }
+    (members, held, registries, shadowed)
+}
+
+impl MemberUnion {
+    /// A union over `pipeline`, which runs `file` now.
+    pub fn new(pipeline: Arc<Pipeline>, file: Part) -> Arc<Self> {
+        let mut parts = Parts::default();
+        parts.by_origin.insert(Origin::File, file);
+        Arc::new(Self {
+            pipeline,
+            parts: Mutex::new(parts),
+        })
+    }
+
+    /// The pipeline the union feeds.
+    pub fn pipeline(&self) -> &Arc<Pipeline> {
+        &self.pipeline
+    }
+
+    /// Replaces `origin`'s part and reconciles the pipeline with the union.
+    /// Refused as a whole (the previous part stays) when the pipeline refuses it.
+    pub async fn set(&self, origin: Origin, mut part: Part) -> crate::Result<MemberDiff> {
+        let mut parts = self.parts.lock().await;
+        if part.registries.is_none() {
+            part.registries = parts
+                .by_origin
+                .get(&origin)
+                .and_then(|p| p.registries.clone());
+        }
+        let mut next = parts.by_origin.clone();
+        next.insert(origin, part);
+        let (members, held, registries, shadowed) = merge(&next);
+        let diff = self
+            .pipeline
+            .reconcile_with_held(members, held, Some(registries))
+            .await?;
+        for name in shadowed.difference(&parts.shadowed) {
+            tracing::warn!(cluster = %name, "a member of this name is in the configuration file and in Karpor; the file's settings are used");
+        }
+        parts.by_origin = next;
+        parts.shadowed = shadowed;
+        Ok(diff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(name: &str, server: &str) -> Member {
+        Member {
+            name: name.into(),
+            config: kube::Config::new(server.parse().unwrap()),
+        }
+    }
+
+    fn held(name: &str) -> HeldMember {
+        HeldMember {
+            name: name.into(),
+            server: "https://x".into(),
+            reason: "CredentialsUnsupported".into(),
+            message: "OIDC".into(),
+        }
+    }
+
+    #[test]
+    fn the_file_wins_a_name_and_registries_add_up() {
+        let registry = |name: &str| SyncRegistry {
+            name: Some(name.into()),
+            clusters: vec!["*".into()],
+            resources: vec![],
+        };
+        let mut parts = BTreeMap::new();
+        parts.insert(
+            Origin::Karpor,
+            Part {
+                members: vec![member("a", "http://karpor-a"), member("b", "http://b")],
+                held: vec![held("c"), held("d")],
+                registries: Some(vec![registry("karpor")]),
+            },
+        );
+        parts.insert(
+            Origin::File,
+            Part {
+                members: vec![member("a", "http://file-a")],
+                held: vec![],
+                registries: Some(vec![registry("file")]),
+            },
+        );
+        parts
+            .get_mut(&Origin::File)
+            .unwrap()
+            .members
+            .push(member("d", "http://file-d"));
+        let (members, held, registries, shadowed) = merge(&parts);
+        let urls: Vec<String> = members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.config.cluster_url))
+            .collect();
+        assert_eq!(
+            urls,
+            ["a=http://file-a/", "d=http://file-d/", "b=http://b/"]
+        );
+        let held: Vec<&str> = held.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(held, ["c"]);
+        let names: Vec<_> = registries.iter().map(|r| r.name.clone().unwrap()).collect();
+        assert_eq!(names, ["file", "karpor"]);
+        assert_eq!(shadowed.into_iter().collect::<Vec<_>>(), ["a", "d"]);
+    }
+}

@@ -198,7 +198,7 @@ impl Demo {
                     kubeconfig: demo.kubeconfig.clone(),
                     context: None,
                     allow_exec: false,
-                    status: Some(crate::karpor::writer::WriterSettings {
+                    status: Some(crate::karpor::WriterSettings {
                         replica: "demo".into(),
                         ..Default::default()
                     }),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{kubectl, ok, sim, start_gateway};
 use kube_pulse::karpor::KarporSettings;
-use kube_pulse::karpor::writer::WriterSettings;
+use kube_pulse::karpor::WriterSettings;
 use kube_pulse_sim::Faults;
 use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
 use serde_json::Value;
@@ -225,4 +225,117 @@ async fn demo_karpor_shows_the_written_status_in_kubectl() {
     assert_eq!(view["clusters"].as_array().map(Vec::len), Some(2));
     let status = common::terminate(&mut child);
     assert!(status.success(), "{status:?}");
+}
+
+/// Status writes onto Karpor per minute with 100 members: the demo (its
+/// scenario playing) behind a simulated Karpor, counted by the Karpor
+/// simulator; then every member disconnected and healed every 10 s, the
+/// worst the coalescing has to bound. Figures for docs/BENCHMARKS.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a test: about five minutes"]
+async fn measure_karpor_status_writes_for_100_members() {
+    for conditions in [false, true] {
+        eprintln!(
+            "figures: the Cluster schema {} conditions",
+            if conditions {
+                "with"
+            } else {
+                "without (Karpor 0.6)"
+            }
+        );
+        measure_writes(conditions).await;
+    }
+}
+
+async fn measure_writes(conditions: bool) {
+    use kube_pulse::demo::{Demo, DemoOptions};
+    const MEMBERS: usize = 100;
+    let shutdown = CancellationToken::new();
+    let options = DemoOptions {
+        clusters: MEMBERS,
+        karpor: Some(KarporOptions {
+            conditions,
+            default_registry: true,
+        }),
+        ..DemoOptions::default()
+    };
+    let demo = Demo::start(options, &shutdown).await.unwrap();
+    let karpor = demo.karpor_url().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gateway = format!("http://{}", listener.local_addr().unwrap());
+    let served = tokio::spawn(demo.serve(listener));
+    let client = common::http();
+    let writes = || async {
+        let stats = common::get_json(&format!("{karpor}/_sim/stats")).await;
+        let count = |resource: &str| stats["requests"][resource]["update"].as_u64().unwrap_or(0);
+        (
+            count("cluster.karpor.io/clusters"),
+            count("search.karpor.io/syncclusterresources"),
+        )
+    };
+    let started = std::time::Instant::now();
+    common::eventually(
+        Duration::from_secs(240),
+        "every Cluster written",
+        || async {
+            let out = ok(&kubectl(&karpor, &["get", "clusters", "-o", "json"]).await);
+            let list: Value = serde_json::from_str(&out).unwrap();
+            let written = list["items"]
+                .as_array()?
+                .iter()
+                .filter(|c| c["status"]["healthy"] == true)
+                .count();
+            (written == MEMBERS).then_some(())
+        },
+    )
+    .await;
+    let (c0, r0) = writes().await;
+    eprintln!(
+        "figures: all {MEMBERS} Clusters written {:?} after the start ({c0} Cluster and {r0} SyncRegistry writes so far)",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let (c1, r1) = writes().await;
+    eprintln!(
+        "figures: demo scenario, one minute: {} Cluster writes, {} SyncRegistry writes",
+        c1 - c0,
+        r1 - r0
+    );
+    // Worst case: every member disconnected, then healed, every 10 s.
+    let names: Vec<String> = common::get_json(&format!("{gateway}/_sim/clusters")).await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    let flap_start = std::time::Instant::now();
+    let mut refuse = true;
+    while flap_start.elapsed() < Duration::from_secs(60) {
+        for name in &names {
+            let request = client.request(
+                if refuse {
+                    reqwest::Method::PUT
+                } else {
+                    reqwest::Method::DELETE
+                },
+                format!("{gateway}/_sim/clusters/{name}/faults"),
+            );
+            let request = if refuse {
+                request.json(&serde_json::json!({"refuse": true}))
+            } else {
+                request.header("Content-Type", "application/json")
+            };
+            request.send().await.unwrap();
+        }
+        refuse = !refuse;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    let (c2, r2) = writes().await;
+    eprintln!(
+        "figures: every member flapping every 10 s, one minute: {} Cluster writes, {} SyncRegistry writes",
+        c2 - c1,
+        r2 - r1
+    );
+    shutdown.cancel();
+    let _ = served.await;
 }

@@ -505,12 +505,12 @@ impl ServeArgs {
             context: self.karpor_context.clone().or(file.context),
             allow_exec: self.karpor_allow_exec || file.allow_exec,
             status: (!(self.karpor_read_only || file.read_only)).then(|| {
-                crate::karpor::writer::WriterSettings {
+                crate::karpor::WriterSettings {
                     replica: self
                         .replica_id
                         .clone()
                         .filter(|id| !id.is_empty())
-                        .unwrap_or_else(crate::karpor::writer::default_replica),
+                        .unwrap_or_else(crate::karpor::default_replica),
                     ..Default::default()
                 }
             }),

@@ -18,8 +18,10 @@ pub mod clusters;
 pub mod registries;
 mod report;
 pub mod selector;
+pub mod settings;
 pub mod source;
 pub mod types;
 pub mod writer;
 
-pub use source::{KarporCheck, KarporFile, KarporHealth, KarporSettings};
+pub use settings::{KarporFile, KarporSettings, WriterSettings, default_replica};
+pub use source::{KarporCheck, KarporHealth};

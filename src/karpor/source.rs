@@ -10,7 +10,6 @@
 //! say so until both watchers have listed again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::api::{self, KarporApi};
 use super::clusters;
 use super::registries::{self, Wildcard};
+use super::settings::KarporSettings;
 use super::types::{Cluster, SyncRegistry};
 use crate::health::Check;
 use crate::members::union::{MemberUnion, Origin, Part};
@@ -44,36 +44,6 @@ const WILDCARD_REFRESH: Duration = Duration::from_secs(600);
 const RECHECK: Duration = Duration::from_secs(2);
 /// Longest wait between two attempts to reach Karpor.
 const MAX_CONNECT_BACKOFF: Duration = Duration::from_secs(30);
-
-/// The `karpor:` section of the config file (flags win).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct KarporFile {
-    /// Kubeconfig of Karpor's apiserver (ConfigMap `karpor-kubeconfig`, key `config`).
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of that kubeconfig; its current context when absent.
-    pub context: Option<String>,
-    /// Run exec credential plugins named by Karpor's Cluster objects.
-    #[serde(default)]
-    pub allow_exec: bool,
-    /// Only read Karpor: write no status onto its objects.
-    #[serde(default)]
-    pub read_only: bool,
-}
-
-/// Where Karpor is and what its clusters may make kube-pulse do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KarporSettings {
-    /// `--karpor-kubeconfig`.
-    pub kubeconfig: PathBuf,
-    /// `--karpor-context`.
-    pub context: Option<String>,
-    /// `--karpor-allow-exec`: run exec plugins (else such clusters are held).
-    pub allow_exec: bool,
-    /// How status is written back onto Karpor's objects; None with
-    /// `--karpor-read-only`.
-    pub status: Option<super::writer::WriterSettings>,
-}
 
 /// Whether Karpor answers, shared by the source, the readiness check and metrics.
 #[derive(Debug, Default)]

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::report::{self, ClusterReport, ResourceReport};
+use super::settings::{KarporSettings, WriterSettings};
 use super::types;
 use crate::hub::{Delivery, Hub, Pattern, TopicDoc};
 use crate::protocol::TopicKind;
@@ -53,38 +54,6 @@ const FAILING_FOR: Duration = Duration::from_secs(60);
 
 /// Attempts of one write that meets conflicts (each re-reads the object).
 const CONFLICT_ATTEMPTS: usize = 3;
-
-/// How the writer writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WriterSettings {
-    /// This replica's name, in the field manager `kube-pulse/{replica}`.
-    pub replica: String,
-    /// The least time between two writes of one object.
-    pub min_interval: Duration,
-}
-
-impl Default for WriterSettings {
-    fn default() -> Self {
-        Self {
-            replica: default_replica(),
-            min_interval: Duration::from_secs(1),
-        }
-    }
-}
-
-/// `POD_NAME`, else the host name, else `kube-pulse`.
-pub fn default_replica() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "kube-pulse".into())
-}
 
 /// Which of Karpor's objects a write is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -202,13 +171,16 @@ struct Writer {
     /// Other kube-pulse managers seen writing status, and when they last did.
     foreign: BTreeMap<String, DateTime<Utc>>,
     standby: bool,
+    /// Whether the apiserver kept the `conditions` of the last Cluster
+    /// status written (Karpor 0.6 drops them); true until a write says.
+    keeps_conditions: bool,
 }
 
 /// Starts the writer for the Karpor `karpor` names: it connects (retrying
 /// with a backoff up to 30 s while Karpor does not answer; the source
 /// reports that) and writes until `shutdown`.
 pub(crate) fn spawn(
-    karpor: &super::KarporSettings,
+    karpor: &KarporSettings,
     hub: Arc<Hub>,
     settings: WriterSettings,
     metrics: Arc<crate::metrics::Metrics>,
@@ -307,6 +279,7 @@ impl Writer {
             dirty: BTreeMap::new(),
             foreign: BTreeMap::new(),
             standby: false,
+            keeps_conditions: true,
         }
     }
 
@@ -634,11 +607,12 @@ impl Writer {
                 return;
             };
             let current = object.data.get("status").cloned().unwrap_or(Value::Null);
+            let kept = |status: &Value| self.kept(key.0, status);
             let unchanged = self
                 .sent
                 .get(&key)
-                .is_some_and(|s| s.desired == desired && s.stored == current);
-            if unchanged || current == desired {
+                .is_some_and(|s| kept(&s.desired) == kept(&desired) && s.stored == current);
+            if unchanged || current == kept(&desired) {
                 return;
             }
             let mut body = object.clone();
@@ -653,6 +627,9 @@ impl Writer {
                     self.metrics.karpor_writer.record(key.0.name(), "written");
                     self.state.succeeded();
                     let stored_status = stored.data.get("status").cloned().unwrap_or(Value::Null);
+                    if key.0 == Kind::Cluster && desired.get("conditions").is_some() {
+                        self.keeps_conditions = stored_status.get("conditions").is_some();
+                    }
                     self.sent.insert(
                         key.clone(),
                         Sent {
@@ -694,6 +671,21 @@ impl Writer {
         }
         // Conflicts every time: someone else writes it too; try again soon.
         self.failed(&key, format!("{CONFLICT_ATTEMPTS} conflicts in a row"));
+    }
+
+    /// What of `status` the apiserver keeps: all of it, except a Cluster's
+    /// `conditions` on a Karpor whose schema has none (Karpor 0.6), which
+    /// the last write showed. Writes that would change only what is
+    /// dropped are not sent; each write sends everything and checks again.
+    fn kept(&self, kind: Kind, status: &Value) -> Value {
+        let mut kept = status.clone();
+        if kind == Kind::Cluster
+            && !self.keeps_conditions
+            && let Some(fields) = kept.as_object_mut()
+        {
+            fields.remove("conditions");
+        }
+        kept
     }
 
     fn forget(&mut self, key: &(Kind, String)) {
@@ -872,11 +864,23 @@ mod tests {
             1,
             "pruned conditions are not rewritten"
         );
+        // Degraded is still healthy: only the conditions change, which
+        // Karpor 0.6 drops, so nothing is sent.
         s.hub
             .put("clusters/a", cluster_doc("Degraded", "ResourcesFailing"));
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        // Degraded is still healthy: the conditions changed, so it is
-        // written once; Karpor 0.6 stores the same `healthy`.
+        assert_eq!(s.writes("Cluster", "written"), 1);
+        // Unreachable: `healthy` changes, which is written.
+        s.hub
+            .put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        eventually(WAIT, "healthy gone from Karpor's object", || async {
+            (s.status(&s.apis.clusters, "a")
+                .await
+                .get("healthy")
+                .is_none())
+            .then_some(())
+        })
+        .await;
         assert_eq!(s.writes("Cluster", "written"), 2);
         s.shutdown.cancel();
         s.karpor.shutdown().await;

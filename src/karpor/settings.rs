@@ -1,0 +1,70 @@
+//! What the Karpor integration runs with (`flags + config file ──▶
+//! [settings] ──▶ source, writer`): plain data, so the configuration can
+//! name it without depending on the source or the writer.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The `karpor:` section of the config file (flags win).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KarporFile {
+    /// Kubeconfig of Karpor's apiserver (ConfigMap `karpor-kubeconfig`, key `config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of that kubeconfig; its current context when absent.
+    pub context: Option<String>,
+    /// Run exec credential plugins named by Karpor's Cluster objects.
+    #[serde(default)]
+    pub allow_exec: bool,
+    /// Only read Karpor: write no status onto its objects.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// Where Karpor is and what its clusters may make kube-pulse do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KarporSettings {
+    /// `--karpor-kubeconfig`.
+    pub kubeconfig: PathBuf,
+    /// `--karpor-context`.
+    pub context: Option<String>,
+    /// `--karpor-allow-exec`: run exec plugins (else such clusters are held).
+    pub allow_exec: bool,
+    /// How status is written back onto Karpor's objects; None with
+    /// `--karpor-read-only`.
+    pub status: Option<WriterSettings>,
+}
+
+/// How the writer writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterSettings {
+    /// This replica's name, in the field manager `kube-pulse/{replica}`.
+    pub replica: String,
+    /// The least time between two writes of one object.
+    pub min_interval: Duration,
+}
+
+impl Default for WriterSettings {
+    fn default() -> Self {
+        Self {
+            replica: default_replica(),
+            min_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// `POD_NAME`, else the host name, else `kube-pulse`.
+pub fn default_replica() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kube-pulse".into())
+}

@@ -349,7 +349,7 @@ async fn registry_changes_start_and_stop_watches() {
             SyncResource::all("example.com", "v1", "widgets"),
         ],
     };
-    p.set_registries(vec![registry]).await;
+    p.set_registries(vec![registry.clone()]).await;
     doc_where(
         &hub,
         "clusters/a/sync/core/v1/configmaps",
@@ -381,6 +381,20 @@ async fn registry_changes_start_and_stop_watches() {
     .await;
     common::eventually(WAIT, "the configmaps watch closed", || async {
         (a.stats().open_watches == 5).then_some(())
+    })
+    .await;
+    // Back in the registry: a new watch, and the document follows it again.
+    p.set_registries(vec![registry]).await;
+    doc_where(
+        &hub,
+        "clusters/a/sync/core/v1/configmaps",
+        WAIT,
+        is("Syncing", "Watching"),
+    )
+    .await;
+    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 7).await;
+    common::eventually(WAIT, "a second configmaps watch", || async {
+        (a.stats().count("core/configmaps", "watch") == 2).then_some(())
     })
     .await;
     p.stop().await;

@@ -39,6 +39,9 @@ struct Cli {
     /// The kube-pulse binary (default: next to this one).
     #[arg(long)]
     kube_pulse: Option<PathBuf>,
+    /// ConfigMap counts of the registry scenario, one gateway run each (default: the plan's).
+    #[arg(long, value_delimiter = ',')]
+    registry_sizes: Vec<usize>,
 }
 
 #[derive(Subcommand)]
@@ -80,11 +83,14 @@ async fn main() -> anyhow::Result<()> {
         "no kube-pulse binary at {} (cargo build it, or --kube-pulse)",
         bin.display()
     );
-    let plan = if cli.smoke {
+    let mut plan = if cli.smoke {
         scenarios::Plan::smoke()
     } else {
         scenarios::Plan::full()
     };
+    if !cli.registry_sizes.is_empty() {
+        plan.registry_sizes = cli.registry_sizes.clone();
+    }
     let mut servers = vec![Kind::KubePulse];
     let mut skipped = Vec::new();
     for (kind, program) in [(Kind::Pushpin, "pushpin"), (Kind::Nchan, "nginx")] {

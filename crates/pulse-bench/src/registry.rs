@@ -1,11 +1,13 @@
-//! Gateway memory per watched object (docs/BENCHMARKS.md, scenario 10): one
+//! Gateway memory per watched object (docs/BENCHMARKS.md, scenario 11): one
 //! simulated member holding ConfigMaps of about 1 KiB, a sync registry that
 //! names `core/v1/configmaps`, and a fresh `kube-pulse serve` process per
 //! size. Each run waits until the ConfigMaps' sync document is `Syncing`
 //! with every object counted, lets the process settle, and reads its RSS
-//! (and peak); the difference between sizes over the difference in objects
+//! (and peak) and the CPU it took; the slope of RSS over the object count
 //! is the cost of one watched object. Then the registry leaves the
-//! configuration (SIGHUP) and RSS is read again once the watch stopped.
+//! configuration (SIGHUP) and RSS is read again once the watch stopped, and
+//! once more after the registry came back and every object was counted
+//! again: what the watch freed is reused, so RSS stays where it was.
 //!
 //! Bounded: the plan fixes the sizes; every wait has a deadline.
 
@@ -20,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::proc;
 use crate::scenarios::Plan;
-use crate::targets::{free_port, get, http_client, wait_for_port};
+use crate::targets::{HttpClient, free_port, get, http_client, wait_for_port};
 
 /// How long one gateway may take to count every object.
 const SYNC_LIMIT: Duration = Duration::from_secs(600);
@@ -33,7 +35,7 @@ pub(crate) struct RegistryMemory {
     /// Bytes of each ConfigMap's data.
     pub(crate) object_bytes: usize,
     pub(crate) runs: Vec<RegistryRun>,
-    /// (RSS at the largest size − RSS at the smallest non-zero size) per object, in bytes.
+    /// The slope of RSS over the object count (non-zero sizes), in bytes per object.
     pub(crate) bytes_per_object: Option<f64>,
 }
 
@@ -43,11 +45,15 @@ pub(crate) struct RegistryRun {
     pub(crate) objects: usize,
     /// From spawning the gateway until the ConfigMaps' document is Syncing with every object.
     pub(crate) sync_seconds: f64,
+    /// The gateway's CPU (user + system) until then.
+    pub(crate) sync_cpu_seconds: f64,
     pub(crate) rss_mb: f64,
     pub(crate) peak_rss_mb: f64,
     /// RSS once the registry is gone from the configuration (SIGHUP) and
     /// the ConfigMaps' document says `RemovedFromRegistry`.
     pub(crate) removed_rss_mb: f64,
+    /// RSS once the registry is back (SIGHUP) and every object counted again.
+    pub(crate) readded_rss_mb: f64,
     pub(crate) error: Option<String>,
 }
 
@@ -87,6 +93,27 @@ fn fill(sim: &SimCluster, from: usize, to: usize, bytes: usize) -> anyhow::Resul
             .map_err(|e| anyhow::anyhow!("creating a ConfigMap: {e:?}"))?;
     }
     Ok(())
+}
+
+/// Polls the member's sync documents until `done` holds, for at most `SYNC_LIMIT`.
+async fn wait_for(
+    http: &HttpClient,
+    url: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> anyhow::Result<()> {
+    let asked = Instant::now();
+    loop {
+        let body = get(http, url).await.unwrap_or_default();
+        if done(&serde_json::from_str(&body).unwrap_or(Value::Null)) {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            asked.elapsed() < SYNC_LIMIT,
+            "{what} not within {SYNC_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 fn stop(mut child: Child) {
@@ -131,19 +158,10 @@ async fn run_one(bin: &Path, sim: &SimCluster, objects: usize) -> anyhow::Result
         wait_for_port(addr, "kube-pulse").await?;
         let http = http_client();
         let url = format!("http://{addr}/api/v1/clusters/m0/sync");
-        loop {
-            let body = get(&http, &url).await.unwrap_or_default();
-            let docs: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-            if synced_objects(&docs) == Some(objects as u64) {
-                break;
-            }
-            anyhow::ensure!(
-                started.elapsed() < SYNC_LIMIT,
-                "{objects} ConfigMaps not synced within {SYNC_LIMIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let synced = |docs: &Value| synced_objects(docs) == Some(objects as u64);
+        wait_for(&http, &url, &format!("{objects} ConfigMaps synced"), synced).await?;
         run.sync_seconds = started.elapsed().as_secs_f64();
+        run.sync_cpu_seconds = proc::cpu_seconds(&proc::tree(&[pid]));
         tokio::time::sleep(SETTLE).await;
         let pids = proc::tree(&[pid]);
         run.rss_mb = proc::rss(&pids) as f64 / 1e6;
@@ -154,21 +172,19 @@ async fn run_one(bin: &Path, sim: &SimCluster, objects: usize) -> anyhow::Result
         Command::new("kill")
             .args(["-HUP", &pid.to_string()])
             .status()?;
-        let asked = Instant::now();
-        loop {
-            let body = get(&http, &url).await.unwrap_or_default();
-            if removed(&serde_json::from_str(&body).unwrap_or(Value::Null)) {
-                break;
-            }
-            anyhow::ensure!(
-                asked.elapsed() < SYNC_LIMIT,
-                "the registry's removal was not applied within {SYNC_LIMIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_for(&http, &url, "the registry's removal applied", removed).await?;
         tokio::time::sleep(SETTLE).await;
         run.removed_rss_mb = proc::rss(&pids) as f64 / 1e6;
-        Ok(())
+
+        // And back: a new watch counts them all again, in the memory freed.
+        std::fs::write(&config, format!("{base}{registry}"))?;
+        Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()?;
+        wait_for(&http, &url, "the registry's return synced", synced).await?;
+        tokio::time::sleep(SETTLE).await;
+        run.readded_rss_mb = proc::rss(&pids) as f64 / 1e6;
+        anyhow::Ok(())
     }
     .await;
     stop(child);
@@ -178,18 +194,27 @@ async fn run_one(bin: &Path, sim: &SimCluster, objects: usize) -> anyhow::Result
     Ok(run)
 }
 
-/// The cost of one object between the smallest non-zero and the largest size.
+/// The cost of one object: the least-squares slope of RSS over the object
+/// count, through the non-zero sizes that completed (at least two).
 fn per_object(runs: &[RegistryRun]) -> Option<f64> {
-    let ok: Vec<&RegistryRun> = runs
+    let points: Vec<(f64, f64)> = runs
         .iter()
         .filter(|r| r.error.is_none() && r.objects > 0)
+        .map(|r| (r.objects as f64, r.rss_mb * 1e6))
         .collect();
-    let (low, high) = (
-        ok.iter().min_by_key(|r| r.objects)?,
-        ok.iter().max_by_key(|r| r.objects)?,
-    );
-    (high.objects > low.objects)
-        .then(|| (high.rss_mb - low.rss_mb) * 1e6 / (high.objects - low.objects) as f64)
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// A run's RSS above the empty run's, per object.
+pub(crate) fn above_empty(runs: &[RegistryRun], run: &RegistryRun) -> Option<f64> {
+    let empty = runs.iter().find(|r| r.objects == 0 && r.error.is_none())?;
+    (run.objects > 0 && run.error.is_none())
+        .then(|| (run.rss_mb - empty.rss_mb) * 1e6 / run.objects as f64)
 }
 
 /// The scenario: one member filled size by size, a fresh gateway per size.
@@ -242,21 +267,38 @@ mod tests {
     }
 
     #[test]
-    fn per_object_cost_spans_the_non_zero_sizes() {
+    fn per_object_cost_is_the_slope_over_the_non_zero_sizes() {
         let run = |objects, rss_mb, error: Option<&str>| RegistryRun {
             objects,
             rss_mb,
             error: error.map(str::to_string),
             ..RegistryRun::default()
         };
+        // 10 MB at rest, then 200 bytes per object: the empty run stays out
+        // of the slope, which sees only what each object adds.
         let runs = [
             run(0, 10.0, None),
-            run(20_000, 14.0, None),
-            run(40_000, 18.0, None),
+            run(10_000, 14.0, None),
+            run(20_000, 16.0, None),
+            run(40_000, 20.0, None),
         ];
-        assert_eq!(per_object(&runs), Some(200.0));
+        let slope = per_object(&runs).unwrap();
+        assert!((slope - 200.0).abs() < 1e-6, "{slope}");
+        assert_eq!(above_empty(&runs, &runs[1]), Some(400.0));
+        assert_eq!(above_empty(&runs, &runs[3]), Some(250.0));
+        assert_eq!(above_empty(&runs, &runs[0]), None);
+        // Points off a line: the least-squares slope, not the end points'.
+        let bent = [
+            run(10_000, 12.0, None),
+            run(20_000, 15.0, None),
+            run(30_000, 16.0, None),
+        ];
+        let slope = per_object(&bent).unwrap();
+        assert!((slope - 200.0).abs() < 1e-6, "{slope}");
         let failed = [run(20_000, 14.0, None), run(40_000, 0.0, Some("timeout"))];
         assert_eq!(per_object(&failed), None);
+        assert_eq!(above_empty(&failed, &failed[0]), None);
+        assert_eq!(per_object(&[run(0, 10.0, None)]), None);
         assert_eq!(per_object(&[]), None);
     }
 

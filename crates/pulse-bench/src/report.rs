@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::podwatch::PodFleet;
-use crate::registry::RegistryMemory;
+use crate::registry::{self, RegistryMemory};
 use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Sweep};
 use crate::targets::Kind;
 
@@ -248,7 +248,7 @@ impl Results {
         if let Some(f) = &self.pod_watch {
             Self::pod_watch_table(&mut out, f);
         }
-        out.push_str("\n### 10. Memory per watched object\n\n");
+        out.push_str("\n### 11. Memory per watched object\n\n");
         if let Some(r) = &self.registry {
             Self::registry_table(&mut out, r);
         }
@@ -258,18 +258,23 @@ impl Results {
     fn registry_table(out: &mut String, r: &RegistryMemory) {
         let _ = writeln!(
             out,
-            "One member, ConfigMaps of {} bytes of data in a sync registry, a fresh gateway per size.\n\n| ConfigMaps | initial sync (s) | RSS synced (MB) | peak RSS (MB) | RSS after the registry's removal (MB) |\n|---|---|---|---|---|",
+            "One member, ConfigMaps of {} bytes of data in a sync registry, a fresh gateway per size.\n\n| ConfigMaps | initial sync (s) | gateway CPU in it (s) | RSS synced (MB) | above the empty run, per object (bytes) | peak RSS (MB) | RSS after the registry's removal (MB) | RSS with the registry back (MB) |\n|---|---|---|---|---|---|---|---|",
             r.object_bytes
         );
         for run in &r.runs {
             let _ = writeln!(
                 out,
-                "| {} | {:.1} | {:.1} | {:.1} | {:.1} |{}",
+                "| {} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {:.1} |{}",
                 run.objects,
                 run.sync_seconds,
+                run.sync_cpu_seconds,
                 run.rss_mb,
+                registry::above_empty(&r.runs, run)
+                    .map(|b| format!("{b:.0}"))
+                    .unwrap_or_else(|| "—".into()),
                 run.peak_rss_mb,
                 run.removed_rss_mb,
+                run.readded_rss_mb,
                 run.error
                     .as_ref()
                     .map(|e| format!(" stopped: {e}"))
@@ -277,7 +282,10 @@ impl Results {
             );
         }
         if let Some(bytes) = r.bytes_per_object {
-            let _ = writeln!(out, "\nRSS per watched object: {bytes:.0} bytes.");
+            let _ = writeln!(
+                out,
+                "\nRSS per watched object (least-squares slope over the non-zero sizes): {bytes:.0} bytes."
+            );
         }
     }
 

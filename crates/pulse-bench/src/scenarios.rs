@@ -65,7 +65,7 @@ impl Plan {
             pod_tick: Duration::from_secs(5),
             pod_steady: Duration::from_secs(60),
             pod_churn_every: Duration::from_secs(5),
-            registry_sizes: vec![0, 20_000, 40_000],
+            registry_sizes: vec![0, 10_000, 20_000, 40_000],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
         }

@@ -349,7 +349,7 @@ async fn registry_changes_start_and_stop_watches() {
             SyncResource::all("example.com", "v1", "widgets"),
         ],
     };
-    p.set_registries(vec![registry]).await;
+    p.set_registries(vec![registry.clone()]).await;
     doc_where(
         &hub,
         "clusters/a/sync/core/v1/configmaps",
@@ -383,6 +383,110 @@ async fn registry_changes_start_and_stop_watches() {
         (a.stats().open_watches == 5).then_some(())
     })
     .await;
+    // Back in the registry: a new watch, and the document follows it again.
+    p.set_registries(vec![registry]).await;
+    doc_where(
+        &hub,
+        "clusters/a/sync/core/v1/configmaps",
+        WAIT,
+        is("Syncing", "Watching"),
+    )
+    .await;
+    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 7).await;
+    common::eventually(WAIT, "a second configmaps watch", || async {
+        (a.stats().count("core/configmaps", "watch") == 2).then_some(())
+    })
+    .await;
+    p.stop().await;
+    a.shutdown().await;
+}
+
+#[tokio::test]
+async fn registry_resources_are_counted_through_metadata_watches() {
+    let shutdown = CancellationToken::new();
+    let a = member("a").await;
+    let def = a
+        .store()
+        .catalog()
+        .find("", "v1", "configmaps")
+        .unwrap()
+        .clone();
+    // 1 200 ConfigMaps of about 1 KiB: three pages of the watcher's list.
+    for i in 0..1200 {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "namespace": "shop"},
+            "data": {"filler": "x".repeat(1024)}});
+        a.store().create(&def, Some("shop"), cm, false).unwrap();
+    }
+    let listed = a.store().snapshot(&def).len() as u64;
+    assert!(listed >= 1200);
+    let registry = SyncRegistry {
+        name: Some("cm".into()),
+        clusters: vec!["a".into()],
+        resources: vec![SyncResource::all("", "v1", "configmaps")],
+    };
+    let p = pipeline(&[&a], vec![registry], &shutdown).await;
+    let hub = p.hub().clone();
+    let topic = "clusters/a/sync/core/v1/configmaps";
+    doc_where(&hub, topic, WAIT, |d| {
+        is("Syncing", "Watching")(d) && d["objects"] == listed
+    })
+    .await;
+
+    // Events: one created, two deleted, one changed (counted once).
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(a.client(), "shop");
+    common::eventually(WAIT, "the configmaps watch", || async {
+        (a.stats().count("core/configmaps", "watch") >= 1).then_some(())
+    })
+    .await;
+    let extra = serde_json::from_value(json!({"metadata": {"name": "extra"}})).unwrap();
+    let params = kube::api::PostParams::default();
+    api.create(&params, &extra).await.unwrap();
+    for name in ["cm-0", "cm-1"] {
+        api.delete(name, &Default::default()).await.unwrap();
+    }
+    let patch = json!({"data": {"changed": "yes"}});
+    api.patch(
+        "cm-2",
+        &Default::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let rv = api.get("cm-2").await.unwrap().metadata.resource_version;
+    doc_where(&hub, topic, WAIT, |d| {
+        d["objects"] == listed - 1 && d["resourceVersion"] == json!(rv)
+    })
+    .await;
+
+    // An in-stream 410: a relist through the metadata list, same count.
+    let lists_before = a.stats().count("core/configmaps", "list");
+    a.expire_watches();
+    doc_where(&hub, topic, WAIT, |d| {
+        is("Syncing", "Watching")(d)
+            && d["objects"] == listed - 1
+            && d["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("too old"))
+    })
+    .await;
+    assert!(a.stats().count("core/configmaps", "list") > lists_before);
+    // Every list and watch of the registry resource asked for metadata only,
+    // counted once the relist's watch is open (the document says `Syncing`
+    // as the list completes, before the watch request is sent).
+    common::eventually(WAIT, "the relist's watch", || async {
+        (a.stats().count("core/configmaps", "watch") >= 2).then_some(())
+    })
+    .await;
+    let stats = a.stats();
+    let (lists, watches) = (
+        stats.count("core/configmaps", "list"),
+        stats.count("core/configmaps", "watch"),
+    );
+    assert!(lists >= 2, "{lists} lists, {watches} watches");
+    assert_eq!(stats.count("core/configmaps", "metadata"), lists + watches);
+    assert_eq!(stats.count("apps/deployments", "metadata"), 0);
     p.stop().await;
     a.shutdown().await;
 }

@@ -537,8 +537,16 @@ impl Engine {
     }
 
     fn sync_input(&mut self, cluster: &str, gvr: Gvr, input: SyncInput, now: DateTime<Utc>) {
-        if !self.clusters.contains_key(cluster) {
+        let Some(model) = self.clusters.get_mut(cluster) else {
             return;
+        };
+        // The source ends a watch before reporting its removal, so whatever a
+        // removed resource reports afterwards comes from a new watch: the
+        // resource is back in a registry, with a status of its own.
+        if !matches!(input, SyncInput::Removed)
+            && model.syncs.get(&gvr).is_some_and(SyncStatus::is_removed)
+        {
+            model.syncs.remove(&gvr);
         }
         self.step_sync(cluster, &gvr, input, now);
         self.recount(cluster, now);

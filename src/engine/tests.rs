@@ -250,6 +250,43 @@ fn sync_registry_phases_and_the_cluster_they_feed() {
                 (CLUSTER, "/resources/total", json!(0)),
             ],
         ),
+        // A cluster outage does not bring a removed resource back ...
+        (
+            down(),
+            vec![(DEPLOYMENTS, "/reason", json!("RemovedFromRegistry"))],
+        ),
+        (
+            down(),
+            vec![
+                (CLUSTER, "/phase", json!("Unhealthy")),
+                (DEPLOYMENTS, "/reason", json!("RemovedFromRegistry")),
+                (CLUSTER, "/resources/total", json!(0)),
+            ],
+        ),
+        (ok(), vec![(CLUSTER, "/phase", json!("Healthy"))]),
+        // ... a new watch does: the resource is back in a registry.
+        (
+            sync(SyncInput::ListStarted),
+            vec![
+                (DEPLOYMENTS, "/phase", json!("Listing")),
+                (CLUSTER, "/resources/total", json!(1)),
+            ],
+        ),
+        (
+            sync(SyncInput::ListDone {
+                count: 4,
+                resource_version: Some("12".into()),
+            }),
+            vec![
+                (DEPLOYMENTS, "/phase", json!("Syncing")),
+                (DEPLOYMENTS, "/objects", json!(4)),
+                (CLUSTER, "/resources/synced", json!(1)),
+            ],
+        ),
+        (
+            sync(SyncInput::Removed),
+            vec![(DEPLOYMENTS, "/reason", json!("RemovedFromRegistry"))],
+        ),
         (
             Observation::Unregistered {
                 cluster: "c".into(),

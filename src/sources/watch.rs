@@ -1,5 +1,8 @@
 //! One kube-rs watcher per resource per cluster, reporting its sync state
 //! and, for workloads and namespaces, the objects the app machine needs.
+//! Every other resource (a sync registry's) only needs counting: it is
+//! watched as `PartialObjectMetadata` and keeps one key per object (see
+//! `census`).
 //!
 //! On any error except an in-stream 410 (which the watcher answers with an
 //! immediate relist) the watch reports `Error`, waits kube-runtime's
@@ -9,15 +12,15 @@
 //! at once (and starts over from its minimum): the backoff grown during an
 //! outage must not keep documents stale once the member is back.
 
-use std::collections::HashSet;
 use std::fmt::Debug;
 use std::time::Duration;
 
 use chrono::Utc;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Pod};
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use kube::{Resource, ResourceExt};
@@ -25,6 +28,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::census::{self, Census};
 use super::{SourceConfig, SyncResource};
 use crate::classify;
 use crate::engine::Observation;
@@ -43,8 +47,8 @@ pub(crate) enum Step<K> {
     Deleted(K),
 }
 
-fn key<K: Resource>(obj: &K) -> String {
-    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+fn key<K: Resource>(obj: &K) -> census::Key {
+    census::key(obj.meta().namespace.as_deref(), &obj.name_any())
 }
 
 /// Ends a watch attempt: why, as (reason, message).
@@ -125,10 +129,26 @@ pub(crate) struct Watch {
     pub(crate) shutdown: CancellationToken,
 }
 
-/// Drives a watcher for `api` until shutdown, forever recovering.
-pub(crate) async fn drive<K, F>(watch: Watch, api: Api<K>, mut on_step: F)
+/// Drives a watcher for `api` until shutdown, forever recovering; `on_step`
+/// sees the objects.
+pub(crate) async fn drive<K, F>(watch: Watch, api: Api<K>, on_step: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    F: FnMut(Step<K>) -> Vec<Observation>,
+{
+    let open = move |config| watcher::watcher(api.clone(), config).boxed();
+    follow(watch, open, Some(on_step)).await
+}
+
+/// Drives the watch streams `open` starts until shutdown, forever
+/// recovering. Objects are counted; only with an `on_step` are they kept
+/// (a list's until it completes) and handed over.
+async fn follow<K, F>(
+    watch: Watch,
+    open: impl Fn(watcher::Config) -> BoxStream<'static, watcher::Result<Event<K>>>,
+    mut on_step: Option<F>,
+) where
+    K: Resource,
     F: FnMut(Step<K>) -> Vec<Observation>,
 {
     let Watch {
@@ -141,13 +161,11 @@ where
     } = watch;
     let sync = |input| Observation::sync(&cluster, &gvr, input);
     let mut backoff = DefaultBackoff::default();
+    let mut census = Census::default();
     loop {
         let attempt = *recoveries.borrow_and_update();
-        let mut stream = watcher::watcher(api.clone(), config.clone()).boxed();
-        let mut known: HashSet<String> = HashSet::new();
+        let mut stream = open(config.clone());
         let mut listing: Vec<K> = Vec::new();
-        let mut listing_keys: HashSet<String> = HashSet::new();
-        let mut last_rv: Option<String> = None;
         let mut unreported = false;
         let mut ticker = tokio::time::interval(SYNC_REPORT_INTERVAL);
         let failed: (String, String) = loop {
@@ -156,7 +174,7 @@ where
                 _ = ticker.tick() => {
                     if unreported {
                         unreported = false;
-                        let input = SyncInput::Event { count: known.len() as u64, resource_version: last_rv.clone() };
+                        let input = SyncInput::Event { count: census.count(), resource_version: census.resource_version().map(str::to_string) };
                         if !report(&tx, sync(input)).await { return; }
                     }
                     continue;
@@ -168,42 +186,44 @@ where
                 None => break ("StreamEnded".into(), "the watch stream ended".into()),
                 Some(Ok(Event::Init)) => {
                     listing.clear();
-                    listing_keys.clear();
+                    census.list_started();
                     out.push(sync(SyncInput::ListStarted));
                 }
                 Some(Ok(Event::InitApply(obj))) => {
-                    listing_keys.insert(key(&obj));
-                    listing.push(obj);
-                    if listing.len().is_multiple_of(500) {
+                    let listed = census.listed(key(&obj), obj.meta().resource_version.as_deref());
+                    if on_step.is_some() {
+                        listing.push(obj);
+                    }
+                    if listed.is_multiple_of(500) {
                         out.push(sync(SyncInput::Listed {
-                            count: listing.len() as u64,
+                            count: listed as u64,
                         }));
                     }
                 }
                 Some(Ok(Event::InitDone)) => {
-                    known = std::mem::take(&mut listing_keys);
-                    last_rv = listing
-                        .iter()
-                        .filter_map(|o| o.resource_version())
-                        .max_by_key(|rv| rv.parse::<u64>().unwrap_or(0));
-                    out.extend(on_step(Step::Reset(std::mem::take(&mut listing))));
+                    census.list_done();
+                    if let Some(on_step) = on_step.as_mut() {
+                        out.extend(on_step(Step::Reset(std::mem::take(&mut listing))));
+                    }
                     out.push(sync(SyncInput::ListDone {
-                        count: known.len() as u64,
-                        resource_version: last_rv.clone(),
+                        count: census.count(),
+                        resource_version: census.resource_version().map(str::to_string),
                     }));
                     backoff = DefaultBackoff::default();
                     unreported = false;
                 }
                 Some(Ok(Event::Apply(obj))) => {
-                    known.insert(key(&obj));
-                    last_rv = obj.resource_version().or(last_rv);
-                    out.extend(on_step(Step::Applied(obj)));
+                    census.applied(key(&obj), obj.meta().resource_version.as_deref());
+                    if let Some(on_step) = on_step.as_mut() {
+                        out.extend(on_step(Step::Applied(obj)));
+                    }
                     unreported = true;
                 }
                 Some(Ok(Event::Delete(obj))) => {
-                    known.remove(&key(&obj));
-                    last_rv = obj.resource_version().or(last_rv);
-                    out.extend(on_step(Step::Deleted(obj)));
+                    census.deleted(&key(&obj), obj.meta().resource_version.as_deref());
+                    if let Some(on_step) = on_step.as_mut() {
+                        out.extend(on_step(Step::Deleted(obj)));
+                    }
                     unreported = true;
                 }
                 Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
@@ -433,7 +453,8 @@ fn namespace_steps(cluster: &str, step: Step<Namespace>) -> Vec<Observation> {
     }
 }
 
-/// Finds the resource through discovery, then watches it as dynamic objects.
+/// Finds the resource through discovery, then watches its objects'
+/// metadata (`PartialObjectMetadata`), counting them.
 async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch) {
     let Watch {
         cluster,
@@ -488,7 +509,10 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
     if !report(&tx, Observation::sync(&cluster, &gvr, kind)).await {
         return;
     }
-    let api: Api<DynamicObject> = match &resource.namespace {
+    // The sync status needs no bodies: an `Api` of `PartialObjectMeta` asks
+    // for metadata only (`as=PartialObjectMetadataList` lists and
+    // `as=PartialObjectMetadata` watch events), and none is kept.
+    let api: Api<PartialObjectMeta<DynamicObject>> = match &resource.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &found),
         None => Api::all_with(client, &found),
     };
@@ -500,5 +524,6 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
         recoveries,
         shutdown,
     };
-    drive(watch, api, |_| Vec::new()).await
+    let open = move |config| watcher::watcher(api.clone(), config).boxed();
+    follow(watch, open, None::<fn(Step<_>) -> Vec<Observation>>).await
 }

@@ -20,6 +20,7 @@ pub mod faults;
 pub mod karpor;
 mod kubelet;
 pub mod managed;
+pub mod media;
 pub mod nodes;
 pub mod object;
 mod params;

@@ -10,7 +10,8 @@
 //! carries the fields clients write (metadata, spec; not status): the
 //! documented subset in `docs/SIMULATOR.md`. Answers stay JSON, which the
 //! clients that send protobuf also accept (kubectl's typed clients send
-//! `Accept: application/vnd.kubernetes.protobuf,application/json`).
+//! `Accept: application/vnd.kubernetes.protobuf,application/json`); a
+//! protobuf-only `Accept` is 406 (see `media`).
 
 use std::collections::BTreeMap;
 
@@ -28,17 +29,6 @@ use super::status::{ApiError, ApiResult};
 
 /// The media type of Kubernetes protobuf bodies.
 pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
-
-/// Whether an `Accept` header takes protobuf only: the simulator answers in
-/// JSON, so such a request is 406 (kubectl's protobuf clients also accept
-/// `application/json`, and get JSON).
-pub(crate) fn accepts_only_protobuf(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| {
-        a.split(',')
-            .map(|range| range.split(';').next().unwrap_or("").trim())
-            .all(|media| media == MEDIA_TYPE)
-    })
-}
 
 /// The prefix of every Kubernetes protobuf document.
 const MAGIC: &[u8] = b"k8s\0";
@@ -643,22 +633,6 @@ mod tests {
                 },
             })
         );
-    }
-
-    #[test]
-    fn only_a_protobuf_only_accept_header_refuses_json() {
-        assert!(accepts_only_protobuf(Some(MEDIA_TYPE)));
-        assert!(accepts_only_protobuf(Some(
-            "application/vnd.kubernetes.protobuf;stream=watch"
-        )));
-        for accept in [
-            None,
-            Some("application/vnd.kubernetes.protobuf, */*"),
-            Some("application/vnd.kubernetes.protobuf,application/json"),
-            Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
-        ] {
-            assert!(!accepts_only_protobuf(accept), "{accept:?}");
-        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! Deployment watch, as on a real apiserver.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -721,34 +722,48 @@ impl Store {
                 ListFrom::Exact(rv) => (rv, None),
             },
         };
-        let table = self.table_at(&inner, def, rv).map_err(|e| {
-            if start.is_some() {
-                ApiError::expired(
-                    "The provided continue parameter is too old to display a consistent list result. \
-                     You can start a new list without the continue parameter.",
-                )
-            } else {
-                e
-            }
-        })?;
-        drop(inner);
+        // A page of the current state is read in place: cloning the table for
+        // every page would make a paged list quadratic in the table's size.
+        // Only a page of an older state rebuilds the table as it was.
+        let empty = Table::new();
+        let rebuilt;
+        let table: &Table = if rv >= inner.rv {
+            inner.tables.get(&def.table_key()).unwrap_or(&empty)
+        } else {
+            rebuilt = self.table_at(&inner, def, rv).map_err(|e| {
+                if start.is_some() {
+                    ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. \
+                         You can start a new list without the continue parameter.",
+                    )
+                } else {
+                    e
+                }
+            })?;
+            &rebuilt
+        };
         let ns_filter = namespace.filter(|_| def.namespaced);
-        let matching: Vec<(&Key, &Arc<Value>)> = table
-            .iter()
+        let after = match &start {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let mut matching = table
+            .range::<Key, _>((after, Bound::Unbounded))
             .filter(|((ns, _), _)| ns_filter.is_none_or(|want| want == ns))
-            .filter(|(key, _)| start.as_ref().is_none_or(|s| *key > s))
-            .filter(|(_, obj)| selection.matches(obj))
-            .collect();
-        let taken = limit
-            .filter(|l| *l > 0)
-            .map_or(matching.len(), |l| l.min(matching.len()));
-        let items = matching[..taken]
-            .iter()
-            .map(|(_, obj)| Arc::clone(obj))
-            .collect();
+            .filter(|(_, obj)| selection.matches(obj));
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut last = None;
+        for (key, obj) in matching.by_ref().take(limit) {
+            items.push(Arc::clone(obj));
+            last = Some(key);
+        }
         // Matching items after this page (remainingItemCount).
-        let remaining = matching.len() - taken;
-        let continue_token = (remaining > 0).then(|| encode_continue(rv, matching[taken - 1].0));
+        let remaining = matching.count();
+        let continue_token = last
+            .filter(|_| remaining > 0)
+            .map(|key| encode_continue(rv, key));
+        drop(inner);
         Ok(ListPage {
             items,
             resource_version: rv,

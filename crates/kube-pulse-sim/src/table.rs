@@ -7,15 +7,6 @@ use serde_json::{Value, json};
 
 use super::resources::ResourceDef;
 
-/// Whether an `Accept` header asks for a Table.
-pub fn wants_table(accept: Option<&str>) -> bool {
-    accept.is_some_and(|a| {
-        a.split(',')
-            .next()
-            .is_some_and(|first| first.contains("as=Table") && first.contains("g=meta.k8s.io"))
-    })
-}
-
 /// Age the way kubectl prints it (`45s`, `3m12s`, `2d4h`, …).
 pub fn human_age(seconds: i64) -> String {
     let s = seconds.max(0);
@@ -407,10 +398,5 @@ mod tests {
         );
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "shop");
-        assert!(wants_table(Some(
-            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-        )));
-        assert!(!wants_table(Some("application/json")));
-        assert!(!wants_table(None));
     }
 }

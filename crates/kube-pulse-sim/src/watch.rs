@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Shared;
+use super::media::Output;
 use super::object::namespace_of;
 use super::params::Params;
 use super::resources::ResourceDef;
@@ -36,8 +37,9 @@ pub(crate) struct WatchOptions {
     pub bookmarks: bool,
     pub send_initial_events: bool,
     pub timeout: Option<Duration>,
-    /// Send objects as one-row `Table`s (kubectl's `get -w`).
-    pub as_table: bool,
+    /// How objects are sent: themselves, as one-row `Table`s (kubectl's
+    /// `get -w`) or as `PartialObjectMetadata` (a metadata watcher).
+    pub output: Output,
 }
 
 impl WatchOptions {
@@ -74,7 +76,7 @@ impl WatchOptions {
             bookmarks,
             send_initial_events,
             timeout: params.u64("timeoutSeconds")?.map(Duration::from_secs),
-            as_table: false,
+            output: Output::Object,
         })
     }
 }
@@ -86,15 +88,18 @@ fn line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(bytes)
 }
 
-fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
+/// A bookmark; a metadata watch gets it as a `PartialObjectMetadata`, as
+/// its objects.
+fn bookmark(def: &ResourceDef, output: Output, rv: u64, initial_end: bool) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    line(
-        "BOOKMARK",
-        &json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata}),
-    )
+    let object = json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": metadata});
+    match output {
+        Output::Metadata => line("BOOKMARK", &super::media::partial(&object)),
+        _ => line("BOOKMARK", &object),
+    }
 }
 
 /// What a watch with this namespace and selection sees of a committed event:
@@ -178,16 +183,18 @@ async fn send(shared: &Shared, tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result
     tx.send(bytes).await.map_err(|_| End::ClientGone)
 }
 
-/// Encodes an object event, as a one-row Table when the client asked for one.
+/// Encodes an object event in the output the client asked for.
 fn object_line(kind: &str, obj: &Value, def: &ResourceDef, options: &WatchOptions) -> Bytes {
-    if options.as_table {
-        let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()});
-        line(
-            kind,
-            &super::table::table(def, &[obj], meta, chrono::Utc::now()),
-        )
-    } else {
-        line(kind, obj)
+    match options.output {
+        Output::Table => {
+            let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()});
+            line(
+                kind,
+                &super::table::table(def, &[obj], meta, chrono::Utc::now()),
+            )
+        }
+        Output::Metadata => line(kind, &super::media::partial(obj)),
+        Output::Object | Output::MetadataList => line(kind, obj),
     }
 }
 
@@ -205,7 +212,7 @@ async fn run(
             send(shared, tx, object_line("ADDED", obj, def, options)).await?;
         }
         if options.send_initial_events {
-            send(shared, tx, bookmark(def, start.resource_version, true)).await?;
+            send(shared, tx, bookmark(def, options.output, start.resource_version, true)).await?;
         }
         let mut last_rv = start.resource_version;
         for event in &start.backlog {
@@ -233,12 +240,12 @@ async fn run(
                 }
                 _ = &mut timeout => {
                     if options.bookmarks {
-                        send(shared, tx, bookmark(def, last_rv, false)).await?;
+                        send(shared, tx, bookmark(def, options.output, last_rv, false)).await?;
                     }
                     return Ok(());
                 }
                 _ = bookmarks.tick(), if options.bookmarks => {
-                    send(shared, tx, bookmark(def, last_rv, false)).await?;
+                    send(shared, tx, bookmark(def, options.output, last_rv, false)).await?;
                 }
                 received = receiver.recv() => match received {
                     Ok(event) => {

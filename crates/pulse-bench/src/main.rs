@@ -9,6 +9,7 @@ mod load;
 mod podwatch;
 mod proc;
 mod raw;
+mod registry;
 mod report;
 mod scenarios;
 mod targets;
@@ -29,7 +30,7 @@ struct Cli {
     /// Where results go.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
-    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods.
+    /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -38,6 +39,9 @@ struct Cli {
     /// The kube-pulse binary (default: next to this one).
     #[arg(long)]
     kube_pulse: Option<PathBuf>,
+    /// ConfigMap counts of the registry scenario, one gateway run each (default: the plan's).
+    #[arg(long, value_delimiter = ',')]
+    registry_sizes: Vec<usize>,
 }
 
 #[derive(Subcommand)]
@@ -79,11 +83,14 @@ async fn main() -> anyhow::Result<()> {
         "no kube-pulse binary at {} (cargo build it, or --kube-pulse)",
         bin.display()
     );
-    let plan = if cli.smoke {
+    let mut plan = if cli.smoke {
         scenarios::Plan::smoke()
     } else {
         scenarios::Plan::full()
     };
+    if !cli.registry_sizes.is_empty() {
+        plan.registry_sizes = cli.registry_sizes.clone();
+    }
     let mut servers = vec![Kind::KubePulse];
     let mut skipped = Vec::new();
     for (kind, program) in [(Kind::Pushpin, "pushpin"), (Kind::Nchan, "nginx")] {
@@ -185,6 +192,13 @@ async fn main() -> anyhow::Result<()> {
             plan.pod_deployments * plan.pod_replicas as usize
         );
         results.pod_watch = Some(podwatch::pod_fleet(&bin, &plan).await?);
+    }
+    if wants("registry") {
+        eprintln!(
+            "registry: kube-pulse over {:?} ConfigMaps",
+            plan.registry_sizes
+        );
+        results.registry = Some(registry::registry_memory(&bin, &plan).await?);
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

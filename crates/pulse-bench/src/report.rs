@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::podwatch::PodFleet;
+use crate::registry::{self, RegistryMemory};
 use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Sweep};
 use crate::targets::Kind;
 
@@ -23,6 +24,7 @@ pub(crate) struct Results {
     pub(crate) diff: Option<Diff>,
     pub(crate) initial_sync: Option<InitialSync>,
     pub(crate) pod_watch: Option<PodFleet>,
+    pub(crate) registry: Option<RegistryMemory>,
 }
 
 #[derive(Serialize)]
@@ -80,6 +82,7 @@ impl Results {
             diff: None,
             initial_sync: None,
             pod_watch: None,
+            registry: None,
         }
     }
 
@@ -245,7 +248,45 @@ impl Results {
         if let Some(f) = &self.pod_watch {
             Self::pod_watch_table(&mut out, f);
         }
+        out.push_str("\n### 11. Memory per watched object\n\n");
+        if let Some(r) = &self.registry {
+            Self::registry_table(&mut out, r);
+        }
         out
+    }
+
+    fn registry_table(out: &mut String, r: &RegistryMemory) {
+        let _ = writeln!(
+            out,
+            "One member, ConfigMaps of {} bytes of data in a sync registry, a fresh gateway per size.\n\n| ConfigMaps | initial sync (s) | gateway CPU in it (s) | RSS synced (MB) | above the empty run, per object (bytes) | peak RSS (MB) | RSS after the registry's removal (MB) | RSS with the registry back (MB) |\n|---|---|---|---|---|---|---|---|",
+            r.object_bytes
+        );
+        for run in &r.runs {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {:.1} |{}",
+                run.objects,
+                run.sync_seconds,
+                run.sync_cpu_seconds,
+                run.rss_mb,
+                registry::above_empty(&r.runs, run)
+                    .map(|b| format!("{b:.0}"))
+                    .unwrap_or_else(|| "—".into()),
+                run.peak_rss_mb,
+                run.removed_rss_mb,
+                run.readded_rss_mb,
+                run.error
+                    .as_ref()
+                    .map(|e| format!(" stopped: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(bytes) = r.bytes_per_object {
+            let _ = writeln!(
+                out,
+                "\nRSS per watched object (least-squares slope over the non-zero sizes): {bytes:.0} bytes."
+            );
+        }
     }
 
     fn pod_watch_table(out: &mut String, f: &PodFleet) {

@@ -37,6 +37,9 @@ pub(crate) struct Plan {
     /// The measured steady window, and how often a Deployment per member is scaled in it.
     pub(crate) pod_steady: Duration,
     pub(crate) pod_churn_every: Duration,
+    /// ConfigMaps in a sync registry, one gateway run per size, and their data bytes.
+    pub(crate) registry_sizes: Vec<usize>,
+    pub(crate) registry_object_bytes: usize,
     pub(crate) p99_limit_ms: f64,
 }
 
@@ -62,6 +65,8 @@ impl Plan {
             pod_tick: Duration::from_secs(5),
             pod_steady: Duration::from_secs(60),
             pod_churn_every: Duration::from_secs(5),
+            registry_sizes: vec![0, 10_000, 20_000, 40_000],
+            registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
         }
     }
@@ -86,6 +91,8 @@ impl Plan {
             pod_tick: Duration::from_millis(200),
             pod_steady: Duration::from_secs(2),
             pod_churn_every: Duration::from_secs(1),
+            registry_sizes: vec![0, 200, 400],
+            registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
         }
     }

@@ -90,7 +90,10 @@ pub(crate) async fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Resul
     anyhow::bail!("{what} did not listen on {addr}")
 }
 
-pub(crate) fn http_client() -> Client<HttpConnector, Full<Bytes>> {
+/// The plain HTTP/1 client the scenarios poll and publish with.
+pub(crate) type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+pub(crate) fn http_client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
@@ -421,10 +424,7 @@ fn peer_config(name: &str) -> PathBuf {
         .join(name)
 }
 
-pub(crate) async fn get(
-    client: &Client<HttpConnector, Full<Bytes>>,
-    url: &str,
-) -> anyhow::Result<String> {
+pub(crate) async fn get(client: &HttpClient, url: &str) -> anyhow::Result<String> {
     use http_body_util::BodyExt;
     let request = http::Request::get(url).body(Full::new(Bytes::new()))?;
     let response = client.request(request).await?;

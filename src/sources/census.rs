@@ -1,0 +1,247 @@
+//! What a watch keeps of the objects it counts (`sources::watch` feeds it,
+//! the sync status reads its count and resourceVersion): one compact key per
+//! object and nothing else.
+//!
+//! A watch must tell an update from a creation to count right, so it needs
+//! the set of objects it has seen; it needs none of their bodies. Each key is
+//! `namespace/name` in a boxed `str` (16 bytes in the set plus the name's own
+//! allocation), so a watched object costs well under 200 bytes of gateway
+//! memory, and all of it is released with the watch. During a (re)list the
+//! listed keys are gathered apart and replace the known set when the list
+//! completes, so a relist forgets the objects deleted meanwhile.
+
+use std::collections::HashSet;
+
+/// One object's identity within a watch.
+pub(crate) type Key = Box<str>;
+
+/// The key of the object `namespace/name` (`/name` for cluster-scoped objects).
+pub(crate) fn key(namespace: Option<&str>, name: &str) -> Key {
+    let namespace = namespace.unwrap_or_default();
+    let mut key = String::with_capacity(namespace.len() + 1 + name.len());
+    key.push_str(namespace);
+    key.push('/');
+    key.push_str(name);
+    key.into_boxed_str()
+}
+
+/// The objects a watch has seen and the newest resourceVersion among them.
+#[derive(Debug, Default)]
+pub(crate) struct Census {
+    known: HashSet<Key>,
+    /// Keys of the list in progress; empty between lists.
+    listing: HashSet<Key>,
+    /// The newest resourceVersion of the list in progress.
+    listing_rv: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// Whether `candidate` is newer than `current` (resourceVersions compare as
+/// numbers, as the apiserver issues them; an unparsable one counts as 0).
+fn newer(candidate: &str, current: Option<&str>) -> bool {
+    let number = |rv: &str| rv.parse::<u64>().unwrap_or(0);
+    current.is_none_or(|c| number(candidate) > number(c))
+}
+
+impl Census {
+    /// A (re)list starts: forgets the keys of a list cut short.
+    pub(crate) fn list_started(&mut self) {
+        self.listing = HashSet::new();
+        self.listing_rv = None;
+    }
+
+    /// One object of the list in progress; returns how many were listed.
+    pub(crate) fn listed(&mut self, key: Key, resource_version: Option<&str>) -> usize {
+        if let Some(rv) = resource_version
+            && newer(rv, self.listing_rv.as_deref())
+        {
+            self.listing_rv = Some(rv.to_string());
+        }
+        self.listing.insert(key);
+        self.listing.len()
+    }
+
+    /// The list is complete: its keys become the known set (released
+    /// capacity included) and its newest resourceVersion the current one.
+    pub(crate) fn list_done(&mut self) {
+        let mut listed = std::mem::take(&mut self.listing);
+        listed.shrink_to_fit();
+        self.known = listed;
+        self.resource_version = self.listing_rv.take();
+    }
+
+    /// An object was created or changed.
+    pub(crate) fn applied(&mut self, key: Key, resource_version: Option<&str>) {
+        self.known.insert(key);
+        self.advance(resource_version);
+    }
+
+    /// An object was deleted.
+    pub(crate) fn deleted(&mut self, key: &str, resource_version: Option<&str>) {
+        self.known.remove(key);
+        self.advance(resource_version);
+    }
+
+    /// An event's resourceVersion is the newest: events arrive in order.
+    fn advance(&mut self, resource_version: Option<&str>) {
+        if let Some(rv) = resource_version {
+            self.resource_version = Some(rv.to_string());
+        }
+    }
+
+    /// How many objects exist now.
+    pub(crate) fn count(&self) -> u64 {
+        self.known.len() as u64
+    }
+
+    /// The resourceVersion of the newest object or event seen.
+    pub(crate) fn resource_version(&self) -> Option<&str> {
+        self.resource_version.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One step a watch feeds the census.
+    #[derive(Clone, Copy)]
+    enum Step {
+        Start,
+        List(&'static str, &'static str),
+        Done,
+        Apply(&'static str, &'static str),
+        Delete(&'static str, &'static str),
+    }
+    use Step::*;
+
+    fn run(steps: &[Step]) -> Census {
+        let mut census = Census::default();
+        for step in steps {
+            match *step {
+                Start => census.list_started(),
+                List(name, rv) => {
+                    census.listed(key(Some("ns"), name), Some(rv));
+                }
+                Done => census.list_done(),
+                Apply(name, rv) => census.applied(key(Some("ns"), name), Some(rv)),
+                Delete(name, rv) => census.deleted(&key(Some("ns"), name), Some(rv)),
+            }
+        }
+        census
+    }
+
+    #[test]
+    fn counts_and_versions_follow_lists_and_events() {
+        let cases: &[(&str, &[Step], u64, Option<&str>)] = &[
+            ("nothing yet", &[], 0, None),
+            ("empty list", &[Start, Done], 0, None),
+            (
+                "list: newest version, numerically",
+                &[
+                    Start,
+                    List("a", "9"),
+                    List("b", "12"),
+                    List("c", "10"),
+                    Done,
+                ],
+                3,
+                Some("12"),
+            ),
+            (
+                "a list in progress counts nothing yet",
+                &[Start, List("a", "9"), List("b", "12")],
+                0,
+                None,
+            ),
+            (
+                "updates do not count twice",
+                &[
+                    Start,
+                    List("a", "1"),
+                    Done,
+                    Apply("a", "5"),
+                    Apply("b", "6"),
+                    Apply("b", "7"),
+                ],
+                2,
+                Some("7"),
+            ),
+            (
+                "deletes, also of unknown objects",
+                &[
+                    Start,
+                    List("a", "1"),
+                    List("b", "2"),
+                    Done,
+                    Delete("a", "3"),
+                    Delete("zz", "4"),
+                ],
+                1,
+                Some("4"),
+            ),
+            (
+                "a relist forgets what was deleted meanwhile",
+                &[
+                    Start,
+                    List("a", "1"),
+                    List("b", "2"),
+                    Done,
+                    Start,
+                    List("b", "8"),
+                    Done,
+                ],
+                1,
+                Some("8"),
+            ),
+            (
+                "a list cut short is forgotten by the next one",
+                &[
+                    Start,
+                    List("a", "1"),
+                    List("b", "2"),
+                    Start,
+                    List("c", "3"),
+                    Done,
+                ],
+                1,
+                Some("3"),
+            ),
+            (
+                "events before a relist's end stay counted until it completes",
+                &[Start, List("a", "1"), Done, Start, List("b", "4")],
+                1,
+                Some("1"),
+            ),
+        ];
+        for (name, steps, count, rv) in cases {
+            let census = run(steps);
+            assert_eq!(census.count(), *count, "{name}");
+            assert_eq!(census.resource_version(), *rv, "{name}");
+        }
+    }
+
+    #[test]
+    fn keys_tell_namespaces_apart() {
+        assert_eq!(&*key(Some("a"), "x"), "a/x");
+        assert_eq!(&*key(None, "x"), "/x");
+        let mut census = Census::default();
+        census.applied(key(Some("a"), "x"), None);
+        census.applied(key(Some("b"), "x"), None);
+        census.applied(key(None, "x"), None);
+        assert_eq!(census.count(), 3);
+        assert_eq!(census.resource_version(), None);
+    }
+
+    #[test]
+    fn listed_returns_the_running_count() {
+        let mut census = Census::default();
+        census.list_started();
+        assert_eq!(census.listed(key(Some("n"), "a"), None), 1);
+        assert_eq!(census.listed(key(Some("n"), "b"), Some("x")), 2);
+        assert_eq!(census.listed(key(Some("n"), "a"), None), 2);
+        census.list_done();
+        // An unparsable version counts as 0 but is still the only one seen.
+        assert_eq!(census.resource_version(), Some("x"));
+    }
+}

@@ -30,6 +30,9 @@ pub struct FileConfig {
     /// runs which member (`--lease-kubeconfig`, `--lease-namespace`,
     /// `--lease-duration` win).
     pub leases: Option<LeasesFile>,
+    /// With `leases`: one stream of changes over NATS JetStream, so every
+    /// replica serves every member (`--nats` wins over `url`).
+    pub nats: Option<NatsFile>,
     /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
     #[serde(default)]
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
@@ -85,6 +88,18 @@ pub struct LeasesFile {
     pub namespace: Option<String>,
     /// `leaseDurationSeconds` (3 to 600; default 15).
     pub duration_seconds: Option<u64>,
+}
+
+/// The `nats:` block of the file (docs/SCALE-OUT.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NatsFile {
+    /// `nats://HOST:PORT` of a NATS server with JetStream.
+    pub url: Option<String>,
+    /// The JetStream stream's name (default `KUBE_PULSE`).
+    pub stream: Option<String>,
+    /// Messages the stream keeps per topic (default 16, 1 to 1000).
+    pub history_per_topic: Option<i64>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before

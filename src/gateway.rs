@@ -131,6 +131,13 @@ impl Gateway {
         if let Some(leases) = &leases {
             leases.validate()?;
         }
+        if nats.is_some() && karpor.as_ref().is_some_and(|k| k.status.is_some()) {
+            // Its hub would hold every member's documents, and it writes
+            // the Clusters whose documents its hub holds.
+            return Err(Error::Settings(
+                "--nats with Karpor needs --karpor-read-only for now: the status writer does not yet tell the Clusters this replica runs from those the stream brings".into(),
+            ));
+        }
         if nats.is_some() && leases.is_none() {
             return Err(Error::Settings(
                 "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),

@@ -235,7 +235,8 @@ impl ChangeStream {
         for task in tasks {
             let _ = task.await;
         }
-        let _ = self.client.flush().await;
+        // Every publish was acknowledged or given up: nothing to flush, and
+        // a flush would wait for a broker that is away.
     }
 }
 
@@ -263,50 +264,63 @@ async fn publish(shared: Arc<Shared>, mut sub: crate::hub::Subscription, stop: C
     let mut retry: BTreeSet<Topic> = BTreeSet::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let delivery = tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tick.tick(), if !retry.is_empty() => {
-                for topic in std::mem::take(&mut retry) {
-                    if let Err(topic) = shared.publish_current(topic).await {
-                        retry.insert(topic);
-                    }
-                }
-                continue;
-            }
-            delivery = sub.next() => match delivery {
-                Some(delivery) => delivery,
-                None => break,
-            },
-        };
-        match delivery {
-            Delivery::Change(change) => {
-                if change.remote {
-                    continue;
-                }
-                let Some(cluster) = cluster_of(&change.topic) else {
-                    continue;
-                };
-                if change.kind == ChangeKind::Removed && !shared.running.contains(cluster) {
-                    continue;
-                }
-                let envelope = Envelope {
-                    topic: change.topic.to_string(),
-                    rev: change.rev,
-                    replica: shared.replica.clone(),
-                    doc: change.doc.as_deref().cloned(),
-                };
-                if !shared.send(&envelope).await {
-                    retry.insert(change.topic.clone());
-                }
-            }
-            Delivery::Resync { topic, .. } => {
+    // A publish waits for the stream's acknowledgement (seconds while the
+    // broker is away): stopping does not wait for it.
+    while tokio::select! {
+        _ = stop.cancelled() => false,
+        going = publish_next(&shared, &mut sub, &mut retry, &mut tick) => going,
+    } {}
+}
+
+/// Publishes the next change, or retries the topics that failed once a
+/// second; false once the hub is gone.
+async fn publish_next(
+    shared: &Shared,
+    sub: &mut crate::hub::Subscription,
+    retry: &mut BTreeSet<Topic>,
+    tick: &mut tokio::time::Interval,
+) -> bool {
+    let delivery = tokio::select! {
+        _ = tick.tick(), if !retry.is_empty() => {
+            for topic in std::mem::take(retry) {
                 if let Err(topic) = shared.publish_current(topic).await {
                     retry.insert(topic);
                 }
             }
+            return true;
+        }
+        delivery = sub.next() => match delivery {
+            Some(delivery) => delivery,
+            None => return false,
+        },
+    };
+    match delivery {
+        Delivery::Change(change) => {
+            let Some(cluster) = cluster_of(&change.topic) else {
+                return true;
+            };
+            let stopped_here =
+                change.kind == ChangeKind::Removed && !shared.running.contains(cluster);
+            if change.remote || stopped_here {
+                return true;
+            }
+            let envelope = Envelope {
+                topic: change.topic.to_string(),
+                rev: change.rev,
+                replica: shared.replica.clone(),
+                doc: change.doc.as_deref().cloned(),
+            };
+            if !shared.send(&envelope).await {
+                retry.insert(change.topic.clone());
+            }
+        }
+        Delivery::Resync { topic, .. } => {
+            if let Err(topic) = shared.publish_current(topic).await {
+                retry.insert(topic);
+            }
         }
     }
+    true
 }
 
 impl Shared {

@@ -710,6 +710,33 @@ mod tests {
     }
 
     #[test]
+    fn the_nats_block_parses_and_refuses_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let ok = write(
+            dir,
+            "nats.yaml",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats:\n  url: nats://n:4222\n  stream: S\n  historyPerTopic: 3\n",
+        );
+        let nats = load_file(&ok).unwrap().nats.unwrap();
+        assert_eq!(
+            (
+                nats.url.as_deref(),
+                nats.stream.as_deref(),
+                nats.history_per_topic
+            ),
+            (Some("nats://n:4222"), Some("S"), Some(3))
+        );
+        let bad = write(
+            dir,
+            "bad.yaml",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats: {address: x}\n",
+        );
+        let err = load_file(&bad).unwrap_err().to_string();
+        assert!(err.contains("address"), "{err}");
+    }
+
+    #[test]
     fn the_documented_example_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config.example.yaml");
         let config = load_file(&path).unwrap();

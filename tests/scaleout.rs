@@ -334,6 +334,19 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
         published += common::metric(&r.url, "kube_pulse_stream_published_total").await;
         let consumed = common::metric(&r.url, "kube_pulse_stream_consumed_total").await;
         assert!(consumed > 0.0, "{} consumed nothing", r.id);
+        let metrics = common::http()
+            .get(format!("{}/metrics", r.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("kube_pulse_stream_consumer_lag_messages{stream=\"KUBE_PULSE\"} "),
+            "{}: no lag series",
+            r.id
+        );
         let ready = common::http()
             .get(format!("{}/readyz/Nats", r.url))
             .send()

@@ -99,6 +99,38 @@ fn cluster_of(topic: &Topic) -> Option<&str> {
     }
 }
 
+/// What a replica does with a message of the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// Its own (an echo), a topic of no member, or of a member it runs
+    /// (its own engine is the owner; a late message of the previous owner).
+    Skip,
+    /// A member it does not know (yet): kept until it is one.
+    Park,
+    /// Into the hub, with the owner's revision.
+    Apply,
+}
+
+/// What replica `me`, running the members `runs` says and knowing the
+/// members `desired`, does with `envelope`. Pure.
+fn decide(
+    envelope: &Envelope,
+    me: &str,
+    runs: impl Fn(&str) -> bool,
+    desired: &BTreeSet<String>,
+) -> Decision {
+    if envelope.replica == me {
+        return Decision::Skip;
+    }
+    let topic = Topic::new(&envelope.topic);
+    match cluster_of(&topic) {
+        None => Decision::Skip,
+        Some(cluster) if runs(cluster) => Decision::Skip,
+        Some(cluster) if !desired.contains(cluster) => Decision::Park,
+        Some(_) => Decision::Apply,
+    }
+}
+
 /// What `/readyz/Nats` reads.
 #[derive(Debug, Default)]
 struct ConsumerState {
@@ -375,24 +407,19 @@ impl Shared {
         desired: &BTreeSet<String>,
         parked: &mut HashMap<String, Envelope>,
     ) {
-        if envelope.replica == self.replica {
-            return;
-        }
-        let topic = Topic::new(&envelope.topic);
-        let Some(cluster) = cluster_of(&topic) else {
-            return;
-        };
-        if self.running.contains(cluster) {
-            return;
-        }
-        if !desired.contains(cluster) {
-            if parked.len() < PARKED_TOPICS || parked.contains_key(&envelope.topic) {
-                parked.insert(envelope.topic.clone(), envelope);
+        let runs = |cluster: &str| self.running.contains(cluster);
+        match decide(&envelope, &self.replica, runs, desired) {
+            Decision::Skip => {}
+            Decision::Park => {
+                if parked.len() < PARKED_TOPICS || parked.contains_key(&envelope.topic) {
+                    parked.insert(envelope.topic.clone(), envelope);
+                }
             }
-            return;
+            Decision::Apply => {
+                self.hub
+                    .apply_remote(&envelope.topic, envelope.rev, envelope.doc);
+            }
         }
-        self.hub
-            .apply_remote(&envelope.topic, envelope.rev, envelope.doc);
     }
 
     /// The member set changed: members no longer there leave this hub
@@ -558,6 +585,38 @@ mod tests {
         ] {
             let err = bad.validate().unwrap_err().to_string();
             assert!(err.contains("nats: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_replica_applies_what_others_publish_of_members_it_knows_and_does_not_run() {
+        let desired: BTreeSet<String> = ["a", "b"].into_iter().map(String::from).collect();
+        let runs = |cluster: &str| cluster == "a";
+        let from = |replica: &str, topic: &str| Envelope {
+            topic: topic.into(),
+            rev: 1,
+            replica: replica.into(),
+            doc: None,
+        };
+        for (envelope, want) in [
+            (from("me", "clusters/b"), Decision::Skip),
+            (from("other", "clusters/a"), Decision::Skip),
+            (from("other", "apps/a/ns/x"), Decision::Skip),
+            (from("other", "tasks/1"), Decision::Skip),
+            (from("other", "clusters/b"), Decision::Apply),
+            (
+                from("other", "clusters/b/sync/apps/v1/deployments"),
+                Decision::Apply,
+            ),
+            (from("other", "apps/b/ns/x"), Decision::Apply),
+            (from("other", "clusters/c"), Decision::Park),
+            (from("me", "clusters/c"), Decision::Skip),
+        ] {
+            assert_eq!(
+                decide(&envelope, "me", runs, &desired),
+                want,
+                "{envelope:?}"
+            );
         }
     }
 

@@ -32,15 +32,50 @@ const WITHIN: Duration = Duration::from_secs(120);
 
 /// A `nats-server` with JetStream on a free loopback port, killed on drop.
 struct Nats {
-    child: Child,
+    binary: std::path::PathBuf,
+    child: Option<Child>,
+    port: u16,
     url: String,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Nats {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
+    }
+}
+
+impl Nats {
+    /// Starts the server (again: same port, same store) and waits until
+    /// it accepts connections.
+    async fn start(&mut self) {
+        let child = Command::new(&self.binary)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        self.child = Some(child);
+        let port = self.port;
+        eventually(WITHIN, "nats-server accepts connections", || async {
+            TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
+        })
+        .await;
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -72,24 +107,26 @@ async fn nats() -> Option<Nats> {
         .local_addr()
         .unwrap()
         .port();
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new(binary)
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nats-server starts");
-    let nats = Nats {
-        child,
+    let mut nats = Nats {
+        binary,
+        child: None,
+        port,
         url: format!("nats://127.0.0.1:{port}"),
-        _dir: dir,
+        dir: tempfile::tempdir().unwrap(),
     };
-    eventually(WITHIN, "nats-server accepts connections", || async {
-        TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
-    })
-    .await;
+    nats.start().await;
     Some(nats)
+}
+
+/// The app the tests create on a member.
+fn seed() -> WorkloadSeed {
+    WorkloadSeed {
+        kind: "Deployment".into(),
+        namespace: "shop".into(),
+        name: "web".into(),
+        replicas: 1,
+        image: "registry.example/web:1".into(),
+    }
 }
 
 /// One gateway replica and what stops it.
@@ -254,7 +291,7 @@ async fn converged(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others() {
-    let Some(nats) = nats().await else {
+    let Some(mut nats) = nats().await else {
         return;
     };
     let host = sim().await;
@@ -303,15 +340,7 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
         .map(|(m, o)| (m.clone(), by_id(o)))
         .expect("r1 does not own all three members");
     let sim_of = sims.iter().find(|s| s.name() == remote).unwrap();
-    sim_of
-        .apply(&workload_manifest(&WorkloadSeed {
-            kind: "Deployment".into(),
-            namespace: "shop".into(),
-            name: "web".into(),
-            replicas: 1,
-            image: "registry.example/web:1".into(),
-        }))
-        .unwrap();
+    sim_of.apply(&workload_manifest(&seed())).unwrap();
     let topic = format!("apps/{remote}/shop/web");
     let path = format!("/api/v1/apps/{remote}/shop/web");
     let app = converged(
@@ -364,7 +393,7 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
 
     // The broker goes away: readiness says so on every replica, and each
     // keeps serving the last documents it has, of every member.
-    drop(nats);
+    nats.kill();
     for r in live {
         let why = eventually(WITHIN, "/readyz/Nats fails without the broker", || async {
             let ready = common::http()
@@ -379,6 +408,35 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     }
     let listed = rest(&r1.url, "/api/v1/clusters").await.unwrap();
     assert_eq!(listed["items"].as_array().unwrap().len(), 3, "{listed}");
+
+    // It comes back (same port, same store): every replica is ready again,
+    // and changes on the other replica's member flow to r1 again.
+    nats.start().await;
+    for r in live {
+        eventually(WITHIN, "/readyz/Nats passes again", || async {
+            let ready = common::http()
+                .get(format!("{}/readyz/Nats", r.url))
+                .send()
+                .await
+                .unwrap();
+            (ready.status() == 200).then_some(())
+        })
+        .await;
+    }
+    let mut scaled = workload_manifest(&seed());
+    scaled["spec"]["replicas"] = json!(2);
+    sim_of.apply(&scaled).unwrap();
+    let app = eventually(
+        WITHIN,
+        "the scaled app reaches r1 after the broker returned",
+        || async {
+            let (_, doc) = sub.doc(&topic)?;
+            let held = owner.gateway.hub().get(&topic)?;
+            (*held.doc == doc && doc["ready"] == 2 && doc["phase"] == "Running").then_some(doc)
+        },
+    )
+    .await;
+    eprintln!("{topic} on r1 after the broker returned: {}", app["phase"]);
     sub.task.abort();
     for r in live {
         r.token.cancel();

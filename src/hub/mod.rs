@@ -420,8 +420,9 @@ impl Hub {
     /// revision is taken as is. A document equal to the one held at the same
     /// revision is not published again (the stream's last message per topic
     /// is read again after a reconnect). Subscribers get a patch when `rev`
-    /// follows the held one, otherwise a snapshot; the change is marked
-    /// [`Change::remote`].
+    /// is the next after the held one, otherwise a snapshot (a patch's base
+    /// is the revision before it: after a gap, while the stream was away,
+    /// it would not apply); the change is marked [`Change::remote`].
     pub fn apply_remote(&self, topic: &str, rev: u64, doc: Option<Value>) -> Option<Arc<Change>> {
         let mut inner = self.inner.lock();
         let Some(mut doc) = doc else {
@@ -433,7 +434,7 @@ impl Hub {
         patch::strip_nulls(&mut doc);
         let (topic, kind, patch) = match inner.topics.get_key_value(topic) {
             Some((_, entry)) if entry.rev == rev && *entry.doc == doc => return None,
-            Some((topic, entry)) if rev > entry.rev => (
+            Some((topic, entry)) if rev == entry.rev + 1 => (
                 topic.clone(),
                 ChangeKind::Patch,
                 Some(Arc::new(patch::merge_diff(&entry.doc, &doc))),
@@ -940,6 +941,14 @@ mod tests {
             .unwrap();
         assert_eq!((next.kind, next.rev), (ChangeKind::Patch, 8));
         assert_eq!(*next.patch.clone().unwrap(), json!({"n": 2}));
+        let gap = hub
+            .apply_remote("clusters/a", 10, Some(json!({"n": 3})))
+            .unwrap();
+        assert_eq!(
+            (gap.kind, gap.rev),
+            (ChangeKind::Snapshot, 10),
+            "after a gap in revisions, a patch would not apply"
+        );
         let older = hub
             .apply_remote("clusters/a", 3, Some(json!({"n": 3})))
             .unwrap();

@@ -537,3 +537,43 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
         r.gateway.stop().await;
     }
 }
+
+#[tokio::test]
+async fn nats_needs_leases_and_a_read_only_karpor() {
+    // Refused before anything connects: no NATS server is needed.
+    let start = |config: kube_pulse::gateway::GatewayConfig| async move {
+        let token = CancellationToken::new();
+        let err = Gateway::start(config, &token)
+            .await
+            .expect_err("refused")
+            .to_string();
+        token.cancel();
+        err
+    };
+    let nats = Some(NatsSettings::new("nats://127.0.0.1:1"));
+    let err = start(kube_pulse::gateway::GatewayConfig {
+        nats: nats.clone(),
+        ..Default::default()
+    })
+    .await;
+    assert!(err.contains("--nats needs Lease ownership"), "{err}");
+    let host = sim().await;
+    let err = start(kube_pulse::gateway::GatewayConfig {
+        nats,
+        leases: Some(LeaseSettings {
+            client: host.kube_config(),
+            namespace: "default".into(),
+            replica: "r1".into(),
+            duration: LEASE,
+        }),
+        karpor: Some(kube_pulse::karpor::KarporSettings {
+            kubeconfig: "unused".into(),
+            context: None,
+            allow_exec: false,
+            status: Some(Default::default()),
+        }),
+        ..Default::default()
+    })
+    .await;
+    assert!(err.contains("--karpor-read-only"), "{err}");
+}

@@ -460,6 +460,8 @@ async fn consume(
     stop: CancellationToken,
 ) {
     let mut parked: HashMap<String, Envelope> = HashMap::new();
+    // The member names, copied once per change of them (not per message).
+    let mut names = desired.borrow_and_update().clone();
     let mut backoff = Duration::from_millis(250);
     'consumer: while !stop.is_cancelled() {
         let messages = match open_consumer(&shared).await {
@@ -486,7 +488,7 @@ async fn consume(
                 _ = stop.cancelled() => break 'consumer,
                 changed = desired.changed() => {
                     if changed.is_ok() {
-                        let names = desired.borrow_and_update().clone();
+                        names = desired.borrow_and_update().clone();
                         shared.members_changed(&names, &mut parked);
                     }
                     continue;
@@ -518,7 +520,6 @@ async fn consume(
                 .consumed(&shared.settings.stream, pending);
             match serde_json::from_slice::<Envelope>(&message.payload) {
                 Ok(envelope) => {
-                    let names = desired.borrow().clone();
                     shared.apply(envelope, &names, &mut parked);
                 }
                 Err(e) => {

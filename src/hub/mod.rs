@@ -394,25 +394,13 @@ impl Hub {
                 (topic, ChangeKind::Snapshot, rev, None)
             }
         };
-        let doc = Arc::new(doc);
-        inner.topics.insert(
-            topic.clone(),
-            Entry {
-                rev,
-                doc: doc.clone(),
-            },
-        );
-        Some(self.publish(
-            &mut inner,
-            topic,
-            rev,
-            Made {
-                kind,
-                doc: Some(doc),
-                patch,
-                remote: false,
-            },
-        ))
+        let made = Made {
+            kind,
+            doc: None,
+            patch,
+            remote: false,
+        };
+        Some(self.hold(&mut inner, topic, rev, doc, made))
     }
 
     /// Sets (`doc`) or removes (None) a topic as another replica's hub
@@ -443,6 +431,25 @@ impl Hub {
             None => (Topic::new(topic), ChangeKind::Snapshot, None),
         };
         inner.removed.remove(&topic);
+        let made = Made {
+            kind,
+            doc: None,
+            patch,
+            remote: true,
+        };
+        Some(self.hold(&mut inner, topic, rev, doc, made))
+    }
+
+    /// Holds `doc` as `topic`'s document at `rev` and publishes `made` (a
+    /// snapshot, or a patch from the revision before) carrying it.
+    fn hold(
+        &self,
+        inner: &mut Inner,
+        topic: Topic,
+        rev: u64,
+        doc: Value,
+        mut made: Made,
+    ) -> Arc<Change> {
         let doc = Arc::new(doc);
         inner.topics.insert(
             topic.clone(),
@@ -451,17 +458,8 @@ impl Hub {
                 doc: doc.clone(),
             },
         );
-        Some(self.publish(
-            &mut inner,
-            topic,
-            rev,
-            Made {
-                kind,
-                doc: Some(doc),
-                patch,
-                remote: true,
-            },
-        ))
+        made.doc = Some(doc);
+        self.publish(inner, topic, rev, made)
     }
 
     /// Removes a topic, publishing `removed`.

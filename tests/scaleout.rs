@@ -16,8 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Replica as Docs, Ws, eventually, sim, sim_with, start_gateway, ws_next, ws_send};
-use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::Api;
 use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{LeaseSettings, NatsSettings, preferred_owner};
 use kube_pulse_sim::{SimCluster, WorkloadSeed, workload_manifest};
@@ -163,20 +161,6 @@ async fn replica(id: &str, host: &SimCluster, members: &[&SimCluster], nats: &Na
     }
 }
 
-/// The holder of every member Lease in the host cluster.
-async fn holders(host: &SimCluster) -> BTreeMap<String, Option<String>> {
-    let api: Api<Lease> = Api::namespaced(host.client(), "default");
-    let leases = api.list(&Default::default()).await.unwrap();
-    leases
-        .items
-        .into_iter()
-        .filter_map(|l| {
-            let member = l.metadata.annotations?.get("kube-pulse.io/member")?.clone();
-            Some((member, l.spec?.holder_identity))
-        })
-        .collect()
-}
-
 /// Waits until every member is held by the one of `live` that rendezvous
 /// hashing prefers, which runs it (and no other replica does); returns
 /// member → owner.
@@ -186,7 +170,7 @@ async fn owners(
     members: &[String],
 ) -> BTreeMap<String, String> {
     eventually(WITHIN, "every member owned by one live replica", || async {
-        let holders = holders(host).await;
+        let holders = common::lease_holders(host).await;
         let mut owners = BTreeMap::new();
         for m in members {
             let holder = holders.get(m)?.clone()?;

@@ -177,7 +177,7 @@ pub(crate) async fn cpu(target: &Target, plan: &Plan) -> CpuCurve {
             }
         };
         let measured = async {
-            scenarios::warm_up(target).await?;
+            scenarios::warm_up(target, plan).await?;
             scenarios::step(target, &crowd, 0..n, plan.cpu_rate, plan.cpu_step, |_| {
                 n as u64
             })
@@ -272,7 +272,7 @@ async fn latency_round(target: &Target, round: usize, n: usize, plan: &Plan) -> 
             return result;
         }
     };
-    if let Err(e) = scenarios::warm_up(target).await {
+    if let Err(e) = scenarios::warm_up(target, plan).await {
         result.error = Some(e.to_string());
     }
     for &rate in &plan.latency_rates {

@@ -41,6 +41,8 @@ pub(crate) struct Plan {
     pub(crate) registry_sizes: Vec<usize>,
     pub(crate) registry_object_bytes: usize,
     pub(crate) p99_limit_ms: f64,
+    /// The pause after the warm-up change, before the first measured step.
+    pub(crate) warm_up: Duration,
     /// Quiet time before a curve's RSS is read.
     pub(crate) settle: Duration,
     /// Idle connections at which the connection curve reads RSS (one growing crowd).
@@ -86,6 +88,7 @@ impl Plan {
             registry_sizes: vec![0, 10_000, 20_000, 40_000],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
+            warm_up: Duration::from_secs(2),
             settle: Duration::from_secs(3),
             connection_sizes: vec![1000, 5000, 10_000, 20_000],
             cpu_sizes: vec![100, 1000, 5000, 10_000],
@@ -124,6 +127,7 @@ impl Plan {
             registry_sizes: vec![0, 200, 400],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
+            warm_up: Duration::from_millis(500),
             settle: Duration::from_millis(200),
             connection_sizes: vec![20, 50],
             cpu_sizes: vec![20],
@@ -327,9 +331,9 @@ pub(crate) async fn step(
 
 /// One change nobody counts, then a pause: every server has registered
 /// every subscription before the first measured step.
-pub(crate) async fn warm_up(target: &Target) -> anyhow::Result<()> {
+pub(crate) async fn warm_up(target: &Target, plan: &Plan) -> anyhow::Result<()> {
     target.publish(load::now_nanos(), 0).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(plan.warm_up).await;
     Ok(())
 }
 
@@ -403,7 +407,7 @@ async fn run_rates(
             return result;
         }
     };
-    if let Err(e) = warm_up(target).await {
+    if let Err(e) = warm_up(target, plan).await {
         result.error = Some(e.to_string());
     }
     for &rate in rates {
@@ -551,7 +555,7 @@ pub(crate) async fn slow(target: &Target, plan: &Plan) -> Slow {
         }
     };
     let healthy = n - stalled;
-    if let Err(e) = warm_up(target).await {
+    if let Err(e) = warm_up(target, plan).await {
         result.error = Some(e.to_string());
     }
     for _ in 0..3 {

@@ -10,11 +10,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::nats::{Nats, nats};
 use common::{Replica as Docs, Ws, eventually, sim, sim_with, start_gateway, ws_next, ws_send};
 use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{LeaseSettings, NatsSettings, preferred_owner};
@@ -27,94 +26,6 @@ const LEASE: Duration = Duration::from_secs(3);
 /// Generous bound for what a loaded 2-core machine does in a few lease
 /// durations and relists.
 const WITHIN: Duration = Duration::from_secs(120);
-
-/// A `nats-server` with JetStream on a free loopback port, killed on drop.
-struct Nats {
-    binary: std::path::PathBuf,
-    child: Option<Child>,
-    port: u16,
-    url: String,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-impl Nats {
-    /// Starts the server (again: same port, same store) and waits until
-    /// it accepts connections.
-    async fn start(&mut self) {
-        let child = Command::new(&self.binary)
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server starts");
-        self.child = Some(child);
-        let port = self.port;
-        eventually(WITHIN, "nats-server accepts connections", || async {
-            TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
-        })
-        .await;
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The `nats-server` binary: on PATH, or where Debian installs it.
-fn nats_server() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/sbin")])
-        .map(|dir| dir.join("nats-server"))
-        .find(|p| p.is_file())
-}
-
-/// Starts NATS, or None (with a message) when the binary is missing
-/// outside CI; with `CI` set a missing binary fails the test.
-async fn nats() -> Option<Nats> {
-    let Some(binary) = nats_server() else {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
-        assert!(
-            !ci,
-            "nats-server is not installed (scripts/test.sh installs it: apt-get install nats-server)"
-        );
-        eprintln!(
-            "SKIPPED: nats-server is not installed; `apt-get install nats-server` (or scripts/test.sh) to run the scale-out tests"
-        );
-        return None;
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut nats = Nats {
-        binary,
-        child: None,
-        port,
-        url: format!("nats://127.0.0.1:{port}"),
-        dir: tempfile::tempdir().unwrap(),
-    };
-    nats.start().await;
-    Some(nats)
-}
 
 /// The app the tests create on a member.
 fn seed() -> WorkloadSeed {
@@ -360,6 +271,11 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
             "{}: no lag series",
             r.id
         );
+        assert!(
+            metrics.contains("kube_pulse_stream_connected{stream=\"KUBE_PULSE\"} 1\n"),
+            "{}: not connected in\n{metrics}",
+            r.id
+        );
         let ready = common::http()
             .get(format!("{}/readyz/Nats", r.url))
             .send()
@@ -389,6 +305,12 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
         })
         .await;
         assert!(why.contains("nats"), "{}: {why}", r.id);
+        // The alert KubePulseStreamDisconnected reads the same from /metrics.
+        let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
+        eventually(WITHIN, "kube_pulse_stream_connected 0", || async {
+            (common::metric(&r.url, connected).await == 0.0).then_some(())
+        })
+        .await;
     }
     let listed = rest(&r1.url, "/api/v1/clusters").await.unwrap();
     assert_eq!(listed["items"].as_array().unwrap().len(), 3, "{listed}");
@@ -404,6 +326,11 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
                 .await
                 .unwrap();
             (ready.status() == 200).then_some(())
+        })
+        .await;
+        let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
+        eventually(WITHIN, "kube_pulse_stream_connected 1 again", || async {
+            (common::metric(&r.url, connected).await == 1.0).then_some(())
         })
         .await;
     }

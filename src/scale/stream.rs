@@ -179,8 +179,22 @@ impl ChangeStream {
         shutdown: &CancellationToken,
     ) -> crate::Result<Self> {
         let url = settings.url.clone();
+        let (events_metrics, events_stream) = (metrics.clone(), settings.stream.clone());
         let client = async_nats::ConnectOptions::new()
             .name(format!("kube-pulse {replica}"))
+            // `kube_pulse_stream_connected`: the client's events come in order.
+            .event_callback(move |event| {
+                let (metrics, stream) = (events_metrics.clone(), events_stream.clone());
+                async move {
+                    match event {
+                        async_nats::Event::Connected => metrics.stream.connected(&stream, true),
+                        async_nats::Event::Disconnected | async_nats::Event::Closed => {
+                            metrics.stream.connected(&stream, false)
+                        }
+                        _ => {}
+                    }
+                }
+            })
             .connect(url.as_str())
             .await
             .map_err(|e| crate::Error::Settings(format!("nats: cannot connect to {url}: {e}")))?;
@@ -202,6 +216,8 @@ impl ChangeStream {
             ))
         })?;
         metrics.stream.start(&settings.stream);
+        let connected = client.connection_state() == async_nats::connection::State::Connected;
+        metrics.stream.connected(&settings.stream, connected);
         let subscription = hub.subscribe(
             ["clusters/*", "clusters/**", "apps/**"]
                 .into_iter()

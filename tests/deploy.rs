@@ -556,7 +556,7 @@ fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     // As the gateway reads them, with the embedded config's `nats:` (none).
     let serve = serve_args(&docs);
     assert!(serve.lease_in_cluster, "--nats needs Lease ownership");
-    let config = find(&docs, "ConfigMap")["data"]["config.yaml"]
+    let config = named(&docs, "ConfigMap", "kube-pulse")["data"]["config.yaml"]
         .as_str()
         .unwrap();
     let path = rendered_file("nats-gateway-config", config);

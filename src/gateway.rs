@@ -163,7 +163,15 @@ impl Gateway {
             Some(_) => (Vec::new(), Some(Default::default())),
             None => (members, None),
         };
-        let pipeline = Pipeline::start_on(hub, members, pipeline, shutdown).await?;
+        // With a stream of changes, clients are served what the stream
+        // brings (this replica's own members' documents included), and the
+        // engine's hub is where the stream's publisher reads them.
+        let pipeline = if nats.is_some() {
+            let origin = Hub::new(pipeline.hub);
+            Pipeline::start_apart(hub, origin, members, pipeline, shutdown).await?
+        } else {
+            Pipeline::start_on(hub, members, pipeline, shutdown).await?
+        };
         let union = MemberUnion::with_owned(pipeline.clone(), file_part, owned);
         let tasks = Tasks::for_pipeline(&pipeline, tasks, shutdown);
         tracing::info!(
@@ -181,7 +189,10 @@ impl Gateway {
                     Box::pin(ChangeStream::start(
                         nats,
                         leases.replica.clone(),
-                        pipeline.hub().clone(),
+                        crate::scale::Hubs {
+                            origin: pipeline.origin().clone(),
+                            served: pipeline.hub().clone(),
+                        },
                         pipeline.members().clone(),
                         union.desired(),
                         pipeline.metrics().clone(),
@@ -222,7 +233,7 @@ impl Gateway {
                 let token = shutdown.child_token();
                 let (state, task) = writer::spawn(
                     &settings,
-                    pipeline.hub().clone(),
+                    pipeline.origin().clone(),
                     status,
                     pipeline.metrics().clone(),
                     token.clone(),

@@ -106,26 +106,34 @@ async fn owners(
 struct Subscriber {
     docs: Arc<parking_lot::Mutex<Docs>>,
     seen: Arc<parking_lot::Mutex<BTreeMap<String, Vec<Value>>>>,
+    /// Every message of the subscription, in order (`synced` included).
+    all: Arc<parking_lot::Mutex<Vec<Value>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Subscriber {
     async fn open(url: &str, topics: &[&str]) -> Self {
+        Self::resume(url, topics, None, Docs::default()).await
+    }
+
+    /// Subscribes from `since` (a cursor), holding `docs` already.
+    async fn resume(url: &str, topics: &[&str], since: Option<&str>, docs: Docs) -> Self {
         let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
         let mut ws: Ws = tokio_tungstenite::connect_async(ws_url)
             .await
             .expect("websocket connects")
             .0;
-        ws_send(
-            &mut ws,
-            json!({"op": "subscribe", "id": "s", "topics": topics}),
-        )
-        .await;
-        let docs = Arc::new(parking_lot::Mutex::new(Docs::default()));
+        let mut op = json!({"op": "subscribe", "id": "s", "topics": topics});
+        if let Some(since) = since {
+            op["since"] = json!(since);
+        }
+        ws_send(&mut ws, op).await;
+        let docs = Arc::new(parking_lot::Mutex::new(docs));
         let seen = Arc::new(parking_lot::Mutex::new(
             BTreeMap::<String, Vec<Value>>::new(),
         ));
-        let (d, s) = (docs.clone(), seen.clone());
+        let all = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (d, s, a) = (docs.clone(), seen.clone(), all.clone());
         let task = tokio::spawn(async move {
             loop {
                 // ws_next fails the task after 20 s without a message;
@@ -140,9 +148,22 @@ impl Subscriber {
                         .push(message.clone());
                 }
                 d.lock().apply(&message);
+                a.lock().push(message);
             }
         });
-        Self { docs, seen, task }
+        Self {
+            docs,
+            seen,
+            all,
+            task,
+        }
+    }
+
+    /// The cursor of the last message with one.
+    fn cursor(&self) -> Option<String> {
+        let all = self.all.lock();
+        let last = all.iter().rev().find_map(|m| m["cursor"].as_str())?;
+        Some(last.to_string())
     }
 
     fn doc(&self, topic: &str) -> Option<(u64, Value)> {
@@ -209,6 +230,13 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
         let owner = by_id(&owners[m]);
         let topic = format!("clusters/{m}");
         let path = format!("/api/v1/clusters/{m}");
+        // The owner serves its own member from the stream too: wait for
+        // its healthy document there, then for the subscriber to have it.
+        eventually(WITHIN, "the owner serves its member healthy", || async {
+            let held = owner.gateway.hub().get(&topic)?;
+            (held.doc["phase"] == "Healthy").then_some(())
+        })
+        .await;
         let doc = converged(
             &sub,
             owner,
@@ -489,4 +517,137 @@ async fn nats_needs_leases_and_a_read_only_karpor() {
     })
     .await;
     assert!(err.contains("--karpor-read-only"), "{err}");
+}
+
+/// A subscriber on one replica disconnects; while it is away the members
+/// change; it reconnects to another replica with the cursor of its last
+/// message. That replica replays exactly what it missed: `synced` says
+/// resumed, no topic it held comes again as a snapshot, every patch applies
+/// to the revision it holds, and its documents end equal to that replica's
+/// hub and REST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_resumes_on_another_replica_from_its_cursor() {
+    let Some(nats) = nats().await else {
+        return;
+    };
+    let host = sim().await;
+    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
+    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
+    let sims = [&a, &b, &c];
+    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
+    let r1 = replica("r1", &host, &sims, &nats).await;
+    let r2 = replica("r2", &host, &sims, &nats).await;
+    let r3 = replica("r3", &host, &sims, &nats).await;
+    let live = [&r1, &r2, &r3];
+    owners(&host, &live, &members).await;
+    for s in sims {
+        s.apply(&workload_manifest(&seed())).unwrap();
+    }
+    let topics = ["clusters/*", "apps/**"];
+    let mut first = Subscriber::open(&r1.url, &topics).await;
+    let all = topics.map(|t| kube_pulse::hub::Pattern::parse(t).unwrap());
+    // Every member's cluster and app document on r1, as r1 serves them.
+    eventually(
+        WITHIN,
+        "the subscriber on r1 has every document",
+        || async {
+            let docs = first.docs.lock().docs.clone();
+            let served = r1.gateway.hub().list(&all);
+            let members_topics = served.len();
+            let equal = served
+                .iter()
+                .all(|d| docs.get(d.topic.as_str()) == Some(&(d.rev, (*d.doc).clone())));
+            (equal && members_topics == 6 && docs.len() == 6).then_some(())
+        },
+    )
+    .await;
+    // It goes away holding what it applied, up to its last message's cursor.
+    first.task.abort();
+    let _ = (&mut first.task).await;
+    let cursor = first.cursor().expect("messages carry cursors");
+    let held = first.docs.lock().docs.clone();
+    assert!(
+        cursor.contains('.'),
+        "a cursor with a stream position: {cursor}"
+    );
+    let held = Docs { docs: held };
+    let before: BTreeMap<String, u64> = held
+        .docs
+        .iter()
+        .map(|(t, (r, _))| (t.clone(), *r))
+        .collect();
+    // While it is away, every app rolls out a new image.
+    for s in sims {
+        let mut next = seed();
+        next.image = "registry.example/web:2".into();
+        s.apply(&workload_manifest(&next)).unwrap();
+    }
+    eventually(WITHIN, "r2 has every app's new image", || async {
+        let served = r2.gateway.hub().list(&all);
+        let rolled = served
+            .iter()
+            .filter(|d| d.topic.as_str().starts_with("apps/"))
+            .filter(|d| d.doc.to_string().contains("registry.example/web:2"))
+            .count();
+        (rolled == 3).then_some(())
+    })
+    .await;
+    let second = Subscriber::resume(&r2.url, &topics, Some(&cursor), held).await;
+    let synced = eventually(WITHIN, "the resumed subscription is synced", || async {
+        second
+            .all
+            .lock()
+            .iter()
+            .find(|m| m["type"] == "synced")
+            .cloned()
+    })
+    .await;
+    assert_eq!(synced["resumed"], true, "{synced}");
+    let replay: Vec<Value> = second
+        .all
+        .lock()
+        .iter()
+        .take_while(|m| m["type"] != "synced")
+        .cloned()
+        .collect();
+    assert!(
+        !replay.is_empty(),
+        "the changes made while away are replayed"
+    );
+    for m in &replay {
+        let topic = m["topic"].as_str().unwrap_or_default();
+        assert!(
+            !(m["type"] == "snapshot" && before.contains_key(topic)),
+            "{topic} was held and came again as a snapshot: {m}"
+        );
+    }
+    // Every document ends as r2 serves it, at the same revision.
+    eventually(WITHIN, "the resumed subscriber converges to r2", || async {
+        let docs = second.docs.lock().docs.clone();
+        for d in r2.gateway.hub().list(&all) {
+            if docs.get(d.topic.as_str()) != Some(&(d.rev, (*d.doc).clone())) {
+                return None;
+            }
+            let path = format!("/api/v1/{}", d.topic);
+            if rest(&r2.url, &path).await.as_ref() != Some(&*d.doc) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    assert!(
+        !second.task.is_finished(),
+        "the resumed reader is still reading"
+    );
+    eprintln!(
+        "resumed on r2 from {cursor}: {} replayed ({} patches), then live",
+        replay.len(),
+        replay.iter().filter(|m| m["type"] == "patch").count()
+    );
+    second.task.abort();
+    for r in live {
+        r.token.cancel();
+        r.gateway.stop().await;
+    }
 }

@@ -720,13 +720,15 @@ fn cache_info<'a>(syncs: impl Iterator<Item = &'a SyncStatus>) -> CacheInfo {
 /// Runs the engine until shutdown or until every source is gone.
 pub(crate) async fn run(
     mut engine: Engine,
+    served: Arc<Hub>,
     mut rx: mpsc::Receiver<Observation>,
     shutdown: CancellationToken,
 ) {
-    // The summary topics (issue 20, item 4): kept live beside the engine,
-    // ended with it.
+    // The summary topics: kept live beside the engine, ended with it, over
+    // the documents clients are served (every member's, with a stream of
+    // changes between the engine and them).
     let summaries_stop = shutdown.child_token();
-    let summaries = tokio::spawn(summaries::run(engine.hub.clone(), summaries_stop.clone()));
+    let summaries = tokio::spawn(summaries::run(served, summaries_stop.clone()));
     let mut expiry = tokio::time::interval(engine.expiry_period());
     expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -22,7 +22,7 @@ mod table;
 use std::time::Duration;
 
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
-pub use stream::{ChangeStream, DEFAULT_HISTORY, DEFAULT_STREAM, NatsCheck, NatsSettings};
+pub use stream::{ChangeStream, DEFAULT_HISTORY, DEFAULT_STREAM, Hubs, NatsCheck, NatsSettings};
 pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
 
 /// The replica of `replicas` that should own `member` once ownership has

@@ -5,205 +5,22 @@
 //! serves, and follows changes made on another replica's members.
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the tests
-//! say so and pass, unless `CI` is set: then they fail.
+//! say so and pass, unless `CI` is set: then they fail. The helpers are in
+//! tests/common/scale.rs; the faults of scaling out (an owner killed,
+//! upstream load, scaling down and up) are in tests/scaleout_faults.rs.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
-use common::nats::{Nats, nats};
-use common::{Replica as Docs, Ws, eventually, sim, sim_with, start_gateway, ws_next, ws_send};
+use common::nats::nats;
+use common::scale::{LEASE, Replica, Subscriber, WITHIN, converged, owners, replica, rest, seed};
+use common::{Replica as Docs, eventually, sim, sim_with};
 use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{LeaseSettings, NatsSettings, preferred_owner};
-use kube_pulse_sim::{SimCluster, WorkloadSeed, workload_manifest};
+use kube_pulse_sim::workload_manifest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-/// Short Leases, so that failover takes seconds.
-const LEASE: Duration = Duration::from_secs(3);
-/// Generous bound for what a loaded 2-core machine does in a few lease
-/// durations and relists.
-const WITHIN: Duration = Duration::from_secs(120);
-
-/// The app the tests create on a member.
-fn seed() -> WorkloadSeed {
-    WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: "web".into(),
-        replicas: 1,
-        image: "registry.example/web:1".into(),
-    }
-}
-
-/// One gateway replica and what stops it.
-struct Replica {
-    id: String,
-    url: String,
-    gateway: Arc<Gateway>,
-    token: CancellationToken,
-}
-
-async fn replica(id: &str, host: &SimCluster, members: &[&SimCluster], nats: &Nats) -> Replica {
-    let token = CancellationToken::new();
-    let leases = LeaseSettings {
-        client: host.kube_config(),
-        namespace: "default".into(),
-        replica: id.into(),
-        duration: LEASE,
-    };
-    let nats = NatsSettings::new(nats.url.clone());
-    let (url, gateway) = start_gateway(
-        members,
-        |c| {
-            c.leases = Some(leases);
-            c.nats = Some(nats);
-        },
-        &token,
-    )
-    .await;
-    Replica {
-        id: id.into(),
-        url,
-        gateway: Arc::new(gateway),
-        token,
-    }
-}
-
-/// Waits until every member is held by the one of `live` that rendezvous
-/// hashing prefers, which runs it (and no other replica does); returns
-/// member → owner.
-async fn owners(
-    host: &SimCluster,
-    live: &[&Replica],
-    members: &[String],
-) -> BTreeMap<String, String> {
-    eventually(WITHIN, "every member owned by one live replica", || async {
-        let holders = common::lease_holders(host).await;
-        let mut owners = BTreeMap::new();
-        for m in members {
-            let holder = holders.get(m)?.clone()?;
-            let running: Vec<&str> = live
-                .iter()
-                .filter(|r| r.gateway.pipeline().members().contains(m))
-                .map(|r| r.id.as_str())
-                .collect();
-            let ids: Vec<String> = live.iter().map(|r| r.id.clone()).collect();
-            if running != [holder.as_str()] || preferred_owner(m, &ids) != Some(&holder) {
-                return None;
-            }
-            owners.insert(m.clone(), holder);
-        }
-        Some(owners)
-    })
-    .await
-}
-
-/// A WebSocket subscriber on `url` to `topics`, applying every message to
-/// shared documents, and every message of each topic in order.
-struct Subscriber {
-    docs: Arc<parking_lot::Mutex<Docs>>,
-    seen: Arc<parking_lot::Mutex<BTreeMap<String, Vec<Value>>>>,
-    /// Every message of the subscription, in order (`synced` included).
-    all: Arc<parking_lot::Mutex<Vec<Value>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Subscriber {
-    async fn open(url: &str, topics: &[&str]) -> Self {
-        Self::resume(url, topics, None, Docs::default()).await
-    }
-
-    /// Subscribes from `since` (a cursor), holding `docs` already.
-    async fn resume(url: &str, topics: &[&str], since: Option<&str>, docs: Docs) -> Self {
-        let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
-        let mut ws: Ws = tokio_tungstenite::connect_async(ws_url)
-            .await
-            .expect("websocket connects")
-            .0;
-        let mut op = json!({"op": "subscribe", "id": "s", "topics": topics});
-        if let Some(since) = since {
-            op["since"] = json!(since);
-        }
-        ws_send(&mut ws, op).await;
-        let docs = Arc::new(parking_lot::Mutex::new(docs));
-        let seen = Arc::new(parking_lot::Mutex::new(
-            BTreeMap::<String, Vec<Value>>::new(),
-        ));
-        let all = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let (d, s, a) = (docs.clone(), seen.clone(), all.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                // ws_next fails the task after 20 s without a message;
-                // probes change the cluster documents more often.
-                let Ok(message) = ws_next(&mut ws).await else {
-                    return;
-                };
-                if let Some(topic) = message["topic"].as_str() {
-                    s.lock()
-                        .entry(topic.to_string())
-                        .or_default()
-                        .push(message.clone());
-                }
-                d.lock().apply(&message);
-                a.lock().push(message);
-            }
-        });
-        Self {
-            docs,
-            seen,
-            all,
-            task,
-        }
-    }
-
-    /// The cursor of the last message with one.
-    fn cursor(&self) -> Option<String> {
-        let all = self.all.lock();
-        let last = all.iter().rev().find_map(|m| m["cursor"].as_str())?;
-        Some(last.to_string())
-    }
-
-    fn doc(&self, topic: &str) -> Option<(u64, Value)> {
-        self.docs.lock().docs.get(topic).cloned()
-    }
-}
-
-/// `GET {url}{path}`: the document, None on 404.
-async fn rest(url: &str, path: &str) -> Option<Value> {
-    let response = common::http()
-        .get(format!("{url}{path}"))
-        .send()
-        .await
-        .unwrap();
-    if response.status() == 404 {
-        return None;
-    }
-    assert_eq!(response.status(), 200, "{path}");
-    Some(response.json().await.unwrap())
-}
-
-/// Waits until the subscriber's document of `topic` equals, at the same
-/// revision, the owner's hub, and REST on `owner` serves that document.
-async fn converged(
-    sub: &Subscriber,
-    owner: &Replica,
-    topic: &str,
-    path: &str,
-    what: &str,
-) -> Value {
-    eventually(WITHIN, what, || async {
-        let (rev, doc) = sub.doc(topic)?;
-        let held = owner.gateway.hub().get(topic)?;
-        if held.rev != rev || *held.doc != doc {
-            return None;
-        }
-        (rest(&owner.url, path).await? == doc).then_some(doc)
-    })
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others() {
@@ -443,13 +260,15 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
     // new owner's documents as patches, each following the one before. Its
     // status machine starts afresh (a new `since`), so it makes at least one
     // revision after `before`; it may have made all of them by `moved_at`.
-    let doc = eventually(WITHIN, "the watcher follows the new owner", || async {
+    // REST is read in the same round: the new owner's document moves on
+    // quickly (Pending, Initializing, Healthy).
+    eventually(WITHIN, "the watcher follows the new owner", || async {
         let (rev, doc) = sub.doc(&topic)?;
         let held = next.gateway.hub().get(&topic)?;
-        (rev > before && held.rev == rev && *held.doc == doc).then_some(doc)
+        let served = rest(&next.url, &path).await?;
+        (rev > before && held.rev == rev && *held.doc == doc && served == doc).then_some(())
     })
     .await;
-    assert_eq!(rest(&next.url, &path).await.as_ref(), Some(&doc));
     let messages = sub.seen.lock().get(&topic).cloned().unwrap();
     let revs: Vec<(String, u64)> = messages
         .iter()

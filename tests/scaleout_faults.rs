@@ -274,9 +274,11 @@ async fn readers(urls: &[(String, String)]) -> Vec<(String, Reader)> {
 }
 
 /// Waits until every reader (named `{id} …`) holds what REST on its
-/// replica (`urls`: id → URL) serves.
+/// replica (`urls`: id → URL) serves; fails at once on a conflict
+/// ([`no_conflict`]).
 async fn agree(readers: &[(String, Reader)], urls: &[(String, String)], what: &str) {
     eventually(WITHIN, what, || async {
+        no_conflict(readers, true);
         for (name, reader) in readers {
             let (_, url) = urls
                 .iter()
@@ -460,6 +462,7 @@ async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
         WITHIN,
         "every reader ends as the new owner's REST",
         || async {
+            no_conflict(&readers, false);
             let truth = member_docs(&rest_docs(&taker_url).await, member);
             let app = truth.get(&format!("apps/{member}/shop/web"))?;
             if !app.to_string().contains("registry.example/web:2") || app["phase"] != "Running" {
@@ -558,6 +561,48 @@ fn watch_for_two_owners(
     })
 }
 
+/// Waits for `settle`, failing at once with the poller's message when it
+/// found two owners meanwhile.
+async fn watching<T>(
+    poller: &mut tokio::task::JoinHandle<usize>,
+    settle: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::select! {
+        value = settle => value,
+        ended = &mut *poller => match ended {
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            other => panic!("the poller ended early: {other:?}"),
+        },
+    }
+}
+
+/// Waits until each member's simulator has one watch open per resource
+/// that REST on `url` shows `Syncing` for it, all of them (what one gateway
+/// opens); returns the open watches by member. Fails with the counts seen
+/// last.
+async fn watched_as_by_one(sims: &[SimCluster], url: &str) -> Vec<usize> {
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        let mut open = Vec::new();
+        let mut syncing = Vec::new();
+        for s in sims {
+            let sync = common::get_json(&format!("{url}/api/v1/clusters/{}/sync", s.name())).await;
+            let docs = sync["items"].as_array().cloned().unwrap_or_default();
+            let all = !docs.is_empty() && docs.iter().all(|d| d["phase"] == "Syncing");
+            syncing.push(if all { docs.len() } else { 0 });
+            open.push(s.stats().open_watches);
+        }
+        if open == syncing {
+            return open;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watches open by member {open:?}, resources syncing {syncing:?} after {WITHIN:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The "scaling 3 → 2 → 3": one replica stops gracefully, then a
 /// new one joins. Polled every 10 ms, no member runs on two replicas at any
 /// moment; subscribers on the replicas that stay up see the moved members'
@@ -578,11 +623,8 @@ async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
         live.push(replica(id, &host, &refs, &nats).await);
     }
     let first = owners(&host, &live.iter().collect::<Vec<_>>(), &members).await;
-    let watches: Vec<usize> = eventually(WITHIN, "every member watched", || async {
-        let open: Vec<usize> = sims.iter().map(|s| s.stats().open_watches).collect();
-        open.iter().all(|n| *n > 0).then_some(open)
-    })
-    .await;
+    // One watch per synced resource of each member: as by one gateway.
+    let watches = watched_as_by_one(&sims, &live[0].url).await;
     // The replica that stops owns a member; the one that joins takes one.
     let stopping = first[&members[0]].clone();
     let stayers: Vec<String> = live
@@ -627,7 +669,7 @@ async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
             .collect(),
     ));
     let stop = Arc::new(AtomicBool::new(false));
-    let poller = watch_for_two_owners(watched.clone(), members.clone(), stop.clone());
+    let mut poller = watch_for_two_owners(watched.clone(), members.clone(), stop.clone());
 
     // 3 → 2: a graceful stop (SIGTERM in the binary).
     let at = live.iter().position(|r| r.id == stopping).unwrap();
@@ -637,7 +679,11 @@ async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
     stopped.gateway.stop().await;
     // Stopped, its pipeline keeps its clients: it runs nothing any more.
     watched.lock().retain(|(id, _)| *id != stopping);
-    let down = owners(&host, &live.iter().collect::<Vec<_>>(), &members).await;
+    let down = watching(
+        &mut poller,
+        owners(&host, &live.iter().collect::<Vec<_>>(), &members),
+    )
+    .await;
     let scaled_down = started.elapsed();
 
     // 2 → 3: a new replica joins.
@@ -647,7 +693,11 @@ async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
         .lock()
         .push((joined.id.clone(), joined.gateway.clone()));
     live.push(joined);
-    let up = owners(&host, &live.iter().collect::<Vec<_>>(), &members).await;
+    let up = watching(
+        &mut poller,
+        owners(&host, &live.iter().collect::<Vec<_>>(), &members),
+    )
+    .await;
     let scaled_up = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let polls = poller.await.expect("never two owners at once");
@@ -665,15 +715,8 @@ async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
     assert!(up.values().any(|o| *o == joining));
 
     // Every member is watched again as by one replica.
-    eventually(
-        WITHIN,
-        "each member watched as before the moves",
-        || async {
-            let open: Vec<usize> = sims.iter().map(|s| s.stats().open_watches).collect();
-            (open == watches).then_some(())
-        },
-    )
-    .await;
+    assert_eq!(watched_as_by_one(&sims, &live[0].url).await, watches);
+    eprintln!("watches open by member before and after the moves: {watches:?}");
     // The readers on the replicas that stayed: nothing conflicting, and
     // the moved members' documents moved on, as REST serves them.
     agree(&readers, &urls, "the readers end as their replica serves").await;

@@ -772,7 +772,7 @@ fn history(hub: &Hub, topic: &str) -> Vec<(u64, String, String, String)> {
 fn streamed(from: &Hub, to: &Hub) {
     let all = crate::hub::Pattern::parse("**").unwrap();
     for held in from.list(&[all]) {
-        to.apply_remote(&held.topic.to_string(), held.rev, Some((*held.doc).clone()));
+        to.apply_remote(held.topic.as_ref(), held.rev, Some((*held.doc).clone()));
     }
 }
 

@@ -427,7 +427,12 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
         "the watcher has the owner's document",
     )
     .await;
-    let (before, _) = sub.doc(&topic).unwrap();
+    let (before, before_doc) = eventually(WITHIN, "the member is Healthy", || async {
+        let (rev, doc) = sub.doc(&topic)?;
+        let held = owner.gateway.hub().get(&topic)?;
+        (held.rev == rev && *held.doc == doc && doc["phase"] == "Healthy").then_some((rev, doc))
+    })
+    .await;
     let at = live.iter().position(|r| r.id == stopping).unwrap();
     let stopped = live.remove(at);
     stopped.token.cancel();
@@ -441,8 +446,9 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
     assert!(moved_at >= before, "{moved_at} < {before}");
     // The new owner continues the topic's revisions: the watcher gets the
     // new owner's documents as patches, each following the one before. Its
-    // status machine starts afresh (a new `since`), so it makes at least one
-    // revision after `before`; it may have made all of them by `moved_at`.
+    // status machine continues the document, but its watches relist (the
+    // resource counts change), so it makes at least one revision after
+    // `before`; it may have made all of them by `moved_at`.
     let doc = eventually(WITHIN, "the watcher follows the new owner", || async {
         let (rev, doc) = sub.doc(&topic)?;
         let held = next.gateway.hub().get(&topic)?;
@@ -468,9 +474,31 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
             "revisions of {topic} on {watcher}: {revs:?}"
         );
     }
+    // ... and its status machine continued the published document: the
+    // transitions before the move are kept, with their numbers and times,
+    // and `since` moved only if the new owner made a transition of its own.
+    let history = |doc: &Value| doc["history"].as_object().cloned().unwrap_or_default();
+    let (then, now) = (history(&before_doc), history(&doc));
+    assert!(!then.is_empty(), "{before_doc}");
+    for (number, transition) in &then {
+        assert_eq!(
+            now.get(number),
+            Some(transition),
+            "transition {number} of {topic} across the move: {before_doc} → {doc}"
+        );
+    }
+    let new: Vec<&String> = now.keys().filter(|k| !then.contains_key(*k)).collect();
+    if new.is_empty() {
+        assert_eq!(doc["since"], before_doc["since"], "{before_doc} → {doc}");
+        assert_eq!(doc["phase"], "Healthy", "{doc}");
+    }
     eprintln!(
-        "{topic} on {watcher}: revisions {revs:?} across the move from {stopping} to {}",
-        next.id
+        "{topic} on {watcher}: revisions {revs:?} across the move from {stopping} to {}; since {} → {}, transitions {:?} → {:?}",
+        next.id,
+        before_doc["since"],
+        doc["since"],
+        then.keys().collect::<Vec<_>>(),
+        now.keys().collect::<Vec<_>>(),
     );
     sub.task.abort();
     for r in &live {

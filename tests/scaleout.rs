@@ -244,7 +244,12 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
         "the watcher has the owner's document",
     )
     .await;
-    let (before, _) = sub.doc(&topic).unwrap();
+    let (before, before_doc) = eventually(WITHIN, "the member is Healthy", || async {
+        let (rev, doc) = sub.doc(&topic)?;
+        let held = owner.gateway.hub().get(&topic)?;
+        (held.rev == rev && *held.doc == doc && doc["phase"] == "Healthy").then_some((rev, doc))
+    })
+    .await;
     let at = live.iter().position(|r| r.id == stopping).unwrap();
     let stopped = live.remove(at);
     stopped.token.cancel();
@@ -258,15 +263,15 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
     assert!(moved_at >= before, "{moved_at} < {before}");
     // The new owner continues the topic's revisions: the watcher gets the
     // new owner's documents as patches, each following the one before. Its
-    // status machine starts afresh (a new `since`), so it makes at least one
-    // revision after `before`; it may have made all of them by `moved_at`.
-    // REST is read in the same round: the new owner's document moves on
-    // quickly (Pending, Initializing, Healthy).
-    eventually(WITHIN, "the watcher follows the new owner", || async {
+    // status machine continues the document, but its watches relist (the
+    // resource counts change), so it makes at least one revision after
+    // `before`; it may have made all of them by `moved_at`. REST is read
+    // in the same round: the new owner's document may still be moving.
+    let doc = eventually(WITHIN, "the watcher follows the new owner", || async {
         let (rev, doc) = sub.doc(&topic)?;
         let held = next.gateway.hub().get(&topic)?;
         let served = rest(&next.url, &path).await?;
-        (rev > before && held.rev == rev && *held.doc == doc && served == doc).then_some(())
+        (rev > before && held.rev == rev && *held.doc == doc && served == doc).then_some(doc)
     })
     .await;
     let messages = sub.seen.lock().get(&topic).cloned().unwrap();
@@ -287,9 +292,31 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
             "revisions of {topic} on {watcher}: {revs:?}"
         );
     }
+    // ... and its status machine continued the published document: the
+    // transitions before the move are kept, with their numbers and times,
+    // and `since` moved only if the new owner made a transition of its own.
+    let history = |doc: &Value| doc["history"].as_object().cloned().unwrap_or_default();
+    let (then, now) = (history(&before_doc), history(&doc));
+    assert!(!then.is_empty(), "{before_doc}");
+    for (number, transition) in &then {
+        assert_eq!(
+            now.get(number),
+            Some(transition),
+            "transition {number} of {topic} across the move: {before_doc} → {doc}"
+        );
+    }
+    let new: Vec<&String> = now.keys().filter(|k| !then.contains_key(*k)).collect();
+    if new.is_empty() {
+        assert_eq!(doc["since"], before_doc["since"], "{before_doc} → {doc}");
+        assert_eq!(doc["phase"], "Healthy", "{doc}");
+    }
     eprintln!(
-        "{topic} on {watcher}: revisions {revs:?} across the move from {stopping} to {}",
-        next.id
+        "{topic} on {watcher}: revisions {revs:?} across the move from {stopping} to {}; since {} → {}, transitions {:?} → {:?}",
+        next.id,
+        before_doc["since"],
+        doc["since"],
+        then.keys().collect::<Vec<_>>(),
+        now.keys().collect::<Vec<_>>(),
     );
     sub.task.abort();
     for r in &live {
@@ -466,6 +493,169 @@ async fn a_subscriber_resumes_on_another_replica_from_its_cursor() {
     );
     second.task.abort();
     for r in live {
+        r.token.cancel();
+        r.gateway.stop().await;
+    }
+}
+
+/// A task created on one replica for a member another replica runs is
+/// stored in the shared bucket, run once by the member's owner (one scale
+/// write reaches the member), and its progress shows on all three replicas
+/// (REST and a WebSocket subscriber on `tasks/{id}` on each); the app's
+/// transitional state shows everywhere too. Cancelling a task on a third
+/// replica stops it where it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhere() {
+    let Some(nats) = nats().await else {
+        return;
+    };
+    let host = sim().await;
+    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
+    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
+    let sims = [&a, &b, &c];
+    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
+    let r1 = replica("r1", &host, &sims, &nats).await;
+    let r2 = replica("r2", &host, &sims, &nats).await;
+    let r3 = replica("r3", &host, &sims, &nats).await;
+    let live = [&r1, &r2, &r3];
+    let owners = owners(&host, &live, &members).await;
+    // A member, its owner, and a replica that does not run it.
+    let (member, owner) = owners
+        .iter()
+        .map(|(m, o)| (m.clone(), *live.iter().find(|r| r.id == *o).unwrap()))
+        .next()
+        .unwrap();
+    let elsewhere = *live.iter().find(|r| r.id != owner.id).unwrap();
+    let sim_of = *sims.iter().find(|s| s.name() == member).unwrap();
+    let mut web = seed();
+    web.replicas = 2;
+    sim_of.apply(&workload_manifest(&web)).unwrap();
+    let app_path = format!("/api/v1/apps/{member}/shop/web");
+    for r in live {
+        eventually(WITHIN, "every replica has the app running", || async {
+            let app = rest(&r.url, &app_path).await?;
+            (app["state"] == "Running").then_some(())
+        })
+        .await;
+    }
+    let patches_before = sim_of.stats().count("apps/deployments", "patch");
+    let created = common::http()
+        .post(format!("{}/api/v1/tasks", elsewhere.url))
+        .json(&json!({"type": "Stop", "cluster": member, "namespace": "shop", "app": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "accepted on {}", elsewhere.id);
+    let task: Value = created.json().await.unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    let topic = format!("tasks/{id}");
+    let subs: Vec<Subscriber> = {
+        let mut subs = Vec::new();
+        for r in live {
+            subs.push(Subscriber::open(&r.url, &[&topic]).await);
+        }
+        subs
+    };
+    for (r, sub) in live.iter().zip(&subs) {
+        let done = eventually(
+            WITHIN,
+            "the task succeeds, seen on every replica",
+            || async {
+                let (_, doc) = sub.doc(&topic)?;
+                (doc["status"] == "Succeeded").then_some(doc)
+            },
+        )
+        .await;
+        assert_eq!(done["progress"], 100, "{}: {done}", r.id);
+        let listed = rest(&r.url, &format!("/api/v1/tasks/{id}")).await.unwrap();
+        assert_eq!(listed["status"], "Succeeded", "REST on {}: {listed}", r.id);
+        let seen = sub.seen.lock().get(&topic).cloned().unwrap_or_default();
+        eprintln!(
+            "{}: {} messages on {topic}: {:?}",
+            r.id,
+            seen.len(),
+            seen.iter()
+                .map(|m| format!("{} {}", m["type"], m["rev"]))
+                .collect::<Vec<_>>()
+        );
+    }
+    for r in live {
+        eventually(WITHIN, "every replica shows the app stopped", || async {
+            let app = rest(&r.url, &app_path).await?;
+            (app["state"] == "Stopped").then_some(())
+        })
+        .await;
+    }
+    let patches = sim_of.stats().count("apps/deployments", "patch") - patches_before;
+    assert_eq!(patches, 1, "the Stop task scaled the Deployment once");
+
+    // A Start task created on the owner, cancelled through a third replica.
+    let third = *live
+        .iter()
+        .find(|r| r.id != owner.id && r.id != elsewhere.id)
+        .unwrap();
+    // No room for pods: the Start task stays active until it is cancelled.
+    sim_of.set_pod_capacity(Some(0));
+    let created = common::http()
+        .post(format!("{}/api/v1/tasks", owner.url))
+        .json(&json!({"type": "Start", "cluster": member, "namespace": "shop", "app": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let start: Value = created.json().await.unwrap();
+    let start_id = start["id"].as_str().unwrap().to_string();
+    let cancelled = common::http()
+        .delete(format!("{}/api/v1/tasks/{start_id}", third.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200, "cancelled through {}", third.id);
+    for r in live {
+        eventually(WITHIN, "every replica shows the task cancelled", || async {
+            let t = rest(&r.url, &format!("/api/v1/tasks/{start_id}")).await?;
+            (t["status"] == "Cancelled").then_some(())
+        })
+        .await;
+    }
+
+    // Another Start, still waiting for room when its replica stops: the
+    // member's next owner takes the task over and finishes it.
+    let created = common::http()
+        .post(format!("{}/api/v1/tasks", elsewhere.url))
+        .json(&json!({"type": "Start", "cluster": member, "namespace": "shop", "app": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let again: Value = created.json().await.unwrap();
+    let again_id = again["id"].as_str().unwrap().to_string();
+    eventually(WITHIN, "the owner runs the task", || async {
+        let t = rest(&owner.url, &format!("/api/v1/tasks/{again_id}")).await?;
+        (t["status"] == "Running").then_some(())
+    })
+    .await;
+    owner.token.cancel();
+    owner.gateway.stop().await;
+    let rest_of: Vec<&Replica> = live.iter().copied().filter(|r| r.id != owner.id).collect();
+    let moved = self::owners(&host, &rest_of, &members).await;
+    let next = moved[&member].clone();
+    sim_of.set_pod_capacity(None);
+    for r in &rest_of {
+        let t = eventually(WITHIN, "the next owner finishes the task", || async {
+            let t = rest(&r.url, &format!("/api/v1/tasks/{again_id}")).await?;
+            (t["status"] == "Succeeded").then_some(t)
+        })
+        .await;
+        eprintln!(
+            "{}: task {again_id} {} after its owner stopped ({next} took over): {}",
+            r.id, t["status"], t["message"]
+        );
+    }
+    for sub in subs {
+        sub.task.abort();
+    }
+    for r in rest_of {
         r.token.cancel();
         r.gateway.stop().await;
     }

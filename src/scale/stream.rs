@@ -155,6 +155,8 @@ pub struct Hubs {
 #[derive(Debug)]
 pub struct ChangeStream {
     client: async_nats::Client,
+    js: jetstream::Context,
+    name: String,
     url: String,
     state: Arc<Mutex<ConsumerState>>,
     stop: CancellationToken,
@@ -257,17 +259,30 @@ impl ChangeStream {
             ..ConsumerState::default()
         }));
         let stop = shutdown.child_token();
+        let (js, name) = (shared.js.clone(), shared.settings.stream.clone());
         let tasks = vec![
             tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
             tokio::spawn(consume(shared, desired, state.clone(), stop.clone())),
         ];
         Ok(Self {
             client,
+            js,
+            name,
             url,
             state,
             stop,
             tasks: Mutex::new(tasks),
         })
+    }
+
+    /// The JetStream stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// JetStream on the stream's connection (the task bucket uses it).
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
     }
 
     /// The `Nats` readiness check.

@@ -384,7 +384,23 @@ async fn publish_next(
             };
             let stopped_here =
                 change.kind == ChangeKind::Removed && !shared.running.contains(cluster);
-            if change.remote || stopped_here {
+            if stopped_here {
+                // Handed over (or taken out): the engine here forgot the
+                // topic, but the stream has it. The engine's hub goes back
+                // to the stream's document at its revision, so that if the
+                // member comes back here, its engine continues from there
+                // (a local removal would have taken a revision the stream
+                // never saw, and its next document would skip one).
+                if let Some(held) = shared.served.get(change.topic.as_str()) {
+                    shared.hub.apply_remote(
+                        change.topic.as_str(),
+                        held.rev,
+                        Some((*held.doc).clone()),
+                    );
+                }
+                return true;
+            }
+            if change.remote {
                 return true;
             }
             let envelope = Envelope {

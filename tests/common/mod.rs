@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use kube_pulse_sim::SimCluster;
 
+pub(crate) mod nats;
+pub(crate) mod scale;
+
 #[allow(unused_imports)]
 pub(crate) use kube_pulse_sim::testing::{eventually, kubectl, ok, sim, sim_with};
 

@@ -13,28 +13,39 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::nats::nats;
+use common::nats::{Nats, nats};
 use common::scale::{LEASE, Replica, Subscriber, WITHIN, converged, owners, replica, rest, seed};
 use common::{Replica as Docs, eventually, sim, sim_with};
 use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{LeaseSettings, NatsSettings, preferred_owner};
-use kube_pulse_sim::workload_manifest;
+use kube_pulse_sim::{SimCluster, workload_manifest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+/// The simulated host cluster, three simulated members `a`, `b` and `c`
+/// (without workloads), their names, and replicas `r1`, `r2`, `r3` sharing
+/// them through Leases and `nats`.
+async fn fleet(nats: &Nats) -> (SimCluster, [SimCluster; 3], Vec<String>, [Replica; 3]) {
+    let host = sim().await;
+    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
+    let members = [named("a").await, named("b").await, named("c").await];
+    let names = members.iter().map(|s| s.name().to_string()).collect();
+    let sims: Vec<&SimCluster> = members.iter().collect();
+    let replicas = [
+        replica("r1", &host, &sims, nats).await,
+        replica("r2", &host, &sims, nats).await,
+        replica("r3", &host, &sims, nats).await,
+    ];
+    (host, members, names, replicas)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others() {
     let Some(mut nats) = nats().await else {
         return;
     };
-    let host = sim().await;
-    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
-    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
+    let (host, [a, b, c], members, [r1, r2, r3]) = fleet(&nats).await;
     let sims = [&a, &b, &c];
-    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
-    let r1 = replica("r1", &host, &sims, &nats).await;
-    let r2 = replica("r2", &host, &sims, &nats).await;
-    let r3 = replica("r3", &host, &sims, &nats).await;
     let live = [&r1, &r2, &r3];
     let owners = owners(&host, &live, &members).await;
     let by_id = |id: &str| *live.iter().find(|r| r.id == id).unwrap();
@@ -205,15 +216,9 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
     let Some(nats) = nats().await else {
         return;
     };
-    let host = sim().await;
-    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
-    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
-    let sims = [&a, &b, &c];
-    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
-    let r1 = replica("r1", &host, &sims, &nats).await;
-    let r2 = replica("r2", &host, &sims, &nats).await;
-    let r3 = replica("r3", &host, &sims, &nats).await;
-    let mut live = vec![r1, r2, r3];
+    // The members' simulators live as long as the test.
+    let (host, _members, members, replicas) = fleet(&nats).await;
+    let mut live = Vec::from(replicas);
     let refs: Vec<&Replica> = live.iter().collect();
     let first = owners(&host, &refs, &members).await;
     // The owner of a member stops; a subscriber on another replica follows it.
@@ -376,14 +381,8 @@ async fn a_subscriber_resumes_on_another_replica_from_its_cursor() {
     let Some(nats) = nats().await else {
         return;
     };
-    let host = sim().await;
-    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
-    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
+    let (host, [a, b, c], members, [r1, r2, r3]) = fleet(&nats).await;
     let sims = [&a, &b, &c];
-    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
-    let r1 = replica("r1", &host, &sims, &nats).await;
-    let r2 = replica("r2", &host, &sims, &nats).await;
-    let r3 = replica("r3", &host, &sims, &nats).await;
     let live = [&r1, &r2, &r3];
     owners(&host, &live, &members).await;
     for s in sims {
@@ -509,14 +508,8 @@ async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhe
     let Some(nats) = nats().await else {
         return;
     };
-    let host = sim().await;
-    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
-    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
+    let (host, [a, b, c], members, [r1, r2, r3]) = fleet(&nats).await;
     let sims = [&a, &b, &c];
-    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
-    let r1 = replica("r1", &host, &sims, &nats).await;
-    let r2 = replica("r2", &host, &sims, &nats).await;
-    let r3 = replica("r3", &host, &sims, &nats).await;
     let live = [&r1, &r2, &r3];
     let owners = owners(&host, &live, &members).await;
     // A member, its owner, and a replica that does not run it.

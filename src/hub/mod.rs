@@ -1008,10 +1008,9 @@ impl Subscription {
     /// What a client that has every change of the stream up to `cursor`'s
     /// position (from any replica) is missing at subscription time: the
     /// logged changes of matching member topics that entered the stream
-    /// after it, or whose place in it is not known yet (a change this
-    /// replica made and the stream has not returned: the client may hold
-    /// it already, and the revision rule lets it ignore what it holds), in
-    /// this hub's order, removed topics collapsed as in
+    /// after it, or whose place in it is not known (a member's topics this
+    /// replica removed itself, when the member left the sources), in this
+    /// hub's order, removed topics collapsed as in
     /// [`Subscription::replay_since`]; then every matching topic that is
     /// not a member's (tasks, summaries: this replica's own) as a snapshot.
     /// None when the hub follows another stream, or its log no longer

@@ -132,18 +132,8 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
             "{}: not connected in\n{metrics}",
             r.id
         );
-        let ready = common::http()
-            .get(format!("{}/readyz/Nats", r.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            ready.status(),
-            200,
-            "{}: {}",
-            r.id,
-            ready.text().await.unwrap()
-        );
+        let (status, body) = common::readiness(&r.url, "Nats").await;
+        assert_eq!(status, 200, "{}: {body}", r.id);
     }
     assert!(published >= 4.0, "{published}");
 
@@ -152,12 +142,8 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     nats.kill();
     for r in live {
         let why = eventually(WITHIN, "/readyz/Nats fails without the broker", || async {
-            let ready = common::http()
-                .get(format!("{}/readyz/Nats", r.url))
-                .send()
-                .await
-                .unwrap();
-            (ready.status() == 500).then_some(ready.text().await.unwrap())
+            let (status, body) = common::readiness(&r.url, "Nats").await;
+            (status == 500).then_some(body)
         })
         .await;
         assert!(why.contains("nats"), "{}: {why}", r.id);
@@ -176,12 +162,7 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     nats.start().await;
     for r in live {
         eventually(WITHIN, "/readyz/Nats passes again", || async {
-            let ready = common::http()
-                .get(format!("{}/readyz/Nats", r.url))
-                .send()
-                .await
-                .unwrap();
-            (ready.status() == 200).then_some(())
+            (common::readiness(&r.url, "Nats").await.0 == 200).then_some(())
         })
         .await;
         let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;

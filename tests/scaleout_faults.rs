@@ -246,6 +246,18 @@ fn member_docs<'a>(
         .collect()
 }
 
+/// Whether every reader holds exactly `truth` of `member`'s documents.
+fn readers_hold(
+    readers: &[(String, Reader)],
+    member: &str,
+    truth: &BTreeMap<String, Value>,
+) -> bool {
+    readers.iter().all(|(_, r)| {
+        let mirror = r.mirror.lock();
+        member_docs(mirror.docs.iter().map(|(t, (_, d))| (t, d)), member) == *truth
+    })
+}
+
 /// What a reader holds of `member`: revision and document by topic.
 fn held(mirror: &Mirror, member: &str) -> BTreeMap<String, (u64, Value)> {
     mirror
@@ -397,13 +409,7 @@ async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
         "the readers hold the owner's documents of the member",
         || async {
             let truth = member_docs(&rest_docs(&owner_url).await, member);
-            readers
-                .iter()
-                .all(|(_, r)| {
-                    let mirror = r.mirror.lock();
-                    member_docs(mirror.docs.iter().map(|(t, (_, d))| (t, d)), member) == truth
-                })
-                .then_some(())
+            readers_hold(&readers, member, &truth).then_some(())
         },
     )
     .await;
@@ -468,13 +474,7 @@ async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
             if !app.to_string().contains("registry.example/web:2") || app["phase"] != "Running" {
                 return None;
             }
-            readers
-                .iter()
-                .all(|(_, r)| {
-                    let mirror = r.mirror.lock();
-                    member_docs(mirror.docs.iter().map(|(t, (_, d))| (t, d)), member) == truth
-                })
-                .then_some(())
+            readers_hold(&readers, member, &truth).then_some(())
         },
     )
     .await;

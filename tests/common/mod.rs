@@ -21,6 +21,17 @@ pub(crate) fn http() -> reqwest::Client {
         .unwrap()
 }
 
+/// `GET {base}/readyz/{check}`: its status code and body.
+pub(crate) async fn readiness(base: &str, check: &str) -> (u16, String) {
+    let response = http()
+        .get(format!("{base}/readyz/{check}"))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
 /// The sum of the samples of metric `name` (a name, or a name with its
 /// labels, `kube_pulse_x_total{reason="y"}`) in `{base}/metrics`: 0 when
 /// absent.

@@ -201,7 +201,7 @@ impl Gateway {
         // replica shares, and run where their member runs.
         let tasks = match &stream {
             Some(stream) => {
-                let bucket = format!("{}_TASKS", stream.name());
+                let bucket = crate::scale::task_bucket_of(stream.name());
                 // Boxed: opening the bucket makes a large future.
                 let store = Box::pin(crate::scale::NatsTaskStore::open(
                     stream.jetstream(),

@@ -21,8 +21,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::tasks::{StoreError, Task, TaskChange, TaskStore};
 
-/// Default name of the bucket.
-pub const DEFAULT_TASK_BUCKET: &str = "KUBE_PULSE_TASKS";
+/// The bucket of the tasks beside the stream `stream`: `{stream}_TASKS`
+/// (`KUBE_PULSE_TASKS` with the default stream).
+pub fn bucket_of(stream: &str) -> String {
+    format!("{stream}_TASKS")
+}
 
 /// Tasks in a JetStream key-value bucket, with a local copy of every entry
 /// kept current by a watch (for lists, and to tell the replica of changes).

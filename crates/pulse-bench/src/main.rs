@@ -15,6 +15,7 @@ mod podwatch;
 mod proc;
 mod raw;
 mod registry;
+mod replicas;
 mod report;
 mod scenarios;
 mod targets;
@@ -36,7 +37,7 @@ struct Cli {
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
     /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry,
-    /// connections, objects, cpu, latency.
+    /// connections, objects, cpu, latency, replicas.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -275,6 +276,13 @@ async fn main() -> anyhow::Result<()> {
             .filter(|k| servers.contains(k))
             .collect();
         results.latency = curves::latency(&bin, &pair, &plan).await;
+    }
+    if wants("replicas") && servers.contains(&Kind::KubePulse) {
+        eprintln!(
+            "replicas: one process, then {:?} replicas over NATS, {} SSE subscribers",
+            plan.replica_counts, plan.replica_subscribers
+        );
+        results.replicas = replicas::replicas(&bin, &plan).await;
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

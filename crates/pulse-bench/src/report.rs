@@ -13,7 +13,8 @@ use crate::objects::ObjectsCurve;
 use crate::plot::{Axis, Plot, Series};
 use crate::podwatch::PodFleet;
 use crate::registry::{self, RegistryMemory};
-use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Sweep};
+use crate::replicas::ReplicaRun;
+use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Step, Sweep};
 use crate::targets::Kind;
 
 #[derive(Serialize)]
@@ -34,6 +35,7 @@ pub(crate) struct Results {
     pub(crate) objects: Option<ObjectsCurve>,
     pub(crate) cpu: Vec<CpuCurve>,
     pub(crate) latency: Vec<LatencyRound>,
+    pub(crate) replicas: Vec<ReplicaRun>,
 }
 
 /// Each server's colour in every plot.
@@ -106,6 +108,7 @@ impl Results {
             objects: None,
             cpu: Vec::new(),
             latency: Vec::new(),
+            replicas: Vec::new(),
         }
     }
 
@@ -379,6 +382,60 @@ impl Results {
                     r.subscribers
                 );
             }
+        }
+        if !self.replicas.is_empty() {
+            Self::replicas_table(out, &self.replicas);
+        }
+    }
+
+    fn replicas_table(out: &mut String, runs: &[ReplicaRun]) {
+        out.push_str("\n### 16. Replicas over NATS against one process\n\n| round | mode | latency, one subscriber per replica: rate (changes/s) | p50 (ms) | p99 (ms) | fan-out subscribers | highest lossless rate (changes/s) | deliveries/s there | p50 / p99 there (ms) | CPU there (all processes) | where it stopped |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for r in runs {
+            let latency =
+                |f: fn(&Step) -> String| r.latency.iter().map(f).collect::<Vec<_>>().join(" / ");
+            let (subscribers, rate, deliveries, there, cpu, stopped) = match &r.fanout {
+                Some(s) => {
+                    let there = s.steps.iter().find(|st| Some(st.rate) == s.lossless_rate);
+                    let stopped = s
+                        .steps
+                        .last()
+                        .filter(|st| Some(st.rate) != s.lossless_rate)
+                        .map(|st| {
+                            format!(
+                                "{}/s (achieved {:.0}/s): p99 {:.1} ms, loss {}",
+                                st.rate, st.achieved_rate, st.p99_ms, st.loss
+                            )
+                        })
+                        .or_else(|| s.error.clone())
+                        .unwrap_or_else(|| "top of the sweep".into());
+                    (
+                        s.subscribers.to_string(),
+                        opt(s.lossless_rate),
+                        opt(s.lossless_deliveries_per_sec.map(|d| format!("{d:.0}"))),
+                        opt(there.map(|t| format!("{:.1} / {:.1}", t.p50_ms, t.p99_ms))),
+                        opt(there.map(|t| format!("{:.0}%", t.server_cpu_pct))),
+                        stopped,
+                    )
+                }
+                None => Default::default(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.round,
+                r.mode(),
+                latency(|s| s.rate.to_string()),
+                latency(|s| format!("{:.2}", s.p50_ms)),
+                latency(|s| format!("{:.2}", s.p99_ms)),
+                subscribers,
+                rate,
+                deliveries,
+                there,
+                cpu,
+                r.error
+                    .as_deref()
+                    .map_or(stopped, |e| format!("error: {e}")),
+            );
         }
     }
 

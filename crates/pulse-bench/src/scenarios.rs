@@ -61,6 +61,12 @@ pub(crate) struct Plan {
     pub(crate) objects_members: Vec<usize>,
     pub(crate) objects_sizes: Vec<usize>,
     pub(crate) objects_bytes: usize,
+    /// Replica counts over NATS (beside one process without a broker),
+    /// their fan-out subscribers, latency rates and rounds.
+    pub(crate) replica_counts: Vec<usize>,
+    pub(crate) replica_subscribers: usize,
+    pub(crate) replica_latency_rates: Vec<u32>,
+    pub(crate) replica_rounds: usize,
 }
 
 impl Plan {
@@ -101,6 +107,10 @@ impl Plan {
             objects_members: vec![1, 100],
             objects_sizes: vec![10_000, 100_000, 1_000_000],
             objects_bytes: 64,
+            replica_counts: vec![1, 2, 3],
+            replica_subscribers: 1000,
+            replica_latency_rates: vec![50],
+            replica_rounds: 2,
         }
     }
 
@@ -140,6 +150,10 @@ impl Plan {
             objects_members: vec![1, 3],
             objects_sizes: vec![300],
             objects_bytes: 64,
+            replica_counts: vec![2],
+            replica_subscribers: 20,
+            replica_latency_rates: vec![10],
+            replica_rounds: 1,
         }
     }
 }

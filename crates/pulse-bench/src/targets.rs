@@ -47,11 +47,15 @@ impl Kind {
 pub(crate) struct Target {
     pub(crate) kind: Kind,
     children: Vec<Child>,
-    addr: SocketAddr,
+    /// Where subscribers connect: one listener, or one per replica.
+    addrs: Vec<SocketAddr>,
     publish: Publish,
     _dir: tempfile::TempDir,
     /// The simulated member (kube-pulse only).
     pub(crate) sim: Option<SimCluster>,
+    /// The simulated host cluster holding the Leases (kube-pulse replicas
+    /// only), kept alive with the target.
+    _host: Option<SimCluster>,
     /// Apps in the simulated member (kube-pulse's narrow scenario).
     pub(crate) apps: usize,
     /// One client for every publish: its pool keeps the connection open.
@@ -106,26 +110,7 @@ impl Target {
     /// kube-pulse `serve` (release binary `bin`) over a simulated member with `apps` Deployments.
     pub(crate) async fn kube_pulse(bin: &Path, apps: usize) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
-        let seeds = (0..apps)
-            .map(|i| WorkloadSeed {
-                kind: "Deployment".into(),
-                namespace: "bench".into(),
-                name: format!("app{i}"),
-                replicas: 1,
-                image: image(0),
-            })
-            .collect();
-        let sim = SimCluster::start(SimConfig {
-            workloads: seeds,
-            // One controller pass at start, none after: changes are the benchmark's own.
-            converge: ConvergeConfig {
-                tick: Duration::from_secs(3600),
-                pods_per_tick: 1,
-            },
-            window: 100_000,
-            ..SimConfig::named("bench")
-        })
-        .await?;
+        let sim = bench_member(apps).await?;
         let port = free_port();
         let config = dir.path().join("config.yaml");
         std::fs::write(
@@ -135,44 +120,108 @@ impl Target {
                 sim.url()
             ),
         )?;
-        let child = Command::new(bin)
-            .args(["serve", "--config"])
-            .arg(&config)
-            .args([
-                "--max-connections",
-                "200000",
-                "--max-connections-per-ip",
-                "200000",
-                "--max-subscribes-per-client",
-                "1000000",
-            ])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
+        let child = serve(bin, &config).spawn()?;
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         let target = Self {
             kind: Kind::KubePulse,
             children: vec![child],
-            addr,
+            addrs: vec![addr],
             publish: Publish::Sim,
             _dir: dir,
             sim: Some(sim),
+            _host: None,
             apps,
             http: http_client(),
         };
-        wait_for_port(addr, "kube-pulse").await?;
-        // Ready once the member's apps are published.
-        let url = format!("http://{addr}/api/v1/apps?cluster=bench");
-        for _ in 0..400 {
-            if let Ok(body) = get(&target.http, &url).await
-                && body.matches("\"app\":").count() >= apps
-            {
-                return Ok(target);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        target.published().await?;
+        Ok(target)
+    }
+
+    /// `replicas` kube-pulse `serve` processes sharing the simulated member
+    /// through Leases on a simulated host cluster and one stream of
+    /// changes on a `nats-server` of their own (docs/SCALE-OUT.md): the
+    /// member's owner publishes, every replica serves what the stream
+    /// brings. Subscribers are spread over the replicas.
+    pub(crate) async fn kube_pulse_replicas(bin: &Path, replicas: usize) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let sim = bench_member(1).await?;
+        let host = SimCluster::start(SimConfig::named("host")).await?;
+        let kubeconfig = dir.path().join("host.kubeconfig");
+        std::fs::write(&kubeconfig, host.kubeconfig("host"))?;
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!("clusters:\n- name: bench\n  server: {}\n", sim.url()),
+        )?;
+        let nats_port = free_port();
+        let store = dir.path().join("nats");
+        let nats = Command::new(nats_server()?)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &nats_port.to_string(),
+                "-sd",
+            ])
+            .arg(&store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        wait_for_port(([127, 0, 0, 1], nats_port).into(), "nats-server").await?;
+        let mut addrs = Vec::with_capacity(replicas);
+        let mut children = Vec::with_capacity(replicas + 1);
+        for i in 0..replicas {
+            let port = free_port();
+            let child = serve(bin, &config)
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .arg("--lease-kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--lease-namespace", "default"])
+                .args(["--replica-id", &format!("r{i}")])
+                .args(["--nats", &format!("nats://127.0.0.1:{nats_port}")])
+                .spawn()?;
+            children.push(child);
+            addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
         }
-        anyhow::bail!("kube-pulse did not publish the benchmark apps")
+        // Stopped last: the replicas leave the stream first.
+        children.push(nats);
+        let target = Self {
+            kind: Kind::KubePulse,
+            children,
+            addrs,
+            publish: Publish::Sim,
+            _dir: dir,
+            sim: Some(sim),
+            _host: Some(host),
+            apps: 1,
+            http: http_client(),
+        };
+        target.published().await?;
+        Ok(target)
+    }
+
+    /// Waits until every kube-pulse listener serves the member's apps.
+    async fn published(&self) -> anyhow::Result<()> {
+        for &addr in &self.addrs {
+            wait_for_port(addr, "kube-pulse").await?;
+            let url = format!("http://{addr}/api/v1/apps?cluster=bench");
+            let mut served = false;
+            for _ in 0..1200 {
+                if let Ok(body) = get(&self.http, &url).await
+                    && body.matches("\"app\":").count() >= self.apps
+                {
+                    served = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            anyhow::ensure!(
+                served,
+                "kube-pulse on {addr} did not publish the benchmark apps"
+            );
+        }
+        Ok(())
     }
 
     /// Nginx with Nchan.
@@ -204,13 +253,14 @@ impl Target {
         Ok(Self {
             kind: Kind::Nchan,
             children: vec![child],
-            addr,
+            addrs: vec![addr],
             publish: Publish::Http {
                 url: format!("http://{addr}/pub"),
                 pushpin: false,
             },
             _dir: dir,
             sim: None,
+            _host: None,
             apps: 1,
             http: http_client(),
         })
@@ -251,13 +301,14 @@ impl Target {
         Ok(Self {
             kind: Kind::Pushpin,
             children: vec![child],
-            addr,
+            addrs: vec![addr],
             publish: Publish::Http {
                 url: format!("http://127.0.0.1:{publish_port}/publish/"),
                 pushpin: true,
             },
             _dir: dir,
             sim: None,
+            _host: None,
             apps: 1,
             http: http_client(),
         })
@@ -283,13 +334,14 @@ impl Target {
         Ok(Self {
             kind: Kind::Raw,
             children: vec![child],
-            addr,
+            addrs: vec![addr],
             publish: Publish::Http {
                 url: format!("http://127.0.0.1:{control}/publish"),
                 pushpin: false,
             },
             _dir: dir,
             sim: None,
+            _host: None,
             apps: 1,
             http: http_client(),
         })
@@ -307,14 +359,14 @@ impl Target {
             Kind::Raw => "/".into(),
         };
         Via::Sse {
-            addr: self.addr,
+            addr: self.addrs[i % self.addrs.len()],
             path,
         }
     }
 
     /// How subscriber `i` connects over WebSocket, if the server can.
     pub(crate) fn ws(&self) -> Option<Via> {
-        let base = format!("ws://{}", self.addr);
+        let base = format!("ws://{}", self.addrs[0]);
         match self.kind {
             Kind::KubePulse => Some(Via::Ws {
                 url: format!("{base}/api/v1/ws"),
@@ -416,6 +468,64 @@ impl Target {
             let _ = child.wait();
         }
     }
+}
+
+/// The simulated member of the kube-pulse targets: `apps` Deployments in
+/// `bench`, one controller pass at start and none after (changes are the
+/// benchmark's own).
+async fn bench_member(apps: usize) -> anyhow::Result<SimCluster> {
+    let workloads = (0..apps)
+        .map(|i| WorkloadSeed {
+            kind: "Deployment".into(),
+            namespace: "bench".into(),
+            name: format!("app{i}"),
+            replicas: 1,
+            image: image(0),
+        })
+        .collect();
+    SimCluster::start(SimConfig {
+        workloads,
+        converge: ConvergeConfig {
+            tick: Duration::from_secs(3600),
+            pods_per_tick: 1,
+        },
+        window: 100_000,
+        ..SimConfig::named("bench")
+    })
+    .await
+    .map_err(Into::into)
+}
+
+/// `kube-pulse serve --config config` with limits no benchmark reaches.
+fn serve(bin: &Path, config: &Path) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .args(["serve", "--config"])
+        .arg(config)
+        .args([
+            "--max-connections",
+            "200000",
+            "--max-connections-per-ip",
+            "200000",
+            "--max-subscribes-per-client",
+            "1000000",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
+/// The `nats-server` binary: on PATH, or where Debian installs it.
+fn nats_server() -> anyhow::Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("nats-server"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!("nats-server is not installed (apt-get install nats-server)")
+        })
 }
 
 fn peer_config(name: &str) -> PathBuf {

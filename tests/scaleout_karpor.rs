@@ -4,7 +4,8 @@
 //! Karpor's default registry) naming three simulated members, and three
 //! gateway replicas taking their members from Karpor. Every hub holds
 //! every member's documents, yet each Cluster's status is written by its
-//! owner only and the registry's by one replica, as `managedFields` shows.
+//! owner only and the registry's by one replica, as `managedFields` shows;
+//! from 3 to 2 to 3 replicas, a member's writes move with it.
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the test
 //! says so and passes, unless `CI` is set: then it fails.
@@ -15,13 +16,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use common::nats::{Nats, nats};
-use common::scale::{LEASE, Replica, WITHIN, owners, replica_with};
+use common::scale::{LEASE, Replica, WITHIN, replica_with};
 use common::{eventually, sim, sim_with};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube_pulse::karpor::{KarporSettings, WriterSettings};
-use kube_pulse_sim::SimCluster;
 use kube_pulse_sim::karpor::{self, KarporOptions};
+use kube_pulse_sim::{Faults, SimCluster};
 use serde_json::Value;
 
 /// Karpor's Cluster and SyncRegistry kinds, as dynamic objects.
@@ -75,7 +76,7 @@ async fn karpor_replica(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_karpor_cluster_is_written_by_its_owner_and_the_registry_by_one_replica() {
+async fn each_karpor_object_is_written_by_its_owner_only_from_3_to_2_to_3_replicas() {
     let Some(nats) = nats().await else {
         return;
     };
@@ -91,7 +92,7 @@ async fn each_karpor_cluster_is_written_by_its_owner_and_the_registry_by_one_rep
     let members: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = common::karpor_kubeconfig(dir.path(), &karpor.url());
-    let replicas = [
+    let mut replicas = vec![
         karpor_replica("r1", &host, &nats, &kubeconfig).await,
         karpor_replica("r2", &host, &nats, &kubeconfig).await,
         karpor_replica("r3", &host, &nats, &kubeconfig).await,
@@ -119,7 +120,7 @@ async fn each_karpor_cluster_is_written_by_its_owner_and_the_registry_by_one_rep
     tokio::time::sleep(LEASE).await;
     karpor::register_members(&karpor, &[&a, &b, &c]).unwrap();
     let live: Vec<&Replica> = replicas.iter().collect();
-    let owners: BTreeMap<String, String> = owners(&host, &live, &members).await;
+    let owners: BTreeMap<String, String> = common::scale::owners(&host, &live, &members).await;
     eprintln!("owners {owners:?}");
 
     // Each Cluster's status, written by its owner and nobody else.
@@ -186,6 +187,99 @@ async fn each_karpor_cluster_is_written_by_its_owner_and_the_registry_by_one_rep
         assert_eq!(status, 200, "{}: {body}", r.id);
     }
     assert!(written >= 3.0, "{written} Cluster writes");
+
+    // 3 → 2: the owner of `a`, the registry's writer too, stops; `a` moves.
+    // Unreachable, it gets a new status, which only its new owner writes,
+    // and so does the registry.
+    let first = owners["a"].clone();
+    let at = replicas.iter().position(|r| r.id == first).unwrap();
+    let stopped = replicas.remove(at);
+    stopped.token.cancel();
+    stopped.gateway.stop().await;
+    let live: Vec<&Replica> = replicas.iter().collect();
+    let moved = common::scale::owners(&host, &live, &members).await;
+    eprintln!("owners with 2 replicas {moved:?}");
+    let second = moved["a"].clone();
+    let both = BTreeSet::from([
+        format!("kube-pulse/{first}"),
+        format!("kube-pulse/{second}"),
+    ]);
+    a.set_faults(Faults {
+        refuse: true,
+        ..Faults::default()
+    });
+    let writers = eventually(WITHIN, "a unreachable on Karpor", || async {
+        let (status, writers) = status_and_writers(&clusters, "a").await;
+        let down = status["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "False");
+        down.then_some(writers)
+    })
+    .await;
+    assert_eq!(writers, both, "a after its move");
+    let writers = eventually(WITHIN, "the registry written by a's new owner", || async {
+        let (_, writers) = status_and_writers(&registries, karpor::DEFAULT_REGISTRY).await;
+        writers
+            .contains(&format!("kube-pulse/{second}"))
+            .then_some(writers)
+    })
+    .await;
+    assert_eq!(writers, both, "the registry after a's move");
+    for member in &members {
+        let (_, writers) = status_and_writers(&clusters, member).await;
+        let allowed = BTreeSet::from([
+            format!("kube-pulse/{}", owners[member]),
+            format!("kube-pulse/{}", moved[member]),
+        ]);
+        assert!(
+            writers.contains(&format!("kube-pulse/{}", owners[member]))
+                && writers.is_subset(&allowed),
+            "{member}: {writers:?}, owners {} then {}",
+            owners[member],
+            moved[member]
+        );
+    }
+
+    // 2 → 3: the stopped replica comes back and takes `a` again; healed,
+    // `a` is written by it, and its interim owner writes nothing more.
+    replicas.push(karpor_replica(&first, &host, &nats, &kubeconfig).await);
+    let live: Vec<&Replica> = replicas.iter().collect();
+    let back = common::scale::owners(&host, &live, &members).await;
+    assert_eq!(back, owners, "the same owners with the same replicas");
+    let interim = replicas.iter().find(|r| r.id == second).unwrap();
+    let writes_of = |kind: &'static str| {
+        common::metric(
+            &interim.url,
+            match kind {
+                "Cluster" => {
+                    "kube_pulse_karpor_status_writes_total{kind=\"Cluster\",result=\"written\"}"
+                }
+                _ => {
+                    "kube_pulse_karpor_status_writes_total{kind=\"SyncRegistry\",result=\"written\"}"
+                }
+            },
+        )
+    };
+    let before = (writes_of("Cluster").await, writes_of("SyncRegistry").await);
+    a.heal();
+    eventually(WITHIN, "a healthy again on Karpor", || async {
+        let (status, _) = status_and_writers(&clusters, "a").await;
+        let ready = status["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        (status["healthy"] == true && ready).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = (writes_of("Cluster").await, writes_of("SyncRegistry").await);
+    assert_eq!(
+        after, before,
+        "{second} wrote (Cluster, SyncRegistry) after handing a back to {first}"
+    );
+    let (_, writers) = status_and_writers(&clusters, "a").await;
+    assert_eq!(writers, both, "a back with {first}");
     for r in &replicas {
         r.token.cancel();
         r.gateway.stop().await;

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::http_server::{self, TlsSettings};
 use crate::hub::Hub;
-use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, writer};
+use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, Sharing, writer};
 use crate::members::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::router::{self, GatewayState};
@@ -131,13 +131,6 @@ impl Gateway {
         if let Some(leases) = &leases {
             leases.validate()?;
         }
-        if nats.is_some() && karpor.as_ref().is_some_and(|k| k.status.is_some()) {
-            // Its hub would hold every member's documents, and it writes
-            // the Clusters whose documents its hub holds.
-            return Err(Error::Settings(
-                "--nats with Karpor needs --karpor-read-only for now: the status writer does not yet tell the Clusters this replica runs from those the stream brings".into(),
-            ));
-        }
         if nats.is_some() && leases.is_none() {
             return Err(Error::Settings(
                 "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),
@@ -244,16 +237,26 @@ impl Gateway {
             checks
                 .readyz
                 .push(Arc::new(KarporCheck(karpor_health.clone())));
-            // With Leases, each replica writes the Clusters it owns.
-            let shared = ownership.is_some();
+            // With Leases, each replica writes the Clusters it owns (and,
+            // its hub holding every member's documents with the stream, the
+            // registries whose first cluster it owns).
+            let sharing = match (&ownership, &stream) {
+                (None, _) => Sharing::Alone,
+                (Some(_), None) => Sharing::Leases,
+                (Some(_), Some(_)) => Sharing::LeasesAndStream,
+            };
+            let owns = ownership
+                .as_ref()
+                .map(|o| o.health().clone() as Arc<dyn writer::Owns>);
             let writer = settings.status.clone().map(|status| {
-                let status = crate::karpor::WriterSettings { shared, ..status };
+                let status = crate::karpor::WriterSettings { sharing, ..status };
                 tracing::info!(field_manager = %format!("{}{}", writer::MANAGER_PREFIX, status.replica), "kube-pulse's status is written back onto Karpor's objects");
                 let token = shutdown.child_token();
                 let (state, task) = writer::spawn(
                     &settings,
                     pipeline.origin().clone(),
                     status,
+                    owns,
                     pipeline.metrics().clone(),
                     token.clone(),
                 );

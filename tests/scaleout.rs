@@ -14,10 +14,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::nats::{Nats, nats};
-use common::scale::{LEASE, Replica, Subscriber, WITHIN, converged, owners, replica, rest, seed};
+use common::scale::{Replica, Subscriber, WITHIN, converged, owners, replica, rest, seed};
 use common::{Replica as Docs, eventually, sim, sim_with};
 use kube_pulse::gateway::Gateway;
-use kube_pulse::scale::{LeaseSettings, NatsSettings, preferred_owner};
+use kube_pulse::scale::{NatsSettings, preferred_owner};
 use kube_pulse_sim::{SimCluster, workload_manifest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -312,43 +312,21 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
 }
 
 #[tokio::test]
-async fn nats_needs_leases_and_a_read_only_karpor() {
+async fn nats_needs_leases() {
     // Refused before anything connects: no NATS server is needed.
-    let start = |config: kube_pulse::gateway::GatewayConfig| async move {
-        let token = CancellationToken::new();
-        let err = Gateway::start(config, &token)
-            .await
-            .expect_err("refused")
-            .to_string();
-        token.cancel();
-        err
-    };
-    let nats = Some(NatsSettings::new("nats://127.0.0.1:1"));
-    let err = start(kube_pulse::gateway::GatewayConfig {
-        nats: nats.clone(),
-        ..Default::default()
-    })
-    .await;
+    let token = CancellationToken::new();
+    let err = Gateway::start(
+        kube_pulse::gateway::GatewayConfig {
+            nats: Some(NatsSettings::new("nats://127.0.0.1:1")),
+            ..Default::default()
+        },
+        &token,
+    )
+    .await
+    .expect_err("refused")
+    .to_string();
+    token.cancel();
     assert!(err.contains("--nats needs Lease ownership"), "{err}");
-    let host = sim().await;
-    let err = start(kube_pulse::gateway::GatewayConfig {
-        nats,
-        leases: Some(LeaseSettings {
-            client: host.kube_config(),
-            namespace: "default".into(),
-            replica: "r1".into(),
-            duration: LEASE,
-        }),
-        karpor: Some(kube_pulse::karpor::KarporSettings {
-            kubeconfig: "unused".into(),
-            context: None,
-            allow_exec: false,
-            status: Some(Default::default()),
-        }),
-        ..Default::default()
-    })
-    .await;
-    assert!(err.contains("--karpor-read-only"), "{err}");
 }
 
 /// A subscriber on one replica disconnects; while it is away the members

@@ -95,12 +95,7 @@ pub struct DemoArgs {
     /// server at URL (`nats://HOST:PORT`) and read the stream, as one of
     /// several replicas would: the stream metrics and `/readyz/Nats` show
     /// (docs/SCALE-OUT.md).
-    #[arg(
-        long,
-        value_name = "URL",
-        requires = "leases",
-        conflicts_with = "karpor"
-    )]
+    #[arg(long, value_name = "URL", requires = "leases")]
     pub nats: Option<String>,
     /// Push transport limits and the base path.
     #[command(flatten)]
@@ -1147,7 +1142,7 @@ mod tests {
 
     #[cfg(feature = "demo")]
     #[test]
-    fn demo_nats_needs_leases_no_karpor_and_a_nats_url() {
+    fn demo_nats_needs_leases_and_a_nats_url() {
         let demo = |extra: &[&str]| -> Result<Box<DemoArgs>, clap::Error> {
             let mut args = vec!["kube-pulse", "demo"];
             args.extend_from_slice(extra);
@@ -1158,7 +1153,11 @@ mod tests {
         };
         let url = "nats://127.0.0.1:4222";
         assert!(demo(&["--nats", url]).is_err());
-        assert!(demo(&["--leases", "--karpor", "--nats", url]).is_err());
+        let (_, options) = demo(&["--leases", "--karpor", "--nats", url])
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert!(options.karpor.is_some() && options.nats.is_some());
         let (_, options) = demo(&["--leases", "--nats", url])
             .unwrap()
             .resolve()

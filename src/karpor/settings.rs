@@ -44,11 +44,28 @@ pub struct WriterSettings {
     pub replica: String,
     /// The least time between two writes of one object.
     pub min_interval: Duration,
-    /// Replicas share the members through Leases (src/scale/): this writer
-    /// writes the Clusters whose documents its hub has (the members it
-    /// owns), stands by for no other kube-pulse writer, and leaves the
-    /// SyncRegistry statuses alone (each spans clusters of several owners).
-    pub shared: bool,
+    /// Whether replicas share the members, and what this replica's hub holds.
+    pub sharing: Sharing,
+}
+
+/// How the members are shared among replicas, as the status writer sees it:
+/// which objects it writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// This replica runs every member: it writes every Cluster and every
+    /// SyncRegistry, and stands by while another kube-pulse writer whose
+    /// name sorts first writes too.
+    #[default]
+    Alone,
+    /// Replicas share the members through Leases (src/scale/) and each hub
+    /// holds only its own members' documents: the writer writes the
+    /// Clusters this replica owns and no SyncRegistry (each spans clusters
+    /// of several owners).
+    Leases,
+    /// Leases, and the stream of changes (`--nats`) gives every hub every
+    /// member's documents: the writer writes the Clusters this replica
+    /// owns and the SyncRegistries whose first cluster it owns.
+    LeasesAndStream,
 }
 
 impl Default for WriterSettings {
@@ -56,7 +73,7 @@ impl Default for WriterSettings {
         Self {
             replica: default_replica(),
             min_interval: Duration::from_secs(1),
-            shared: false,
+            sharing: Sharing::Alone,
         }
     }
 }

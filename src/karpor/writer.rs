@@ -19,10 +19,21 @@
 //! them keeps writing), and says so in the log and in
 //! `kube_pulse_karpor_status_writer_standby`.
 //!
-//! With Leases (src/scale/), replicas share the members and each hub holds
-//! only its own members' documents: every replica's writer writes the
-//! Clusters it owns, none stands by, and SyncRegistry statuses (which span
-//! clusters of several owners) are not written.
+//! With Leases (src/scale/), replicas share the members ([`Sharing`]) and
+//! none stands by: each replica's writer writes the Clusters of the members
+//! this replica owns, asking the ownership ([`Owns`]) at every attempt (after
+//! a conflict's re-read too). The ownership lets a member go before it stops
+//! the member and releases its Lease, and counts a member won only once its
+//! Lease is held, so a member handed over is not written by its old owner
+//! once the new one may write it; only a write already sent when the
+//! ownership let go can land after that, and the `resourceVersion` it
+//! carries keeps it from overwriting a newer one. A SyncRegistry spans
+//! clusters of several owners. Without the stream each hub holds only its
+//! own members' documents, and registries are not written. With the stream
+//! (`--nats`) every hub holds every member's documents, and exactly one
+//! replica writes a registry: the owner of the first (by name) of the
+//! Karpor Clusters it applies to, or of the first Karpor Cluster when it
+//! applies to none; while no Cluster is known, nobody.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -39,7 +50,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::report::{self, ClusterReport, ResourceReport};
-use super::settings::{KarporSettings, WriterSettings};
+use super::settings::{KarporSettings, Sharing, WriterSettings};
 use super::types;
 use crate::hub::{Delivery, Hub, Pattern, TopicDoc};
 use crate::protocol::TopicKind;
@@ -59,6 +70,17 @@ const FAILING_FOR: Duration = Duration::from_secs(60);
 
 /// Attempts of one write that meets conflicts (each re-reads the object).
 const CONFLICT_ATTEMPTS: usize = 3;
+
+/// Which members this replica owns now, as the writer asks at every write.
+pub(crate) trait Owns: Send + Sync {
+    fn owns(&self, member: &str) -> bool;
+}
+
+impl Owns for crate::scale::OwnershipHealth {
+    fn owns(&self, member: &str) -> bool {
+        crate::scale::OwnershipHealth::owns(self, member)
+    }
+}
 
 /// Which of Karpor's objects a write is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -166,6 +188,10 @@ struct Writer {
     hub: Arc<Hub>,
     apis: KarporApis,
     settings: WriterSettings,
+    /// With Leases: which members this replica owns (None owns nothing).
+    owns: Option<Arc<dyn Owns>>,
+    /// With Leases: the known Clusters this replica owned at the last look.
+    owned: BTreeSet<String>,
     manager: String,
     started: DateTime<Utc>,
     state: Arc<WriterState>,
@@ -183,11 +209,13 @@ struct Writer {
 
 /// Starts the writer for the Karpor `karpor` names: it connects (retrying
 /// with a backoff up to 30 s while Karpor does not answer; the source
-/// reports that) and writes until `shutdown`.
+/// reports that) and writes until `shutdown`. With Leases (`settings.sharing`),
+/// `owns` says which members this replica owns.
 pub(crate) fn spawn(
     karpor: &KarporSettings,
     hub: Arc<Hub>,
     settings: WriterSettings,
+    owns: Option<Arc<dyn Owns>>,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: CancellationToken,
 ) -> (Arc<WriterState>, tokio::task::JoinHandle<()>) {
@@ -214,7 +242,7 @@ pub(crate) fn spawn(
             }
             backoff = (backoff * 2).min(Duration::from_secs(30));
         };
-        let mut writer = Writer::new(hub, KarporApis::new(&api), settings, metrics);
+        let mut writer = Writer::new(hub, KarporApis::new(&api), settings, owns, metrics);
         writer.state = shared;
         writer.run(shutdown).await;
     });
@@ -227,10 +255,11 @@ fn spawn_on(
     hub: Arc<Hub>,
     apis: KarporApis,
     settings: WriterSettings,
+    owns: Option<Arc<dyn Owns>>,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: CancellationToken,
 ) -> (Arc<WriterState>, tokio::task::JoinHandle<()>) {
-    let writer = Writer::new(hub, apis, settings, metrics);
+    let writer = Writer::new(hub, apis, settings, owns, metrics);
     let state = writer.state.clone();
     let task = tokio::spawn(writer.run(shutdown));
     (state, task)
@@ -268,6 +297,7 @@ impl Writer {
         hub: Arc<Hub>,
         apis: KarporApis,
         settings: WriterSettings,
+        owns: Option<Arc<dyn Owns>>,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
         let manager = format!("{MANAGER_PREFIX}{}", settings.replica);
@@ -275,6 +305,8 @@ impl Writer {
             hub,
             apis,
             settings,
+            owns,
+            owned: BTreeSet::new(),
             manager,
             started: Utc::now(),
             state: Arc::new(WriterState::default()),
@@ -379,8 +411,8 @@ impl Writer {
 impl Writer {
     /// Notes other kube-pulse writers of this object's status.
     fn note_managers(&mut self, object: &DynamicObject) {
-        // Shared members: the other replicas write the Clusters they own.
-        if self.settings.shared {
+        // Shared members: the other replicas write the objects they own.
+        if self.settings.sharing != Sharing::Alone {
             return;
         }
         let now = Utc::now();
@@ -478,7 +510,7 @@ impl Writer {
                 ))
             }
             // This replica's hub has only its own members' documents.
-            Kind::SyncRegistry if self.settings.shared => None,
+            Kind::SyncRegistry if self.settings.sharing == Sharing::Leases => None,
             Kind::SyncRegistry => {
                 let targets = self.registry_targets(object);
                 let docs: Vec<(String, Vec<SyncDoc>)> = targets
@@ -585,12 +617,91 @@ impl Writer {
         vec![(api_version, gvr.resource.clone(), doc)]
     }
 
+    /// Whether this replica writes `key` now: every object alone; with
+    /// Leases the Clusters of the members it owns, and with the stream also
+    /// the registries whose [`Writer::registry_cluster`] it owns.
+    fn writes(&self, key: &(Kind, String), object: &DynamicObject) -> bool {
+        match (self.settings.sharing, key.0) {
+            (Sharing::Alone, _) => true,
+            (_, Kind::Cluster) => self.owns(&key.1),
+            (Sharing::Leases, Kind::SyncRegistry) => false,
+            (Sharing::LeasesAndStream, Kind::SyncRegistry) => self
+                .registry_cluster(object)
+                .is_some_and(|cluster| self.owns(&cluster)),
+        }
+    }
+
+    fn owns(&self, member: &str) -> bool {
+        self.owns.as_ref().is_some_and(|o| o.owns(member))
+    }
+
+    /// The cluster whose owner writes a registry's status: the first by
+    /// name of the Karpor Clusters it applies to, else the first Karpor
+    /// Cluster; None while no Cluster is known. Every replica sees the same
+    /// objects, so all of them name the same cluster, which one owns.
+    fn registry_cluster(&self, object: &DynamicObject) -> Option<String> {
+        let known = |name: &str| {
+            crate::names::valid_name(name)
+                && self
+                    .objects
+                    .contains_key(&(Kind::Cluster, name.to_string()))
+        };
+        let applies = self
+            .registry_targets(object)
+            .into_iter()
+            .map(|(cluster, _)| cluster)
+            .filter(|cluster| known(cluster))
+            .min();
+        applies.or_else(|| {
+            self.objects
+                .keys()
+                .filter(|(kind, name)| *kind == Kind::Cluster && crate::names::valid_name(name))
+                .map(|(_, name)| name.clone())
+                .next()
+        })
+    }
+
+    /// With Leases: marks a Cluster this replica has come to own (its
+    /// status may be stale), and with the stream every registry (their
+    /// writers are the owners of clusters).
+    fn follow_ownership(&mut self) {
+        if self.settings.sharing == Sharing::Alone {
+            return;
+        }
+        let owned: BTreeSet<String> = self
+            .objects
+            .keys()
+            .filter(|(kind, name)| *kind == Kind::Cluster && self.owns(name))
+            .map(|(_, name)| name.clone())
+            .collect();
+        if owned == self.owned {
+            return;
+        }
+        let gained: Vec<String> = owned.difference(&self.owned).cloned().collect();
+        for name in gained {
+            self.mark((Kind::Cluster, name));
+        }
+        if self.settings.sharing == Sharing::LeasesAndStream {
+            let registries: Vec<_> = self
+                .objects
+                .keys()
+                .filter(|(kind, _)| *kind == Kind::SyncRegistry)
+                .cloned()
+                .collect();
+            for key in registries {
+                self.mark(key);
+            }
+        }
+        self.owned = owned;
+    }
+
     /// Writes every dirty object that is due.
     async fn flush(&mut self) {
         self.update_standby();
         if self.standby {
             return;
         }
+        self.follow_ownership();
         let now = Instant::now();
         let min = self.settings.min_interval;
         let due: Vec<(Kind, String)> = self
@@ -614,6 +725,10 @@ impl Writer {
             let Some(object) = self.objects.get(&key) else {
                 return;
             };
+            // Asked again after a conflict: the member may have moved.
+            if !self.writes(&key, object) {
+                return;
+            }
             let Some(desired) = self.desired(&key, object) else {
                 return;
             };
@@ -783,12 +898,13 @@ mod tests {
             let settings = WriterSettings {
                 replica: replica.into(),
                 min_interval: Duration::from_millis(300),
-                shared: false,
+                sharing: Sharing::Alone,
             };
             let (state, _task) = spawn_on(
                 self.hub.clone(),
                 self.apis.clone(),
                 settings,
+                None,
                 self.metrics.clone(),
                 self.shutdown.child_token(),
             );
@@ -949,9 +1065,15 @@ mod tests {
         let settings = WriterSettings {
             replica: "one".into(),
             min_interval: Duration::from_millis(300),
-            shared: false,
+            sharing: Sharing::Alone,
         };
-        let mut writer = Writer::new(s.hub.clone(), s.apis.clone(), settings, s.metrics.clone());
+        let mut writer = Writer::new(
+            s.hub.clone(),
+            s.apis.clone(),
+            settings,
+            None,
+            s.metrics.clone(),
+        );
         let key = (Kind::Cluster, "a".to_string());
         // The writer holds the object; someone else changes it before the write.
         writer
@@ -1022,8 +1144,9 @@ mod tests {
             WriterSettings {
                 replica: "replica-a".into(),
                 min_interval: Duration::from_millis(300),
-                shared: false,
+                sharing: Sharing::Alone,
             },
+            None,
             other_metrics.clone(),
             s.shutdown.child_token(),
         );
@@ -1112,51 +1235,106 @@ mod tests {
         s.shutdown.cancel();
         s.karpor.shutdown().await;
     }
-    #[tokio::test]
-    async fn shared_writers_each_write_their_own_clusters_and_no_registry() {
-        let s = setup(KarporOptions {
-            conditions: true,
-            default_registry: true,
-        })
-        .await;
+    /// Members owned, as a test sets them (the ownership's order: the old
+    /// owner lets a member go before the new one takes it).
+    #[derive(Default)]
+    struct Owned(Mutex<BTreeSet<String>>);
+
+    impl Owns for Owned {
+        fn owns(&self, member: &str) -> bool {
+            self.0.lock().contains(member)
+        }
+    }
+
+    fn owning(members: &[&str]) -> Arc<Owned> {
+        Arc::new(Owned(Mutex::new(
+            members.iter().map(|m| m.to_string()).collect(),
+        )))
+    }
+
+    /// The kube-pulse field managers that wrote `name`'s status.
+    async fn status_managers(api: &Api<DynamicObject>, name: &str) -> BTreeSet<String> {
+        let object = api.get(name).await.unwrap();
+        object
+            .metadata
+            .managed_fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.subresource.as_deref() == Some("status"))
+            .filter_map(|e| e.manager)
+            .filter(|m| m.starts_with(MANAGER_PREFIX))
+            .collect()
+    }
+
+    fn managers(names: &[&str]) -> BTreeSet<String> {
+        names
+            .iter()
+            .map(|n| format!("{MANAGER_PREFIX}{n}"))
+            .collect()
+    }
+
+    /// Creates Karpor Cluster `name` (`a` is there from [`setup`]).
+    async fn create_cluster(s: &Setup, name: &str, labels: &[(&str, &str)]) {
         let access = MemberAccess {
             endpoint: "https://127.0.0.1:1".into(),
             ca_bundle: None,
             insecure: true,
             credential: karpor::Credential::ServiceAccountToken("t".into()),
         };
-        let b: DynamicObject =
-            serde_json::from_value(karpor::cluster_manifest("b", &access)).unwrap();
+        let mut manifest = karpor::cluster_manifest(name, &access);
+        for (key, value) in labels {
+            manifest["metadata"]["labels"][*key] = json!(value);
+        }
+        let object: DynamicObject = serde_json::from_value(manifest).unwrap();
         s.apis
             .clusters
-            .create(&PostParams::default(), &b)
+            .create(&PostParams::default(), &object)
             .await
             .unwrap();
+    }
+
+    fn shared(replica: &str, sharing: Sharing) -> WriterSettings {
+        WriterSettings {
+            replica: replica.into(),
+            min_interval: Duration::from_millis(300),
+            sharing,
+        }
+    }
+
+    fn sync_doc(phase: &str, reason: &str) -> Value {
+        json!({"phase": phase, "reason": reason, "message": "m", "since": "2026-12-03T10:00:00.000Z", "kind": "Deployment"})
+    }
+
+    #[tokio::test]
+    async fn leased_writers_each_write_the_clusters_they_own_and_no_registry() {
+        let s = setup(KarporOptions {
+            conditions: true,
+            default_registry: true,
+        })
+        .await;
+        create_cluster(&s, "b", &[]).await;
         // replica-a owns `a` (its hub has a's documents), replica-b owns `b`.
         let hub_b = Hub::new(HubConfig::default());
         let metrics_b = crate::metrics::Metrics::new();
-        let shared = |replica: &str| WriterSettings {
-            replica: replica.into(),
-            min_interval: Duration::from_millis(300),
-            shared: true,
-        };
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
         s.hub.put(
             "clusters/a/sync/apps/v1/deployments",
-            json!({"phase": "Syncing", "reason": "Watching", "message": "m", "since": "2026-12-03T10:00:00.000Z", "kind": "Deployment"}),
+            sync_doc("Syncing", "Watching"),
         );
         hub_b.put("clusters/b", cluster_doc("Unhealthy", "Disconnected"));
         let (_a, _ta) = spawn_on(
             s.hub.clone(),
             s.apis.clone(),
-            shared("replica-a"),
+            shared("replica-a", Sharing::Leases),
+            Some(owning(&["a"])),
             s.metrics.clone(),
             s.shutdown.child_token(),
         );
         let (_b, _tb) = spawn_on(
             hub_b.clone(),
             s.apis.clone(),
-            shared("replica-b"),
+            shared("replica-b", Sharing::Leases),
+            Some(owning(&["b"])),
             metrics_b.clone(),
             s.shutdown.child_token(),
         );
@@ -1186,9 +1364,245 @@ mod tests {
             assert_eq!(m.karpor_writer.count("Cluster", "written"), 2);
             assert_eq!(m.karpor_writer.count("SyncRegistry", "written"), 0);
         }
+        assert_eq!(
+            status_managers(&s.apis.clusters, "a").await,
+            managers(&["replica-a"])
+        );
+        assert_eq!(
+            status_managers(&s.apis.clusters, "b").await,
+            managers(&["replica-b"])
+        );
         let registry = s.status(&s.apis.registries, karpor::DEFAULT_REGISTRY).await;
         assert!(registry["clusters"].is_null(), "{registry}");
         s.shutdown.cancel();
+        s.karpor.shutdown().await;
+    }
+
+    /// With the stream both hubs hold every document: each Cluster is
+    /// written by its owner only, the registry by the owner of its first
+    /// cluster only; after a member moves, by the new owner only.
+    #[tokio::test]
+    async fn with_every_document_each_object_is_written_by_its_owner_only_and_a_move_moves_the_writes()
+     {
+        let s = setup(KarporOptions {
+            conditions: true,
+            default_registry: true,
+        })
+        .await;
+        create_cluster(&s, "b", &[]).await;
+        let hub_b = Hub::new(HubConfig::default());
+        let metrics_b = crate::metrics::Metrics::new();
+        let put = |topic: &str, doc: Value| {
+            s.hub.put(topic, doc.clone());
+            hub_b.put(topic, doc);
+        };
+        put("clusters/a", cluster_doc("Healthy", "Ready"));
+        put("clusters/b", cluster_doc("Unhealthy", "Disconnected"));
+        put(
+            "clusters/a/sync/apps/v1/deployments",
+            sync_doc("Syncing", "Watching"),
+        );
+        put(
+            "clusters/b/sync/apps/v1/deployments",
+            sync_doc("Syncing", "Watching"),
+        );
+        let (owned_a, owned_b) = (owning(&["a"]), owning(&["b"]));
+        let (_a, _ta) = spawn_on(
+            s.hub.clone(),
+            s.apis.clone(),
+            shared("replica-a", Sharing::LeasesAndStream),
+            Some(owned_a.clone()),
+            s.metrics.clone(),
+            s.shutdown.child_token(),
+        );
+        let (_b, _tb) = spawn_on(
+            hub_b.clone(),
+            s.apis.clone(),
+            shared("replica-b", Sharing::LeasesAndStream),
+            Some(owned_b.clone()),
+            metrics_b.clone(),
+            s.shutdown.child_token(),
+        );
+        let deployments_of = |status: &Value, cluster: &str| -> Option<String> {
+            let entry = status["clusters"]
+                .as_array()?
+                .iter()
+                .find(|c| c["cluster"] == cluster)?;
+            let resource = entry["resources"]
+                .as_array()?
+                .iter()
+                .find(|r| r["apiVersion"] == "apps/v1" && r["kind"] == "Deployment")?;
+            Some(resource["status"].as_str()?.to_string())
+        };
+        eventually(WAIT, "both Clusters and the registry written", || async {
+            let a = ready(&s.status(&s.apis.clusters, "a").await);
+            let b = ready(&s.status(&s.apis.clusters, "b").await);
+            let registry = s.status(&s.apis.registries, karpor::DEFAULT_REGISTRY).await;
+            (a == Some(("True".into(), "Ready".into()))
+                && b == Some(("False".into(), "Disconnected".into()))
+                && deployments_of(&registry, "a").as_deref() == Some("Syncing")
+                && deployments_of(&registry, "b").as_deref() == Some("Syncing"))
+            .then_some(())
+        })
+        .await;
+        // Settled: nothing more to write.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(
+            status_managers(&s.apis.clusters, "a").await,
+            managers(&["replica-a"])
+        );
+        assert_eq!(
+            status_managers(&s.apis.clusters, "b").await,
+            managers(&["replica-b"])
+        );
+        // `a` sorts first: its owner writes the registry.
+        assert_eq!(
+            status_managers(&s.apis.registries, karpor::DEFAULT_REGISTRY).await,
+            managers(&["replica-a"])
+        );
+        let count = |m: &crate::metrics::Metrics, kind: &'static str| {
+            m.karpor_writer.count(kind, "written")
+        };
+        assert_eq!(count(&s.metrics, "Cluster"), 1);
+        assert_eq!(count(&metrics_b, "Cluster"), 1);
+        assert!(count(&s.metrics, "SyncRegistry") >= 1);
+        assert_eq!(count(&metrics_b, "SyncRegistry"), 0);
+        for m in [&s.metrics, &metrics_b] {
+            assert_eq!(m.karpor_writer.standby.get(), 0);
+            assert_eq!(m.karpor_writer.foreign_writers.get(), 0);
+        }
+
+        // `a` moves to replica-b: replica-a lets it go first.
+        owned_a.0.lock().remove("a");
+        let (a_clusters, a_registries) = (
+            count(&s.metrics, "Cluster"),
+            count(&s.metrics, "SyncRegistry"),
+        );
+        owned_b.0.lock().insert("a".into());
+        put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        put(
+            "clusters/a/sync/apps/v1/deployments",
+            sync_doc("Error", "Forbidden"),
+        );
+        eventually(WAIT, "the new owner writes a and the registry", || async {
+            let a = ready(&s.status(&s.apis.clusters, "a").await);
+            let registry = s.status(&s.apis.registries, karpor::DEFAULT_REGISTRY).await;
+            (a == Some(("False".into(), "Disconnected".into()))
+                && deployments_of(&registry, "a").as_deref() == Some("Error"))
+            .then_some(())
+        })
+        .await;
+        // Another change while both have it: still only replica-b writes.
+        put("clusters/a", cluster_doc("Healthy", "Ready"));
+        eventually(WAIT, "a healthy again on Karpor", || async {
+            let a = ready(&s.status(&s.apis.clusters, "a").await);
+            (a == Some(("True".into(), "Ready".into()))).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(
+            count(&s.metrics, "Cluster"),
+            a_clusters,
+            "the old owner wrote a Cluster after letting it go"
+        );
+        assert_eq!(
+            count(&s.metrics, "SyncRegistry"),
+            a_registries,
+            "the old owner wrote the registry after letting its first cluster go"
+        );
+        assert!(
+            count(&metrics_b, "Cluster") >= 3,
+            "b once, a twice: {}",
+            count(&metrics_b, "Cluster")
+        );
+        assert!(count(&metrics_b, "SyncRegistry") >= 1);
+        assert_eq!(
+            status_managers(&s.apis.clusters, "a").await,
+            managers(&["replica-a", "replica-b"])
+        );
+        s.shutdown.cancel();
+        s.karpor.shutdown().await;
+    }
+
+    /// The owner of the first (by name) Karpor Cluster a registry applies
+    /// to writes it; of the first Karpor Cluster when it applies to none;
+    /// nobody while no Cluster is known.
+    #[tokio::test]
+    async fn the_first_cluster_a_registry_applies_to_names_its_writer() {
+        let s = setup(KarporOptions {
+            conditions: false,
+            default_registry: false,
+        })
+        .await;
+        let mut writer = Writer::new(
+            s.hub.clone(),
+            s.apis.clone(),
+            shared("one", Sharing::LeasesAndStream),
+            Some(owning(&["b"])),
+            s.metrics.clone(),
+        );
+        let registry = |spec: Value| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "search.karpor.io/v1beta1",
+                "kind": "SyncRegistry",
+                "metadata": {"name": "r"},
+                "spec": spec,
+            }))
+            .unwrap()
+        };
+        let cluster = |name: &str, team: &str| -> DynamicObject {
+            let access = MemberAccess {
+                endpoint: "https://127.0.0.1:1".into(),
+                ca_bundle: None,
+                insecure: true,
+                credential: karpor::Credential::ServiceAccountToken("t".into()),
+            };
+            let mut manifest = karpor::cluster_manifest(name, &access);
+            manifest["metadata"]["labels"] = json!({"team": team});
+            serde_json::from_value(manifest).unwrap()
+        };
+        let rules = json!([{"apiVersion": "apps/v1", "resource": "deployments"}]);
+        let by_names = registry(json!({"clusters": ["c", "b", "ghost"], "syncResources": rules}));
+        assert_eq!(writer.registry_cluster(&by_names), None, "no Cluster known");
+        for (name, team) in [("c", "x"), ("b", "y"), ("a", "x")] {
+            writer
+                .objects
+                .insert((Kind::Cluster, name.into()), cluster(name, team));
+        }
+        let by_label = registry(json!({
+            "clusterLabelSelector": {"matchLabels": {"team": "x"}},
+            "syncResources": rules,
+        }));
+        let to_none = registry(json!({"clusters": ["ghost"], "syncResources": rules}));
+        let everywhere = registry(json!({"clusters": ["*"], "syncResources": rules}));
+        // (registry, its writer's cluster, whether the writer owning `b` writes it)
+        let cases = [
+            (&by_names, "b", true),
+            (&by_label, "a", false),
+            (&to_none, "a", false),
+            (&everywhere, "a", false),
+        ];
+        for (object, first, writes) in cases {
+            assert_eq!(
+                writer.registry_cluster(object).as_deref(),
+                Some(first),
+                "{:?}",
+                object.data["spec"]
+            );
+            let key = (Kind::SyncRegistry, "r".to_string());
+            assert_eq!(
+                writer.writes(&key, object),
+                writes,
+                "{:?}",
+                object.data["spec"]
+            );
+        }
+        // Without the stream no registry is written; alone, every one.
+        writer.settings.sharing = Sharing::Leases;
+        let key = (Kind::SyncRegistry, "r".to_string());
+        assert!(!writer.writes(&key, &by_names));
+        writer.settings.sharing = Sharing::Alone;
+        assert!(writer.writes(&key, &to_none));
         s.karpor.shutdown().await;
     }
 }

@@ -41,6 +41,12 @@ impl OwnershipHealth {
         self.inner.lock().owned.clone()
     }
 
+    /// Whether this replica owns `member` now (as [`OwnershipHealth::owned`]
+    /// says, without copying the set).
+    pub fn owns(&self, member: &str) -> bool {
+        self.inner.lock().owned.contains(member)
+    }
+
     /// Ok while the Leases were listed within `within`, else why not.
     fn state(&self, within: Duration) -> Result<(), String> {
         let inner = self.inner.lock();

@@ -58,6 +58,19 @@ pub(crate) async fn replica_for(
     nats: &Nats,
     duration: Duration,
 ) -> Replica {
+    replica_with(id, host, members, nats, duration, |_| {}).await
+}
+
+/// A replica whose Leases last `duration`, its configuration changed by
+/// `tweak` (another member source, say).
+pub(crate) async fn replica_with(
+    id: &str,
+    host: &SimCluster,
+    members: &[&SimCluster],
+    nats: &Nats,
+    duration: Duration,
+    tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
+) -> Replica {
     let token = CancellationToken::new();
     let leases = LeaseSettings {
         client: host.kube_config(),
@@ -71,6 +84,7 @@ pub(crate) async fn replica_for(
         |c| {
             c.leases = Some(leases);
             c.nats = Some(nats);
+            tweak(c);
         },
         &token,
     )

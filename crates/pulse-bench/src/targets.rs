@@ -178,6 +178,7 @@ impl Target {
                 .arg("--lease-kubeconfig")
                 .arg(&kubeconfig)
                 .args(["--lease-namespace", "default"])
+                .args(["--lease-duration", &LEASE.as_secs().to_string()])
                 .args(["--replica-id", &format!("r{i}")])
                 .args(["--nats", &format!("nats://127.0.0.1:{nats_port}")])
                 .spawn()?;
@@ -198,7 +199,54 @@ impl Target {
             http: http_client(),
         };
         target.published().await?;
+        target.settled(replicas).await?;
         Ok(target)
+    }
+
+    /// Waits until ownership has settled: every replica's Lease is on the
+    /// host and the member's Lease has kept its holder for two lease
+    /// durations. A replica that joins late takes the member over from the
+    /// first one (its changes during that handover reach nobody: the new
+    /// owner lists the member and publishes its state then), which must not
+    /// fall into a measured step.
+    async fn settled(&self, replicas: usize) -> anyhow::Result<()> {
+        let host = self._host.as_ref().expect("replicas have a host cluster");
+        let def = host
+            .store()
+            .catalog()
+            .find("coordination.k8s.io", "v1", "leases")
+            .expect("the simulator serves Leases")
+            .clone();
+        let mut stable: Option<(String, std::time::Instant)> = None;
+        for _ in 0..600 {
+            let leases = host.store().snapshot(&def);
+            let annotated = |key: &str| {
+                leases
+                    .iter()
+                    .filter(|l| l["metadata"]["annotations"][key].is_string())
+                    .count()
+            };
+            let holder = leases
+                .iter()
+                .find(|l| l["metadata"]["annotations"]["kube-pulse.io/member"] == "bench")
+                .and_then(|l| l["spec"]["holderIdentity"].as_str())
+                .map(str::to_string);
+            stable = match (holder, stable) {
+                (Some(h), Some((was, since))) if h == was => Some((was, since)),
+                (Some(h), _) => Some((h, std::time::Instant::now())),
+                (None, _) => None,
+            };
+            if annotated("kube-pulse.io/member") == 1
+                && leases.len() > replicas
+                && stable
+                    .as_ref()
+                    .is_some_and(|(_, since)| since.elapsed() >= LEASE * 2)
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("the member's Lease did not keep one holder")
     }
 
     /// Waits until every kube-pulse listener serves the member's apps.
@@ -469,6 +517,9 @@ impl Target {
         }
     }
 }
+
+/// The Leases of the replicas (short, so that ownership settles quickly).
+const LEASE: Duration = Duration::from_secs(3);
 
 /// The simulated member of the kube-pulse targets: `apps` Deployments in
 /// `bench`, one controller pass at start and none after (changes are the

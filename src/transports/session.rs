@@ -313,7 +313,9 @@ pub(super) async fn next(
     shaper: Option<&mut Shaper>,
 ) -> Option<Message> {
     if let Some(shaper) = shaper {
-        return next_shaped(transports, subscription, principal, shaper).await;
+        // Boxed: its timer and select would otherwise be part of every
+        // session's task, shaped or not.
+        return Box::pin(next_shaped(transports, subscription, principal, shaper)).await;
     }
     loop {
         let delivery = subscription.next().await?;
@@ -473,7 +475,14 @@ pub(super) async fn hand_over<T>(
         Err(mpsc::error::TrySendError::Closed(_)) => return Err(Undelivered::Closed),
         Err(mpsc::error::TrySendError::Full(value)) => value,
     };
-    match tokio::time::timeout(transports.config.write_timeout, tx.send(value)).await {
+    // Boxed: the timer and the wait make a future of a few hundred bytes,
+    // needed only when the connection is behind; inline it would be part of
+    // every idle session's task.
+    let wait = Box::pin(tokio::time::timeout(
+        transports.config.write_timeout,
+        tx.send(value),
+    ));
+    match wait.await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(Undelivered::Closed),
         Err(_) => Err(Undelivered::Slow),

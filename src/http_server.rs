@@ -339,13 +339,13 @@ impl Connection {
     /// as through hyper: host and origin guard, authentication, limits),
     /// and the response goes straight to the socket; the connection closes
     /// when it ends. It counts as in flight meanwhile, like any request.
-    async fn serve_stream(self, mut stream: Tracked, mut request: Request, conn: &Arc<Conn>) {
+    async fn serve_stream(self, mut stream: Tracked, mut request: Box<Request>, conn: &Arc<Conn>) {
         let _in_flight = self.connections.begin_request(conn);
         let trusted = &self.connections.settings.trusted_proxies;
         crate::client_ip::attach(trusted, self.peer, &mut request);
         // Boxed: the router's future is large and needed only until the
         // response head; inline it would size the task for the stream's life.
-        let Ok(response) = Box::pin(self.app.oneshot(request)).await;
+        let Ok(response) = Box::pin(self.app.oneshot(unbox(request))).await;
         if let Err(e) = crate::stream_conn::write_response(&mut stream, response).await {
             tracing::debug!(error = %e, peer = %self.peer, "event stream ended with an error");
         }
@@ -440,6 +440,13 @@ impl Connection {
             tracing::debug!(error = %e, peer = %self.peer, "connection ended with an error");
         }
     }
+}
+
+/// The value of `boxed`, its allocation freed now (moved out with `*`, a
+/// box is freed only when its binding goes out of scope).
+#[allow(clippy::boxed_local)] // Taking the box is the point: it is freed here.
+fn unbox<T>(boxed: Box<T>) -> T {
+    *boxed
 }
 
 /// Where the TLS certificate chain and key are (PEM).

@@ -34,8 +34,9 @@ const MAX_HEADERS: usize = 64;
 pub(crate) enum Head {
     /// The client closed (or failed) before sending a whole head.
     Gone,
-    /// A request for the events stream, with no body.
-    Stream(Request<Body>),
+    /// A request for the events stream, with no body (boxed: the stream's
+    /// task keeps only a pointer across the router's answer).
+    Stream(Box<Request<Body>>),
     /// Anything else, and what was read of it: for hyper.
     Other(Bytes),
 }
@@ -64,7 +65,7 @@ pub(crate) async fn read_head<I: AsyncRead + Unpin>(io: &mut I) -> Head {
 
 enum Parsed {
     Partial,
-    Stream(Request<Body>),
+    Stream(Box<Request<Body>>),
     Other,
 }
 
@@ -108,7 +109,7 @@ fn parse(buf: &[u8]) -> Parsed {
         }
         map.append(name, value);
     }
-    Parsed::Stream(request)
+    Parsed::Stream(Box::new(request))
 }
 
 /// Writes `response` to `io`: its head (with `connection: close`), then
@@ -191,8 +192,9 @@ fn encode_head(parts: axum::http::response::Parts, length: Option<u64>) -> Vec<u
 /// One chunk of a chunked body, in one vectored write where the socket
 /// takes it: size line, data, CRLF.
 async fn write_chunk<W: AsyncWrite + Unpin>(io: &mut W, mut data: Bytes) -> std::io::Result<()> {
-    let line = format!("{:x}\r\n", data.len());
-    let mut size = line.as_bytes();
+    let mut line = [0u8; 18];
+    let digits = hex(data.len(), &mut line);
+    let mut size = &line[..digits];
     let mut tail: &[u8] = b"\r\n";
     while !(size.is_empty() && data.is_empty() && tail.is_empty()) {
         let slices = [IoSlice::new(size), IoSlice::new(&data), IoSlice::new(tail)];
@@ -209,6 +211,17 @@ async fn write_chunk<W: AsyncWrite + Unpin>(io: &mut W, mut data: Bytes) -> std:
         tail = &tail[n.min(tail.len())..];
     }
     Ok(())
+}
+
+/// Writes `n` in hexadecimal and CRLF into `out`; returns the length.
+fn hex(n: usize, out: &mut [u8; 18]) -> usize {
+    let digits = (usize::BITS - n.leading_zeros()).div_ceil(4).max(1) as usize;
+    for (i, byte) in out[..digits].iter_mut().enumerate() {
+        let nibble = (n >> (4 * (digits - 1 - i))) & 0xf;
+        *byte = b"0123456789abcdef"[nibble];
+    }
+    out[digits..digits + 2].copy_from_slice(b"\r\n");
+    digits + 2
 }
 
 /// Resolves when the client closes its side (or the socket fails); what it
@@ -325,6 +338,15 @@ mod tests {
             "not http at all\r\n\r\n",
         ] {
             assert!(matches!(head(other), Parsed::Other), "{other:?}");
+        }
+    }
+
+    #[test]
+    fn chunk_sizes_are_hexadecimal() {
+        for n in [0, 1, 9, 15, 16, 255, 4096, 1 << 40, usize::MAX] {
+            let mut out = [0u8; 18];
+            let len = hex(n, &mut out);
+            assert_eq!(&out[..len], format!("{n:x}\r\n").as_bytes());
         }
     }
 

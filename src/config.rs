@@ -30,6 +30,9 @@ pub struct FileConfig {
     /// runs which member (`--lease-kubeconfig`, `--lease-namespace`,
     /// `--lease-duration` win).
     pub leases: Option<LeasesFile>,
+    /// With `leases`: one stream of changes over NATS JetStream, so every
+    /// replica serves every member (`--nats` wins over `url`).
+    pub nats: Option<NatsFile>,
     /// Resources to sync besides the built-ins (Deployments, StatefulSets, Namespaces).
     #[serde(default)]
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
@@ -85,6 +88,18 @@ pub struct LeasesFile {
     pub namespace: Option<String>,
     /// `leaseDurationSeconds` (3 to 600; default 15).
     pub duration_seconds: Option<u64>,
+}
+
+/// The `nats:` block of the file (docs/SCALE-OUT.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NatsFile {
+    /// `nats://HOST:PORT` of a NATS server with JetStream.
+    pub url: Option<String>,
+    /// The JetStream stream's name (default `KUBE_PULSE`).
+    pub stream: Option<String>,
+    /// Messages the stream keeps per topic (default 16, 1 to 1000).
+    pub history_per_topic: Option<i64>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before
@@ -692,6 +707,33 @@ mod tests {
         let config = load_file(&ok).unwrap();
         assert_eq!(config.clusters[0].name, "a");
         assert_eq!(config.listen.unwrap().port(), 9000);
+    }
+
+    #[test]
+    fn the_nats_block_parses_and_refuses_unknown_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let ok = write(
+            dir,
+            "nats.yaml",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats:\n  url: nats://n:4222\n  stream: S\n  historyPerTopic: 3\n",
+        );
+        let nats = load_file(&ok).unwrap().nats.unwrap();
+        assert_eq!(
+            (
+                nats.url.as_deref(),
+                nats.stream.as_deref(),
+                nats.history_per_topic
+            ),
+            (Some("nats://n:4222"), Some("S"), Some(3))
+        );
+        let bad = write(
+            dir,
+            "bad.yaml",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats: {address: x}\n",
+        );
+        let err = load_file(&bad).unwrap_err().to_string();
+        assert!(err.contains("address"), "{err}");
     }
 
     #[test]

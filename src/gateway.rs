@@ -21,7 +21,7 @@ use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, writer};
 use crate::members::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
 use crate::router::{self, GatewayState};
-use crate::scale::{LeaseSettings, Ownership};
+use crate::scale::{ChangeStream, LeaseSettings, NatsSettings, Ownership};
 use crate::tasks::{TaskSettings, Tasks};
 use crate::transports::TransportConfig;
 
@@ -52,6 +52,10 @@ pub struct GatewayConfig {
     /// With several replicas: the Leases that decide which replica runs
     /// which member (src/scale/); without, this gateway runs every member.
     pub leases: Option<LeaseSettings>,
+    /// With Leases: the stream of changes over NATS JetStream that gives
+    /// every replica every member's documents; without, each replica serves
+    /// the members it runs.
+    pub nats: Option<NatsSettings>,
 }
 
 impl Default for GatewayConfig {
@@ -68,6 +72,7 @@ impl Default for GatewayConfig {
             connections: ConnectionSettings::default(),
             karpor: None,
             leases: None,
+            nats: None,
         }
     }
 }
@@ -83,6 +88,9 @@ pub struct Gateway {
     karpor_writer: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     /// Which members this replica owns, with Leases; released after the pipeline stops.
     ownership: Option<Ownership>,
+    /// The stream of changes between replicas, when configured; stopped
+    /// after the pipeline, before the Leases are released.
+    stream: Option<Arc<ChangeStream>>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -118,9 +126,22 @@ impl Gateway {
             connections,
             karpor,
             leases,
+            nats,
         } = config;
         if let Some(leases) = &leases {
             leases.validate()?;
+        }
+        if nats.is_some() && karpor.as_ref().is_some_and(|k| k.status.is_some()) {
+            // Its hub would hold every member's documents, and it writes
+            // the Clusters whose documents its hub holds.
+            return Err(Error::Settings(
+                "--nats with Karpor needs --karpor-read-only for now: the status writer does not yet tell the Clusters this replica runs from those the stream brings".into(),
+            ));
+        }
+        if nats.is_some() && leases.is_none() {
+            return Err(Error::Settings(
+                "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),
+            ));
         }
         for member in &members {
             tracing::info!(cluster = %member.name, server = %member.config.cluster_url, "member cluster registered");
@@ -151,6 +172,28 @@ impl Gateway {
             "gateway security"
         );
         let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
+        // Subscribed to the hub before any member starts here.
+        let stream = match (nats, &leases) {
+            (Some(nats), Some(leases)) => {
+                tracing::info!(url = %nats.url, stream = %nats.stream, "one stream of changes over NATS JetStream");
+                // Boxed: the stream's settings make a large future.
+                let stream = Arc::new(
+                    Box::pin(ChangeStream::start(
+                        nats,
+                        leases.replica.clone(),
+                        pipeline.hub().clone(),
+                        pipeline.members().clone(),
+                        union.desired(),
+                        pipeline.metrics().clone(),
+                        shutdown,
+                    ))
+                    .await?,
+                );
+                checks.readyz.push(Arc::new(stream.check()));
+                Some(stream)
+            }
+            _ => None,
+        };
         let ownership = match leases {
             Some(settings) => {
                 tracing::info!(replica = %settings.replica, namespace = %settings.namespace, duration = ?settings.duration, "members owned through Leases");
@@ -212,6 +255,7 @@ impl Gateway {
             karpor: parking_lot::Mutex::new(karpor),
             karpor_writer: parking_lot::Mutex::new(karpor_writer),
             ownership,
+            stream,
             tasks,
             state,
             base_path,
@@ -319,6 +363,9 @@ impl Gateway {
         }
         self.tasks.stop().await;
         self.pipeline.stop().await;
+        if let Some(stream) = &self.stream {
+            stream.stop().await;
+        }
         // No member runs any more: others may take them at once.
         if let Some(ownership) = &self.ownership {
             ownership.stop().await;

@@ -159,6 +159,82 @@ pub struct Metrics {
     pub(crate) karpor_writer: KarporWriterMetrics,
     /// Member ownership through Leases (src/scale/).
     pub(crate) leases: LeaseMetrics,
+    /// The stream of changes between replicas (src/scale/stream.rs).
+    pub(crate) stream: StreamMetrics,
+}
+
+/// The stream of changes over NATS JetStream: what this replica published
+/// and consumed, and how far its consumer is behind. Every family has one
+/// series, labelled with the stream's name, once the stream runs: without
+/// `--nats` there are none.
+#[derive(Debug, Default)]
+pub(crate) struct StreamMetrics {
+    published: Family<StreamLabels, Counter>,
+    publish_errors: Family<StreamLabels, Counter>,
+    consumed: Family<StreamLabels, Counter>,
+    lag: Family<StreamLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    stream: String,
+}
+
+impl StreamMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "stream_published",
+            "Changes of the members this replica runs published to the stream of changes",
+            self.published.clone(),
+        );
+        registry.register(
+            "stream_publish_errors",
+            "Publishes to the stream of changes that failed (the topic's current document is published again later)",
+            self.publish_errors.clone(),
+        );
+        registry.register(
+            "stream_consumed",
+            "Messages this replica read from the stream of changes (its own and those of members it runs are read and skipped)",
+            self.consumed.clone(),
+        );
+        registry.register(
+            "stream_consumer_lag_messages",
+            "Messages of the stream of changes this replica's consumer has not read yet, as of its last message",
+            self.lag.clone(),
+        );
+    }
+
+    fn labels(stream: &str) -> StreamLabels {
+        StreamLabels {
+            stream: stream.to_string(),
+        }
+    }
+
+    /// The stream runs: every series exists from 0.
+    pub(crate) fn start(&self, stream: &str) {
+        let labels = Self::labels(stream);
+        self.published.get_or_create(&labels).inc_by(0);
+        self.publish_errors.get_or_create(&labels).inc_by(0);
+        self.consumed.get_or_create(&labels).inc_by(0);
+        self.lag.get_or_create(&labels).set(0);
+    }
+
+    pub(crate) fn published(&self, stream: &str, ok: bool) {
+        let family = if ok {
+            &self.published
+        } else {
+            &self.publish_errors
+        };
+        family.get_or_create(&Self::labels(stream)).inc();
+    }
+
+    pub(crate) fn consumed(&self, stream: &str, lag: u64) {
+        let labels = Self::labels(stream);
+        self.consumed.get_or_create(&labels).inc();
+        self.lag
+            .get_or_create(&labels)
+            .set(i64::try_from(lag).unwrap_or(i64::MAX));
+    }
 }
 
 /// Member ownership through Leases: members owned, Lease changes, and
@@ -484,6 +560,7 @@ impl Metrics {
             karpor_writer: KarporWriterMetrics::default(),
             karpor: KarporMetrics::default(),
             leases: LeaseMetrics::default(),
+            stream: StreamMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -617,6 +694,7 @@ impl Metrics {
         m.karpor_writer.register(&mut registry);
         m.karpor.register(&mut registry);
         m.leases.register(&mut registry);
+        m.stream.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

@@ -77,20 +77,6 @@ fn topics(
         .collect()
 }
 
-/// The holder of every member Lease in the host cluster.
-async fn holders(host: &SimCluster) -> BTreeMap<String, Option<String>> {
-    let api: Api<Lease> = Api::namespaced(host.client(), "default");
-    let leases = api.list(&Default::default()).await.unwrap();
-    leases
-        .items
-        .into_iter()
-        .filter_map(|l| {
-            let member = l.metadata.annotations?.get("kube-pulse.io/member")?.clone();
-            Some((member, l.spec?.holder_identity))
-        })
-        .collect()
-}
-
 /// Waits until every member is owned by exactly one of `live` (its Lease
 /// holder, the only hub with its topic, the only one counting it owned),
 /// the one rendezvous hashing prefers among them; returns member → owner.
@@ -106,7 +92,7 @@ async fn settled(
             .map(|r| (r.id.clone(), r.gateway.clone()))
             .collect();
         let on = topics(&pairs, members);
-        let holders = holders(host).await;
+        let holders = common::lease_holders(host).await;
         let mut owners = BTreeMap::new();
         for m in members {
             let [owner] = on[m].as_slice() else {

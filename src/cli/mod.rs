@@ -482,6 +482,11 @@ pub struct ServeArgs {
     /// it); a dead replica's members move after about this long. Default 15.
     #[arg(long, value_name = "SECONDS", env = "KUBE_PULSE_LEASE_DURATION")]
     pub lease_duration: Option<u64>,
+    /// `nats://HOST:PORT` of a NATS server with JetStream: with Leases, the
+    /// owners publish every member's documents there and every replica
+    /// serves them all (docs/SCALE-OUT.md).
+    #[arg(long, value_name = "URL", env = "KUBE_PULSE_NATS")]
+    pub nats: Option<String>,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -611,6 +616,32 @@ impl ServeArgs {
         Ok(Some(settings))
     }
 
+    /// The stream of changes of `--nats` over the config file's `nats:`
+    /// (the flag wins over `url`); None without a URL.
+    pub fn nats(
+        &self,
+        file: Option<&crate::config::NatsFile>,
+    ) -> Result<Option<crate::scale::NatsSettings>> {
+        let file = file.cloned().unwrap_or_default();
+        let Some(url) = self.nats.clone().or(file.url) else {
+            if file.stream.is_some() || file.history_per_topic.is_some() {
+                return Err(Error::Settings(
+                    "nats: stream and historyPerTopic need a url (or --nats)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let mut settings = crate::scale::NatsSettings::new(url);
+        if let Some(stream) = file.stream {
+            settings.stream = stream;
+        }
+        if let Some(history) = file.history_per_topic {
+            settings.history = history;
+        }
+        settings.validate()?;
+        Ok(Some(settings))
+    }
+
     /// How often the member source's file is checked (None: only on SIGHUP).
     pub fn reload_interval(&self) -> Option<std::time::Duration> {
         (self.config_reload_interval > 0)
@@ -625,6 +656,7 @@ impl ServeArgs {
         let mut auth_failures = crate::auth::FailureLimits::default();
         let mut karpor_file = None;
         let mut leases_file = None;
+        let mut nats_file = None;
         let (clusters, file_listen, pipeline, health, connections) = match (
             &self.config,
             &self.kubeconfig,
@@ -637,6 +669,7 @@ impl ServeArgs {
                 file_hosts = file.allowed_hosts;
                 karpor_file = file.karpor;
                 leases_file = file.leases;
+                nats_file = file.nats;
                 (
                     file.clusters,
                     file.listen,
@@ -685,6 +718,12 @@ impl ServeArgs {
         gateway.members = config::members(&clusters).await?;
         gateway.karpor = self.karpor(karpor_file.as_ref())?;
         gateway.leases = self.leases(leases_file.as_ref()).await?;
+        gateway.nats = self.nats(nats_file.as_ref())?;
+        if gateway.nats.is_some() && gateway.leases.is_none() {
+            return Err(Error::Settings(
+                "--nats needs Lease ownership: --lease-kubeconfig PATH or --lease-in-cluster (or leases: in the config file)".into(),
+            ));
+        }
         Ok((addr, gateway))
     }
 }
@@ -770,6 +809,73 @@ mod tests {
         };
         assert_eq!(parse(&[]), None);
         assert_eq!(parse(&["--replay-log-bytes", "1048576"]), Some(1 << 20));
+    }
+
+    #[tokio::test]
+    async fn nats_comes_from_the_flag_or_the_file_and_needs_leases() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("member");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: m\nclusters:\n- name: m\n  cluster: {server: 'http://127.0.0.1:1'}\ncontexts:\n- name: m\n  context: {cluster: m, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let path = kubeconfig.to_str().unwrap();
+        let serve = |extra: &[&str]| {
+            let mut args = vec![
+                "kube-pulse",
+                "serve",
+                "--kubeconfig",
+                path,
+                "--listen",
+                "127.0.0.1:0",
+            ];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("serve expected"),
+            }
+        };
+        assert!(serve(&[]).nats(None).unwrap().is_none());
+        let file = crate::config::NatsFile {
+            url: Some("nats://file:4222".into()),
+            stream: Some("PULSE_A".into()),
+            history_per_topic: Some(4),
+        };
+        let settings = serve(&[]).nats(Some(&file)).unwrap().unwrap();
+        assert_eq!(
+            (
+                settings.url.as_str(),
+                settings.stream.as_str(),
+                settings.history
+            ),
+            ("nats://file:4222", "PULSE_A", 4)
+        );
+        let flag = serve(&["--nats", "nats://flag:4222"]);
+        assert_eq!(
+            flag.nats(Some(&file)).unwrap().unwrap().url,
+            "nats://flag:4222"
+        );
+        let defaults = flag.nats(None).unwrap().unwrap();
+        assert_eq!(
+            (defaults.stream.as_str(), defaults.history),
+            (crate::scale::DEFAULT_STREAM, crate::scale::DEFAULT_HISTORY)
+        );
+        let err = serve(&["--nats", "http://x:1"]).nats(None).unwrap_err();
+        assert!(err.to_string().contains("nats://HOST:PORT"), "{err}");
+        let orphan = crate::config::NatsFile {
+            stream: Some("S".into()),
+            ..Default::default()
+        };
+        assert!(serve(&[]).nats(Some(&orphan)).is_err());
+        let err = serve(&["--nats", "nats://127.0.0.1:4222"])
+            .resolve()
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("--nats needs Lease ownership"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

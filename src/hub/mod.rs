@@ -62,6 +62,10 @@ pub struct Change {
     pub patch: Option<Arc<Value>>,
     /// When the hub published the change.
     pub at: DateTime<Utc>,
+    /// Applied from another replica's stream of changes ([`Hub::apply_remote`]),
+    /// not made by this process: not to be published again.
+    #[serde(skip)]
+    pub remote: bool,
     /// Encodings made once and shared by every subscriber (see `transports`).
     #[serde(skip)]
     pub encoded: EncodeCache,
@@ -208,6 +212,26 @@ impl Default for HubConfig {
 /// is 3–7 KiB), so the count binds first for ordinary traffic and the bytes
 /// only when documents are unusually large (docs/RELIABILITY.md).
 pub const DEFAULT_LOG_BYTES: usize = 64 << 20;
+
+/// What a change made of a topic, before the hub numbers it.
+struct Made {
+    kind: ChangeKind,
+    doc: Option<Arc<Value>>,
+    patch: Option<Arc<Value>>,
+    /// Applied from another replica ([`Change::remote`]).
+    remote: bool,
+}
+
+impl Made {
+    fn removal(remote: bool) -> Self {
+        Self {
+            kind: ChangeKind::Removed,
+            doc: None,
+            patch: None,
+            remote,
+        }
+    }
+}
 
 struct Entry {
     rev: u64,
@@ -370,6 +394,62 @@ impl Hub {
                 (topic, ChangeKind::Snapshot, rev, None)
             }
         };
+        let made = Made {
+            kind,
+            doc: None,
+            patch,
+            remote: false,
+        };
+        Some(self.hold(&mut inner, topic, rev, doc, made))
+    }
+
+    /// Sets (`doc`) or removes (None) a topic as another replica's hub
+    /// published it at revision `rev`: that replica owns the topic, so its
+    /// revision is taken as is. A document equal to the one held at the same
+    /// revision is not published again (the stream's last message per topic
+    /// is read again after a reconnect). Subscribers get a patch when `rev`
+    /// is the next after the held one, otherwise a snapshot (a patch's base
+    /// is the revision before it: after a gap, while the stream was away,
+    /// it would not apply); the change is marked [`Change::remote`].
+    pub fn apply_remote(&self, topic: &str, rev: u64, doc: Option<Value>) -> Option<Arc<Change>> {
+        let mut inner = self.inner.lock();
+        let Some(mut doc) = doc else {
+            let (topic, _) = inner.topics.remove_entry(topic)?;
+            let change = self.publish(&mut inner, topic.clone(), rev, Made::removal(true));
+            inner.removed.insert(topic, (change.rev, change.seq));
+            return Some(change);
+        };
+        patch::strip_nulls(&mut doc);
+        let (topic, kind, patch) = match inner.topics.get_key_value(topic) {
+            Some((_, entry)) if entry.rev == rev && *entry.doc == doc => return None,
+            Some((topic, entry)) if rev == entry.rev + 1 => (
+                topic.clone(),
+                ChangeKind::Patch,
+                Some(Arc::new(patch::merge_diff(&entry.doc, &doc))),
+            ),
+            Some((topic, _)) => (topic.clone(), ChangeKind::Snapshot, None),
+            None => (Topic::new(topic), ChangeKind::Snapshot, None),
+        };
+        inner.removed.remove(&topic);
+        let made = Made {
+            kind,
+            doc: None,
+            patch,
+            remote: true,
+        };
+        Some(self.hold(&mut inner, topic, rev, doc, made))
+    }
+
+    /// Holds `doc` as `topic`'s document at `rev` and publishes `made` (a
+    /// snapshot, or a patch from the revision before) carrying it.
+    fn hold(
+        &self,
+        inner: &mut Inner,
+        topic: Topic,
+        rev: u64,
+        doc: Value,
+        mut made: Made,
+    ) -> Arc<Change> {
         let doc = Arc::new(doc);
         inner.topics.insert(
             topic.clone(),
@@ -378,7 +458,8 @@ impl Hub {
                 doc: doc.clone(),
             },
         );
-        Some(self.publish(&mut inner, topic, rev, kind, Some(doc), patch))
+        made.doc = Some(doc);
+        self.publish(inner, topic, rev, made)
     }
 
     /// Removes a topic, publishing `removed`.
@@ -389,23 +470,19 @@ impl Hub {
             &mut inner,
             topic.clone(),
             entry.rev + 1,
-            ChangeKind::Removed,
-            None,
-            None,
+            Made::removal(false),
         );
         inner.removed.insert(topic, (change.rev, change.seq));
         Some(change)
     }
 
-    fn publish(
-        &self,
-        inner: &mut Inner,
-        topic: Topic,
-        rev: u64,
-        kind: ChangeKind,
-        doc: Option<Arc<Value>>,
-        patch: Option<Arc<Value>>,
-    ) -> Arc<Change> {
+    fn publish(&self, inner: &mut Inner, topic: Topic, rev: u64, made: Made) -> Arc<Change> {
+        let Made {
+            kind,
+            doc,
+            patch,
+            remote,
+        } = made;
         inner.seq += 1;
         let change = Change {
             topic: topic.clone(),
@@ -417,6 +494,7 @@ impl Hub {
             patch,
             at: Utc::now(),
             encoded: EncodeCache::default(),
+            remote,
         };
         // Encoded here, once: live subscribers share it, and it is all the
         // log needs to replay the change as it was published.
@@ -838,6 +916,55 @@ mod tests {
             "a removal that left the log is forgotten"
         );
         assert_eq!(hub.put("clusters/a", json!({"n": 1})).unwrap().rev, 1);
+    }
+
+    #[test]
+    fn remote_changes_keep_the_owners_revisions() {
+        let hub = Hub::new(HubConfig::default());
+        let first = hub
+            .apply_remote("clusters/a", 7, Some(json!({"n": 1, "x": null})))
+            .unwrap();
+        assert_eq!(
+            (first.kind, first.rev, first.remote),
+            (ChangeKind::Snapshot, 7, true)
+        );
+        assert_eq!(*hub.get("clusters/a").unwrap().doc, json!({"n": 1}));
+        assert!(
+            hub.apply_remote("clusters/a", 7, Some(json!({"n": 1})))
+                .is_none(),
+            "the same document at the same revision is not published twice"
+        );
+        let next = hub
+            .apply_remote("clusters/a", 8, Some(json!({"n": 2})))
+            .unwrap();
+        assert_eq!((next.kind, next.rev), (ChangeKind::Patch, 8));
+        assert_eq!(*next.patch.clone().unwrap(), json!({"n": 2}));
+        let gap = hub
+            .apply_remote("clusters/a", 10, Some(json!({"n": 3})))
+            .unwrap();
+        assert_eq!(
+            (gap.kind, gap.rev),
+            (ChangeKind::Snapshot, 10),
+            "after a gap in revisions, a patch would not apply"
+        );
+        let older = hub
+            .apply_remote("clusters/a", 3, Some(json!({"n": 3})))
+            .unwrap();
+        assert_eq!(
+            (older.kind, older.rev),
+            (ChangeKind::Snapshot, 3),
+            "a revision that does not follow replaces the document"
+        );
+        // A local change continues from the remote revision.
+        let local = hub.put("clusters/a", json!({"n": 4})).unwrap();
+        assert_eq!(
+            (local.kind, local.rev, local.remote),
+            (ChangeKind::Patch, 4, false)
+        );
+        let removed = hub.apply_remote("clusters/a", 5, None).unwrap();
+        assert_eq!((removed.kind, removed.rev), (ChangeKind::Removed, 5));
+        assert!(hub.get("clusters/a").is_none());
+        assert!(hub.apply_remote("clusters/a", 6, None).is_none());
     }
 
     #[test]

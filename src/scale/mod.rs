@@ -8,16 +8,22 @@
 //! those another live replica should own (stopping the member before
 //! releasing the Lease), and stops a member whose Lease it could not renew
 //! before others may take it ([`table`]). Only the owner runs a member's
-//! probes, watches and status machines. `docs/SCALE-OUT.md` has the design.
+//! probes, watches and status machines. Part 2, with `--nats`: one stream
+//! of changes over NATS JetStream ([`ChangeStream`]) carries every owner's
+//! documents to every replica. `docs/SCALE-OUT.md` has the design.
 
 mod ownership;
 mod rendezvous;
 mod store;
+mod stream;
+mod subject;
 mod table;
 
 use std::time::Duration;
 
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
+pub use stream::{ChangeStream, DEFAULT_HISTORY, DEFAULT_STREAM, NatsCheck, NatsSettings};
+pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
 
 /// The replica of `replicas` that should own `member` once ownership has
 /// settled (rendezvous hashing); None without replicas.

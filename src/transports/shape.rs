@@ -268,6 +268,7 @@ mod tests {
             patch: None,
             at: chrono::Utc::now(),
             encoded: EncodeCache::default(),
+            remote: false,
         }
     }
 

@@ -519,3 +519,21 @@ pub(crate) fn relative(from: &std::path::Path, to: &std::path::Path) -> std::pat
     to.components().skip(common).for_each(|c| path.push(c));
     path
 }
+
+/// The holder of every member Lease (`kube-pulse.io/member`) in the host
+/// cluster's `default` namespace, by member.
+pub(crate) async fn lease_holders(
+    host: &SimCluster,
+) -> std::collections::BTreeMap<String, Option<String>> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let api: kube::Api<Lease> = kube::Api::namespaced(host.client(), "default");
+    let leases = api.list(&Default::default()).await.unwrap();
+    leases
+        .items
+        .into_iter()
+        .filter_map(|l| {
+            let member = l.metadata.annotations?.get("kube-pulse.io/member")?.clone();
+            Some((member, l.spec?.holder_identity))
+        })
+        .collect()
+}

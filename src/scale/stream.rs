@@ -1,0 +1,636 @@
+//! One stream of changes over NATS JetStream (`owner's hub ──[publisher]──▶
+//! JetStream ──[consumer]──▶ every other replica's hub ──▶ transports`).
+//! Each replica publishes the changes its own engine makes to the topics of
+//! the members it runs, and applies everyone else's to its hub with the
+//! owner's revision ([`Hub::apply_remote`]), so SSE, WebSocket and REST on
+//! every replica serve every member. The stream keeps the last messages of
+//! each topic; a replica starts from the last one of every topic, then
+//! follows. `docs/SCALE-OUT.md` has the design and its limits.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::subject::{self, Envelope};
+use crate::health::Check;
+use crate::hub::{ChangeKind, Delivery, Hub, Pattern, Topic};
+use crate::members::MemberClients;
+use crate::metrics::Metrics;
+use crate::protocol::topic::TopicKind;
+
+/// Default name of the JetStream stream.
+pub const DEFAULT_STREAM: &str = "KUBE_PULSE";
+/// Default messages kept per topic: the last one rebuilds the document; a
+/// few more keep the stream's recent history for later use.
+pub const DEFAULT_HISTORY: i64 = 16;
+/// A consumer with messages pending that has read none for this long is stalled.
+const STALLED_AFTER: Duration = Duration::from_secs(30);
+/// Messages kept for members this replica does not know yet (a Karpor
+/// member before Karpor was read): the newest per topic, this many topics.
+const PARKED_TOPICS: usize = 100_000;
+
+/// Where the stream of changes is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsSettings {
+    /// `nats://HOST:PORT` of a NATS server with JetStream.
+    pub url: String,
+    /// The JetStream stream's name.
+    pub stream: String,
+    /// Messages kept per topic (`max_msgs_per_subject`).
+    pub history: i64,
+}
+
+impl NatsSettings {
+    /// Settings for the server at `url`, with the default stream.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            stream: DEFAULT_STREAM.into(),
+            history: DEFAULT_HISTORY,
+        }
+    }
+
+    /// Refuses a URL that is not `nats://` or `tls://`, a stream name NATS
+    /// would refuse, and a history outside 1 to 1000.
+    pub fn validate(&self) -> crate::Result<()> {
+        let refuse = |m: String| Err(crate::Error::Settings(format!("nats: {m}")));
+        let url = self.url.trim();
+        if !(url.starts_with("nats://") || url.starts_with("tls://"))
+            || url.len() <= "nats://".len()
+        {
+            return refuse(format!(
+                "the URL must be nats://HOST:PORT or tls://HOST:PORT, not {url:?}"
+            ));
+        }
+        let bad = |c: char| c.is_whitespace() || ".*>/\\".contains(c);
+        if self.stream.is_empty() || self.stream.len() > 255 || self.stream.contains(bad) {
+            return refuse(format!(
+                "the stream name {:?} must be 1 to 255 characters without whitespace, '.', '*', '>', '/' or '\\'",
+                self.stream
+            ));
+        }
+        if !(1..=1000).contains(&self.history) {
+            return refuse(format!(
+                "historyPerTopic must be 1 to 1000, not {}",
+                self.history
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The member cluster a topic belongs to; None for topics of no member
+/// (tasks, summaries), which each replica keeps to itself.
+fn cluster_of(topic: &Topic) -> Option<&str> {
+    match topic.kind()? {
+        TopicKind::Cluster { cluster }
+        | TopicKind::Sync { cluster, .. }
+        | TopicKind::App { cluster, .. } => Some(cluster),
+        TopicKind::Task { .. } => None,
+    }
+}
+
+/// What a replica does with a message of the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decision {
+    /// Its own (an echo), a topic of no member, or of a member it runs
+    /// (its own engine is the owner; a late message of the previous owner).
+    Skip,
+    /// A member it does not know (yet): kept until it is one.
+    Park,
+    /// Into the hub, with the owner's revision.
+    Apply,
+}
+
+/// What replica `me`, running the members `runs` says and knowing the
+/// members `desired`, does with `envelope`. Pure.
+fn decide(
+    envelope: &Envelope,
+    me: &str,
+    runs: impl Fn(&str) -> bool,
+    desired: &BTreeSet<String>,
+) -> Decision {
+    if envelope.replica == me {
+        return Decision::Skip;
+    }
+    let topic = Topic::new(&envelope.topic);
+    match cluster_of(&topic) {
+        None => Decision::Skip,
+        Some(cluster) if runs(cluster) => Decision::Skip,
+        Some(cluster) if !desired.contains(cluster) => Decision::Park,
+        Some(_) => Decision::Apply,
+    }
+}
+
+/// What `/readyz/Nats` reads.
+#[derive(Debug, Default)]
+struct ConsumerState {
+    /// When the consumer last read a message (or started).
+    progress_at: Option<Instant>,
+    /// Messages pending after the last one read.
+    pending: u64,
+    /// The consumer's last error, cleared by the next message.
+    error: Option<String>,
+}
+
+/// A running stream of changes: the publisher and the consumer.
+#[derive(Debug)]
+pub struct ChangeStream {
+    client: async_nats::Client,
+    url: String,
+    state: Arc<Mutex<ConsumerState>>,
+    stop: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Everything the two tasks read.
+struct Shared {
+    settings: NatsSettings,
+    replica: String,
+    hub: Arc<Hub>,
+    /// The members this replica runs: their topics are its own.
+    running: Arc<MemberClients>,
+    metrics: Arc<Metrics>,
+    js: jetstream::Context,
+}
+
+impl ChangeStream {
+    /// Connects, creates or updates the stream, and starts publishing this
+    /// replica's changes and applying the others'. Subscribes to the hub
+    /// before returning, so no change made afterwards is missed. `desired`
+    /// is every member name there is (owned or not): topics of other names
+    /// wait until they are members here.
+    pub async fn start(
+        settings: NatsSettings,
+        replica: String,
+        hub: Arc<Hub>,
+        running: Arc<MemberClients>,
+        desired: watch::Receiver<BTreeSet<String>>,
+        metrics: Arc<Metrics>,
+        shutdown: &CancellationToken,
+    ) -> crate::Result<Self> {
+        let url = settings.url.clone();
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("kube-pulse {replica}"))
+            .connect(url.as_str())
+            .await
+            .map_err(|e| crate::Error::Settings(format!("nats: cannot connect to {url}: {e}")))?;
+        let js = jetstream::new(client.clone());
+        js.create_or_update_stream(stream::Config {
+            name: settings.stream.clone(),
+            description: Some("kube-pulse: the last documents of every topic".into()),
+            subjects: vec![format!("{}.>", subject::PREFIX)],
+            max_messages_per_subject: settings.history,
+            storage: stream::StorageType::File,
+            discard: stream::DiscardPolicy::Old,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| {
+            crate::Error::Settings(format!(
+                "nats: cannot create or update the stream {}: {e}",
+                settings.stream
+            ))
+        })?;
+        metrics.stream.start(&settings.stream);
+        let subscription = hub.subscribe(
+            ["clusters/*", "clusters/**", "apps/**"]
+                .into_iter()
+                .map(|p| Pattern::parse(p).expect("a valid pattern"))
+                .collect(),
+        );
+        let shared = Arc::new(Shared {
+            settings,
+            replica,
+            hub,
+            running,
+            metrics,
+            js,
+        });
+        let state = Arc::new(Mutex::new(ConsumerState {
+            progress_at: Some(Instant::now()),
+            ..ConsumerState::default()
+        }));
+        let stop = shutdown.child_token();
+        let tasks = vec![
+            tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
+            tokio::spawn(consume(shared, desired, state.clone(), stop.clone())),
+        ];
+        Ok(Self {
+            client,
+            url,
+            state,
+            stop,
+            tasks: Mutex::new(tasks),
+        })
+    }
+
+    /// The `Nats` readiness check.
+    pub fn check(self: &Arc<Self>) -> NatsCheck {
+        NatsCheck(self.clone())
+    }
+
+    /// Ok while connected and the consumer is not stalled, else why not.
+    fn state(&self) -> Result<(), String> {
+        let connection = self.client.connection_state();
+        if connection != async_nats::connection::State::Connected {
+            return Err(format!("nats: {connection} ({})", self.url));
+        }
+        let state = self.state.lock();
+        if let Some(error) = &state.error {
+            return Err(format!("nats: consumer: {error}"));
+        }
+        match state.progress_at {
+            Some(at) if state.pending > 0 && at.elapsed() > STALLED_AFTER => Err(format!(
+                "nats: consumer stalled: {} messages pending, none read for {:?}",
+                state.pending,
+                at.elapsed()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stops both tasks and waits for them. Call after the pipeline stopped:
+    /// the members' last changes are published by then.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        let tasks = std::mem::take(&mut *self.tasks.lock());
+        for task in tasks {
+            let _ = task.await;
+        }
+        // Every publish was acknowledged or given up: nothing to flush, and
+        // a flush would wait for a broker that is away.
+    }
+}
+
+/// `/readyz/Nats`: the broker is connected and the consumer keeps up.
+#[derive(Debug)]
+pub struct NatsCheck(Arc<ChangeStream>);
+
+impl Check for NatsCheck {
+    fn name(&self) -> &str {
+        "Nats"
+    }
+    fn check(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move { self.0.state() })
+    }
+}
+
+/// Publishes the hub's own changes of the members this replica runs. A
+/// removal is published only while the member still runs (an app or a
+/// resource gone): the removals of a member stopped here (handed over, or
+/// taken out of the sources) are not, since its new owner, or every
+/// replica's own sources, decide what becomes of it. A change that could not
+/// be published, or that the hub's queue dropped, is published again later
+/// as the topic's current document.
+async fn publish(shared: Arc<Shared>, mut sub: crate::hub::Subscription, stop: CancellationToken) {
+    let mut retry: BTreeSet<Topic> = BTreeSet::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A publish waits for the stream's acknowledgement (seconds while the
+    // broker is away): stopping does not wait for it.
+    while tokio::select! {
+        _ = stop.cancelled() => false,
+        going = publish_next(&shared, &mut sub, &mut retry, &mut tick) => going,
+    } {}
+}
+
+/// Publishes the next change, or retries the topics that failed once a
+/// second; false once the hub is gone.
+async fn publish_next(
+    shared: &Shared,
+    sub: &mut crate::hub::Subscription,
+    retry: &mut BTreeSet<Topic>,
+    tick: &mut tokio::time::Interval,
+) -> bool {
+    let delivery = tokio::select! {
+        _ = tick.tick(), if !retry.is_empty() => {
+            for topic in std::mem::take(retry) {
+                if let Err(topic) = shared.publish_current(topic).await {
+                    retry.insert(topic);
+                }
+            }
+            return true;
+        }
+        delivery = sub.next() => match delivery {
+            Some(delivery) => delivery,
+            None => return false,
+        },
+    };
+    match delivery {
+        Delivery::Change(change) => {
+            let Some(cluster) = cluster_of(&change.topic) else {
+                return true;
+            };
+            let stopped_here =
+                change.kind == ChangeKind::Removed && !shared.running.contains(cluster);
+            if change.remote || stopped_here {
+                return true;
+            }
+            let envelope = Envelope {
+                topic: change.topic.to_string(),
+                rev: change.rev,
+                replica: shared.replica.clone(),
+                doc: change.doc.as_deref().cloned(),
+            };
+            if !shared.send(&envelope).await {
+                retry.insert(change.topic.clone());
+            }
+        }
+        Delivery::Resync { topic, .. } => {
+            if let Err(topic) = shared.publish_current(topic).await {
+                retry.insert(topic);
+            }
+        }
+    }
+    true
+}
+
+impl Shared {
+    /// Publishes one envelope and waits for the stream's acknowledgement.
+    async fn send(&self, envelope: &Envelope) -> bool {
+        let payload = match serde_json::to_vec(envelope) {
+            Ok(payload) => payload,
+            Err(e) => {
+                tracing::error!(topic = %envelope.topic, cause = %e, "a change could not be encoded for the stream");
+                return true;
+            }
+        };
+        let subject = subject::of_topic(&envelope.topic);
+        let acked = match self.js.publish(subject, payload.into()).await {
+            Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let ok = acked.is_ok();
+        if let Err(cause) = acked {
+            tracing::warn!(topic = %envelope.topic, rev = envelope.rev, %cause, "a change was not published to the stream; retrying with the current document");
+        }
+        self.metrics.stream.published(&self.settings.stream, ok);
+        ok
+    }
+
+    /// Publishes the current document of a topic of a member this replica
+    /// runs (nothing for others); Err(topic) to try again.
+    async fn publish_current(&self, topic: Topic) -> Result<(), Topic> {
+        let runs = cluster_of(&topic).is_some_and(|c| self.running.contains(c));
+        let Some(current) = self.hub.get(topic.as_str()).filter(|_| runs) else {
+            return Ok(());
+        };
+        let envelope = Envelope {
+            topic: topic.to_string(),
+            rev: current.rev,
+            replica: self.replica.clone(),
+            doc: Some((*current.doc).clone()),
+        };
+        if self.send(&envelope).await {
+            Ok(())
+        } else {
+            Err(topic)
+        }
+    }
+
+    /// Applies one message of another replica, unless this replica runs the
+    /// member now (its own engine is the owner), or the member is not one of
+    /// `desired` (parked until it is).
+    fn apply(
+        &self,
+        envelope: Envelope,
+        desired: &BTreeSet<String>,
+        parked: &mut HashMap<String, Envelope>,
+    ) {
+        let runs = |cluster: &str| self.running.contains(cluster);
+        match decide(&envelope, &self.replica, runs, desired) {
+            Decision::Skip => {}
+            Decision::Park => {
+                if parked.len() < PARKED_TOPICS || parked.contains_key(&envelope.topic) {
+                    parked.insert(envelope.topic.clone(), envelope);
+                }
+            }
+            Decision::Apply => {
+                self.hub
+                    .apply_remote(&envelope.topic, envelope.rev, envelope.doc);
+            }
+        }
+    }
+
+    /// The member set changed: members no longer there leave this hub
+    /// (their topics from other replicas; the sources of one running here
+    /// are stopped by the union), and parked topics of new ones are applied.
+    fn members_changed(&self, desired: &BTreeSet<String>, parked: &mut HashMap<String, Envelope>) {
+        let all: Vec<Pattern> = ["clusters/*", "clusters/**", "apps/**"]
+            .into_iter()
+            .map(|p| Pattern::parse(p).expect("a valid pattern"))
+            .collect();
+        for doc in self.hub.list(&all) {
+            let Some(cluster) = cluster_of(&doc.topic) else {
+                continue;
+            };
+            if !desired.contains(cluster) && !self.running.contains(cluster) {
+                self.hub.remove(doc.topic.as_str());
+            }
+        }
+        let ready: Vec<String> = parked
+            .iter()
+            .filter(|(_, e)| cluster_of(&Topic::new(&e.topic)).is_some_and(|c| desired.contains(c)))
+            .map(|(topic, _)| topic.clone())
+            .collect();
+        for topic in ready {
+            if let Some(envelope) = parked.remove(&topic) {
+                self.apply(envelope, desired, parked);
+            }
+        }
+    }
+}
+
+/// Reads the stream from the last message of every topic on, applying the
+/// other replicas' changes; an ordered consumer, made again after an error.
+async fn consume(
+    shared: Arc<Shared>,
+    mut desired: watch::Receiver<BTreeSet<String>>,
+    state: Arc<Mutex<ConsumerState>>,
+    stop: CancellationToken,
+) {
+    let mut parked: HashMap<String, Envelope> = HashMap::new();
+    // The member names, copied once per change of them (not per message).
+    let mut names = desired.borrow_and_update().clone();
+    let mut backoff = Duration::from_millis(250);
+    'consumer: while !stop.is_cancelled() {
+        let messages = match open_consumer(&shared).await {
+            Ok(messages) => messages,
+            Err(error) => {
+                tracing::warn!(%error, "the stream of changes cannot be read; trying again");
+                state.lock().error = Some(error);
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        let mut messages = std::pin::pin!(messages);
+        {
+            let mut state = state.lock();
+            state.error = None;
+            state.progress_at = Some(Instant::now());
+        }
+        loop {
+            let message = tokio::select! {
+                _ = stop.cancelled() => break 'consumer,
+                changed = desired.changed() => {
+                    if changed.is_ok() {
+                        names = desired.borrow_and_update().clone();
+                        shared.members_changed(&names, &mut parked);
+                    }
+                    continue;
+                }
+                message = messages.next() => message,
+            };
+            let message = match message {
+                Some(Ok(message)) => message,
+                Some(Err(e)) => {
+                    // The ordered consumer makes itself again after most
+                    // errors; an error it reports ends this one.
+                    state.lock().error = Some(e.to_string());
+                    tracing::warn!(cause = %e, "the stream of changes failed; reading it again");
+                    continue 'consumer;
+                }
+                None => continue 'consumer,
+            };
+            backoff = Duration::from_millis(250);
+            let pending = message.info().map(|i| i.pending).unwrap_or_default();
+            {
+                let mut state = state.lock();
+                state.pending = pending;
+                state.progress_at = Some(Instant::now());
+                state.error = None;
+            }
+            shared
+                .metrics
+                .stream
+                .consumed(&shared.settings.stream, pending);
+            match serde_json::from_slice::<Envelope>(&message.payload) {
+                Ok(envelope) => {
+                    shared.apply(envelope, &names, &mut parked);
+                }
+                Err(e) => {
+                    tracing::warn!(subject = %message.subject, cause = %e, "a message of the stream of changes is not a change; skipped");
+                }
+            }
+        }
+    }
+}
+
+/// An ordered consumer of every topic's subject, from the last message of
+/// each (then every new one).
+async fn open_consumer(shared: &Shared) -> Result<consumer::pull::Ordered, String> {
+    let stream = shared
+        .js
+        .get_stream(&shared.settings.stream)
+        .await
+        .map_err(|e| format!("stream {}: {e}", shared.settings.stream))?;
+    let consumer = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: format!("{}.>", subject::PREFIX),
+            deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("consumer: {e}"))?;
+    consumer
+        .messages()
+        .await
+        .map_err(|e| format!("messages: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_validated() {
+        assert!(
+            NatsSettings::new("nats://127.0.0.1:4222")
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            NatsSettings::new("tls://nats.example:4222")
+                .validate()
+                .is_ok()
+        );
+        for bad in [
+            NatsSettings::new("http://127.0.0.1:4222"),
+            NatsSettings::new("nats://"),
+            NatsSettings {
+                stream: "a.b".into(),
+                ..NatsSettings::new("nats://h:1")
+            },
+            NatsSettings {
+                stream: String::new(),
+                ..NatsSettings::new("nats://h:1")
+            },
+            NatsSettings {
+                history: 0,
+                ..NatsSettings::new("nats://h:1")
+            },
+        ] {
+            let err = bad.validate().unwrap_err().to_string();
+            assert!(err.contains("nats: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_replica_applies_what_others_publish_of_members_it_knows_and_does_not_run() {
+        let desired: BTreeSet<String> = ["a", "b"].into_iter().map(String::from).collect();
+        let runs = |cluster: &str| cluster == "a";
+        let from = |replica: &str, topic: &str| Envelope {
+            topic: topic.into(),
+            rev: 1,
+            replica: replica.into(),
+            doc: None,
+        };
+        for (envelope, want) in [
+            (from("me", "clusters/b"), Decision::Skip),
+            (from("other", "clusters/a"), Decision::Skip),
+            (from("other", "apps/a/ns/x"), Decision::Skip),
+            (from("other", "tasks/1"), Decision::Skip),
+            (from("other", "clusters/b"), Decision::Apply),
+            (
+                from("other", "clusters/b/sync/apps/v1/deployments"),
+                Decision::Apply,
+            ),
+            (from("other", "apps/b/ns/x"), Decision::Apply),
+            (from("other", "clusters/c"), Decision::Park),
+            (from("me", "clusters/c"), Decision::Skip),
+        ] {
+            assert_eq!(
+                decide(&envelope, "me", runs, &desired),
+                want,
+                "{envelope:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_member_topics_travel() {
+        for (topic, cluster) in [
+            ("clusters/a", Some("a")),
+            ("clusters/a/sync/apps/v1/deployments", Some("a")),
+            ("apps/a/shop/web", Some("a")),
+            ("tasks/1", None),
+            ("summary/clusters", None),
+        ] {
+            assert_eq!(cluster_of(&Topic::new(topic)), cluster, "{topic}");
+        }
+    }
+}

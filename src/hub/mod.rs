@@ -839,16 +839,28 @@ impl Subscription {
     /// The next change, or a resync of a topic this subscription fell behind
     /// on (None once the hub is gone).
     pub async fn next(&mut self) -> Option<Delivery> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// [`Subscription::next`] for a task that polls many subscriptions
+    /// itself: ready with the next delivery, else pending with `cx`
+    /// registered on the queue.
+    pub fn poll_next(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Delivery>> {
         if let Some(delivery) = self.try_next() {
-            return Some(delivery);
+            return std::task::Poll::Ready(Some(delivery));
         }
         // A topic is marked behind only while this queue is full (or for a
         // topic already marked), so the queue wakes this receiver before any
         // resync is due: no second wake-up source is needed.
-        let change = self.rx.recv().await?;
+        let Some(change) = std::task::ready!(self.rx.poll_recv(cx)) else {
+            return std::task::Poll::Ready(None);
+        };
         let floor = self.lagged.floor.load(Ordering::Acquire);
         self.resume = change.seq.min(floor.saturating_sub(1));
-        Some(Delivery::Change(change))
+        std::task::Poll::Ready(Some(Delivery::Change(change)))
     }
 }
 

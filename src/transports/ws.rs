@@ -318,9 +318,11 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
     // The subscriptions end (and leave the hub) before the close: nothing
     // more of them is written.
     drop(s);
+    // Boxed: the close's timers and frame would otherwise be part of every
+    // idle socket's task.
     match end {
-        End::Close(code, reason) => wire.close(code, reason).await,
-        End::Peer => wire.finish().await,
+        End::Close(code, reason) => Box::pin(wire.close(code, reason)).await,
+        End::Peer => Box::pin(wire.finish()).await,
     }
 }
 

@@ -163,6 +163,9 @@ impl Outbox {
 
     pub(super) fn add(&mut self, sub: Sub) {
         self.subs.retain(|s| !s.ended);
+        // One at a time: a first push would make room for four (a socket
+        // mostly has one subscription).
+        self.subs.reserve_exact(1);
         self.subs.push(sub);
     }
 

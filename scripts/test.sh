@@ -53,13 +53,14 @@ if ! command -v kubectl >/dev/null 2>&1; then
     exit 1
   }
 fi
-# nats-server (JetStream): tests/scaleout.rs runs three replicas over one
-# stream of changes (Debian installs it in /usr/sbin).
+# nats-server (JetStream): tests/scaleout.rs and scaleout_faults.rs run
+# replicas over one stream of changes, tests/deploy.rs runs it on deploy/nats/'s nats.conf,
+# tests/monitoring.rs scrapes a `demo --nats` (Debian installs it in /usr/sbin).
 export PATH="$PATH:/usr/sbin"
 if ! command -v nats-server >/dev/null 2>&1; then
   log "installing nats-server"
   apt_install nats-server || {
-    echo "error: nats-server is required by tests/scaleout.rs and could not be installed" >&2
+    echo "error: nats-server is required by tests/scaleout.rs, scaleout_faults.rs, deploy.rs and monitoring.rs and could not be installed" >&2
     exit 1
   }
 fi

@@ -39,6 +39,10 @@ pub struct DemoOptions {
     /// the first simulated cluster (namespace `default`, replica `demo`),
     /// as one of several replicas would (docs/SCALE-OUT.md).
     pub leases: bool,
+    /// `demo --leases --nats URL`: the gateway also publishes its members'
+    /// changes to the NATS JetStream server at URL and reads the stream, as
+    /// one of several replicas would (docs/SCALE-OUT.md).
+    pub nats: Option<crate::scale::NatsSettings>,
 }
 
 impl Default for DemoOptions {
@@ -53,6 +57,7 @@ impl Default for DemoOptions {
             },
             karpor: None,
             leases: false,
+            nats: None,
         }
     }
 }
@@ -226,6 +231,7 @@ impl Demo {
                 duration: crate::scale::DEFAULT_DURATION,
             });
         }
+        config.nats = options.nats.clone();
         let gateway = Gateway::start(config, shutdown).await?;
         Ok(Self {
             clusters,

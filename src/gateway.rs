@@ -163,15 +163,16 @@ impl Gateway {
             Some(_) => (Vec::new(), Some(Default::default())),
             None => (members, None),
         };
-        let pipeline = Pipeline::start_on(hub, members, pipeline, shutdown).await?;
+        // With a stream of changes, clients are served what the stream
+        // brings (this replica's own members' documents included), and the
+        // engine's hub is where the stream's publisher reads them.
+        let pipeline = if nats.is_some() {
+            let origin = Hub::new(pipeline.hub);
+            Pipeline::start_apart(hub, origin, members, pipeline, shutdown).await?
+        } else {
+            Pipeline::start_on(hub, members, pipeline, shutdown).await?
+        };
         let union = MemberUnion::with_owned(pipeline.clone(), file_part, owned);
-        let tasks = Tasks::for_pipeline(&pipeline, tasks, shutdown);
-        tracing::info!(
-            mode = auth.mode_name(),
-            tls = tls.is_some(),
-            "gateway security"
-        );
-        let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
         // Subscribed to the hub before any member starts here.
         let stream = match (nats, &leases) {
             (Some(nats), Some(leases)) => {
@@ -181,7 +182,10 @@ impl Gateway {
                     Box::pin(ChangeStream::start(
                         nats,
                         leases.replica.clone(),
-                        pipeline.hub().clone(),
+                        crate::scale::Hubs {
+                            origin: pipeline.origin().clone(),
+                            served: pipeline.hub().clone(),
+                        },
                         pipeline.members().clone(),
                         union.desired(),
                         pipeline.metrics().clone(),
@@ -189,11 +193,37 @@ impl Gateway {
                     ))
                     .await?,
                 );
-                checks.readyz.push(Arc::new(stream.check()));
                 Some(stream)
             }
             _ => None,
         };
+        // With a stream of changes, tasks live in a JetStream bucket every
+        // replica shares, and run where their member runs.
+        let tasks = match &stream {
+            Some(stream) => {
+                let bucket = crate::scale::task_bucket_of(stream.name());
+                // Boxed: opening the bucket makes a large future.
+                let store = Box::pin(crate::scale::NatsTaskStore::open(
+                    stream.jetstream(),
+                    &bucket,
+                    tasks.capacity,
+                    shutdown,
+                ))
+                .await?;
+                tracing::info!(%bucket, "tasks shared by every replica in a JetStream key-value bucket");
+                Tasks::shared(store, &pipeline, tasks, union.desired(), shutdown)
+            }
+            None => Tasks::for_pipeline(&pipeline, tasks, shutdown),
+        };
+        tracing::info!(
+            mode = auth.mode_name(),
+            tls = tls.is_some(),
+            "gateway security"
+        );
+        let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
+        if let Some(stream) = &stream {
+            checks.readyz.push(Arc::new(stream.check()));
+        }
         let ownership = match leases {
             Some(settings) => {
                 tracing::info!(replica = %settings.replica, namespace = %settings.namespace, duration = ?settings.duration, "members owned through Leases");
@@ -222,7 +252,7 @@ impl Gateway {
                 let token = shutdown.child_token();
                 let (state, task) = writer::spawn(
                     &settings,
-                    pipeline.hub().clone(),
+                    pipeline.origin().clone(),
                     status,
                     pipeline.metrics().clone(),
                     token.clone(),

@@ -16,7 +16,7 @@
 //! scenario 3). On the plain listener an event stream does not keep even
 //! that: the first request head is read here, and a `GET` of the events
 //! path is answered without hyper ([`crate::stream_conn`]; its read and
-//! header buffers are 16 KiB of a stream's 27, §12). Streams over TLS stay
+//! header buffers are 16 KiB of a stream's 27, §16). Streams over TLS stay
 //! with hyper. Either way the socket is read while a response streams, so
 //! a client that hangs up ends its stream at once.
 //!

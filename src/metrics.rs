@@ -173,6 +173,7 @@ pub(crate) struct StreamMetrics {
     publish_errors: Family<StreamLabels, Counter>,
     consumed: Family<StreamLabels, Counter>,
     lag: Family<StreamLabels, Gauge>,
+    connected: Family<StreamLabels, Gauge>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -202,6 +203,11 @@ impl StreamMetrics {
             "Messages of the stream of changes this replica's consumer has not read yet, as of its last message",
             self.lag.clone(),
         );
+        registry.register(
+            "stream_connected",
+            "1 while this replica is connected to the NATS server of the stream of changes (as the connection part of /readyz/Nats), else 0",
+            self.connected.clone(),
+        );
     }
 
     fn labels(stream: &str) -> StreamLabels {
@@ -217,6 +223,13 @@ impl StreamMetrics {
         self.publish_errors.get_or_create(&labels).inc_by(0);
         self.consumed.get_or_create(&labels).inc_by(0);
         self.lag.get_or_create(&labels).set(0);
+    }
+
+    /// The client connected to the server, or lost it.
+    pub(crate) fn connected(&self, stream: &str, up: bool) {
+        self.connected
+            .get_or_create(&Self::labels(stream))
+            .set(i64::from(up));
     }
 
     pub(crate) fn published(&self, stream: &str, ok: bool) {

@@ -90,7 +90,12 @@ struct Members {
 
 /// Sources + engine + hub, running.
 pub struct Pipeline {
+    /// What clients are served from (transports, REST, tasks, summaries).
     hub: Arc<Hub>,
+    /// Where the engine puts its documents: `hub` itself, except with a
+    /// stream of changes shared by replicas, which carries them from here
+    /// to every replica's `hub` (`docs/SCALE-OUT.md`).
+    origin: Arc<Hub>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Held across a whole member or registry change (source starts and
     /// stops included), so changes apply one at a time, in order; health
@@ -154,6 +159,19 @@ impl Pipeline {
         config: PipelineConfig,
         shutdown: &CancellationToken,
     ) -> crate::Result<Arc<Self>> {
+        Self::start_apart(hub.clone(), hub, members, config, shutdown).await
+    }
+
+    /// Starts the engine and one source per member, the engine publishing
+    /// into `origin` and clients served from `hub` (which something else
+    /// fills from `origin`: the stream of changes).
+    pub async fn start_apart(
+        hub: Arc<Hub>,
+        origin: Arc<Hub>,
+        members: Vec<Member>,
+        config: PipelineConfig,
+        shutdown: &CancellationToken,
+    ) -> crate::Result<Arc<Self>> {
         // Every client first: a member that cannot have one starts nothing.
         let connected = members
             .iter()
@@ -162,12 +180,13 @@ impl Pipeline {
         let token = shutdown.child_token();
         let (tx, rx) = mpsc::channel::<Observation>(OBSERVATION_QUEUE);
         let metrics = crate::metrics::Metrics::new();
-        let engine = Engine::new(hub.clone(), config.thresholds)
+        let engine = Engine::new(origin.clone(), config.thresholds)
             .with_metrics(metrics.clone())
             .with_retention(config.app_retention);
-        let engine = tokio::spawn(engine::run(engine, rx, token.clone()));
+        let engine = tokio::spawn(engine::run(engine, hub.clone(), rx, token.clone()));
         let pipeline = Arc::new(Self {
             hub,
+            origin,
             metrics,
             members: Mutex::new(Members {
                 running: BTreeMap::new(),
@@ -437,6 +456,12 @@ impl Pipeline {
         &self.hub
     }
 
+    /// The hub the engine puts its documents into: [`Pipeline::hub`],
+    /// unless clients are served from a stream of changes.
+    pub fn origin(&self) -> &Arc<Hub> {
+        &self.origin
+    }
+
     /// The metrics the engine records into; share them with the gateway.
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.metrics
@@ -510,7 +535,7 @@ impl Pipeline {
         let mut problems = Vec::new();
         for source in members.running.values().map(|r| &r.source) {
             let phase = self
-                .hub
+                .origin
                 .get(&crate::hub::topic::cluster(source.name()))
                 .and_then(|d| {
                     d.doc

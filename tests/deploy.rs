@@ -1,8 +1,9 @@
 //! The deployment manifests: they render with kustomize, validate against
 //! the Kubernetes schemas offline, carry the seed's probes, embed a config
 //! the gateway accepts, and apply to the simulator with kubectl — the base
-//! alone, and with the `replicas` component (several replicas sharing the
-//! members through Leases).
+//! alone, with the `replicas` component (several replicas sharing the
+//! members through Leases), and with `replicas` and `nats` (the NATS server
+//! of the stream of changes, whose nats.conf the real nats-server accepts).
 
 mod common;
 
@@ -39,28 +40,41 @@ fn render() -> (String, Vec<Value>) {
     kustomize(&Path::new(ROOT).join("deploy"))
 }
 
-/// The base with the `replicas` component, from an overlay outside
-/// deploy/ as deploy/replicas/kustomization.yaml shows (kustomize refuses
-/// an overlay inside the base's directory). Written once: tests run in
+/// An overlay outside deploy/ with the base and `components` (kustomize
+/// refuses an overlay inside the base's directory), as
+/// deploy/replicas/kustomization.yaml shows.
+fn overlay(name: &str, components: &[&str]) -> PathBuf {
+    let overlay = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&overlay).unwrap();
+    let base = common::relative(&overlay, &Path::new(ROOT).join("deploy"));
+    let components: String = components
+        .iter()
+        .map(|c| format!("  - {}/{c}\n", base.display()))
+        .collect();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             resources:\n  - {}\ncomponents:\n{components}",
+            base.display()
+        ),
+    )
+    .unwrap();
+    overlay
+}
+
+/// The base with the `replicas` component. Written once: tests run in
 /// parallel.
 fn render_replicas() -> (String, Vec<Value>) {
     static OVERLAY: OnceLock<PathBuf> = OnceLock::new();
-    let overlay = OVERLAY.get_or_init(|| {
-        let overlay = Path::new(env!("CARGO_TARGET_TMPDIR")).join("with-replicas");
-        std::fs::create_dir_all(&overlay).unwrap();
-        let base = common::relative(&overlay, &Path::new(ROOT).join("deploy"));
-        std::fs::write(
-            overlay.join("kustomization.yaml"),
-            format!(
-                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
-                 resources:\n  - {base}\ncomponents:\n  - {base}/replicas\n",
-                base = base.display()
-            ),
-        )
-        .unwrap();
-        overlay
-    });
-    kustomize(overlay)
+    kustomize(OVERLAY.get_or_init(|| overlay("with-replicas", &["replicas"])))
+}
+
+/// The base with the `replicas` and `nats` components, in that order
+/// (deploy/nats/kustomization.yaml).
+fn render_nats() -> (String, Vec<Value>) {
+    static OVERLAY: OnceLock<PathBuf> = OnceLock::new();
+    kustomize(OVERLAY.get_or_init(|| overlay("with-replicas-and-nats", &["replicas", "nats"])))
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
@@ -404,4 +418,407 @@ async fn kubectl_applies_the_replicas_component_to_the_simulator() {
     let (replicas, listed) = apply("apply-replicas", &text, "poddisruptionbudgets").await;
     assert_eq!(replicas, "3");
     assert_eq!(listed.trim(), "poddisruptionbudget.policy/kube-pulse");
+}
+
+// ----------------------------------------------------------------- nats
+
+/// The document of `kind` named `name`.
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// Whether a label selector (`matchLabels`, or a Service's `selector`)
+/// selects pods with `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let selector = selector.as_object().expect("a selector");
+    !selector.is_empty() && selector.iter().all(|(k, v)| &labels[k] == v)
+}
+
+/// `key: value` settings of a nats.conf, in order.
+type Settings = Vec<(String, String)>;
+
+/// The top-level settings of a nats.conf, and those of its `jetstream { … }`
+/// block if it has one (the format of what deploy/nats/nats-config.yaml
+/// writes: one setting per line, `#` comments).
+fn nats_conf(text: &str) -> (Settings, Option<Settings>) {
+    let (mut top, mut jetstream, mut depth) = (Vec::new(), None::<Vec<_>>, 0);
+    for line in text.lines().map(|l| l.split('#').next().unwrap().trim()) {
+        if line.is_empty() {
+            continue;
+        }
+        if line.ends_with('{') {
+            assert_eq!(depth, 0, "nested block: {line}");
+            assert_eq!(line, "jetstream {", "an unexpected block");
+            jetstream = Some(Vec::new());
+            depth = 1;
+            continue;
+        }
+        if line == "}" {
+            depth -= 1;
+            continue;
+        }
+        let (key, value) = line.split_once(':').unwrap_or_else(|| panic!("{line}"));
+        let pair = (key.trim().to_string(), value.trim().to_string());
+        match (depth, jetstream.as_mut()) {
+            (1, Some(block)) => block.push(pair),
+            _ => top.push(pair),
+        }
+    }
+    assert_eq!(depth, 0, "unbalanced braces in\n{text}");
+    (top, jetstream)
+}
+
+fn setting<'a>(settings: &'a [(String, String)], key: &str) -> &'a str {
+    settings
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {settings:?}"))
+}
+
+/// The nats.conf the component's StatefulSet reads.
+fn nats_conf_text(docs: &[Value]) -> String {
+    named(docs, "ConfigMap", "kube-pulse-nats")["data"]["nats.conf"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The container port named `name` of `container`.
+fn container_port(container: &Value, name: &str) -> u64 {
+    container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no port {name} in {container}"))["containerPort"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn the_nats_component_validates_against_the_kubernetes_schemas() {
+    let (text, docs) = render_nats();
+    let mut kinds = kinds(&docs);
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "ConfigMap",
+            "Deployment",
+            "Namespace",
+            "PodDisruptionBudget",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "Service",
+            "Service",
+            "ServiceAccount",
+            "StatefulSet"
+        ]
+    );
+    validate("nats", &text);
+    for doc in &docs {
+        if ["Namespace", "ClusterRole", "ClusterRoleBinding"]
+            .contains(&doc["kind"].as_str().unwrap())
+        {
+            continue;
+        }
+        assert_eq!(doc["metadata"]["namespace"], "kube-pulse", "{doc}");
+        assert_eq!(
+            doc["metadata"]["labels"]["app.kubernetes.io/part-of"], "kube-pulse",
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
+    let (_, replicas) = render_replicas();
+    let (_, docs) = render_nats();
+    // The replicas component's arguments, then --nats URL.
+    let args = |docs: &[Value]| {
+        find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let (before, after) = (args(&replicas), args(&docs));
+    assert_eq!(&after[..before.len()], &before[..]);
+    assert_eq!(after[before.len()], "--nats");
+    assert_eq!(after.len(), before.len() + 2, "{after:?}");
+    // As the gateway reads them, with the embedded config's `nats:` (none).
+    let serve = serve_args(&docs);
+    assert!(serve.lease_in_cluster, "--nats needs Lease ownership");
+    let config = named(&docs, "ConfigMap", "kube-pulse")["data"]["config.yaml"]
+        .as_str()
+        .unwrap();
+    let path = rendered_file("nats-gateway-config", config);
+    let file = kube_pulse::config::load_file(&path).unwrap();
+    let settings = serve.nats(file.nats.as_ref()).unwrap().expect("--nats");
+    assert_eq!(settings.stream, "KUBE_PULSE");
+    // nats://SERVICE[.NAMESPACE[.svc…]]:PORT of the client Service.
+    let (host, port) = settings
+        .url
+        .strip_prefix("nats://")
+        .and_then(|rest| rest.rsplit_once(':'))
+        .unwrap_or_else(|| panic!("{}", settings.url));
+    let port: u64 = port.parse().unwrap();
+    let mut labels = host.split('.');
+    let service = named(&docs, "Service", labels.next().unwrap());
+    if let Some(namespace) = labels.next() {
+        assert_eq!(service["metadata"]["namespace"], namespace);
+    }
+    assert_ne!(service["spec"]["clusterIP"], "None", "a headless Service");
+    let service_port = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == port)
+        .unwrap_or_else(|| panic!("{service} has no port {port}"));
+    // … which leads to the NATS pods' client port, the one nats.conf listens on.
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let pod = &statefulset["spec"]["template"];
+    assert!(
+        selects(&service["spec"]["selector"], &pod["metadata"]["labels"]),
+        "{service}"
+    );
+    let nats = &pod["spec"]["containers"][0];
+    let target = service_port["targetPort"].as_str().expect("a named port");
+    let client = container_port(nats, target);
+    let (conf, _) = nats_conf(&nats_conf_text(&docs));
+    assert_eq!(setting(&conf, "port"), client.to_string());
+    // The gateway's Service, PDB and Leases stay the gateway's: neither
+    // selects the NATS pods, and the NATS Services select no gateway pod.
+    let gateway = find(&docs, "Deployment");
+    let gateway_labels = &gateway["spec"]["template"]["metadata"]["labels"];
+    let nats_labels = &pod["metadata"]["labels"];
+    let gateway_service = named(&docs, "Service", "kube-pulse");
+    assert!(!selects(&gateway_service["spec"]["selector"], nats_labels));
+    let gateway_pdb = named(&docs, "PodDisruptionBudget", "kube-pulse");
+    assert!(selects(
+        &gateway_pdb["spec"]["selector"]["matchLabels"],
+        gateway_labels
+    ));
+    assert!(!selects(
+        &gateway_pdb["spec"]["selector"]["matchLabels"],
+        nats_labels
+    ));
+    for name in ["kube-pulse-nats", "kube-pulse-nats-headless"] {
+        let selector = &named(&docs, "Service", name)["spec"]["selector"];
+        assert!(!selects(selector, gateway_labels), "{name}");
+    }
+    assert_eq!(
+        find(&docs, "Role")["rules"][0]["resources"],
+        json!(["leases"])
+    );
+    assert_eq!(find(&docs, "RoleBinding")["roleRef"]["kind"], "Role");
+}
+
+#[test]
+fn the_nats_statefulset_runs_jetstream_on_its_volume() {
+    let (_, docs) = render_nats();
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let spec = &statefulset["spec"];
+    let pod = &spec["template"];
+    let labels = &pod["metadata"]["labels"];
+    assert!(selects(&spec["selector"]["matchLabels"], labels));
+    // Its governing Service is the headless one, which selects its pods.
+    let headless = named(&docs, "Service", spec["serviceName"].as_str().unwrap());
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+    assert!(selects(&headless["spec"]["selector"], labels));
+    // nats-server reads the ConfigMap's nats.conf.
+    let container = &pod["spec"]["containers"][0];
+    let command: Vec<&str> = container["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let config_path = command[command.iter().position(|a| *a == "--config").unwrap() + 1];
+    let mount = |name: &str| {
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no mount {name}"))["mountPath"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["configMap"]["name"] == "kube-pulse-nats")
+        .expect("the ConfigMap as a volume");
+    let config_dir = mount(volume["name"].as_str().unwrap());
+    assert_eq!(config_path, format!("{config_dir}/nats.conf"));
+    // JetStream on, its store on the claim of every pod.
+    let (conf, jetstream) = nats_conf(&nats_conf_text(&docs));
+    let jetstream = jetstream.expect("a jetstream block");
+    let claim = &spec["volumeClaimTemplates"][0];
+    let data = mount(claim["metadata"]["name"].as_str().unwrap());
+    let store = setting(&jetstream, "store_dir");
+    assert!(
+        Path::new(store).starts_with(&data),
+        "{store} is not on the volume at {data}"
+    );
+    assert_eq!(claim["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert!(claim["spec"]["resources"]["requests"]["storage"].is_string());
+    // server_name is the pod's name.
+    assert_eq!(setting(&conf, "server_name"), "$POD_NAME");
+    let env = container["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"] == json!({"fieldRef": {"fieldPath": "metadata.name"}})),
+        "{env:?}"
+    );
+    // Probes on the monitoring port nats.conf opens; liveness needs JetStream.
+    let monitor = container_port(container, "monitor");
+    assert_eq!(setting(&conf, "http_port"), monitor.to_string());
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "monitor", "{probe}");
+    }
+    assert_eq!(
+        container["livenessProbe"]["httpGet"]["path"],
+        "/healthz?js-enabled-only=true"
+    );
+    // A pinned image, not root, nothing writable but the volume, bounded.
+    let image = container["image"].as_str().unwrap();
+    let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or("");
+    assert!(
+        tag.starts_with(|c: char| c.is_ascii_digit()) && tag.contains('.'),
+        "{image} is not pinned to a version"
+    );
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert!(pod["spec"]["securityContext"]["fsGroup"].is_u64());
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    assert!(container["resources"]["requests"]["cpu"].is_string());
+    // Its own PDB selects its pods.
+    let pdb = named(&docs, "PodDisruptionBudget", "kube-pulse-nats");
+    assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
+    assert_eq!(pdb["spec"]["minAvailable"], spec["replicas"]);
+}
+
+/// The real nats-server with the component's nats.conf, its store moved to
+/// a temporary directory and its ports to free loopback ones (flags win
+/// over the file): it accepts the file, and serves JetStream with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_server_accepts_the_components_config() {
+    let Some(binary) = common::nats::nats_server_or_skip() else {
+        return;
+    };
+    let (_, docs) = render_nats();
+    let text = nats_conf_text(&docs);
+    let (_, jetstream) = nats_conf(&text);
+    let store = setting(jetstream.as_ref().unwrap(), "store_dir").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let local = text.replace(
+        &format!("store_dir: {store}"),
+        &format!("store_dir: {}", dir.path().display()),
+    );
+    assert_ne!(local, text);
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(&conf, &local).unwrap();
+    let out = Command::new(&binary)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-t")
+        .env("POD_NAME", "kube-pulse-nats-0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nats-server refuses the config: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (port, monitor) = (common::nats::free_port(), common::nats::free_port());
+    let mut child = Command::new(&binary)
+        .arg("-c")
+        .arg(&conf)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-m", &monitor.to_string()])
+        .env("POD_NAME", "kube-pulse-nats-0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = common::http();
+    let base = format!("http://127.0.0.1:{monitor}");
+    let healthy = common::eventually(
+        std::time::Duration::from_secs(120),
+        "the liveness probe's /healthz?js-enabled-only=true answers",
+        || {
+            let (client, base) = (client.clone(), base.clone());
+            async move {
+                let answer = client
+                    .get(format!("{base}/healthz?js-enabled-only=true"))
+                    .send()
+                    .await
+                    .ok()?;
+                Some(answer.status())
+            }
+        },
+    )
+    .await;
+    let varz: Value = client
+        .get(format!("{base}/varz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(healthy, 200);
+    assert_eq!(varz["server_name"], "kube-pulse-nats-0");
+    assert_eq!(varz["port"], port);
+    let config = &varz["jetstream"]["config"];
+    assert!(
+        config["store_dir"]
+            .as_str()
+            .is_some_and(|d| Path::new(d).starts_with(dir.path())),
+        "{varz}"
+    );
+    assert!(config["max_storage"].as_u64().unwrap() > 0, "{varz}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_nats_component_to_the_simulator() {
+    let (text, _) = render_nats();
+    let (replicas, listed) = apply(
+        "apply-nats",
+        &text,
+        "poddisruptionbudgets,services,statefulsets",
+    )
+    .await;
+    assert_eq!(replicas, "3");
+    let mut listed: Vec<&str> = listed.lines().collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        [
+            "poddisruptionbudget.policy/kube-pulse",
+            "poddisruptionbudget.policy/kube-pulse-nats",
+            "service/kube-pulse",
+            "service/kube-pulse-nats",
+            "service/kube-pulse-nats-headless",
+            "statefulset.apps/kube-pulse-nats"
+        ]
+    );
 }

@@ -26,15 +26,21 @@ const WAIT: Duration = Duration::from_secs(30);
 /// instead of turning them into timing noise.
 static ONE_FLEET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Waits (bounded) until every reader's documents equal the gateway's REST
-/// answer, and no reader saw a revision gap; panics naming what differs.
+/// Waits (bounded) until every reader's document of each topic has equalled
+/// the gateway's REST answer at least once during the wait (documents that
+/// change every probe under load are compared as they pass, not all in one
+/// instant), no reader holds a topic REST does not, and no reader saw a
+/// revision gap; panics naming what differs.
 async fn all_agree_with_rest(fleet: &Fleet, readers: &[&Reader]) {
     let deadline = Instant::now() + WAIT;
+    let mut agreed: Vec<std::collections::BTreeSet<String>> =
+        vec![Default::default(); readers.len()];
     loop {
         let truth = fleet.rest().await;
         // Messages already sent but not yet read.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut wrong = Vec::new();
+        let mut example = None;
         for (i, reader) in readers.iter().enumerate() {
             let mirror = reader.mirror.lock();
             assert!(
@@ -43,8 +49,22 @@ async fn all_agree_with_rest(fleet: &Fleet, readers: &[&Reader]) {
                 mirror.gaps
             );
             let differences = mirror.differences(&truth);
-            if !differences.is_empty() {
-                wrong.push((i, differences));
+            agreed[i].extend(truth.keys().filter(|t| !differences.contains(*t)).cloned());
+            let outstanding: Vec<String> = differences
+                .into_iter()
+                .filter(|t| !truth.contains_key(t) || !agreed[i].contains(t))
+                .collect();
+            if let Some(topic) = outstanding.first()
+                && example.is_none()
+            {
+                example = Some(format!(
+                    "{topic}: reader {:?}, REST {:?}",
+                    mirror.docs.get(topic),
+                    truth.get(topic)
+                ));
+            }
+            if !outstanding.is_empty() {
+                wrong.push((i, outstanding));
             }
         }
         if wrong.is_empty() {
@@ -54,11 +74,12 @@ async fn all_agree_with_rest(fleet: &Fleet, readers: &[&Reader]) {
             let (i, topics) = &wrong[0];
             let log = fleet.log();
             panic!(
-                "{} of {} readers disagree with REST after {WAIT:?}; reader {i}: {} topics, e.g. {:?}\ngateway log (end):\n{}",
+                "{} of {} readers disagree with REST after {WAIT:?}; reader {i}: {} topics, e.g. {:?}\n{}\ngateway log (end):\n{}",
                 wrong.len(),
                 readers.len(),
                 topics.len(),
                 &topics[..topics.len().min(5)],
+                example.unwrap_or_default(),
                 &log[log.len().saturating_sub(4000)..]
             );
         }

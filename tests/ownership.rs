@@ -344,18 +344,8 @@ async fn each_member_runs_on_one_replica_and_moves_when_replicas_stop_die_and_re
     let mut owned = 0.0;
     for r in [&alive, &back1, &back2] {
         owned += common::metric(&r.url, "kube_pulse_lease_owned_members").await;
-        let ready = common::http()
-            .get(format!("{}/readyz/Leases", r.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            ready.status(),
-            200,
-            "{}: {}",
-            r.id,
-            ready.text().await.unwrap()
-        );
+        let (status, body) = common::readiness(&r.url, "Leases").await;
+        assert_eq!(status, 200, "{}: {body}", r.id);
     }
     assert_eq!(owned, 3.0);
     let acquired = common::metric(
@@ -412,12 +402,8 @@ async fn a_replica_cut_off_from_the_host_stops_its_members_before_their_leases_e
     assert!(r1.gateway.ownership().unwrap().health().owned().is_empty());
     // Readiness says why; once the host answers again, the members return.
     let not_ready = eventually(WITHIN, "Leases not ready", || async {
-        let ready = common::http()
-            .get(format!("{}/readyz/Leases", r1.url))
-            .send()
-            .await
-            .unwrap();
-        (ready.status() == 500).then_some(ready.text().await.unwrap())
+        let (status, body) = common::readiness(&r1.url, "Leases").await;
+        (status == 500).then_some(body)
     })
     .await;
     assert!(not_ready.contains("lease store"), "{not_ready}");

@@ -5,272 +5,38 @@
 //! serves, and follows changes made on another replica's members.
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the tests
-//! say so and pass, unless `CI` is set: then they fail.
+//! say so and pass, unless `CI` is set: then they fail. The helpers are in
+//! tests/common/scale.rs; the faults of scaling out (an owner killed,
+//! upstream load, scaling down and up) are in tests/scaleout_faults.rs.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::Duration;
 
-use common::{Replica as Docs, Ws, eventually, sim, sim_with, start_gateway, ws_next, ws_send};
+use common::nats::{Nats, nats};
+use common::scale::{LEASE, Replica, Subscriber, WITHIN, converged, owners, replica, rest, seed};
+use common::{Replica as Docs, eventually, sim, sim_with};
 use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{LeaseSettings, NatsSettings, preferred_owner};
-use kube_pulse_sim::{SimCluster, WorkloadSeed, workload_manifest};
+use kube_pulse_sim::{SimCluster, workload_manifest};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-/// Short Leases, so that failover takes seconds.
-const LEASE: Duration = Duration::from_secs(3);
-/// Generous bound for what a loaded 2-core machine does in a few lease
-/// durations and relists.
-const WITHIN: Duration = Duration::from_secs(120);
-
-/// A `nats-server` with JetStream on a free loopback port, killed on drop.
-struct Nats {
-    binary: std::path::PathBuf,
-    child: Option<Child>,
-    port: u16,
-    url: String,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-impl Nats {
-    /// Starts the server (again: same port, same store) and waits until
-    /// it accepts connections.
-    async fn start(&mut self) {
-        let child = Command::new(&self.binary)
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server starts");
-        self.child = Some(child);
-        let port = self.port;
-        eventually(WITHIN, "nats-server accepts connections", || async {
-            TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
-        })
-        .await;
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The `nats-server` binary: on PATH, or where Debian installs it.
-fn nats_server() -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([std::path::PathBuf::from("/usr/sbin")])
-        .map(|dir| dir.join("nats-server"))
-        .find(|p| p.is_file())
-}
-
-/// Starts NATS, or None (with a message) when the binary is missing
-/// outside CI; with `CI` set a missing binary fails the test.
-async fn nats() -> Option<Nats> {
-    let Some(binary) = nats_server() else {
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
-        assert!(
-            !ci,
-            "nats-server is not installed (scripts/test.sh installs it: apt-get install nats-server)"
-        );
-        eprintln!(
-            "SKIPPED: nats-server is not installed; `apt-get install nats-server` (or scripts/test.sh) to run the scale-out tests"
-        );
-        return None;
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut nats = Nats {
-        binary,
-        child: None,
-        port,
-        url: format!("nats://127.0.0.1:{port}"),
-        dir: tempfile::tempdir().unwrap(),
-    };
-    nats.start().await;
-    Some(nats)
-}
-
-/// The app the tests create on a member.
-fn seed() -> WorkloadSeed {
-    WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: "web".into(),
-        replicas: 1,
-        image: "registry.example/web:1".into(),
-    }
-}
-
-/// One gateway replica and what stops it.
-struct Replica {
-    id: String,
-    url: String,
-    gateway: Arc<Gateway>,
-    token: CancellationToken,
-}
-
-async fn replica(id: &str, host: &SimCluster, members: &[&SimCluster], nats: &Nats) -> Replica {
-    let token = CancellationToken::new();
-    let leases = LeaseSettings {
-        client: host.kube_config(),
-        namespace: "default".into(),
-        replica: id.into(),
-        duration: LEASE,
-    };
-    let nats = NatsSettings::new(nats.url.clone());
-    let (url, gateway) = start_gateway(
-        members,
-        |c| {
-            c.leases = Some(leases);
-            c.nats = Some(nats);
-        },
-        &token,
-    )
-    .await;
-    Replica {
-        id: id.into(),
-        url,
-        gateway: Arc::new(gateway),
-        token,
-    }
-}
-
-/// Waits until every member is held by the one of `live` that rendezvous
-/// hashing prefers, which runs it (and no other replica does); returns
-/// member → owner.
-async fn owners(
-    host: &SimCluster,
-    live: &[&Replica],
-    members: &[String],
-) -> BTreeMap<String, String> {
-    eventually(WITHIN, "every member owned by one live replica", || async {
-        let holders = common::lease_holders(host).await;
-        let mut owners = BTreeMap::new();
-        for m in members {
-            let holder = holders.get(m)?.clone()?;
-            let running: Vec<&str> = live
-                .iter()
-                .filter(|r| r.gateway.pipeline().members().contains(m))
-                .map(|r| r.id.as_str())
-                .collect();
-            let ids: Vec<String> = live.iter().map(|r| r.id.clone()).collect();
-            if running != [holder.as_str()] || preferred_owner(m, &ids) != Some(&holder) {
-                return None;
-            }
-            owners.insert(m.clone(), holder);
-        }
-        Some(owners)
-    })
-    .await
-}
-
-/// A WebSocket subscriber on `url` to `topics`, applying every message to
-/// shared documents, and every message of each topic in order.
-struct Subscriber {
-    docs: Arc<parking_lot::Mutex<Docs>>,
-    seen: Arc<parking_lot::Mutex<BTreeMap<String, Vec<Value>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Subscriber {
-    async fn open(url: &str, topics: &[&str]) -> Self {
-        let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
-        let mut ws: Ws = tokio_tungstenite::connect_async(ws_url)
-            .await
-            .expect("websocket connects")
-            .0;
-        ws_send(
-            &mut ws,
-            json!({"op": "subscribe", "id": "s", "topics": topics}),
-        )
-        .await;
-        let docs = Arc::new(parking_lot::Mutex::new(Docs::default()));
-        let seen = Arc::new(parking_lot::Mutex::new(
-            BTreeMap::<String, Vec<Value>>::new(),
-        ));
-        let (d, s) = (docs.clone(), seen.clone());
-        let task = tokio::spawn(async move {
-            loop {
-                // ws_next fails the task after 20 s without a message;
-                // probes change the cluster documents more often.
-                let Ok(message) = ws_next(&mut ws).await else {
-                    return;
-                };
-                if let Some(topic) = message["topic"].as_str() {
-                    s.lock()
-                        .entry(topic.to_string())
-                        .or_default()
-                        .push(message.clone());
-                }
-                d.lock().apply(&message);
-            }
-        });
-        Self { docs, seen, task }
-    }
-
-    fn doc(&self, topic: &str) -> Option<(u64, Value)> {
-        self.docs.lock().docs.get(topic).cloned()
-    }
-}
-
-/// `GET {url}{path}`: the document, None on 404.
-async fn rest(url: &str, path: &str) -> Option<Value> {
-    let response = common::http()
-        .get(format!("{url}{path}"))
-        .send()
-        .await
-        .unwrap();
-    if response.status() == 404 {
-        return None;
-    }
-    assert_eq!(response.status(), 200, "{path}");
-    Some(response.json().await.unwrap())
-}
-
-/// Waits until the subscriber's document of `topic` equals, at the same
-/// revision, the owner's hub, and REST on `owner` serves that document.
-async fn converged(
-    sub: &Subscriber,
-    owner: &Replica,
-    topic: &str,
-    path: &str,
-    what: &str,
-) -> Value {
-    eventually(WITHIN, what, || async {
-        let (rev, doc) = sub.doc(topic)?;
-        let held = owner.gateway.hub().get(topic)?;
-        if held.rev != rev || *held.doc != doc {
-            return None;
-        }
-        (rest(&owner.url, path).await? == doc).then_some(doc)
-    })
-    .await
+/// The simulated host cluster, three simulated members `a`, `b` and `c`
+/// (without workloads), their names, and replicas `r1`, `r2`, `r3` sharing
+/// them through Leases and `nats`.
+async fn fleet(nats: &Nats) -> (SimCluster, [SimCluster; 3], Vec<String>, [Replica; 3]) {
+    let host = sim().await;
+    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
+    let members = [named("a").await, named("b").await, named("c").await];
+    let names = members.iter().map(|s| s.name().to_string()).collect();
+    let sims: Vec<&SimCluster> = members.iter().collect();
+    let replicas = [
+        replica("r1", &host, &sims, nats).await,
+        replica("r2", &host, &sims, nats).await,
+        replica("r3", &host, &sims, nats).await,
+    ];
+    (host, members, names, replicas)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,14 +44,8 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     let Some(mut nats) = nats().await else {
         return;
     };
-    let host = sim().await;
-    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
-    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
+    let (host, [a, b, c], members, [r1, r2, r3]) = fleet(&nats).await;
     let sims = [&a, &b, &c];
-    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
-    let r1 = replica("r1", &host, &sims, &nats).await;
-    let r2 = replica("r2", &host, &sims, &nats).await;
-    let r3 = replica("r3", &host, &sims, &nats).await;
     let live = [&r1, &r2, &r3];
     let owners = owners(&host, &live, &members).await;
     let by_id = |id: &str| *live.iter().find(|r| r.id == id).unwrap();
@@ -298,6 +58,13 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
         let owner = by_id(&owners[m]);
         let topic = format!("clusters/{m}");
         let path = format!("/api/v1/clusters/{m}");
+        // The owner serves its own member from the stream too: wait for
+        // its healthy document there, then for the subscriber to have it.
+        eventually(WITHIN, "the owner serves its member healthy", || async {
+            let held = owner.gateway.hub().get(&topic)?;
+            (held.doc["phase"] == "Healthy").then_some(())
+        })
+        .await;
         let doc = converged(
             &sub,
             owner,
@@ -360,18 +127,13 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
             "{}: no lag series",
             r.id
         );
-        let ready = common::http()
-            .get(format!("{}/readyz/Nats", r.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            ready.status(),
-            200,
-            "{}: {}",
-            r.id,
-            ready.text().await.unwrap()
+        assert!(
+            metrics.contains("kube_pulse_stream_connected{stream=\"KUBE_PULSE\"} 1\n"),
+            "{}: not connected in\n{metrics}",
+            r.id
         );
+        let (status, body) = common::readiness(&r.url, "Nats").await;
+        assert_eq!(status, 200, "{}: {body}", r.id);
     }
     assert!(published >= 4.0, "{published}");
 
@@ -380,15 +142,17 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     nats.kill();
     for r in live {
         let why = eventually(WITHIN, "/readyz/Nats fails without the broker", || async {
-            let ready = common::http()
-                .get(format!("{}/readyz/Nats", r.url))
-                .send()
-                .await
-                .unwrap();
-            (ready.status() == 500).then_some(ready.text().await.unwrap())
+            let (status, body) = common::readiness(&r.url, "Nats").await;
+            (status == 500).then_some(body)
         })
         .await;
         assert!(why.contains("nats"), "{}: {why}", r.id);
+        // The alert KubePulseStreamDisconnected reads the same from /metrics.
+        let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
+        eventually(WITHIN, "kube_pulse_stream_connected 0", || async {
+            (common::metric(&r.url, connected).await == 0.0).then_some(())
+        })
+        .await;
     }
     let listed = rest(&r1.url, "/api/v1/clusters").await.unwrap();
     assert_eq!(listed["items"].as_array().unwrap().len(), 3, "{listed}");
@@ -398,12 +162,12 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     nats.start().await;
     for r in live {
         eventually(WITHIN, "/readyz/Nats passes again", || async {
-            let ready = common::http()
-                .get(format!("{}/readyz/Nats", r.url))
-                .send()
-                .await
-                .unwrap();
-            (ready.status() == 200).then_some(())
+            (common::readiness(&r.url, "Nats").await.0 == 200).then_some(())
+        })
+        .await;
+        let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
+        eventually(WITHIN, "kube_pulse_stream_connected 1 again", || async {
+            (common::metric(&r.url, connected).await == 1.0).then_some(())
         })
         .await;
     }
@@ -433,15 +197,9 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
     let Some(nats) = nats().await else {
         return;
     };
-    let host = sim().await;
-    let named = |name: &'static str| sim_with(move |c| c.name = name.into());
-    let (a, b, c) = (named("a").await, named("b").await, named("c").await);
-    let sims = [&a, &b, &c];
-    let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
-    let r1 = replica("r1", &host, &sims, &nats).await;
-    let r2 = replica("r2", &host, &sims, &nats).await;
-    let r3 = replica("r3", &host, &sims, &nats).await;
-    let mut live = vec![r1, r2, r3];
+    // The members' simulators live as long as the test.
+    let (host, _members, members, replicas) = fleet(&nats).await;
+    let mut live = Vec::from(replicas);
     let refs: Vec<&Replica> = live.iter().collect();
     let first = owners(&host, &refs, &members).await;
     // The owner of a member stops; a subscriber on another replica follows it.
@@ -472,7 +230,12 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
         "the watcher has the owner's document",
     )
     .await;
-    let (before, _) = sub.doc(&topic).unwrap();
+    let (before, before_doc) = eventually(WITHIN, "the member is Healthy", || async {
+        let (rev, doc) = sub.doc(&topic)?;
+        let held = owner.gateway.hub().get(&topic)?;
+        (held.rev == rev && *held.doc == doc && doc["phase"] == "Healthy").then_some((rev, doc))
+    })
+    .await;
     let at = live.iter().position(|r| r.id == stopping).unwrap();
     let stopped = live.remove(at);
     stopped.token.cancel();
@@ -486,15 +249,17 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
     assert!(moved_at >= before, "{moved_at} < {before}");
     // The new owner continues the topic's revisions: the watcher gets the
     // new owner's documents as patches, each following the one before. Its
-    // status machine starts afresh (a new `since`), so it makes at least one
-    // revision after `before`; it may have made all of them by `moved_at`.
+    // status machine continues the document, but its watches relist (the
+    // resource counts change), so it makes at least one revision after
+    // `before`; it may have made all of them by `moved_at`. REST is read
+    // in the same round: the new owner's document may still be moving.
     let doc = eventually(WITHIN, "the watcher follows the new owner", || async {
         let (rev, doc) = sub.doc(&topic)?;
         let held = next.gateway.hub().get(&topic)?;
-        (rev > before && held.rev == rev && *held.doc == doc).then_some(doc)
+        let served = rest(&next.url, &path).await?;
+        (rev > before && held.rev == rev && *held.doc == doc && served == doc).then_some(doc)
     })
     .await;
-    assert_eq!(rest(&next.url, &path).await.as_ref(), Some(&doc));
     let messages = sub.seen.lock().get(&topic).cloned().unwrap();
     let revs: Vec<(String, u64)> = messages
         .iter()
@@ -513,9 +278,31 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
             "revisions of {topic} on {watcher}: {revs:?}"
         );
     }
+    // ... and its status machine continued the published document: the
+    // transitions before the move are kept, with their numbers and times,
+    // and `since` moved only if the new owner made a transition of its own.
+    let history = |doc: &Value| doc["history"].as_object().cloned().unwrap_or_default();
+    let (then, now) = (history(&before_doc), history(&doc));
+    assert!(!then.is_empty(), "{before_doc}");
+    for (number, transition) in &then {
+        assert_eq!(
+            now.get(number),
+            Some(transition),
+            "transition {number} of {topic} across the move: {before_doc} → {doc}"
+        );
+    }
+    let new: Vec<&String> = now.keys().filter(|k| !then.contains_key(*k)).collect();
+    if new.is_empty() {
+        assert_eq!(doc["since"], before_doc["since"], "{before_doc} → {doc}");
+        assert_eq!(doc["phase"], "Healthy", "{doc}");
+    }
     eprintln!(
-        "{topic} on {watcher}: revisions {revs:?} across the move from {stopping} to {}",
-        next.id
+        "{topic} on {watcher}: revisions {revs:?} across the move from {stopping} to {}; since {} → {}, transitions {:?} → {:?}",
+        next.id,
+        before_doc["since"],
+        doc["since"],
+        then.keys().collect::<Vec<_>>(),
+        now.keys().collect::<Vec<_>>(),
     );
     sub.task.abort();
     for r in &live {
@@ -562,4 +349,288 @@ async fn nats_needs_leases_and_a_read_only_karpor() {
     })
     .await;
     assert!(err.contains("--karpor-read-only"), "{err}");
+}
+
+/// A subscriber on one replica disconnects; while it is away the members
+/// change; it reconnects to another replica with the cursor of its last
+/// message. That replica replays exactly what it missed: `synced` says
+/// resumed, no topic it held comes again as a snapshot, every patch applies
+/// to the revision it holds, and its documents end equal to that replica's
+/// hub and REST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_resumes_on_another_replica_from_its_cursor() {
+    let Some(nats) = nats().await else {
+        return;
+    };
+    let (host, [a, b, c], members, [r1, r2, r3]) = fleet(&nats).await;
+    let sims = [&a, &b, &c];
+    let live = [&r1, &r2, &r3];
+    owners(&host, &live, &members).await;
+    for s in sims {
+        s.apply(&workload_manifest(&seed())).unwrap();
+    }
+    let topics = ["clusters/*", "apps/**"];
+    let mut first = Subscriber::open(&r1.url, &topics).await;
+    let all = topics.map(|t| kube_pulse::hub::Pattern::parse(t).unwrap());
+    // Every member's cluster and app document on r1, as r1 serves them.
+    eventually(
+        WITHIN,
+        "the subscriber on r1 has every document",
+        || async {
+            let docs = first.docs.lock().docs.clone();
+            let served = r1.gateway.hub().list(&all);
+            let members_topics = served.len();
+            let equal = served
+                .iter()
+                .all(|d| docs.get(d.topic.as_str()) == Some(&(d.rev, (*d.doc).clone())));
+            (equal && members_topics == 6 && docs.len() == 6).then_some(())
+        },
+    )
+    .await;
+    // It goes away holding what it applied, up to its last message's cursor.
+    first.task.abort();
+    let _ = (&mut first.task).await;
+    let cursor = first.cursor().expect("messages carry cursors");
+    let held = first.docs.lock().docs.clone();
+    assert!(
+        cursor.contains('.'),
+        "a cursor with a stream position: {cursor}"
+    );
+    let held = Docs { docs: held };
+    let before: BTreeMap<String, u64> = held
+        .docs
+        .iter()
+        .map(|(t, (r, _))| (t.clone(), *r))
+        .collect();
+    // While it is away, every app rolls out a new image.
+    for s in sims {
+        let mut next = seed();
+        next.image = "registry.example/web:2".into();
+        s.apply(&workload_manifest(&next)).unwrap();
+    }
+    eventually(WITHIN, "r2 has every app's new image", || async {
+        let served = r2.gateway.hub().list(&all);
+        let rolled = served
+            .iter()
+            .filter(|d| d.topic.as_str().starts_with("apps/"))
+            .filter(|d| d.doc.to_string().contains("registry.example/web:2"))
+            .count();
+        (rolled == 3).then_some(())
+    })
+    .await;
+    let second = Subscriber::resume(&r2.url, &topics, Some(&cursor), held).await;
+    let synced = eventually(WITHIN, "the resumed subscription is synced", || async {
+        second
+            .all
+            .lock()
+            .iter()
+            .find(|m| m["type"] == "synced")
+            .cloned()
+    })
+    .await;
+    assert_eq!(synced["resumed"], true, "{synced}");
+    let replay: Vec<Value> = second
+        .all
+        .lock()
+        .iter()
+        .take_while(|m| m["type"] != "synced")
+        .cloned()
+        .collect();
+    assert!(
+        !replay.is_empty(),
+        "the changes made while away are replayed"
+    );
+    for m in &replay {
+        let topic = m["topic"].as_str().unwrap_or_default();
+        assert!(
+            !(m["type"] == "snapshot" && before.contains_key(topic)),
+            "{topic} was held and came again as a snapshot: {m}"
+        );
+    }
+    // Every document ends as r2 serves it, at the same revision.
+    eventually(WITHIN, "the resumed subscriber converges to r2", || async {
+        let docs = second.docs.lock().docs.clone();
+        for d in r2.gateway.hub().list(&all) {
+            if docs.get(d.topic.as_str()) != Some(&(d.rev, (*d.doc).clone())) {
+                return None;
+            }
+            let path = format!("/api/v1/{}", d.topic);
+            if rest(&r2.url, &path).await.as_ref() != Some(&*d.doc) {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    assert!(
+        !second.task.is_finished(),
+        "the resumed reader is still reading"
+    );
+    eprintln!(
+        "resumed on r2 from {cursor}: {} replayed ({} patches), then live",
+        replay.len(),
+        replay.iter().filter(|m| m["type"] == "patch").count()
+    );
+    second.task.abort();
+    for r in live {
+        r.token.cancel();
+        r.gateway.stop().await;
+    }
+}
+
+/// A task created on one replica for a member another replica runs is
+/// stored in the shared bucket, run once by the member's owner (one scale
+/// write reaches the member), and its progress shows on all three replicas
+/// (REST and a WebSocket subscriber on `tasks/{id}` on each); the app's
+/// transitional state shows everywhere too. Cancelling a task on a third
+/// replica stops it where it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhere() {
+    let Some(nats) = nats().await else {
+        return;
+    };
+    let (host, [a, b, c], members, [r1, r2, r3]) = fleet(&nats).await;
+    let sims = [&a, &b, &c];
+    let live = [&r1, &r2, &r3];
+    let owners = owners(&host, &live, &members).await;
+    // A member, its owner, and a replica that does not run it.
+    let (member, owner) = owners
+        .iter()
+        .map(|(m, o)| (m.clone(), *live.iter().find(|r| r.id == *o).unwrap()))
+        .next()
+        .unwrap();
+    let elsewhere = *live.iter().find(|r| r.id != owner.id).unwrap();
+    let sim_of = *sims.iter().find(|s| s.name() == member).unwrap();
+    let mut web = seed();
+    web.replicas = 2;
+    sim_of.apply(&workload_manifest(&web)).unwrap();
+    let app_path = format!("/api/v1/apps/{member}/shop/web");
+    for r in live {
+        eventually(WITHIN, "every replica has the app running", || async {
+            let app = rest(&r.url, &app_path).await?;
+            (app["state"] == "Running").then_some(())
+        })
+        .await;
+    }
+    let patches_before = sim_of.stats().count("apps/deployments", "patch");
+    let created = common::http()
+        .post(format!("{}/api/v1/tasks", elsewhere.url))
+        .json(&json!({"type": "Stop", "cluster": member, "namespace": "shop", "app": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "accepted on {}", elsewhere.id);
+    let task: Value = created.json().await.unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    let topic = format!("tasks/{id}");
+    let subs: Vec<Subscriber> = {
+        let mut subs = Vec::new();
+        for r in live {
+            subs.push(Subscriber::open(&r.url, &[&topic]).await);
+        }
+        subs
+    };
+    for (r, sub) in live.iter().zip(&subs) {
+        let done = eventually(
+            WITHIN,
+            "the task succeeds, seen on every replica",
+            || async {
+                let (_, doc) = sub.doc(&topic)?;
+                (doc["status"] == "Succeeded").then_some(doc)
+            },
+        )
+        .await;
+        assert_eq!(done["progress"], 100, "{}: {done}", r.id);
+        let listed = rest(&r.url, &format!("/api/v1/tasks/{id}")).await.unwrap();
+        assert_eq!(listed["status"], "Succeeded", "REST on {}: {listed}", r.id);
+        let seen = sub.seen.lock().get(&topic).cloned().unwrap_or_default();
+        eprintln!(
+            "{}: {} messages on {topic}: {:?}",
+            r.id,
+            seen.len(),
+            seen.iter()
+                .map(|m| format!("{} {}", m["type"], m["rev"]))
+                .collect::<Vec<_>>()
+        );
+    }
+    for r in live {
+        eventually(WITHIN, "every replica shows the app stopped", || async {
+            let app = rest(&r.url, &app_path).await?;
+            (app["state"] == "Stopped").then_some(())
+        })
+        .await;
+    }
+    let patches = sim_of.stats().count("apps/deployments", "patch") - patches_before;
+    assert_eq!(patches, 1, "the Stop task scaled the Deployment once");
+
+    // A Start task created on the owner, cancelled through a third replica.
+    let third = *live
+        .iter()
+        .find(|r| r.id != owner.id && r.id != elsewhere.id)
+        .unwrap();
+    // No room for pods: the Start task stays active until it is cancelled.
+    sim_of.set_pod_capacity(Some(0));
+    let created = common::http()
+        .post(format!("{}/api/v1/tasks", owner.url))
+        .json(&json!({"type": "Start", "cluster": member, "namespace": "shop", "app": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let start: Value = created.json().await.unwrap();
+    let start_id = start["id"].as_str().unwrap().to_string();
+    let cancelled = common::http()
+        .delete(format!("{}/api/v1/tasks/{start_id}", third.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200, "cancelled through {}", third.id);
+    for r in live {
+        eventually(WITHIN, "every replica shows the task cancelled", || async {
+            let t = rest(&r.url, &format!("/api/v1/tasks/{start_id}")).await?;
+            (t["status"] == "Cancelled").then_some(())
+        })
+        .await;
+    }
+
+    // Another Start, still waiting for room when its replica stops: the
+    // member's next owner takes the task over and finishes it.
+    let created = common::http()
+        .post(format!("{}/api/v1/tasks", elsewhere.url))
+        .json(&json!({"type": "Start", "cluster": member, "namespace": "shop", "app": "web"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let again: Value = created.json().await.unwrap();
+    let again_id = again["id"].as_str().unwrap().to_string();
+    eventually(WITHIN, "the owner runs the task", || async {
+        let t = rest(&owner.url, &format!("/api/v1/tasks/{again_id}")).await?;
+        (t["status"] == "Running").then_some(())
+    })
+    .await;
+    owner.token.cancel();
+    owner.gateway.stop().await;
+    let rest_of: Vec<&Replica> = live.iter().copied().filter(|r| r.id != owner.id).collect();
+    let moved = self::owners(&host, &rest_of, &members).await;
+    let next = moved[&member].clone();
+    sim_of.set_pod_capacity(None);
+    for r in &rest_of {
+        let t = eventually(WITHIN, "the next owner finishes the task", || async {
+            let t = rest(&r.url, &format!("/api/v1/tasks/{again_id}")).await?;
+            (t["status"] == "Succeeded").then_some(t)
+        })
+        .await;
+        eprintln!(
+            "{}: task {again_id} {} after its owner stopped ({next} took over): {}",
+            r.id, t["status"], t["message"]
+        );
+    }
+    for sub in subs {
+        sub.task.abort();
+    }
+    for r in rest_of {
+        r.token.cancel();
+        r.gateway.stop().await;
+    }
 }

@@ -91,6 +91,17 @@ pub struct DemoArgs {
     /// metrics and `/readyz/Leases` show (docs/SCALE-OUT.md).
     #[arg(long)]
     pub leases: bool,
+    /// With --leases: publish the members' changes to the NATS JetStream
+    /// server at URL (`nats://HOST:PORT`) and read the stream, as one of
+    /// several replicas would: the stream metrics and `/readyz/Nats` show
+    /// (docs/SCALE-OUT.md).
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "leases",
+        conflicts_with = "karpor"
+    )]
+    pub nats: Option<String>,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -782,6 +793,14 @@ impl DemoArgs {
                     default_registry: true,
                 }),
             leases: self.leases,
+            nats: self
+                .nats
+                .as_ref()
+                .map(|url| {
+                    let settings = crate::scale::NatsSettings::new(url.as_str());
+                    settings.validate().map(|()| settings)
+                })
+                .transpose()?,
         };
         Ok((self.listen, options))
     }
@@ -1124,6 +1143,34 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
         assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn demo_nats_needs_leases_no_karpor_and_a_nats_url() {
+        let demo = |extra: &[&str]| -> Result<Box<DemoArgs>, clap::Error> {
+            let mut args = vec!["kube-pulse", "demo"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args)?.command {
+                Command::Demo(args) => Ok(args),
+                _ => panic!("demo expected"),
+            }
+        };
+        let url = "nats://127.0.0.1:4222";
+        assert!(demo(&["--nats", url]).is_err());
+        assert!(demo(&["--leases", "--karpor", "--nats", url]).is_err());
+        let (_, options) = demo(&["--leases", "--nats", url])
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(options.nats.unwrap().url, url);
+        let (_, options) = demo(&["--leases"]).unwrap().resolve().unwrap();
+        assert!(options.nats.is_none());
+        let err = demo(&["--leases", "--nats", "http://127.0.0.1:4222"])
+            .unwrap()
+            .resolve()
+            .unwrap_err();
+        assert!(err.to_string().contains("nats://HOST:PORT"), "{err}");
     }
 
     #[cfg(feature = "demo")]

@@ -3,7 +3,14 @@
 //! per-cluster models (workloads, namespaces, sync states), runs the status
 //! machines, and puts the resulting documents into the hub, which publishes
 //! only real changes — so a relist that changes nothing publishes nothing.
+//!
+//! A member's machines start from the documents the hub already holds for
+//! it, when it holds any: with a stream of changes, those another replica
+//! published while it ran the member, so a new owner continues them (phase,
+//! `since`, history). Without one the hub holds none of a member the
+//! engine starts: a removed member's topics go with it.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -276,21 +283,33 @@ impl Engine {
         self.record(&observation);
         match observation {
             Observation::Registered { cluster, server } => {
-                let model = self
-                    .clusters
-                    .entry(cluster.clone())
-                    .or_insert_with(|| ClusterModel {
-                        status: ClusterStatus::new(&cluster, &server, now),
-                        logged: 0,
-                        syncs: BTreeMap::new(),
-                        workloads: HashMap::new(),
-                        namespaces: None,
-                        apps: BTreeMap::new(),
-                        tasks: HashMap::new(),
-                        series: ClusterSeries::default(),
-                        pods: None,
-                        warnings: BTreeMap::new(),
-                    });
+                let model = match self.clusters.entry(cluster.clone()) {
+                    Entry::Occupied(model) => model.into_mut(),
+                    Entry::Vacant(vacant) => {
+                        let status = self
+                            .hub
+                            .get(&topic::cluster(&cluster))
+                            .and_then(|held| ClusterStatus::restore(&held.doc, &cluster));
+                        if let Some(status) = &status {
+                            tracing::info!(cluster = %cluster, phase = %status.phase(), since = %status.lifecycle.since, "member continues its last published status");
+                        }
+                        let status =
+                            status.unwrap_or_else(|| ClusterStatus::new(&cluster, &server, now));
+                        vacant.insert(ClusterModel {
+                            // Transitions restored were logged where they happened.
+                            logged: transitions::last(&status.lifecycle),
+                            status,
+                            syncs: BTreeMap::new(),
+                            workloads: HashMap::new(),
+                            namespaces: None,
+                            apps: BTreeMap::new(),
+                            tasks: HashMap::new(),
+                            series: ClusterSeries::default(),
+                            pods: None,
+                            warnings: BTreeMap::new(),
+                        })
+                    }
+                };
                 model.status.server = server;
                 self.publish_cluster(&cluster);
             }
@@ -520,13 +539,17 @@ impl Engine {
         let Some(model) = self.clusters.get_mut(cluster) else {
             return;
         };
-        let sync = model
-            .syncs
-            .remove(gvr)
-            .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now));
+        let (resource, topic) = (gvr.path(), topic::sync(cluster, &gvr.path()));
+        // A resource first observed in this run of the member continues the
+        // document the hub holds, if any (published by its previous owner).
+        let sync = model.syncs.remove(gvr).unwrap_or_else(|| {
+            self.hub
+                .get(&topic)
+                .and_then(|held| SyncStatus::restore(&held.doc, cluster, gvr))
+                .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now))
+        });
         let before = transitions::last(&sync.lifecycle);
         let sync = sync.step(input, now);
-        let (resource, topic) = (gvr.path(), topic::sync(cluster, &gvr.path()));
         let subject = Subject::Sync {
             cluster,
             resource: &resource,
@@ -546,7 +569,8 @@ impl Engine {
         if !matches!(input, SyncInput::Removed)
             && model.syncs.get(&gvr).is_some_and(SyncStatus::is_removed)
         {
-            model.syncs.remove(&gvr);
+            let fresh = SyncStatus::new(cluster, gvr.clone(), now);
+            model.syncs.insert(gvr.clone(), fresh);
         }
         self.step_sync(cluster, &gvr, input, now);
         self.recount(cluster, now);
@@ -559,6 +583,12 @@ impl Engine {
         let Some(model) = self.clusters.get_mut(cluster) else {
             return;
         };
+        // Before its first sync observation a member keeps the counts its
+        // document shows: none for a new one, the last published ones for
+        // one continued from another owner (not zero until its watches report).
+        if model.syncs.is_empty() {
+            return;
+        }
         let active = model.syncs.values().filter(|s| !s.is_removed());
         let mut counts = ResourceCounts::default();
         for s in active {
@@ -674,7 +704,14 @@ impl Engine {
                     }
             }));
             let key = (ns.clone(), app.clone());
-            let mut current = match model.apps.remove(&key) {
+            let topic = topic::app(cluster, &ns, &app);
+            // An app first seen in this run of the member continues the
+            // document the hub holds, if any (published by its previous owner).
+            let restored = || {
+                let held = self.hub.get(&topic)?;
+                AppStatus::restore(&held.doc, cluster, &ns, &app)
+            };
+            let mut current = match model.apps.remove(&key).or_else(restored) {
                 Some(current) => current,
                 None => AppStatus::first_seen(
                     cluster,
@@ -692,7 +729,6 @@ impl Engine {
             current.last_warning = last_warning;
             let before = transitions::last(&current.lifecycle);
             let next = current.observe(ns_exists, &workloads, now);
-            let topic = topic::app(cluster, &ns, &app);
             let subject = Subject::App {
                 cluster,
                 namespace: &ns,
@@ -720,13 +756,15 @@ fn cache_info<'a>(syncs: impl Iterator<Item = &'a SyncStatus>) -> CacheInfo {
 /// Runs the engine until shutdown or until every source is gone.
 pub(crate) async fn run(
     mut engine: Engine,
+    served: Arc<Hub>,
     mut rx: mpsc::Receiver<Observation>,
     shutdown: CancellationToken,
 ) {
-    // The summary topics (issue 20, item 4): kept live beside the engine,
-    // ended with it.
+    // The summary topics: kept live beside the engine, ended with it, over
+    // the documents clients are served (every member's, with a stream of
+    // changes between the engine and them).
     let summaries_stop = shutdown.child_token();
-    let summaries = tokio::spawn(summaries::run(engine.hub.clone(), summaries_stop.clone()));
+    let summaries = tokio::spawn(summaries::run(served, summaries_stop.clone()));
     let mut expiry = tokio::time::interval(engine.expiry_period());
     expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

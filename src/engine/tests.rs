@@ -4,6 +4,8 @@
 //! feedback (counts up, ClusterDown/ClusterUp down), app documents from
 //! workloads, namespaces and tasks, and that a repeat publishes nothing.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
@@ -721,12 +723,213 @@ fn an_unregistered_cluster_leaves_nothing_and_late_observations_bring_nothing_ba
         );
     }
 
-    // A new incarnation of the name starts afresh.
+    // A new incarnation of the name starts afresh: nothing of the removed
+    // one is held to continue.
     for (observation, _) in registered() {
         apply(&mut engine, observation);
     }
     assert_eq!(of_c(&hub), [CLUSTER]);
-    assert_eq!(hub.get(CLUSTER).unwrap().doc["phase"], json!("Healthy"));
+    let doc = hub.get(CLUSTER).unwrap().doc;
+    assert_eq!(doc["phase"], json!("Healthy"));
+    let history: Vec<Value> = crate::status::lifecycle::transitions(&doc)
+        .iter()
+        .map(|t| json!([t["number"], t["to"], t["at"]]))
+        .collect();
+    assert_eq!(
+        history[..],
+        [
+            json!([1, "Initializing", history[0][2]]),
+            json!([2, "Healthy", doc["since"]])
+        ],
+        "{doc}"
+    );
+}
+
+/// A document time, as `t(s)` serializes.
+fn millis(s: i64) -> String {
+    t(s).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// `(number, from, to, reason)` of a document's history, oldest first.
+fn history(hub: &Hub, topic: &str) -> Vec<(u64, String, String, String)> {
+    let doc = hub.get(topic).unwrap().doc;
+    crate::status::lifecycle::transitions(&doc)
+        .iter()
+        .map(|t| {
+            let text = |field: &str| t[field].as_str().unwrap().to_string();
+            (
+                t["number"].as_u64().unwrap(),
+                text("from"),
+                text("to"),
+                text("reason"),
+            )
+        })
+        .collect()
+}
+
+/// Every topic of member `c` in `from`, put into `to` as the stream of
+/// changes brings them: at the revision of the replica that published them.
+fn streamed(from: &Hub, to: &Hub) {
+    let all = crate::hub::Pattern::parse("**").unwrap();
+    for held in from.list(&[all]) {
+        to.apply_remote(held.topic.as_ref(), held.rev, Some((*held.doc).clone()));
+    }
+}
+
+#[test]
+fn a_new_owner_continues_the_documents_its_predecessor_published() {
+    // The previous owner runs the member for a while.
+    let previous = Hub::new(HubConfig::default());
+    let mut owner = Engine::new(previous.clone(), Thresholds::default());
+    let mut before: Vec<Observation> = registered().into_iter().map(|(o, _)| o).collect();
+    before.extend([
+        sync(SyncInput::ListStarted),
+        sync(SyncInput::ListDone {
+            count: 3,
+            resource_version: Some("7".into()),
+        }),
+        applied(web(2, 2)),
+        applied(web(2, 1)),
+        applied(web(2, 2)),
+    ]);
+    for (i, observation) in before.into_iter().enumerate() {
+        owner.apply(observation, t(i as i64));
+    }
+    let published = |topic: &str| previous.get(topic).unwrap();
+    let cluster_then = published(CLUSTER);
+    let app_then = published(APP);
+    let sync_then = published(DEPLOYMENTS);
+    assert_eq!(cluster_then.doc["phase"], json!("Healthy"));
+    assert_eq!(app_then.doc["phase"], json!("Running"));
+    assert_eq!(history(&previous, APP).len(), 2);
+
+    // The next owner's hub holds them from the stream; its engine never ran `c`.
+    let hub = Hub::new(HubConfig::default());
+    streamed(&previous, &hub);
+    let mut changes = hub.subscribe(vec![crate::hub::Pattern::parse("**").unwrap()]);
+    while changes.try_next().is_some() {}
+    let mut engine = Engine::new(hub.clone(), Thresholds::default());
+    let at = |s| t(100 + s);
+    engine.apply(
+        Observation::Registered {
+            cluster: "c".into(),
+            server: "https://c".into(),
+        },
+        at(0),
+    );
+    // The restored document is the published one: nothing to publish.
+    assert_eq!(hub.get(CLUSTER).unwrap(), cluster_then);
+    for (i, observation) in [
+        cluster(ClusterInput::Credentials(None)),
+        cluster(ClusterInput::Started),
+        ok(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        engine.apply(observation, at(1 + i as i64));
+    }
+    // Healthy as it was, with the counts it showed until its watches report.
+    assert_eq!(hub.get(CLUSTER).unwrap(), cluster_then);
+
+    // Its watches start again: a relist, numbered after the published transitions.
+    let sync_history = history(&previous, DEPLOYMENTS);
+    engine.apply(sync(SyncInput::ListStarted), at(4));
+    engine.apply(
+        sync(SyncInput::ListDone {
+            count: 3,
+            resource_version: Some("9".into()),
+        }),
+        at(5),
+    );
+    let n = sync_history.len() as u64;
+    let mut want = sync_history.clone();
+    let step = |number, from: &str, to: &str, reason: &str| {
+        (number, from.to_string(), to.to_string(), reason.to_string())
+    };
+    want.extend([
+        step(n + 1, "Syncing", "Listing", "Relist"),
+        step(n + 2, "Listing", "Syncing", "Watching"),
+    ]);
+    assert_eq!(history(&hub, DEPLOYMENTS), want);
+    let sync_now = hub.get(DEPLOYMENTS).unwrap();
+    assert_eq!(sync_now.rev, sync_then.rev + 2);
+    assert_eq!(sync_now.doc["resourceVersion"], json!("9"));
+
+    // Its workloads are listed: the app continues, then changes.
+    engine.apply(
+        Observation::WorkloadsListed {
+            cluster: "c".into(),
+            kind: "Deployment",
+            items: vec![web(2, 2)],
+        },
+        at(6),
+    );
+    assert_eq!(hub.get(APP).unwrap(), app_then, "the same app, nothing new");
+    engine.apply(applied(web(2, 1)), at(7));
+    let mut want = history(&previous, APP);
+    want.push(step(3, "Running", "Degraded", "ReplicasNotReady"));
+    assert_eq!(history(&hub, APP), want);
+    let app_now = hub.get(APP).unwrap();
+    assert_eq!(app_now.rev, app_then.rev + 1);
+    assert_eq!(app_now.doc["since"], json!(millis(107)));
+
+    // The cluster kept its phase, `since` and history through all of it, and
+    // its revisions follow the published ones.
+    let cluster_now = hub.get(CLUSTER).unwrap();
+    for field in ["phase", "reason", "since", "history"] {
+        assert_eq!(cluster_now.doc[field], cluster_then.doc[field], "{field}");
+    }
+    assert_eq!(cluster_now.doc["resources"]["synced"], json!(1));
+    assert!(cluster_now.rev > cluster_then.rev);
+    let mut revs: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    while let Some(delivery) = changes.try_next() {
+        let crate::hub::Delivery::Change(change) = delivery else {
+            panic!("{delivery:?}");
+        };
+        assert_eq!(change.kind, crate::hub::ChangeKind::Patch, "{change:?}");
+        revs.entry(change.topic.to_string())
+            .or_default()
+            .push(change.rev);
+    }
+    let following = |from: u64, to: u64| ((from + 1)..=to).collect::<Vec<_>>();
+    assert_eq!(revs[CLUSTER], following(cluster_then.rev, cluster_now.rev));
+    assert_eq!(revs[DEPLOYMENTS], following(sync_then.rev, sync_now.rev));
+    assert_eq!(revs[APP], following(app_then.rev, app_now.rev));
+}
+
+#[test]
+fn a_removed_or_unreadable_document_is_not_continued() {
+    let removed = json!({"name": "c", "server": "https://c", "phase": "Removed",
+        "reason": "Unregistered", "message": "removed from the configuration",
+        "since": millis(5), "history": {"1": {"from": "Healthy", "to": "Removed",
+        "reason": "Unregistered", "at": millis(5)}},
+        "probe": {"latencyMs": null, "lastError": null, "serverVersion": null,
+            "consecutiveSuccesses": 0, "consecutiveFailures": 0},
+        "resources": {"total": 0, "synced": 0, "failing": 0},
+        "cache": {"objects": 0, "lastListAt": null}});
+    let cases = [
+        ("removed", removed),
+        ("unreadable", json!({"phase": 5})),
+        ("another member's", json!({"name": "d"})),
+    ];
+    for (name, doc) in cases {
+        let hub = Hub::new(HubConfig::default());
+        hub.apply_remote(CLUSTER, 4, Some(doc));
+        let mut engine = Engine::new(hub.clone(), Thresholds::default());
+        engine.apply(
+            Observation::Registered {
+                cluster: "c".into(),
+                server: "https://c".into(),
+            },
+            t(10),
+        );
+        let held = hub.get(CLUSTER).unwrap();
+        assert_eq!(held.doc["phase"], json!("Pending"), "{name}");
+        assert_eq!(held.doc["since"], json!(millis(10)), "{name}");
+        assert!(history(&hub, CLUSTER).is_empty(), "{name}");
+        assert_eq!(held.rev, 5, "{name}: the revisions still continue");
+    }
 }
 
 /// A pod of `web` (labels `app=web`) in `shop`: ready, or with a container state.

@@ -6,6 +6,7 @@
 //! hub first holds it; changes, resyncs and snapshots carry that form. A slow subscription never blocks it: its queue is bounded
 //! and, when full, the topics it missed are resent as fresh snapshots.
 
+mod position;
 #[cfg(test)]
 mod resume_tests;
 pub mod topic;
@@ -23,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::protocol::topic::TopicKind;
-use crate::protocol::{ServerMessage, patch};
+use crate::protocol::{ServerMessage, StreamCursor, patch};
 use topic::PatternIndex;
 pub use topic::{Pattern, Topic};
 
@@ -50,8 +51,19 @@ pub struct Change {
     pub rev: u64,
     /// Hub-wide sequence number of the change within this process epoch.
     pub seq: u64,
-    /// `{epoch}-{seq}`: where a client resumes from.
+    /// `{epoch}-{seq}` (with a stream of changes `{epoch}-{seq}.{stream}-{position}`):
+    /// where a client resumes from.
     pub cursor: String,
+    /// With a stream of changes shared by replicas: the stream position this
+    /// hub was at when it published the change (every message of the stream
+    /// up to it was in the hub by then); 0 without one.
+    #[serde(skip)]
+    pub position: u64,
+    /// With a stream of changes: the stream sequence of this change itself,
+    /// once known (a remote change's message; the echo of one this replica
+    /// published); 0 while unknown. Set on the replay log's copy.
+    #[serde(skip)]
+    pub streamed_at: AtomicU64,
     /// Snapshot, patch or removal.
     pub kind: ChangeKind,
     /// The document after the change (None when removed, and in the replay
@@ -287,6 +299,8 @@ struct Inner {
     slots: HashMap<u64, Slot>,
     next_id: u64,
     lag_events: u64,
+    /// Where the hub is in a stream of changes shared by replicas, if it follows one.
+    stream: Option<position::StreamMark>,
 }
 
 /// Counters of the hub, for health and metrics.
@@ -356,6 +370,7 @@ impl Hub {
                 slots: HashMap::new(),
                 next_id: 0,
                 lag_events: 0,
+                stream: None,
             }),
         })
     }
@@ -365,9 +380,27 @@ impl Hub {
         &self.epoch
     }
 
-    /// The cursor of a hub sequence number.
+    /// The cursor of a hub sequence number: with a stream of changes, it
+    /// also says where in the stream the hub was at that change, when the
+    /// replay log still knows.
     pub fn cursor(&self, seq: u64) -> String {
-        format!("{}-{seq}", self.epoch)
+        let inner = self.inner.lock();
+        self.cursor_in(&inner, seq)
+    }
+
+    fn cursor_in(&self, inner: &Inner, seq: u64) -> String {
+        let local = format!("{}-{seq}", self.epoch);
+        match inner.stream.as_ref().and_then(|mark| {
+            let position = if seq == inner.seq {
+                Some(mark.position)
+            } else {
+                logged(inner, seq).map(|c| c.position)
+            };
+            Some((mark, position?))
+        }) {
+            Some((mark, position)) => format!("{local}.{}-{position}", mark.id),
+            None => local,
+        }
     }
 
     /// The current hub sequence.
@@ -413,9 +446,19 @@ impl Hub {
     /// it would not apply); the change is marked [`Change::remote`].
     pub fn apply_remote(&self, topic: &str, rev: u64, doc: Option<Value>) -> Option<Arc<Change>> {
         let mut inner = self.inner.lock();
+        self.apply_remote_in(&mut inner, topic, rev, doc)
+    }
+
+    fn apply_remote_in(
+        &self,
+        inner: &mut Inner,
+        topic: &str,
+        rev: u64,
+        doc: Option<Value>,
+    ) -> Option<Arc<Change>> {
         let Some(mut doc) = doc else {
             let (topic, _) = inner.topics.remove_entry(topic)?;
-            let change = self.publish(&mut inner, topic.clone(), rev, Made::removal(true));
+            let change = self.publish(inner, topic.clone(), rev, Made::removal(true));
             inner.removed.insert(topic, (change.rev, change.seq));
             return Some(change);
         };
@@ -437,7 +480,7 @@ impl Hub {
             patch,
             remote: true,
         };
-        Some(self.hold(&mut inner, topic, rev, doc, made))
+        Some(self.hold(inner, topic, rev, doc, made))
     }
 
     /// Holds `doc` as `topic`'s document at `rev` and publishes `made` (a
@@ -488,7 +531,9 @@ impl Hub {
             topic: topic.clone(),
             rev,
             seq: inner.seq,
-            cursor: self.cursor(inner.seq),
+            cursor: self.cursor_in(inner, inner.seq),
+            position: inner.stream.as_ref().map_or(0, |m| m.position),
+            streamed_at: AtomicU64::new(0),
             kind,
             doc,
             patch,
@@ -512,6 +557,7 @@ impl Hub {
                 json: OnceLock::from(json),
                 sse: OnceLock::new(),
             },
+            streamed_at: AtomicU64::new(0),
             ..change
         };
         let change = Arc::new(change);
@@ -523,6 +569,9 @@ impl Hub {
                 break;
             };
             inner.log_bytes -= bytes;
+            if let Some(mark) = inner.stream.as_mut() {
+                mark.forget(&gone.topic, gone.streamed_at.load(Ordering::Acquire));
+            }
             if gone.kind == ChangeKind::Removed
                 && inner
                     .removed
@@ -635,6 +684,7 @@ impl Hub {
             resume: seq,
             rx,
             lagged,
+            streamed_through: 0,
         }
     }
 
@@ -706,6 +756,10 @@ pub struct Subscription {
     resume: u64,
     rx: mpsc::Receiver<Arc<Change>>,
     lagged: Arc<Lagged>,
+    /// Resumed from another replica's cursor: changes from the stream at or
+    /// before this position are the client's already (this replica was
+    /// behind it), and are not delivered. 0: none.
+    streamed_through: u64,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -750,6 +804,12 @@ impl Subscription {
             .into_iter()
             .filter(|c| c.seq <= self.seq && self.patterns.iter().any(|p| p.matches(&c.topic)))
             .collect();
+        Some(self.collapse(changes))
+    }
+
+    /// `changes` in order, except for topics removed among them, which come
+    /// first as their document at subscription time (or their removal).
+    fn collapse(&self, changes: Vec<Arc<Change>>) -> Vec<Replayed<'_>> {
         let mut collapsed: BTreeMap<Topic, u64> = BTreeMap::new();
         for c in changes.iter().filter(|c| c.kind == ChangeKind::Removed) {
             collapsed.insert(c.topic.clone(), c.rev);
@@ -777,7 +837,7 @@ impl Subscription {
                 .filter(|c| !collapsed.contains_key(&c.topic))
                 .map(Replayed::Change),
         );
-        Some(replayed)
+        replayed
     }
 
     /// Hub sequence at subscription time (later changes have larger ones).
@@ -822,10 +882,20 @@ impl Subscription {
     /// The next change in the queue, if any, noting where it may be resumed
     /// from: its own sequence, unless a topic fell behind before it.
     fn queued(&mut self) -> Option<Delivery> {
-        let change = self.rx.try_recv().ok()?;
+        loop {
+            let change = self.rx.try_recv().ok()?;
+            if let Some(change) = self.received(change) {
+                return Some(Delivery::Change(change));
+            }
+        }
+    }
+
+    /// Notes where a change taken from the queue may be resumed from; None
+    /// when the client has it already (see `streamed_through`).
+    fn received(&mut self, change: Arc<Change>) -> Option<Arc<Change>> {
         let floor = self.lagged.floor.load(Ordering::Acquire);
         self.resume = change.seq.min(floor.saturating_sub(1));
-        Some(Delivery::Change(change))
+        (!(change.remote && change.position <= self.streamed_through)).then_some(change)
     }
 
     /// Where a client may resume after the last delivery: the sequence up to
@@ -855,18 +925,146 @@ impl Subscription {
         // A topic is marked behind only while this queue is full (or for a
         // topic already marked), so the queue wakes this receiver before any
         // resync is due: no second wake-up source is needed.
-        let Some(change) = std::task::ready!(self.rx.poll_recv(cx)) else {
-            return std::task::Poll::Ready(None);
-        };
-        let floor = self.lagged.floor.load(Ordering::Acquire);
-        self.resume = change.seq.min(floor.saturating_sub(1));
-        std::task::Poll::Ready(Some(Delivery::Change(change)))
+        loop {
+            let Some(change) = std::task::ready!(self.rx.poll_recv(cx)) else {
+                return std::task::Poll::Ready(None);
+            };
+            if let Some(change) = self.received(change) {
+                return std::task::Poll::Ready(Some(Delivery::Change(change)));
+            }
+            if let Some(delivery) = self.try_next() {
+                return std::task::Poll::Ready(Some(delivery));
+            }
+        }
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.hub.unsubscribe(self.id, &self.patterns);
+    }
+}
+
+// Positions in a stream of changes shared by replicas (see `position`).
+
+/// The replay log's copy of the change at `seq`, if still there.
+fn logged(inner: &Inner, seq: u64) -> Option<&Change> {
+    let first = inner.log.front()?.0.seq;
+    let (change, _) = inner
+        .log
+        .get(usize::try_from(seq.checked_sub(first)?).ok()?)?;
+    Some(change)
+}
+
+impl Hub {
+    /// From now on the hub follows the stream `id` (its position starts at
+    /// 0). Following another stream than before (it was made again) forgets
+    /// where the logged changes were in the old one.
+    pub fn follow_stream(&self, id: &str) {
+        let mut inner = self.inner.lock();
+        if inner.stream.as_ref().is_some_and(|m| m.id == id) {
+            return;
+        }
+        // Logged changes of unknown place are replayed to every resuming
+        // client: the log stays complete for any position of the new stream.
+        for (change, _) in &inner.log {
+            change.streamed_at.store(0, Ordering::Release);
+        }
+        inner.stream = Some(position::StreamMark {
+            id: id.to_owned(),
+            position: 0,
+            forgotten: 0,
+        });
+    }
+
+    /// The stream's message `seq` was read; `following` once the hub has
+    /// every message up to it (after a new reader's first pass over the
+    /// last message of each topic), which moves the hub's position there.
+    pub fn stream_read(&self, seq: u64, following: bool) {
+        let mut inner = self.inner.lock();
+        Self::reach(&mut inner, seq, following);
+    }
+
+    fn reach(inner: &mut Inner, seq: u64, following: bool) {
+        if let Some(mark) = inner.stream.as_mut().filter(|_| following) {
+            mark.position = mark.position.max(seq);
+        }
+    }
+
+    /// [`Hub::apply_remote`] for the stream's message `seq`, recording
+    /// where the change is in the stream. A topic's revisions only grow
+    /// here: a message at or below the held revision (read again after a
+    /// reconnect, or an earlier owner's, late) changes nothing.
+    pub fn apply_streamed(
+        &self,
+        seq: u64,
+        following: bool,
+        topic: &str,
+        rev: u64,
+        doc: Option<Value>,
+    ) -> Option<Arc<Change>> {
+        let mut inner = self.inner.lock();
+        Self::reach(&mut inner, seq, following);
+        if inner.topics.get(topic).is_some_and(|held| held.rev >= rev) {
+            return None;
+        }
+        let change = self.apply_remote_in(&mut inner, topic, rev, doc)?;
+        if let Some((logged, _)) = inner.log.back().filter(|(c, _)| c.seq == change.seq) {
+            logged.streamed_at.store(seq, Ordering::Release);
+        }
+        Some(change)
+    }
+}
+
+impl Subscription {
+    /// What a client that has every change of the stream up to `cursor`'s
+    /// position (from any replica) is missing at subscription time: the
+    /// logged changes of matching member topics that entered the stream
+    /// after it, or whose place in it is not known (a member's topics this
+    /// replica removed itself, when the member left the sources), in this
+    /// hub's order, removed topics collapsed as in
+    /// [`Subscription::replay_since`]; then every matching topic that is
+    /// not a member's (tasks, summaries: this replica's own) as a snapshot.
+    /// None when the hub follows another stream, or its log no longer
+    /// holds every change after that position.
+    pub fn replay_from_stream(&self, cursor: &StreamCursor) -> Option<Vec<Replayed<'_>>> {
+        let changes: Vec<Arc<Change>> = {
+            let inner = self.hub.inner.lock();
+            let mark = inner.stream.as_ref()?;
+            if mark.id != cursor.id || cursor.position < mark.forgotten {
+                return None;
+            }
+            inner
+                .log
+                .iter()
+                .map(|(c, _)| c)
+                .filter(|c| {
+                    let at = c.streamed_at.load(Ordering::Acquire);
+                    c.seq <= self.seq
+                        && position::member_topic(&c.topic)
+                        && (at == 0 || at > cursor.position)
+                        && self.patterns.iter().any(|p| p.matches(&c.topic))
+                })
+                .cloned()
+                .collect()
+        };
+        let mut replayed = self.collapse(changes);
+        replayed.extend(
+            self.snapshot
+                .iter()
+                .filter(|d| !position::member_topic(&d.topic))
+                .map(Replayed::Doc),
+        );
+        Some(replayed)
+    }
+
+    /// After a replay from another replica's cursor at `position`: this
+    /// replica may not have read the stream that far yet, and the changes
+    /// up to there it reads next are the client's already (a patch of a
+    /// topic the client saw removed since would not apply): they are not
+    /// delivered.
+    pub fn skip_streamed_through(&mut self, position: u64) {
+        self.streamed_through = position;
     }
 }
 

@@ -229,3 +229,223 @@ fn a_resume_from_a_cursor_still_in_a_byte_bounded_log_is_exact() {
         "{exact} exact, {refused} refused"
     );
 }
+
+/// A replica in [`a_cursor_resumes_exactly_on_another_replica`]: the hub
+/// its engine puts the documents of the member it owns into (`origin`),
+/// its changes not yet in the stream, the hub it serves from what the
+/// stream brings, and how far its consumer has read the stream.
+struct Replica {
+    name: &'static str,
+    cluster: &'static str,
+    origin: Arc<Hub>,
+    hub: Arc<Hub>,
+    outbox: std::collections::VecDeque<(String, u64, Option<Value>)>,
+    read: usize,
+}
+
+/// A stream message: topic, revision, publishing replica, document.
+type Streamed = (String, u64, &'static str, Option<Value>);
+
+impl Replica {
+    fn new(name: &'static str, cluster: &'static str) -> Self {
+        let config = HubConfig {
+            log_size: 100_000,
+            subscriber_queue: 8,
+            ..HubConfig::default()
+        };
+        let hub = Hub::new(config);
+        hub.follow_stream("s1");
+        Self {
+            name,
+            cluster,
+            origin: Hub::new(config),
+            hub,
+            outbox: Default::default(),
+            read: 0,
+        }
+    }
+
+    /// The owner changes one of its topics, to be published later.
+    fn change(&mut self, state: u64, step: u64) {
+        let topics = ["clusters/{c}", "apps/{c}/s/w0", "apps/{c}/s/w1"];
+        let topic = topics[(state >> 40) as usize % topics.len()].replace("{c}", self.cluster);
+        let change = if (state >> 20).is_multiple_of(9) && topic.starts_with("apps/") {
+            self.origin.remove(&topic)
+        } else {
+            self.origin
+                .put(&topic, json!({"step": step, "by": self.name}))
+        };
+        if let Some(c) = change {
+            self.outbox
+                .push_back((topic, c.rev, c.doc.as_deref().cloned()));
+        }
+    }
+
+    fn flush_one(&mut self, stream: &mut Vec<Streamed>) {
+        if let Some((topic, rev, doc)) = self.outbox.pop_front() {
+            stream.push((topic, rev, self.name, doc));
+        }
+    }
+
+    /// Reads the next message of the stream into the served hub, as
+    /// `stream.rs` does (its own changes come back this way too).
+    fn consume_one(&mut self, stream: &[Streamed]) {
+        let Some((topic, rev, _, doc)) = stream.get(self.read) else {
+            return;
+        };
+        self.read += 1;
+        self.hub
+            .apply_streamed(self.read as u64, true, topic, *rev, doc.clone());
+    }
+}
+
+fn apply_replayed(copy: &mut Copy, replayed: Vec<Replayed<'_>>) -> Result<(), String> {
+    for r in replayed {
+        match r {
+            Replayed::Change(change) => apply_change(copy, &change)?,
+            Replayed::Doc(doc) => {
+                copy.insert(doc.topic.to_string(), (doc.rev, (*doc.doc).clone()));
+            }
+            Replayed::Removed { topic, .. } => {
+                copy.remove(topic.as_str());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Two replicas, each owning one member, share a stream whose messages
+/// arrive late and interleaved. A client of replica A cut anywhere resumes
+/// on replica B from the cursor of its last delivery (only its stream part
+/// means anything there): B's replay applies by the protocol's rules with
+/// no revision gap, and, following B from then on, the client ends with
+/// exactly B's documents, which are A's.
+#[test]
+fn a_cursor_resumes_exactly_on_another_replica() {
+    for seed in [11, 12, 13, 14, 15] {
+        resume_elsewhere(seed);
+    }
+}
+
+fn resume_elsewhere(seed: u64) {
+    let mut a = Replica::new("a", "x");
+    let mut b = Replica::new("b", "y");
+    let mut stream: Vec<Streamed> = Vec::new();
+    let all = || vec![Pattern::parse("**").unwrap()];
+    let mut client = a.hub.subscribe(all());
+    let mut copy = Copy::new();
+    // Clients that moved to B: their subscription there and their copy.
+    let mut moved: Vec<(Subscription, Copy)> = Vec::new();
+    let mut state = seed;
+    let (mut replayed_changes, mut resumed) = (0, 0);
+    for step in 0..1_500u64 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        match (state >> 33) % 10 {
+            0..=1 => a.change(state, step),
+            2..=3 => b.change(state, step),
+            4 => a.flush_one(&mut stream),
+            5 => b.flush_one(&mut stream),
+            6 => a.consume_one(&stream),
+            7 => b.consume_one(&stream),
+            _ => {
+                let Some(delivery) = client.try_next() else {
+                    continue;
+                };
+                apply(&mut copy, &delivery)
+                    .unwrap_or_else(|e| panic!("seed {seed}, step {step}: {e}"));
+                if !step.is_multiple_of(7) {
+                    continue;
+                }
+                // Cut: resume on B from this delivery's cursor.
+                let cursor =
+                    crate::protocol::Cursor::parse(&a.hub.cursor(client.resume_seq())).unwrap();
+                assert_ne!(cursor.epoch, b.hub.epoch());
+                let stream_cursor = cursor.stream.expect("a cursor with a stream position");
+                let mut sub = b.hub.subscribe(all());
+                let replay = sub.replay_from_stream(&stream_cursor).unwrap_or_else(|| {
+                    panic!("seed {seed}, step {step}: {stream_cursor:?} not resumable")
+                });
+                replayed_changes += replay.len();
+                let mut moved_copy = copy.clone();
+                apply_replayed(&mut moved_copy, replay).unwrap_or_else(|e| {
+                    panic!("seed {seed}, step {step}, from {stream_cursor:?}: {e}")
+                });
+                sub.skip_streamed_through(stream_cursor.position);
+                moved.push((sub, moved_copy));
+                resumed += 1;
+            }
+        }
+        for (i, (sub, copy)) in moved.iter_mut().enumerate() {
+            while let Some(delivery) = sub.try_next() {
+                apply(copy, &delivery)
+                    .unwrap_or_else(|e| panic!("seed {seed}, step {step}, client {i}: {e}"));
+            }
+        }
+    }
+    // Everything published and read everywhere.
+    while !a.outbox.is_empty() || !b.outbox.is_empty() {
+        a.flush_one(&mut stream);
+        b.flush_one(&mut stream);
+    }
+    while a.read < stream.len() || b.read < stream.len() {
+        a.consume_one(&stream);
+        b.consume_one(&stream);
+    }
+    assert_eq!(truth(&a.hub), truth(&b.hub), "the replicas agree");
+    for (i, (sub, copy)) in moved.iter_mut().enumerate() {
+        while let Some(delivery) = sub.try_next() {
+            apply(copy, &delivery).unwrap();
+        }
+        assert_eq!(*copy, truth(&b.hub), "seed {seed}: client moved at cut {i}");
+    }
+    assert!(resumed > 10, "seed {seed}: {resumed} cuts resumed");
+    assert!(replayed_changes > 0);
+}
+
+/// A position the replay log no longer covers, or of another stream, is
+/// not resumed; one it covers is, with only what came after it.
+#[test]
+fn a_stream_position_is_resumed_only_while_the_log_covers_it() {
+    let hub = Hub::new(HubConfig {
+        log_size: 4,
+        subscriber_queue: 8,
+        ..HubConfig::default()
+    });
+    hub.follow_stream("s1");
+    for seq in 1..=10u64 {
+        hub.apply_streamed(seq, true, "clusters/a", seq, Some(json!({"n": seq})));
+    }
+    let sub = hub.subscribe(vec![Pattern::parse("**").unwrap()]);
+    let at = |id: &str, position| crate::protocol::StreamCursor {
+        id: id.into(),
+        position,
+    };
+    let replay = sub.replay_from_stream(&at("s1", 8)).unwrap();
+    let revs: Vec<u64> = replay
+        .iter()
+        .map(|r| match r {
+            Replayed::Change(c) => c.rev,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(revs, [9, 10]);
+    assert!(
+        sub.replay_from_stream(&at("s1", 6)).is_some(),
+        "7 to 10 are logged"
+    );
+    assert!(
+        sub.replay_from_stream(&at("s1", 5)).is_none(),
+        "6 left the log"
+    );
+    assert!(
+        sub.replay_from_stream(&at("s2", 9)).is_none(),
+        "another stream"
+    );
+    assert!(
+        hub.cursor(hub.seq()).ends_with(".s1-10"),
+        "{}",
+        hub.cursor(hub.seq())
+    );
+}

@@ -43,31 +43,65 @@ pub mod close {
     pub const TOO_MANY: u16 = 4029;
 }
 
-/// A resume position: `{epoch}-{seq}`.
+/// A resume position: `{epoch}-{seq}`, and with a shared stream of changes
+/// `{epoch}-{seq}.{stream}-{position}` (docs/PROTOCOL.md, docs/SCALE-OUT.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
     /// Names the gateway process that issued the cursor (hex of its start time).
     pub epoch: String,
     /// The hub-wide sequence number of the last change the client has.
     pub seq: u64,
+    /// Where the client is in the stream of changes replicas share, which
+    /// every replica of it can resume from.
+    pub stream: Option<StreamCursor>,
+}
+
+/// The part of a cursor that means the same on every replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamCursor {
+    /// Names the stream (hex of its creation time).
+    pub id: String,
+    /// The client has every change of the stream up to this sequence number.
+    pub position: u64,
+}
+
+/// Reads `{name}-{number}`, with `what` naming the parts in errors.
+fn named_number<'a>(raw: &'a str, whole: &str, what: &str) -> Result<(&'a str, u64), String> {
+    let (name, number) = raw
+        .rsplit_once('-')
+        .ok_or_else(|| format!("cursor {whole:?} must look like EPOCH-SEQ"))?;
+    let number = number
+        .parse::<u64>()
+        .map_err(|_| format!("cursor {whole:?}: {number:?} is not a sequence number"))?;
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(format!("cursor {whole:?}: bad {what}"));
+    }
+    Ok((name, number))
 }
 
 impl Cursor {
-    /// Reads `{epoch}-{seq}` from `since=`, `Last-Event-ID` or a `subscribe` operation.
+    /// Reads `{epoch}-{seq}` or `{epoch}-{seq}.{stream}-{position}` from
+    /// `since=`, `Last-Event-ID` or a `subscribe` operation.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let (epoch, seq) = raw
-            .rsplit_once('-')
-            .ok_or_else(|| format!("cursor {raw:?} must look like EPOCH-SEQ"))?;
-        let seq = seq
-            .parse::<u64>()
-            .map_err(|_| format!("cursor {raw:?}: {seq:?} is not a sequence number"))?;
-        if epoch.is_empty() || epoch.len() > 64 || !epoch.chars().all(|c| c.is_ascii_alphanumeric())
-        {
-            return Err(format!("cursor {raw:?}: bad epoch"));
-        }
+        let (local, stream) = match raw.split_once('.') {
+            Some((local, stream)) => (local, Some(stream)),
+            None => (raw, None),
+        };
+        let (epoch, seq) = named_number(local, raw, "epoch")?;
+        let stream = match stream {
+            Some(stream) => {
+                let (id, position) = named_number(stream, raw, "stream")?;
+                Some(StreamCursor {
+                    id: id.into(),
+                    position,
+                })
+            }
+            None => None,
+        };
         Ok(Self {
             epoch: epoch.into(),
             seq,
+            stream,
         })
     }
 }
@@ -125,10 +159,36 @@ mod tests {
             Cursor::parse("18f3a-42").unwrap(),
             Cursor {
                 epoch: "18f3a".into(),
-                seq: 42
+                seq: 42,
+                stream: None,
             }
         );
-        for bad in ["", "42", "abc-", "-3", "a b-1", "e-x", "e--1"] {
+        assert_eq!(
+            Cursor::parse("18f3a-42.19a0b-7").unwrap(),
+            Cursor {
+                epoch: "18f3a".into(),
+                seq: 42,
+                stream: Some(StreamCursor {
+                    id: "19a0b".into(),
+                    position: 7
+                }),
+            }
+        );
+        for bad in [
+            "",
+            "42",
+            "abc-",
+            "-3",
+            "a b-1",
+            "e-x",
+            "e--1",
+            "e-1.",
+            "e-1.s",
+            "e-1.s-",
+            "e-1.-2",
+            "e-1.s-2.t-3",
+            "e-1.s-x",
+        ] {
             assert!(Cursor::parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -18,12 +18,14 @@ mod store;
 mod stream;
 mod subject;
 mod table;
+mod tasks;
 
 use std::time::Duration;
 
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
-pub use stream::{ChangeStream, DEFAULT_HISTORY, DEFAULT_STREAM, NatsCheck, NatsSettings};
+pub use stream::{ChangeStream, DEFAULT_HISTORY, DEFAULT_STREAM, Hubs, NatsCheck, NatsSettings};
 pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
+pub use tasks::{NatsTaskStore, bucket_of as task_bucket_of};
 
 /// The replica of `replicas` that should own `member` once ownership has
 /// settled (rendezvous hashing); None without replicas.

@@ -142,10 +142,21 @@ struct ConsumerState {
     error: Option<String>,
 }
 
+/// The two hubs of a replica with a stream of changes.
+#[derive(Debug, Clone)]
+pub struct Hubs {
+    /// Where the engine puts its documents, which the stream publishes.
+    pub origin: Arc<Hub>,
+    /// What clients are served: the stream's documents.
+    pub served: Arc<Hub>,
+}
+
 /// A running stream of changes: the publisher and the consumer.
 #[derive(Debug)]
 pub struct ChangeStream {
     client: async_nats::Client,
+    js: jetstream::Context,
+    name: String,
     url: String,
     state: Arc<Mutex<ConsumerState>>,
     stop: CancellationToken,
@@ -156,7 +167,13 @@ pub struct ChangeStream {
 struct Shared {
     settings: NatsSettings,
     replica: String,
+    /// Where the engine puts its documents: the ones published come from
+    /// here; the other owners' are applied here too, so that the engine of
+    /// a member moving here continues its revisions.
     hub: Arc<Hub>,
+    /// What clients are served from: every member's documents, this
+    /// replica's own included, in the stream's order and no earlier.
+    served: Arc<Hub>,
     /// The members this replica runs: their topics are its own.
     running: Arc<MemberClients>,
     metrics: Arc<Metrics>,
@@ -172,15 +189,33 @@ impl ChangeStream {
     pub async fn start(
         settings: NatsSettings,
         replica: String,
-        hub: Arc<Hub>,
+        hubs: Hubs,
         running: Arc<MemberClients>,
         desired: watch::Receiver<BTreeSet<String>>,
         metrics: Arc<Metrics>,
         shutdown: &CancellationToken,
     ) -> crate::Result<Self> {
+        let Hubs {
+            origin: hub,
+            served,
+        } = hubs;
         let url = settings.url.clone();
+        let (events_metrics, events_stream) = (metrics.clone(), settings.stream.clone());
         let client = async_nats::ConnectOptions::new()
             .name(format!("kube-pulse {replica}"))
+            // `kube_pulse_stream_connected`: the client's events come in order.
+            .event_callback(move |event| {
+                let (metrics, stream) = (events_metrics.clone(), events_stream.clone());
+                async move {
+                    match event {
+                        async_nats::Event::Connected => metrics.stream.connected(&stream, true),
+                        async_nats::Event::Disconnected | async_nats::Event::Closed => {
+                            metrics.stream.connected(&stream, false)
+                        }
+                        _ => {}
+                    }
+                }
+            })
             .connect(url.as_str())
             .await
             .map_err(|e| crate::Error::Settings(format!("nats: cannot connect to {url}: {e}")))?;
@@ -202,6 +237,8 @@ impl ChangeStream {
             ))
         })?;
         metrics.stream.start(&settings.stream);
+        let connected = client.connection_state() == async_nats::connection::State::Connected;
+        metrics.stream.connected(&settings.stream, connected);
         let subscription = hub.subscribe(
             ["clusters/*", "clusters/**", "apps/**"]
                 .into_iter()
@@ -212,6 +249,7 @@ impl ChangeStream {
             settings,
             replica,
             hub,
+            served,
             running,
             metrics,
             js,
@@ -221,17 +259,30 @@ impl ChangeStream {
             ..ConsumerState::default()
         }));
         let stop = shutdown.child_token();
+        let (js, name) = (shared.js.clone(), shared.settings.stream.clone());
         let tasks = vec![
             tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
             tokio::spawn(consume(shared, desired, state.clone(), stop.clone())),
         ];
         Ok(Self {
             client,
+            js,
+            name,
             url,
             state,
             stop,
             tasks: Mutex::new(tasks),
         })
+    }
+
+    /// The JetStream stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// JetStream on the stream's connection (the task bucket uses it).
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
     }
 
     /// The `Nats` readiness check.
@@ -333,7 +384,23 @@ async fn publish_next(
             };
             let stopped_here =
                 change.kind == ChangeKind::Removed && !shared.running.contains(cluster);
-            if change.remote || stopped_here {
+            if stopped_here {
+                // Handed over (or taken out): the engine here forgot the
+                // topic, but the stream has it. The engine's hub goes back
+                // to the stream's document at its revision, so that if the
+                // member comes back here, its engine continues from there
+                // (a local removal would have taken a revision the stream
+                // never saw, and its next document would skip one).
+                if let Some(held) = shared.served.get(change.topic.as_str()) {
+                    shared.hub.apply_remote(
+                        change.topic.as_str(),
+                        held.rev,
+                        Some((*held.doc).clone()),
+                    );
+                }
+                return true;
+            }
+            if change.remote {
                 return true;
             }
             let envelope = Envelope {
@@ -398,57 +465,92 @@ impl Shared {
         }
     }
 
-    /// Applies one message of another replica, unless this replica runs the
-    /// member now (its own engine is the owner), or the member is not one of
-    /// `desired` (parked until it is).
+    /// Applies the stream's message `read` of another replica, unless this
+    /// replica runs the member now (its own engine is the owner), or the
+    /// member is not one of `desired` (parked until it is). Its own
+    /// messages tell the hub where its changes are in the stream.
     fn apply(
         &self,
+        read: Read,
         envelope: Envelope,
         desired: &BTreeSet<String>,
-        parked: &mut HashMap<String, Envelope>,
+        parked: &mut HashMap<String, (u64, Envelope)>,
     ) {
         let runs = |cluster: &str| self.running.contains(cluster);
-        match decide(&envelope, &self.replica, runs, desired) {
-            Decision::Skip => {}
-            Decision::Park => {
-                if parked.len() < PARKED_TOPICS || parked.contains_key(&envelope.topic) {
-                    parked.insert(envelope.topic.clone(), envelope);
-                }
+        let decision = decide(&envelope, &self.replica, runs, desired);
+        let member = cluster_of(&Topic::new(&envelope.topic)).is_some();
+        if decision == Decision::Park || !member {
+            self.served.stream_read(read.seq, read.following);
+            if decision == Decision::Park
+                && (parked.len() < PARKED_TOPICS || parked.contains_key(&envelope.topic))
+            {
+                parked.insert(envelope.topic.clone(), (read.seq, envelope));
             }
-            Decision::Apply => {
-                self.hub
-                    .apply_remote(&envelope.topic, envelope.rev, envelope.doc);
-            }
+            return;
         }
+        if decision == Decision::Apply {
+            self.hub
+                .apply_remote(&envelope.topic, envelope.rev, envelope.doc.clone());
+        }
+        self.served.apply_streamed(
+            read.seq,
+            read.following,
+            &envelope.topic,
+            envelope.rev,
+            envelope.doc,
+        );
     }
 
     /// The member set changed: members no longer there leave this hub
     /// (their topics from other replicas; the sources of one running here
     /// are stopped by the union), and parked topics of new ones are applied.
-    fn members_changed(&self, desired: &BTreeSet<String>, parked: &mut HashMap<String, Envelope>) {
+    fn members_changed(
+        &self,
+        desired: &BTreeSet<String>,
+        parked: &mut HashMap<String, (u64, Envelope)>,
+    ) {
         let all: Vec<Pattern> = ["clusters/*", "clusters/**", "apps/**"]
             .into_iter()
             .map(|p| Pattern::parse(p).expect("a valid pattern"))
             .collect();
-        for doc in self.hub.list(&all) {
-            let Some(cluster) = cluster_of(&doc.topic) else {
-                continue;
-            };
-            if !desired.contains(cluster) && !self.running.contains(cluster) {
-                self.hub.remove(doc.topic.as_str());
+        for hub in [&self.hub, &self.served] {
+            for doc in hub.list(&all) {
+                let Some(cluster) = cluster_of(&doc.topic) else {
+                    continue;
+                };
+                if !desired.contains(cluster) && !self.running.contains(cluster) {
+                    hub.remove(doc.topic.as_str());
+                }
             }
         }
         let ready: Vec<String> = parked
             .iter()
-            .filter(|(_, e)| cluster_of(&Topic::new(&e.topic)).is_some_and(|c| desired.contains(c)))
+            .filter(|(_, (_, e))| {
+                cluster_of(&Topic::new(&e.topic)).is_some_and(|c| desired.contains(c))
+            })
             .map(|(topic, _)| topic.clone())
             .collect();
         for topic in ready {
-            if let Some(envelope) = parked.remove(&topic) {
-                self.apply(envelope, desired, parked);
+            if let Some((seq, envelope)) = parked.remove(&topic) {
+                // Read long ago: the hub's position is past it already.
+                let read = Read {
+                    seq,
+                    following: false,
+                };
+                self.apply(read, envelope, desired, parked);
             }
         }
     }
+}
+
+/// A message of the stream, as the consumer read it.
+#[derive(Debug, Clone, Copy)]
+struct Read {
+    /// Its stream sequence.
+    seq: u64,
+    /// The consumer has read every message up to it (or a later one of its
+    /// topic): past its first pass over the last message of every topic.
+    following: bool,
 }
 
 /// Reads the stream from the last message of every topic on, applying the
@@ -459,13 +561,16 @@ async fn consume(
     state: Arc<Mutex<ConsumerState>>,
     stop: CancellationToken,
 ) {
-    let mut parked: HashMap<String, Envelope> = HashMap::new();
+    let mut parked: HashMap<String, (u64, Envelope)> = HashMap::new();
     // The member names, copied once per change of them (not per message).
     let mut names = desired.borrow_and_update().clone();
     let mut backoff = Duration::from_millis(250);
     'consumer: while !stop.is_cancelled() {
         let messages = match open_consumer(&shared).await {
-            Ok(messages) => messages,
+            Ok((stream_id, messages)) => {
+                shared.served.follow_stream(&stream_id);
+                messages
+            }
             Err(error) => {
                 tracing::warn!(%error, "the stream of changes cannot be read; trying again");
                 state.lock().error = Some(error);
@@ -478,6 +583,9 @@ async fn consume(
             }
         };
         let mut messages = std::pin::pin!(messages);
+        // A new consumer first reads the last message of every topic: the
+        // hub's position moves only once it has read them all.
+        let mut following = false;
         {
             let mut state = state.lock();
             state.error = None;
@@ -507,7 +615,14 @@ async fn consume(
                 None => continue 'consumer,
             };
             backoff = Duration::from_millis(250);
-            let pending = message.info().map(|i| i.pending).unwrap_or_default();
+            let (seq, pending) = match message.info() {
+                Ok(info) => (info.stream_sequence, info.pending),
+                Err(e) => {
+                    tracing::warn!(subject = %message.subject, cause = %e, "a message of the stream of changes has no stream sequence; skipped");
+                    continue;
+                }
+            };
+            following |= pending == 0;
             {
                 let mut state = state.lock();
                 state.pending = pending;
@@ -520,9 +635,10 @@ async fn consume(
                 .consumed(&shared.settings.stream, pending);
             match serde_json::from_slice::<Envelope>(&message.payload) {
                 Ok(envelope) => {
-                    shared.apply(envelope, &names, &mut parked);
+                    shared.apply(Read { seq, following }, envelope, &names, &mut parked);
                 }
                 Err(e) => {
+                    shared.served.stream_read(seq, following);
                     tracing::warn!(subject = %message.subject, cause = %e, "a message of the stream of changes is not a change; skipped");
                 }
             }
@@ -531,13 +647,16 @@ async fn consume(
 }
 
 /// An ordered consumer of every topic's subject, from the last message of
-/// each (then every new one).
-async fn open_consumer(shared: &Shared) -> Result<consumer::pull::Ordered, String> {
+/// each (then every new one), and the stream's name in cursors (hex of its
+/// creation time: a stream made again gets another).
+async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Ordered), String> {
     let stream = shared
         .js
         .get_stream(&shared.settings.stream)
         .await
         .map_err(|e| format!("stream {}: {e}", shared.settings.stream))?;
+    let created = stream.cached_info().created.unix_timestamp_nanos() / 1000;
+    let id = format!("{:x}", created.max(0));
     let consumer = stream
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: format!("{}.>", subject::PREFIX),
@@ -546,10 +665,11 @@ async fn open_consumer(shared: &Shared) -> Result<consumer::pull::Ordered, Strin
         })
         .await
         .map_err(|e| format!("consumer: {e}"))?;
-    consumer
+    let messages = consumer
         .messages()
         .await
-        .map_err(|e| format!("messages: {e}"))
+        .map_err(|e| format!("messages: {e}"))?;
+    Ok((id, messages))
 }
 
 #[cfg(test)]

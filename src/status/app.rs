@@ -2,13 +2,15 @@
 //! Deployments and StatefulSets of one namespace that share an app label.
 //! Its stable state comes from reading workload status with kstatus-grade
 //! care; a transitional state from an active task (filled in by tasks) wins
-//! over it in `state`.
+//! over it in `state`. [`AppStatus::restore`] reads a published document
+//! back, for an owner that takes the member over.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::Lifecycle;
 use super::pods::{DominantCause, PodsView, Warning};
@@ -16,7 +18,7 @@ use super::pods::{DominantCause, PodsView, Warning};
 /// Default label that groups workloads into an app.
 pub(crate) const DEFAULT_APP_LABEL: &str = "app.kubernetes.io/name";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum AppPhase {
     Running,
     Degraded,
@@ -302,6 +304,39 @@ pub(crate) struct AppStatus {
     pub(crate) gone_since: Option<DateTime<Utc>>,
 }
 
+/// Whose document [`AppStatus::restore`] reads.
+#[derive(Debug, Deserialize)]
+struct PublishedApp {
+    cluster: String,
+    namespace: String,
+    app: String,
+}
+
+/// Whether a transition took the app away: to `NotExisted`, or to `Stopped (NoWorkloads)`.
+fn went(t: &super::Transition) -> bool {
+    t.to == "NotExisted" || (t.to == "Stopped" && t.reason == "NoWorkloads")
+}
+
+/// Since when a gone app has been gone, as far as its lifecycle tells: the
+/// first of the transitions that took it away without interruption (to
+/// `NotExisted` or `Stopped (NoWorkloads)`), else `since` (seen gone from
+/// the start, or its history no longer reaches back that far). None for an
+/// app that is not gone.
+fn gone_since_in(lifecycle: &Lifecycle<AppPhase>) -> Option<DateTime<Utc>> {
+    let gone = lifecycle.phase == AppPhase::NotExisted || lifecycle.reason == "NoWorkloads";
+    if !gone {
+        return None;
+    }
+    let went_at = lifecycle
+        .history
+        .iter()
+        .rev()
+        .take_while(|t| went(t))
+        .last()
+        .map(|t| t.at);
+    Some(went_at.unwrap_or(lifecycle.since))
+}
+
 /// The stable state of an app: phase, reason, message. The phase comes
 /// from the workloads; when the app is Degraded or Panic and a pod has a
 /// problem, the worst pod-level `cause` names the reason and leads the message.
@@ -429,6 +464,32 @@ impl AppStatus {
             cause: None,
             gone_since: Some(now),
         }
+    }
+
+    /// The machine as it was when it published `doc`, so that a new owner
+    /// of the member continues the document (phase, `since`, history and
+    /// transition numbers) instead of starting from the first observation.
+    /// Only what [`AppStatus::observe`] does not compute again is read: the
+    /// lifecycle, and since when a gone app has been gone (from its history,
+    /// for its expiry). The engine sets the task, pods, cause and warning
+    /// and observes the workloads as for any app. None for a document that
+    /// is malformed or of another app.
+    pub(crate) fn restore(doc: &Value, cluster: &str, namespace: &str, app: &str) -> Option<Self> {
+        let lifecycle = Lifecycle::<AppPhase>::restore(doc)?;
+        let published = PublishedApp::deserialize(doc).ok()?;
+        if (
+            published.cluster.as_str(),
+            published.namespace.as_str(),
+            published.app.as_str(),
+        ) != (cluster, namespace, app)
+        {
+            return None;
+        }
+        let mut status = Self::new(cluster, namespace, app, lifecycle.since);
+        status.state = lifecycle.phase.to_string();
+        status.gone_since = gone_since_in(&lifecycle);
+        status.lifecycle = lifecycle;
+        Some(status)
     }
 
     /// A newly seen app, starting in its observed state (no transition recorded).
@@ -835,6 +896,183 @@ mod tests {
             );
             let doc = serde_json::to_value(&app).unwrap();
             assert_eq!(doc["task"]["progress"], json!(active.map(|t| t.progress)));
+        }
+    }
+
+    /// One observation of an app: namespace exists, workloads, a task's state.
+    type Seen<'a> = (bool, Vec<&'a Workload>, Option<&'a str>);
+
+    fn seen(app: AppStatus, (ns, workloads, task): &Seen<'_>, now: DateTime<Utc>) -> AppStatus {
+        let mut app = app;
+        app.task = task.map(|state| ActiveTask {
+            id: "t1".into(),
+            state: state.into(),
+            status: "Running".into(),
+            progress: 50,
+        });
+        app.observe(*ns, workloads, now)
+    }
+
+    #[test]
+    fn a_restored_machine_continues_its_document() {
+        let t = |s: i64| DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap();
+        let running = deployment(3, ok(3, 3));
+        let partial = deployment(3, ok(3, 1));
+        let stopped = deployment(0, json!({"observedGeneration": 2}));
+        let mut flapping: Vec<Seen> = Vec::new();
+        for _ in 0..12 {
+            flapping.push((true, vec![&running], None));
+            flapping.push((true, vec![&partial], None));
+        }
+        // (name, observations before the document is published, after)
+        let cases: Vec<(&str, Vec<Seen>, Vec<Seen>)> = vec![
+            (
+                "running",
+                vec![(true, vec![&running], None)],
+                vec![(true, vec![&partial], None), (true, vec![&running], None)],
+            ),
+            (
+                "degraded, then a task",
+                vec![(true, vec![&running], None), (true, vec![&partial], None)],
+                vec![
+                    (true, vec![&partial], Some("Updating")),
+                    (true, vec![&running], None),
+                ],
+            ),
+            (
+                "stopping",
+                vec![(true, vec![&running], Some("Stopping"))],
+                vec![
+                    (true, vec![&stopped], Some("Stopping")),
+                    (true, vec![&stopped], None),
+                ],
+            ),
+            (
+                "gone: no workloads",
+                vec![(true, vec![&running], None), (true, vec![], None)],
+                vec![(true, vec![], None), (true, vec![&running], None)],
+            ),
+            (
+                "gone: no workloads, then no namespace",
+                vec![
+                    (true, vec![&running], None),
+                    (true, vec![&stopped], None),
+                    (true, vec![], None),
+                    (false, vec![], None),
+                ],
+                vec![(false, vec![], None), (true, vec![], None)],
+            ),
+            (
+                "gone from the start",
+                vec![(false, vec![&running], None)],
+                vec![(false, vec![&running], None), (true, vec![&running], None)],
+            ),
+            (
+                "a full history keeps numbering",
+                flapping,
+                vec![(true, vec![], None), (true, vec![&running], None)],
+            ),
+        ];
+        let retention = chrono::Duration::seconds(600);
+        for (name, before, after) in cases {
+            let (first, rest) = before.split_first().unwrap();
+            let mut kept =
+                AppStatus::first_seen("c", "shop", "shop-web", first.0, &first.1, None, t(1));
+            kept = seen(kept, first, t(1));
+            for (i, observation) in rest.iter().enumerate() {
+                kept = seen(kept, observation, t(2 + i as i64));
+            }
+            let published = serde_json::to_value(&kept).unwrap();
+            let mut restored = AppStatus::restore(&published, "c", "shop", "shop-web")
+                .unwrap_or_else(|| panic!("{name}: not restored from {published}"));
+            // The hub holds documents without their null members.
+            let mut held = published.clone();
+            crate::protocol::patch::strip_nulls(&mut held);
+            assert_eq!(
+                AppStatus::restore(&held, "c", "shop", "shop-web"),
+                Some(restored.clone()),
+                "{name}: held"
+            );
+            assert_eq!(restored.lifecycle, kept.lifecycle, "{name}");
+            assert_eq!(restored.gone_since, kept.gone_since, "{name}");
+            for at in [t(100), t(602), t(605), t(10_000)] {
+                let expired = (kept.expired(retention, at), restored.expired(retention, at));
+                assert_eq!(expired.0, expired.1, "{name}: expired at {at}");
+            }
+            for (i, observation) in after.iter().enumerate() {
+                let what = format!("{name}, after step {i}");
+                let at = t(1000 + i as i64);
+                kept = seen(kept, observation, at);
+                restored = seen(restored, observation, at);
+                let docs = [&kept, &restored].map(|a| serde_json::to_value(a).unwrap());
+                assert_eq!(docs[1], docs[0], "{what}");
+                assert_eq!(restored.gone_since, kept.gone_since, "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn restore_ignores_foreign_and_malformed_documents() {
+        let now = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let w = deployment(3, ok(3, 3));
+        let app = AppStatus::new("c", "shop", "shop-web", now).observe(true, &[&w], now);
+        let good = serde_json::to_value(&app).unwrap();
+        assert!(AppStatus::restore(&good, "c", "shop", "shop-web").is_some());
+        let with = |pointer: &str, value: serde_json::Value| {
+            let mut doc = good.clone();
+            *doc.pointer_mut(pointer).unwrap() = value;
+            doc
+        };
+        // (why, document, cluster, namespace, app restoring it)
+        let cases = [
+            ("another app's", good.clone(), "c", "shop", "other"),
+            (
+                "another namespace's",
+                good.clone(),
+                "c",
+                "other",
+                "shop-web",
+            ),
+            ("another cluster's", good.clone(), "d", "shop", "shop-web"),
+            (
+                "a phase apps do not have",
+                with("/phase", json!("Healthy")),
+                "c",
+                "shop",
+                "shop-web",
+            ),
+            (
+                "a cluster in numbers",
+                with("/cluster", json!(7)),
+                "c",
+                "shop",
+                "shop-web",
+            ),
+            (
+                "history entries without times",
+                with(
+                    "/history",
+                    json!({"1": {"from": "Running", "to": "Degraded", "reason": "X"}}),
+                ),
+                "c",
+                "shop",
+                "shop-web",
+            ),
+            (
+                "a sync document",
+                json!({"cluster": "c", "phase": "Syncing"}),
+                "c",
+                "shop",
+                "shop-web",
+            ),
+            ("a string", json!("Running"), "c", "shop", "shop-web"),
+        ];
+        for (why, doc, cluster, namespace, name) in cases {
+            assert_eq!(
+                AppStatus::restore(&doc, cluster, namespace, name),
+                None,
+                "{why}: {doc}"
+            );
         }
     }
 }

@@ -1,14 +1,16 @@
 //! The cluster status machine: `Pending` → `Initializing` → `Healthy`;
 //! `Unhealthy` with a reason; `Degraded` when reachable but some synced
 //! resources fail; `Removed`. Success and failure thresholds keep a single
-//! lost probe from flapping the phase.
+//! lost probe from flapping the phase. [`ClusterStatus::restore`] reads a
+//! published document back, for an owner that takes the member over.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::Lifecycle;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum ClusterPhase {
     Pending,
     Initializing,
@@ -70,7 +72,7 @@ impl Default for Thresholds {
 }
 
 /// The latest probe, as shown in the document.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ProbeInfo {
     pub(crate) latency_ms: Option<u64>,
@@ -86,7 +88,7 @@ pub(crate) struct ProbeInfo {
 }
 
 /// Sync states of the cluster's resources, summed up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceCounts {
     /// Resources the cluster syncs (built-in ones and registry ones).
@@ -99,7 +101,7 @@ pub struct ResourceCounts {
 
 /// What the gateway holds of a member (`cache` in the document): enough to
 /// see that its view is complete and recent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheInfo {
     /// Objects in the caches of the member's watched resources. In the
@@ -126,7 +128,7 @@ pub(crate) fn shown_objects(shown: CacheInfo, exact: CacheInfo) -> u64 {
 }
 
 /// What a member authenticates with, when it expires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CredentialKind {
     /// An X.509 client certificate (its `notAfter`).
     ClientCertificate,
@@ -135,7 +137,7 @@ pub enum CredentialKind {
 }
 
 /// The expiry of a member's credentials (`credentials` in the document).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialInfo {
     /// What expires.
@@ -198,11 +200,68 @@ pub(crate) fn warnings(
         out.push(Warning {
             reason: "ClockSkew",
             message: format!(
-                "the apiserver's clock is about {shown} s {side} the gateway's (tokens and certificates may be judged wrongly)"
+                "{CLOCK_SKEW_PREFIX}{shown} s {side} the gateway's (tokens and certificates may be judged wrongly)"
             ),
         });
     }
     out
+}
+
+const CLOCK_SKEW_PREFIX: &str = "the apiserver's clock is about ";
+
+/// A skew that [`warnings`] shows as this `ClockSkew` warning does
+/// (`about 95 s behind` → −95; `about 30 s`, shown for 31 and 32 s, → 31).
+/// None for any other message.
+fn shown_clock_skew(message: &str) -> Option<i64> {
+    let (seconds, side) = message.strip_prefix(CLOCK_SKEW_PREFIX)?.split_once(" s ")?;
+    let seconds = seconds
+        .parse::<i64>()
+        .ok()?
+        .max(CLOCK_SKEW_WARNING_SECONDS + 1);
+    if side.starts_with("ahead of ") {
+        Some(seconds)
+    } else if side.starts_with("behind ") {
+        Some(-seconds)
+    } else {
+        None
+    }
+}
+
+/// The warnings of a published document whose reasons this machine makes
+/// (others are left out: the next step computes the warnings anew).
+fn restored_warnings(published: Vec<PublishedWarning>) -> Vec<Warning> {
+    const REASONS: [&str; 3] = ["CredentialsExpiring", "CredentialsExpired", "ClockSkew"];
+    published
+        .into_iter()
+        .filter_map(|w| {
+            let reason = REASONS.into_iter().find(|r| *r == w.reason)?;
+            Some(Warning {
+                reason,
+                message: w.message,
+            })
+        })
+        .collect()
+}
+
+/// What [`ClusterStatus::restore`] reads of a document besides its lifecycle.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PublishedCluster {
+    name: String,
+    server: String,
+    probe: ProbeInfo,
+    resources: ResourceCounts,
+    cache: CacheInfo,
+    #[serde(default)]
+    credentials: Option<CredentialInfo>,
+    #[serde(default)]
+    warnings: Vec<PublishedWarning>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PublishedWarning {
+    reason: String,
+    message: String,
 }
 
 /// The `clusters/{name}` document.
@@ -286,6 +345,38 @@ impl ClusterStatus {
             warnings: Vec::new(),
             clock_skew: None,
         }
+    }
+
+    /// The machine as it was when it published `doc`, so that a new owner
+    /// of member `name` continues the document (its phase, `since`, history
+    /// and transition numbers, probe counters, counts, cache, credentials
+    /// and warnings) instead of starting over at `Pending`. Not kept in the
+    /// document, so not restored: the time of the last probe, and the clock
+    /// skew beyond what a `ClockSkew` warning shows. None for a document
+    /// that is malformed, of another member, or `Removed` (that member is
+    /// gone: a new one of the same name starts afresh).
+    pub(crate) fn restore(doc: &Value, name: &str) -> Option<Self> {
+        let lifecycle = Lifecycle::<ClusterPhase>::restore(doc)?;
+        let published = PublishedCluster::deserialize(doc).ok()?;
+        if lifecycle.phase == ClusterPhase::Removed || published.name != name {
+            return None;
+        }
+        let warnings = restored_warnings(published.warnings);
+        let clock_skew = warnings
+            .iter()
+            .find(|w| w.reason == "ClockSkew")
+            .and_then(|w| shown_clock_skew(&w.message));
+        Some(Self {
+            name: published.name,
+            server: published.server,
+            lifecycle,
+            probe: published.probe,
+            resources: published.resources,
+            cache: published.cache,
+            credentials: published.credentials,
+            warnings,
+            clock_skew,
+        })
     }
 
     pub(crate) fn phase(&self) -> ClusterPhase {
@@ -450,6 +541,7 @@ fn shown_latency(shown: Option<u64>, measured: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn probe_latency_moves_only_noticeably() {
@@ -807,5 +899,221 @@ mod tests {
         assert_eq!(doc["phase"], "Unhealthy");
         assert_eq!(doc["reason"], "Disconnected");
         assert_eq!(doc["probe"]["lastError"], "boom");
+    }
+
+    fn doc(s: &ClusterStatus) -> Value {
+        serde_json::to_value(s).unwrap()
+    }
+
+    #[test]
+    fn a_restored_machine_continues_its_document() {
+        let th = Thresholds {
+            success: 2,
+            failure: 2,
+        };
+        let expiring = ClusterInput::Credentials(Some(CredentialInfo {
+            kind: CredentialKind::ClientCertificate,
+            expires: t(3 * 86_400),
+        }));
+        let skewed = |seconds| ClusterInput::ProbeSucceeded {
+            latency_ms: 40,
+            version: None,
+            clock_skew_seconds: seconds,
+        };
+        let cache = |objects, listed| {
+            ClusterInput::Cache(CacheInfo {
+                objects,
+                last_list_at: Some(t(listed)),
+            })
+        };
+        let mut flapping = Vec::new();
+        for _ in 0..15 {
+            flapping.extend([fail(ProbeFailure::Timeout), fail(ProbeFailure::Timeout)]);
+            flapping.extend([ok(), ok()]);
+        }
+        use ProbeFailure::*;
+        // (name, inputs before the document is published, inputs after)
+        let cases: Vec<(&str, Vec<ClusterInput>, Vec<ClusterInput>)> = vec![
+            ("fresh", vec![], vec![ClusterInput::Started, ok()]),
+            (
+                "healthy through a lost probe and the threshold",
+                vec![ClusterInput::Started, ok(), ok()],
+                vec![
+                    ClusterInput::Started,
+                    fail(Disconnected),
+                    ok(),
+                    fail(Disconnected),
+                    fail(Disconnected),
+                ],
+            ),
+            (
+                "one failure below the threshold",
+                vec![ok(), ok(), fail(Timeout)],
+                vec![fail(Timeout), ok()],
+            ),
+            (
+                "recovering: one of two good probes",
+                vec![fail(Unauthorized), fail(Unauthorized), ok()],
+                vec![ok(), ok()],
+            ),
+            (
+                "degraded, then not",
+                vec![ok(), ok(), counts(4, 1)],
+                vec![ClusterInput::Started, counts(4, 1), ok(), counts(4, 0)],
+            ),
+            (
+                "the cache's shown count",
+                vec![ok(), cache(1000, 2), cache(1050, 2)],
+                vec![cache(1080, 2), cache(1101, 2), cache(1101, 9)],
+            ),
+            (
+                "credentials and clock skew warnings",
+                vec![expiring.clone(), skewed(Some(93))],
+                vec![
+                    ClusterInput::Started,
+                    skewed(None),
+                    skewed(Some(-31)),
+                    skewed(Some(5)),
+                ],
+            ),
+            (
+                "held",
+                vec![ClusterInput::Held {
+                    reason: "CredentialsUnsupported".into(),
+                    message: "credential type \"OIDC\"".into(),
+                }],
+                vec![
+                    ClusterInput::Started,
+                    ClusterInput::Held {
+                        reason: "InvalidAccess".into(),
+                        message: "not PEM".into(),
+                    },
+                ],
+            ),
+            (
+                "a full history keeps numbering",
+                flapping,
+                vec![fail(TLSError), fail(TLSError), ok(), ok()],
+            ),
+        ];
+        for (name, before, after) in cases {
+            let mut kept = ClusterStatus::new("c", "https://c", t(0));
+            for (i, input) in before.into_iter().enumerate() {
+                kept = kept.step(input, th, t(1 + i as i64));
+            }
+            let published = doc(&kept);
+            let mut restored = ClusterStatus::restore(&published, "c")
+                .unwrap_or_else(|| panic!("{name}: not restored from {published}"));
+            // The hub holds documents without their null members.
+            let mut held = published.clone();
+            crate::protocol::patch::strip_nulls(&mut held);
+            assert_eq!(
+                ClusterStatus::restore(&held, "c"),
+                Some(restored.clone()),
+                "{name}: held"
+            );
+            assert_eq!(doc(&restored), published, "{name}: restored");
+            assert_eq!(restored.lifecycle, kept.lifecycle, "{name}");
+            for (i, input) in after.into_iter().enumerate() {
+                let what = format!("{name}, after step {i} ({input:?})");
+                let at = t(1000 + i as i64);
+                kept = kept.step(input.clone(), th, at);
+                restored = restored.step(input, th, at);
+                assert_eq!(doc(&restored), doc(&kept), "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_clock_skew_a_warning_shows_reads_back() {
+        for skew in [31, 32, 33, 35, 93, 120, 4000, -31, -32, -94, -600] {
+            let shown = warnings(None, Some(skew), t(0));
+            let back = shown_clock_skew(&shown[0].message).unwrap();
+            assert_eq!(warnings(None, Some(back), t(0)), shown, "{skew}");
+        }
+        for message in [
+            "the bearer token expired at 2026-01-01T00:00:00Z",
+            "the apiserver's clock is about x s behind the gateway's",
+            "the apiserver's clock is about 35 s beside the gateway's",
+            "",
+        ] {
+            assert_eq!(shown_clock_skew(message), None, "{message}");
+        }
+    }
+
+    #[test]
+    fn restore_ignores_removed_foreign_and_malformed_documents() {
+        let th = Thresholds::default();
+        let healthy = ClusterStatus::new("c", "https://c", t(0)).step(ok(), th, t(1));
+        let good = doc(&healthy);
+        assert!(ClusterStatus::restore(&good, "c").is_some());
+        let with = |pointer: &str, value: Value| {
+            let mut doc = good.clone();
+            *doc.pointer_mut(pointer).unwrap() = value;
+            doc
+        };
+        let without = |field: &str| {
+            let mut doc = good.clone();
+            doc.as_object_mut().unwrap().remove(field);
+            doc
+        };
+        let adding = |field: &str, value: Value| {
+            let mut doc = good.clone();
+            doc[field] = value;
+            doc
+        };
+        let removed = doc(&healthy.clone().step(ClusterInput::Removed, th, t(2)));
+        // (why, document, the member restoring it)
+        let cases = [
+            ("removed", removed, "c"),
+            ("another member's", good.clone(), "d"),
+            (
+                "a phase clusters do not have",
+                with("/phase", json!("Syncing")),
+                "c",
+            ),
+            ("no probe", without("probe"), "c"),
+            ("no resources", without("resources"), "c"),
+            ("no cache", without("cache"), "c"),
+            ("no name", without("name"), "c"),
+            (
+                "a negative counter",
+                with("/probe/consecutiveSuccesses", json!(-1)),
+                "c",
+            ),
+            ("a count as text", with("/resources/total", json!("3")), "c"),
+            (
+                "credentials of an unknown kind",
+                adding(
+                    "credentials",
+                    json!({"kind": "Password", "expires": "2026-01-01T00:00:00Z"}),
+                ),
+                "c",
+            ),
+            (
+                "credentials without a time",
+                adding("credentials", json!({"kind": "Token"})),
+                "c",
+            ),
+            (
+                "an app's document",
+                json!({"cluster": "c", "phase": "Running"}),
+                "c",
+            ),
+            ("not an object", json!([1, 2]), "c"),
+        ];
+        for (why, published, member) in cases {
+            assert_eq!(
+                ClusterStatus::restore(&published, member),
+                None,
+                "{why}: {published}"
+            );
+        }
+        // A warning this version does not make is left to the next step.
+        let mut foreign = good.clone();
+        foreign["warnings"] = json!([{"reason": "SomethingNew", "message": "?"}]);
+        let restored = ClusterStatus::restore(&foreign, "c").unwrap();
+        assert!(restored.warnings.is_empty());
+        assert_eq!(restored.lifecycle, healthy.lifecycle);
     }
 }

@@ -5,11 +5,15 @@
 //! `"2"`, …), not an array: RFC 7386 merge patches replace arrays whole, so
 //! an array would resend every kept transition on each change, where an
 //! object patch carries the new entry and a `null` for the one that fell out.
+//!
+//! [`Lifecycle::restore`] reads these fields back from a published document,
+//! so that a machine started elsewhere (a member's new owner) continues it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use chrono::{DateTime, Utc};
-use serde::{Serialize, Serializer};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Value, json};
 
 use super::time::serialize_millis;
@@ -98,6 +102,59 @@ impl<P: Copy + PartialEq + std::fmt::Display> Lifecycle<P> {
     }
 }
 
+/// The lifecycle fields of a published document, as read back.
+#[derive(Debug, Deserialize)]
+struct Published<P> {
+    phase: P,
+    reason: String,
+    message: String,
+    since: DateTime<Utc>,
+    /// Keyed by transition number (decimal keys in the document).
+    history: BTreeMap<u64, PublishedTransition>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PublishedTransition {
+    from: String,
+    to: String,
+    reason: String,
+    at: DateTime<Utc>,
+}
+
+impl<P: DeserializeOwned> Lifecycle<P> {
+    /// The lifecycle a published document carries (`phase`, `reason`,
+    /// `message`, `since`, `history`), for a machine that continues the
+    /// document: its next transition is numbered after the last one kept.
+    /// None when any of them is missing or malformed (a phase `P` does not
+    /// have, a time that is not RFC 3339, a transition numbered 0).
+    pub(crate) fn restore(doc: &Value) -> Option<Self> {
+        let published = Published::<P>::deserialize(doc).ok()?;
+        if published.history.contains_key(&0) {
+            return None;
+        }
+        let skip = published.history.len().saturating_sub(HISTORY_LIMIT);
+        let history = published
+            .history
+            .into_iter()
+            .skip(skip)
+            .map(|(number, t)| Transition {
+                number,
+                from: t.from,
+                to: t.to,
+                reason: t.reason,
+                at: t.at,
+            })
+            .collect();
+        Some(Self {
+            phase: published.phase,
+            reason: published.reason,
+            message: published.message,
+            since: published.since,
+            history,
+        })
+    }
+}
+
 /// `{"7": {from, to, reason, at}, "8": …}`: numbers as decimal keys
 /// (JavaScript iterates such keys in ascending numeric order).
 fn history_by_number<S: Serializer>(
@@ -132,7 +189,7 @@ pub fn transitions(doc: &Value) -> Vec<Value> {
 mod tests {
     use super::*;
 
-    #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+    #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
     enum P {
         A,
         B,
@@ -202,5 +259,78 @@ mod tests {
             serde_json::json!({"1": null, "21": {"from": "A", "to": "B", "reason": "Again",
                 "at": "2023-11-14T22:15:00.000Z"}})
         );
+    }
+
+    #[test]
+    fn restore_reads_back_what_a_lifecycle_publishes() {
+        let mut l = Lifecycle::new(P::A, "Start", "m", t(0));
+        for i in 0..(HISTORY_LIMIT as i64 + 5) {
+            l.set(if i % 2 == 0 { P::B } else { P::A }, "Flip", "m", t(1 + i));
+        }
+        l.set(P::A, "Other", "same phase, new reason", t(40));
+        let doc = serde_json::to_value(&l).unwrap();
+        let back = Lifecycle::<P>::restore(&doc).unwrap();
+        assert_eq!(back, l);
+        // The next transition continues the numbering.
+        let (mut a, mut b) = (l, back);
+        a.set(P::B, "Next", "m", t(50));
+        b.set(P::B, "Next", "m", t(50));
+        assert_eq!(a, b);
+        assert_eq!(b.history.back().unwrap().number, HISTORY_LIMIT as u64 + 7);
+        // A fresh lifecycle has no history to continue.
+        let fresh = Lifecycle::new(P::B, "Start", "m", t(0));
+        let doc = serde_json::to_value(&fresh).unwrap();
+        assert_eq!(Lifecycle::<P>::restore(&doc), Some(fresh));
+    }
+
+    #[test]
+    fn restore_ignores_malformed_documents() {
+        let good = json!({"phase": "B", "reason": "X", "message": "m",
+            "since": "2023-11-14T22:13:20.000Z",
+            "history": {"1": {"from": "A", "to": "B", "reason": "X", "at": "2023-11-14T22:13:20.000Z"}}});
+        assert!(Lifecycle::<P>::restore(&good).is_some());
+        let with = |pointer: &str, value: Value| {
+            let mut doc = good.clone();
+            *doc.pointer_mut(pointer).unwrap() = value;
+            doc
+        };
+        let without = |field: &str| {
+            let mut doc = good.clone();
+            doc.as_object_mut().unwrap().remove(field);
+            doc
+        };
+        let cases = [
+            (
+                "a phase the machine does not have",
+                with("/phase", json!("C")),
+            ),
+            ("a phase that is not a string", with("/phase", json!(1))),
+            ("no reason", without("reason")),
+            ("no message", without("message")),
+            ("no since", without("since")),
+            (
+                "a since that is not a time",
+                with("/since", json!("yesterday")),
+            ),
+            ("no history", without("history")),
+            ("a history array", with("/history", json!([]))),
+            (
+                "a transition keyed by something else than a number",
+                with("/history", json!({"x": good["history"]["1"].clone()})),
+            ),
+            (
+                "a transition numbered 0",
+                with("/history", json!({"0": good["history"]["1"].clone()})),
+            ),
+            (
+                "a transition without its time",
+                with("/history/1", json!({"from": "A", "to": "B", "reason": "X"})),
+            ),
+            ("not an object", json!("B")),
+            ("null", Value::Null),
+        ];
+        for (name, doc) in cases {
+            assert_eq!(Lifecycle::<P>::restore(&doc), None, "{name}: {doc}");
+        }
     }
 }

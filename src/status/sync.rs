@@ -1,14 +1,16 @@
 //! The sync status machine, one per cluster × resource (the seed's "pending,
 //! syncing"): `Pending` → `Listing` → `Syncing`; `Error` with a reason →
 //! `Backoff` until the next retry; `Stopped` while the cluster is unhealthy
-//! or once the resource leaves the registry.
+//! or once the resource leaves the registry. [`SyncStatus::restore`] reads a
+//! published document back, for an owner that takes the member over.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::Lifecycle;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum SyncPhase {
     Pending,
     Listing,
@@ -154,6 +156,55 @@ pub enum SyncInput {
     Kind(String),
 }
 
+/// What [`SyncStatus::restore`] reads of a document besides its lifecycle.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PublishedSync {
+    cluster: String,
+    resource: Gvr,
+    #[serde(default)]
+    kind: Option<String>,
+    objects: u64,
+    resource_version: Option<String>,
+    last_event_at: Option<DateTime<Utc>>,
+    retry_at: Option<DateTime<Utc>>,
+    last_error: Option<String>,
+}
+
+/// Whether a list has completed, as far as a document tells: it reached
+/// `Syncing` (within the kept history), lists again as a `Relist`, or
+/// carries a `resourceVersion` or an event time, which only lists and
+/// watch events set.
+fn listed_in(lifecycle: &Lifecycle<SyncPhase>, published: &PublishedSync) -> bool {
+    lifecycle.phase == SyncPhase::Syncing
+        || lifecycle.reason == "Relist"
+        || lifecycle.history.iter().any(|t| t.to == "Syncing")
+        || published.resource_version.is_some()
+        || published.last_event_at.is_some()
+}
+
+/// Whether the last failure was an API error with no list completed since,
+/// as far as a document tells: the latest transition into `Error`,
+/// `Backoff` or `Syncing` says (the reason of `Error` and `Backoff` is the
+/// failure's). Failures while the cluster was down leave no transition, so
+/// they are not seen.
+fn retrying_failure_in(lifecycle: &Lifecycle<SyncPhase>) -> bool {
+    match lifecycle.phase {
+        SyncPhase::Error | SyncPhase::Backoff => is_api_error(&lifecycle.reason),
+        SyncPhase::Syncing => false,
+        SyncPhase::Pending | SyncPhase::Listing | SyncPhase::Stopped => lifecycle
+            .history
+            .iter()
+            .rev()
+            .find_map(|t| match t.to.as_str() {
+                "Syncing" => Some(false),
+                "Error" | "Backoff" => Some(is_api_error(&t.reason)),
+                _ => None,
+            })
+            .unwrap_or(false),
+    }
+}
+
 /// An API-level failure reason (as opposed to connectivity, which the probe
 /// judges, and `Expired` or `StreamEnded`, which a relist answers).
 fn is_api_error(reason: &str) -> bool {
@@ -186,6 +237,50 @@ impl SyncStatus {
             last_list_at: None,
             retrying_failure: false,
         }
+    }
+
+    /// The machine as it was when it published `doc`, so that a new owner
+    /// of the member continues the document (phase, `since`, history and
+    /// transition numbers, counts and times) instead of starting over at
+    /// `Pending`. What the document does not carry is inferred from it
+    /// (whether a list completed, whether an API error is still being
+    /// retried) or left out: the new owner's watch is a new one, so a
+    /// resource stopped with its cluster waits for a list when the cluster
+    /// is back (`Pending (ClusterRecovered)`), and the cache's count is the
+    /// document's `objects` (0 while listing) with no list time until the
+    /// new owner's list completes. None for a document that is malformed,
+    /// of another cluster or resource, or of a resource no registry names
+    /// any more (`Stopped (RemovedFromRegistry)`: put back in a registry, a
+    /// resource starts over).
+    pub(crate) fn restore(doc: &Value, cluster: &str, resource: &Gvr) -> Option<Self> {
+        let lifecycle = Lifecycle::<SyncPhase>::restore(doc)?;
+        let published = PublishedSync::deserialize(doc).ok()?;
+        if published.cluster != cluster || published.resource != *resource {
+            return None;
+        }
+        let listed = listed_in(&lifecycle, &published);
+        let retrying_failure = retrying_failure_in(&lifecycle);
+        let cached = match lifecycle.phase {
+            SyncPhase::Listing => 0,
+            _ => published.objects,
+        };
+        let restored = Self {
+            cluster: published.cluster,
+            resource: published.resource,
+            kind: published.kind,
+            lifecycle,
+            objects: published.objects,
+            resource_version: published.resource_version,
+            last_event_at: published.last_event_at,
+            retry_at: published.retry_at,
+            last_error: published.last_error,
+            resume_syncing: false,
+            cached,
+            listed,
+            last_list_at: None,
+            retrying_failure,
+        };
+        (!restored.is_removed()).then_some(restored)
     }
 
     pub(crate) fn phase(&self) -> SyncPhase {
@@ -361,6 +456,7 @@ impl SyncStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
@@ -665,6 +761,229 @@ mod tests {
                 (s.cached_objects(), s.last_list_at()),
                 (cached, listed.map(t)),
                 "after {input:?}"
+            );
+        }
+    }
+
+    fn doc(s: &SyncStatus) -> Value {
+        serde_json::to_value(s).unwrap()
+    }
+
+    fn deployments() -> Gvr {
+        Gvr::new("apps", "v1", "deployments")
+    }
+
+    #[test]
+    fn a_restored_machine_continues_its_document() {
+        let retrying = |reason: &str| SyncInput::FailedRetrying {
+            reason: reason.into(),
+            message: format!("{reason} happened"),
+            until: t(30),
+        };
+        let event = |count| SyncInput::Event {
+            count,
+            resource_version: Some(format!("{count}")),
+        };
+        let mut expiring = vec![SyncInput::ListStarted, done(1)];
+        for _ in 0..12 {
+            expiring.extend([failed("Expired"), SyncInput::ListStarted, done(1)]);
+        }
+        // (name, inputs before the document is published, inputs after)
+        let cases: Vec<(&str, Vec<SyncInput>, Vec<SyncInput>)> = vec![
+            (
+                "fresh",
+                vec![],
+                vec![
+                    SyncInput::ListStarted,
+                    SyncInput::Listed { count: 5 },
+                    done(8),
+                ],
+            ),
+            (
+                "syncing: the next list is a relist",
+                vec![SyncInput::ListStarted, done(3), event(4)],
+                vec![failed("Expired"), SyncInput::ListStarted, done(4), event(5)],
+            ),
+            (
+                "an empty list without a resourceVersion was a list",
+                vec![
+                    SyncInput::ListStarted,
+                    SyncInput::ListDone {
+                        count: 0,
+                        resource_version: None,
+                    },
+                ],
+                vec![failed("Expired"), SyncInput::ListStarted],
+            ),
+            (
+                "backing off after an API error",
+                vec![SyncInput::ListStarted, retrying("Forbidden")],
+                vec![
+                    SyncInput::ListStarted,
+                    SyncInput::Listed { count: 2 },
+                    retrying("Forbidden"),
+                    SyncInput::ListStarted,
+                    done(2),
+                ],
+            ),
+            (
+                "listing again after an API error still fails",
+                vec![
+                    SyncInput::ListStarted,
+                    done(800),
+                    retrying("Throttled"),
+                    SyncInput::ListStarted,
+                ],
+                vec![SyncInput::Listed { count: 10 }, done(12)],
+            ),
+            (
+                "listing again after a connectivity error does not",
+                vec![SyncInput::ListStarted, done(8), retrying("Timeout")],
+                vec![SyncInput::ListStarted, done(9)],
+            ),
+            (
+                "stopped with the cluster after a failure",
+                vec![retrying("Forbidden"), SyncInput::ClusterDown],
+                vec![
+                    failed("Disconnected"),
+                    SyncInput::ClusterUp,
+                    SyncInput::ListStarted,
+                    done(1),
+                ],
+            ),
+            (
+                "waiting for the watch after the cluster recovered",
+                vec![
+                    done(2),
+                    SyncInput::ClusterDown,
+                    failed("Disconnected"),
+                    SyncInput::ClusterUp,
+                ],
+                vec![SyncInput::ListStarted, done(2)],
+            ),
+            (
+                "the kind, once known",
+                vec![
+                    SyncInput::Kind("Deployment".into()),
+                    SyncInput::ListStarted,
+                    done(1),
+                ],
+                vec![event(2), SyncInput::Removed, SyncInput::ListStarted],
+            ),
+            (
+                "a full history keeps numbering",
+                expiring,
+                vec![failed("Expired"), SyncInput::ListStarted, done(1)],
+            ),
+        ];
+        for (name, before, after) in cases {
+            let mut kept = SyncStatus::new("c", deployments(), t(0));
+            for (i, input) in before.into_iter().enumerate() {
+                kept = kept.step(input, t(1 + i as i64));
+            }
+            let published = doc(&kept);
+            let mut restored = SyncStatus::restore(&published, "c", &deployments())
+                .unwrap_or_else(|| panic!("{name}: not restored from {published}"));
+            // The hub holds documents without their null members.
+            let mut held = published.clone();
+            crate::protocol::patch::strip_nulls(&mut held);
+            assert_eq!(
+                SyncStatus::restore(&held, "c", &deployments()),
+                Some(restored.clone()),
+                "{name}: held"
+            );
+            assert_eq!(doc(&restored), published, "{name}: restored");
+            assert_eq!(restored.is_failing(), kept.is_failing(), "{name}: restored");
+            for (i, input) in after.into_iter().enumerate() {
+                let what = format!("{name}, after step {i} ({input:?})");
+                let at = t(1000 + i as i64);
+                kept = kept.step(input.clone(), at);
+                restored = restored.step(input, at);
+                assert_eq!(doc(&restored), doc(&kept), "{what}");
+                assert_eq!(restored.is_failing(), kept.is_failing(), "{what}");
+                // While a list runs, the document does not tell the cache's count.
+                if kept.phase() != SyncPhase::Listing {
+                    let cached = (restored.cached_objects(), kept.cached_objects());
+                    assert_eq!(cached.0, cached.1, "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_restored_machine_has_a_new_watch() {
+        // The old owner's watch stayed open through the outage; the new
+        // owner's is another one, which proves itself with a list.
+        let kept = SyncStatus::new("c", deployments(), t(0))
+            .step(SyncInput::ListStarted, t(1))
+            .step(done(2), t(2))
+            .step(SyncInput::ClusterDown, t(3));
+        let restored = SyncStatus::restore(&doc(&kept), "c", &deployments()).unwrap();
+        assert_eq!(kept.last_list_at(), Some(t(2)));
+        assert_eq!(restored.last_list_at(), None);
+        let label = |s: SyncStatus| {
+            let s = s.step(SyncInput::ClusterUp, t(4));
+            format!("{} ({})", s.phase(), s.lifecycle.reason)
+        };
+        assert_eq!(label(kept), "Syncing (Watching)");
+        assert_eq!(label(restored), "Pending (ClusterRecovered)");
+    }
+
+    #[test]
+    fn restore_ignores_removed_foreign_and_malformed_documents() {
+        let syncing = SyncStatus::new("c", deployments(), t(0)).step(done(3), t(1));
+        let good = doc(&syncing);
+        assert!(SyncStatus::restore(&good, "c", &deployments()).is_some());
+        let with = |pointer: &str, value: Value| {
+            let mut doc = good.clone();
+            *doc.pointer_mut(pointer).unwrap() = value;
+            doc
+        };
+        let without = |field: &str| {
+            let mut doc = good.clone();
+            doc.as_object_mut().unwrap().remove(field);
+            doc
+        };
+        let removed = doc(&syncing.clone().step(SyncInput::Removed, t(2)));
+        let statefulsets = Gvr::new("apps", "v1", "statefulsets");
+        // (why, document, cluster, resource restoring it)
+        let cases = [
+            ("removed from the registry", removed, "c", deployments()),
+            ("another cluster's", good.clone(), "d", deployments()),
+            ("another resource's", good.clone(), "c", statefulsets),
+            (
+                "a phase syncs do not have",
+                with("/phase", json!("Healthy")),
+                "c",
+                deployments(),
+            ),
+            ("no objects", without("objects"), "c", deployments()),
+            (
+                "negative objects",
+                with("/objects", json!(-1)),
+                "c",
+                deployments(),
+            ),
+            ("no resource", without("resource"), "c", deployments()),
+            (
+                "a retry time that is not one",
+                with("/retryAt", json!(5)),
+                "c",
+                deployments(),
+            ),
+            (
+                "a cluster's document",
+                json!({"name": "c", "phase": "Healthy"}),
+                "c",
+                deployments(),
+            ),
+            ("null", Value::Null, "c", deployments()),
+        ];
+        for (why, published, cluster, resource) in cases {
+            assert_eq!(
+                SyncStatus::restore(&published, cluster, &resource),
+                None,
+                "{why}: {published}"
             );
         }
     }

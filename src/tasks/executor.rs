@@ -42,6 +42,19 @@ fn failure(err: &kube::Error) -> Failure {
     crate::classify::action_failure(err)
 }
 
+/// What is left of a task's deadline (`timeoutSeconds` from its creation):
+/// a task taken over from another replica keeps its deadline.
+fn remaining(task: &Task) -> Duration {
+    let timeout = i64::try_from(task.timeout_seconds)
+        .ok()
+        .and_then(chrono::Duration::try_seconds)
+        .unwrap_or(chrono::Duration::MAX);
+    let Some(end) = task.created.checked_add_signed(timeout) else {
+        return Duration::MAX;
+    };
+    (end - Utc::now()).to_std().unwrap_or(Duration::ZERO)
+}
+
 /// Runs one built-in task to its end.
 pub(super) async fn run(
     board: Arc<Board>,
@@ -64,7 +77,7 @@ pub(super) async fn run(
     };
     // Subscribed before acting, so no change the action causes is missed.
     let mut changes = board.hub.subscribe(vec![pattern]);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(task.timeout_seconds);
+    let deadline = tokio::time::Instant::now() + remaining(&task);
     let started = board
         .write(&task.id, |t| {
             t.advance(
@@ -145,7 +158,7 @@ pub(super) async fn run(
 pub(super) async fn expire(board: &Board, task: &Task, token: CancellationToken) {
     tokio::select! {
         _ = token.cancelled() => {}
-        _ = tokio::time::sleep(Duration::from_secs(task.timeout_seconds)) => {
+        _ = tokio::time::sleep(remaining(task)) => {
             let message = format!("no final report within {}s", task.timeout_seconds);
             finish(board, &task.id, Failed, "DeadlineExceeded", message).await;
         }

@@ -22,4 +22,4 @@ pub mod store;
 
 pub use model::{Executor, StatusReport, Target, Task, TaskRequest, TaskStatus, TaskType};
 pub use service::{TaskFilter, TaskSettings, Tasks};
-pub use store::{MemoryStore, StoreError, TaskStore};
+pub use store::{MemoryStore, StoreError, TaskChange, TaskStore};

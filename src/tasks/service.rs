@@ -4,12 +4,12 @@
 //! forgets finished tasks after the retention time. Every revision goes
 //! through the [`Board`], shared with the executors it spawns.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -17,11 +17,11 @@ use super::board::{Board, store_error};
 use super::executor;
 use super::model::{Executor, StatusReport, Task, TaskRequest, TaskStatus, TaskType};
 use super::progress;
-use super::store::{MemoryStore, StoreError, TaskStore};
+use super::store::{MemoryStore, StoreError, TaskChange, TaskStore};
 use crate::engine::Observation;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, topic};
-use crate::members::MemberClients;
+use crate::members::{MemberClient, MemberClients};
 
 /// How tasks behave.
 #[derive(Debug, Clone)]
@@ -83,6 +83,10 @@ pub struct Tasks {
     running: parking_lot::Mutex<HashMap<String, CancellationToken>>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// With a store shared by replicas: every member there is (this
+    /// replica runs some of them). A task on a member another replica runs
+    /// is stored here and run there.
+    members: Option<watch::Receiver<BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -119,9 +123,56 @@ impl Tasks {
             running: parking_lot::Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
             shutdown: shutdown.child_token(),
+            members: None,
         });
         tasks.tracker.spawn(purge_loop(tasks.clone()));
         tasks
+    }
+
+    /// Tasks in a store shared by replicas (`store.changes()` is Some):
+    /// accepted here for any of `members`, published on every replica, run
+    /// by the replica that runs the task's member — and by the next one if
+    /// the member moves while the task is active.
+    pub fn shared(
+        store: Arc<dyn TaskStore>,
+        pipeline: &crate::pipeline::Pipeline,
+        settings: TaskSettings,
+        members: watch::Receiver<BTreeSet<String>>,
+        shutdown: &CancellationToken,
+    ) -> Arc<Self> {
+        let changes = store.changes();
+        let tasks = Arc::new(Self {
+            board: Arc::new(Board::new(
+                store,
+                pipeline.hub().clone(),
+                pipeline.observations(),
+            )),
+            clients: pipeline.members().clone(),
+            app_label: pipeline.app_label().into(),
+            settings,
+            running: parking_lot::Mutex::new(HashMap::new()),
+            tracker: TaskTracker::new(),
+            shutdown: shutdown.child_token(),
+            members: Some(members),
+        });
+        tasks.tracker.spawn(purge_loop(tasks.clone()));
+        if let Some(changes) = changes {
+            tasks.tracker.spawn(follow(tasks.clone(), changes));
+        }
+        tasks
+    }
+
+    /// Whether `cluster` is a member here: running, or (with a shared
+    /// store) run by another replica.
+    fn is_member(&self, cluster: &str) -> bool {
+        self.clients.contains(cluster) || self.handed_elsewhere(cluster)
+    }
+
+    /// With a shared store: `cluster` is a member another replica may run.
+    fn handed_elsewhere(&self, cluster: &str) -> bool {
+        self.members
+            .as_ref()
+            .is_some_and(|m| m.borrow().contains(cluster))
     }
 
     /// Tasks over a running pipeline's hub, engine and member clients.
@@ -147,34 +198,58 @@ impl Tasks {
     pub async fn create(self: &Arc<Self>, request: TaskRequest) -> Result<Task> {
         request.validate().map_err(Error::BadRequest)?;
         self.admit(&request)?;
-        let member = self
-            .clients
-            .get(&request.cluster)
-            .ok_or_else(|| not_member(&request.cluster))?;
+        let member = self.clients.get(&request.cluster);
+        if member.is_none() && !self.handed_elsewhere(&request.cluster) {
+            return Err(not_member(&request.cluster));
+        }
         let now = Utc::now();
         let id = uuid::Uuid::new_v4().to_string();
         let default_timeout = self.settings.default_timeout.as_secs();
-        let task = {
+        // Marked running before it is stored: a shared store announces it
+        // back, and it must not start twice.
+        let token = self.shutdown.child_token();
+        if member.is_some() {
+            self.running.lock().insert(id.clone(), token.clone());
+        }
+        let stored = {
             let _write = self.board.writes.lock().await;
-            let task = self
+            let stored = self
                 .board
                 .store
-                .create(Task::new(id, &request, default_timeout, now))
-                .await
-                .map_err(|e| match e {
+                .create(Task::new(id.clone(), &request, default_timeout, now))
+                .await;
+            if let Ok(task) = &stored {
+                self.board.publish(task).await;
+            }
+            stored
+        };
+        let task = match stored {
+            Ok(task) => task,
+            Err(e) => {
+                self.running.lock().remove(&id);
+                return Err(match e {
                     StoreError::ActiveTask { id, status } => Error::Conflict(format!(
                         "app {} already has an active task: {id} ({status}); \
                          wait for it or cancel it with DELETE /api/v1/tasks/{id}",
                         request.target()
                     )),
                     other => store_error(other),
-                })?;
-            self.board.publish(&task).await;
-            task
+                });
+            }
         };
         tracing::info!(task = %task.id, kind = ?task.kind, target = %task.target, executor = ?task.executor, "task created");
-        let token = self.shutdown.child_token();
-        self.running.lock().insert(task.id.clone(), token.clone());
+        match member {
+            Some(member) => self.run(task.clone(), member, token),
+            None => {
+                tracing::info!(task = %task.id, cluster = %task.target.cluster, "the task runs on the replica that runs its member");
+            }
+        }
+        Ok(task)
+    }
+
+    /// Starts `task`'s executor (built-in) or deadline (external) on
+    /// `member`, ended by `token`.
+    fn run(self: &Arc<Self>, task: Task, member: MemberClient, token: CancellationToken) {
         let this = self.clone();
         let board = self.board.clone();
         let run = task.clone();
@@ -192,7 +267,10 @@ impl Tasks {
                 }
                 Executor::External => executor::expire(&board, &run, token).await,
             }
-            if removed.is_cancelled() {
+            if removed.is_cancelled() && this.handed_elsewhere(&cluster) {
+                // The member moved to another replica, which goes on with it.
+                tracing::info!(task = %run.id, %cluster, "the task's member moved to another replica; it continues there");
+            } else if removed.is_cancelled() {
                 let message =
                     format!("member cluster {cluster} was removed from the configuration");
                 executor::finish(
@@ -217,12 +295,41 @@ impl Tasks {
                 _ = watch => {}
             }
         });
-        Ok(task)
+    }
+
+    /// With a shared store: the active tasks of members this replica runs
+    /// that no executor here runs yet (created on another replica, or left
+    /// by a replica that stopped or died) are started, once each.
+    async fn take_over(self: &Arc<Self>, task: &Task) {
+        if !task.status.is_active() || self.running.lock().contains_key(&task.id) {
+            return;
+        }
+        let Some(member) = self.clients.get(&task.target.cluster) else {
+            return;
+        };
+        // Read again: an executor here removes itself only after storing
+        // the task's end, so a task still active now is not one that just
+        // ended here (`task` may be an older revision, announced late).
+        let task = match self.board.store.get(&task.id).await {
+            Ok(Some(current)) if current.status.is_active() => current,
+            _ => return,
+        };
+        let token = {
+            let mut running = self.running.lock();
+            if running.contains_key(&task.id) {
+                return;
+            }
+            let token = self.shutdown.child_token();
+            running.insert(task.id.clone(), token.clone());
+            token
+        };
+        tracing::info!(task = %task.id, target = %task.target, status = ?task.status, "running a task of a member this replica runs");
+        self.run(task, member, token);
     }
 
     /// Refuses requests the cluster's current state rules out.
     fn admit(&self, request: &TaskRequest) -> Result<()> {
-        if !self.clients.contains(&request.cluster) {
+        if !self.is_member(&request.cluster) {
             return Err(not_member(&request.cluster));
         }
         let target = request.target();
@@ -358,6 +465,52 @@ async fn purge_loop(tasks: Arc<Tasks>) {
                 }
             }
             Err(e) => tracing::warn!(cause = %e, "purging finished tasks failed"),
+        }
+    }
+}
+
+/// With a store shared by replicas: publishes every task revision any
+/// replica stores (its topic here, and its app's transitional state to
+/// the engine, which takes it for the members it runs), and runs the
+/// active tasks of the members this replica runs — on each change, and
+/// once a second for members that moved here.
+async fn follow(tasks: Arc<Tasks>, mut changes: broadcast::Receiver<TaskChange>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tasks.shutdown.cancelled() => return,
+            change = changes.recv() => match change {
+                Ok(TaskChange::Stored(task)) => {
+                    tasks.board.publish(&task).await;
+                    if task.status.is_active() {
+                        tasks.take_over(&task).await;
+                    } else if let Some(token) = tasks.running.lock().remove(&task.id) {
+                        // Ended elsewhere (cancelled, or reported by an
+                        // external executor through another replica).
+                        token.cancel();
+                    }
+                }
+                Ok(TaskChange::Gone(id)) => {
+                    tasks.board.hub.remove(&topic::task(&id));
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "task changes came faster than they were published; publishing every task again");
+                    if let Ok(all) = tasks.board.store.list().await {
+                        for task in all {
+                            tasks.board.publish(&task).await;
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            _ = tick.tick() => {
+                if let Ok(all) = tasks.board.store.list().await {
+                    for task in all.iter().filter(|t| t.status.is_active()) {
+                        tasks.take_over(task).await;
+                    }
+                }
+            }
         }
     }
 }

@@ -56,6 +56,22 @@ pub trait TaskStore: Send + Sync {
     fn purge(&self, before: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
     /// Whether the backend answers.
     fn check(&self) -> BoxFuture<'_, Result<(), String>>;
+
+    /// Changes of tasks made anywhere, for a store shared by replicas (each
+    /// replica publishes every task and runs those of its members); None
+    /// for a store only this process writes.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
+        None
+    }
+}
+
+/// A change a shared store reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskChange {
+    /// A task was stored (created or updated), by any replica.
+    Stored(Box<Task>),
+    /// The task of this id was purged.
+    Gone(String),
 }
 
 /// The default store: a bounded map in this process. Tasks are lost on restart.

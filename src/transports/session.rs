@@ -142,33 +142,49 @@ pub(super) fn start(
             );
         }
     };
-    if cursor.epoch != hub.epoch() {
-        return fallback(
-            Some(format!(
-                "cursor {raw:?} is from another gateway process; sending fresh snapshots"
-            )),
-            subscription,
-        );
-    }
-    if cursor.seq > at {
-        return fallback(
-            Some(format!(
-                "cursor {raw:?} is ahead of this gateway (at {now}); sending fresh snapshots"
-            )),
-            subscription,
-        );
-    }
-    let Some(replayed) = subscription.replay_since(cursor.seq) else {
-        return fallback(
-            Some(format!(
-                "cursor {raw:?} is older than the replay log; sending fresh snapshots"
-            )),
-            subscription,
-        );
-    };
     // Collapsed topics come first, at the client's own cursor: until the
     // replayed changes that follow, it has nothing more than that.
-    let from = hub.cursor(cursor.seq);
+    let (replayed, from) = if cursor.epoch == hub.epoch() {
+        if cursor.seq > at {
+            return fallback(
+                Some(format!(
+                    "cursor {raw:?} is ahead of this gateway (at {now}); sending fresh snapshots"
+                )),
+                subscription,
+            );
+        }
+        let Some(replayed) = subscription.replay_since(cursor.seq) else {
+            return fallback(
+                Some(format!(
+                    "cursor {raw:?} is older than the replay log; sending fresh snapshots"
+                )),
+                subscription,
+            );
+        };
+        (replayed, hub.cursor(cursor.seq))
+    } else {
+        // Another replica's cursor: its place in the shared stream of
+        // changes means the same here (docs/SCALE-OUT.md).
+        let Some(replayed) = cursor
+            .stream
+            .as_ref()
+            .and_then(|stream| subscription.replay_from_stream(stream))
+        else {
+            let why = match cursor.stream {
+                Some(_) => "is older than this replica's replay log, or of another stream",
+                None => "is from another gateway process",
+            };
+            return fallback(
+                Some(format!("cursor {raw:?} {why}; sending fresh snapshots")),
+                subscription,
+            );
+        };
+        (replayed, raw.to_owned())
+    };
+    let streamed_through = match &cursor.stream {
+        Some(stream) if cursor.epoch != hub.epoch() => Some(stream.position),
+        _ => None,
+    };
     let initial: Vec<Message> = replayed
         .into_iter()
         .filter_map(|r| match r {
@@ -192,6 +208,10 @@ pub(super) fn start(
             }),
         })
         .collect();
+    let mut subscription = subscription;
+    if let Some(position) = streamed_through {
+        subscription.skip_streamed_through(position);
+    }
     let synced = Synced {
         cursor: now,
         resumed: true,

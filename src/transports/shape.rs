@@ -263,6 +263,8 @@ mod tests {
             rev,
             seq,
             cursor: format!("e-{seq}"),
+            position: 0,
+            streamed_at: Default::default(),
             kind,
             doc: doc.map(Arc::new),
             patch: None,

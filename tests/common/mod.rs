@@ -7,6 +7,9 @@ use std::time::{Duration, Instant};
 
 use kube_pulse_sim::SimCluster;
 
+pub(crate) mod nats;
+pub(crate) mod scale;
+
 #[allow(unused_imports)]
 pub(crate) use kube_pulse_sim::testing::{eventually, kubectl, ok, sim, sim_with};
 
@@ -16,6 +19,17 @@ pub(crate) fn http() -> reqwest::Client {
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap()
+}
+
+/// `GET {base}/readyz/{check}`: its status code and body.
+pub(crate) async fn readiness(base: &str, check: &str) -> (u16, String) {
+    let response = http()
+        .get(format!("{base}/readyz/{check}"))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
 }
 
 /// The sum of the samples of metric `name` (a name, or a name with its

@@ -299,43 +299,7 @@ impl Fleet {
 
     /// Every document the gateway holds, by topic, from its REST API.
     pub(crate) async fn rest(&self) -> BTreeMap<String, Value> {
-        let http = crate::common::http();
-        let get = |path: String| {
-            let http = http.clone();
-            let url = format!("{}{path}", self.url);
-            async move {
-                let body: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
-                body["items"].as_array().cloned().unwrap_or_default()
-            }
-        };
-        let mut docs = BTreeMap::new();
-        for cluster in get("/api/v1/clusters".into()).await {
-            let name = cluster["name"].as_str().unwrap().to_string();
-            for sync in get(format!("/api/v1/clusters/{name}/sync")).await {
-                let resource = &sync["resource"];
-                let group = resource["group"]
-                    .as_str()
-                    .filter(|g| !g.is_empty())
-                    .unwrap_or("core");
-                let topic = format!(
-                    "clusters/{name}/sync/{group}/{}/{}",
-                    resource["version"].as_str().unwrap(),
-                    resource["resource"].as_str().unwrap()
-                );
-                docs.insert(topic, sync);
-            }
-            docs.insert(format!("clusters/{name}"), cluster);
-        }
-        for app in get("/api/v1/apps".into()).await {
-            let topic = format!(
-                "apps/{}/{}/{}",
-                app["cluster"].as_str().unwrap(),
-                app["namespace"].as_str().unwrap(),
-                app["app"].as_str().unwrap()
-            );
-            docs.insert(topic, app);
-        }
-        docs
+        crate::common::scale::rest_docs(&self.url).await
     }
 
     /// The sum of a metric's samples in `/metrics` (0 when absent).

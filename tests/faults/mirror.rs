@@ -35,6 +35,9 @@ pub(crate) struct Mirror {
     pub(crate) gaps: BTreeSet<String>,
     /// Snapshots received after `synced` (catch-up snapshots of a lagging subscription).
     pub(crate) late_snapshots: usize,
+    /// Patches at or below the revision held after `synced` (ignored), by
+    /// topic: a revision that went back.
+    pub(crate) stale: BTreeSet<String>,
     /// `removed` messages received after `synced`, by topic.
     pub(crate) removed: BTreeSet<String>,
     /// Topics snapshotted since the (re)subscription, until `synced`: with
@@ -73,7 +76,11 @@ impl Mirror {
                 self.docs.insert(topic, (rev, message["doc"].clone()));
             }
             "patch" => match self.docs.get_mut(&topic) {
-                Some((have, _)) if rev <= *have => {}
+                Some((have, _)) if rev <= *have => {
+                    if self.synced {
+                        self.stale.insert(topic);
+                    }
+                }
                 Some((have, doc)) if rev == *have + 1 => {
                     json_patch::merge(doc, &message["patch"]);
                     *have = rev;

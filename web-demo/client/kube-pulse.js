@@ -125,10 +125,23 @@ export function sseParser(onEvent) {
   };
 }
 
-/** The gateway process a cursor (`{epoch}-{seq}`) comes from. */
-function epochOf(cursor) {
-  const dash = cursor?.lastIndexOf('-') ?? -1;
-  return dash > 0 ? cursor.slice(0, dash) : '';
+/** `name` of a `{name}-{number}` cursor part ('' when there is none). */
+function nameOf(part) {
+  const dash = part.lastIndexOf('-');
+  return dash > 0 ? part.slice(0, dash) : '';
+}
+
+/**
+ * Where a topic's revisions are numbered, from a message's cursor: the
+ * gateway process (`{epoch}-{seq}`), or, with replicas sharing a stream of
+ * changes (`{epoch}-{seq}.{stream}-{position}`), the stream for cluster,
+ * sync and app topics, which every replica numbers alike.
+ */
+function epochOf(cursor, topic) {
+  const text = cursor ?? '';
+  const dot = text.indexOf('.');
+  if (dot >= 0 && /^(clusters|apps)\//.test(topic ?? '')) return `stream:${nameOf(text.slice(dot + 1))}`;
+  return nameOf(dot >= 0 ? text.slice(0, dot) : text);
 }
 
 /**
@@ -159,7 +172,7 @@ export class DocumentStore {
 
   apply(message) {
     const { type, topic, rev } = message;
-    const epoch = epochOf(message.cursor);
+    const epoch = epochOf(message.cursor, topic);
     const have = this.docs.get(topic);
     const sameProcess = have && have.epoch === epoch;
     if (type === 'snapshot') {

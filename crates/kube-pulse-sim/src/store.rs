@@ -180,12 +180,15 @@ fn ns_key(def: &ResourceDef, namespace: Option<&str>, name: &str) -> Key {
     (ns.to_string(), name.to_string())
 }
 
-fn encode_continue(rv: u64, key: &Key) -> String {
-    let raw = json!({"rv": rv, "ns": key.0, "name": key.1}).to_string();
+/// `left`: the matching items after `key` at `rv`, counted by the first page
+/// (every page reads the same state, so later pages subtract instead of
+/// walking the rest of the table again).
+fn encode_continue(rv: u64, key: &Key, left: usize) -> String {
+    let raw = json!({"rv": rv, "ns": key.0, "name": key.1, "left": left}).to_string();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-fn decode_continue(token: &str) -> ApiResult<(u64, Key)> {
+fn decode_continue(token: &str) -> ApiResult<(u64, Key, Option<usize>)> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
@@ -194,7 +197,8 @@ fn decode_continue(token: &str) -> ApiResult<(u64, Key)> {
     let rv = v["rv"].as_u64().ok_or_else(bad)?;
     let ns = v["ns"].as_str().ok_or_else(bad)?.to_string();
     let name = v["name"].as_str().ok_or_else(bad)?.to_string();
-    Ok((rv, (ns, name)))
+    let left = v["left"].as_u64().map(|l| l as usize);
+    Ok((rv, (ns, name), left))
 }
 
 impl Store {
@@ -705,13 +709,13 @@ impl Store {
         continue_token: Option<&str>,
     ) -> ApiResult<ListPage> {
         let inner = self.inner.lock();
-        let (rv, start) = match continue_token.filter(|t| !t.is_empty()) {
+        let (rv, start, left) = match continue_token.filter(|t| !t.is_empty()) {
             Some(token) => {
-                let (rv, key) = decode_continue(token)?;
-                (rv, Some(key))
+                let (rv, key, left) = decode_continue(token)?;
+                (rv, Some(key), left)
             }
             None => match from {
-                ListFrom::Latest => (inner.rv, None),
+                ListFrom::Latest => (inner.rv, None, None),
                 ListFrom::Exact(rv) if rv > inner.rv => {
                     return Err(ApiError::new(
                         504,
@@ -719,7 +723,7 @@ impl Store {
                         format!("Too large resource version: {rv}, current: {}", inner.rv),
                     ));
                 }
-                ListFrom::Exact(rv) => (rv, None),
+                ListFrom::Exact(rv) => (rv, None, None),
             },
         };
         // A page of the current state is read in place: cloning the table for
@@ -758,11 +762,19 @@ impl Store {
             items.push(Arc::clone(obj));
             last = Some(key);
         }
-        // Matching items after this page (remainingItemCount).
-        let remaining = matching.count();
+        // Matching items after this page (remainingItemCount): walked once,
+        // by the first page; a walk per page made a paged list quadratic.
+        let remaining = if matching.next().is_none() {
+            0
+        } else {
+            match left {
+                Some(left) => left.saturating_sub(items.len()).max(1),
+                None => 1 + matching.count(),
+            }
+        };
         let continue_token = last
             .filter(|_| remaining > 0)
-            .map(|key| encode_continue(rv, key));
+            .map(|key| encode_continue(rv, key, remaining));
         drop(inner);
         Ok(ListPage {
             items,
@@ -934,6 +946,8 @@ mod tests {
             .unwrap();
         assert_eq!(names(&p2.items), ["c", "d"]);
         assert_eq!(p2.resource_version, p1.resource_version);
+        // Counted from the first page's state, as the items are.
+        assert_eq!(p2.remaining, Some(1));
         let p3 = s
             .list(
                 &def,
@@ -945,6 +959,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!(names(&p3.items), ["e"]);
+        assert_eq!(p3.remaining, None);
         assert!(p3.continue_token.is_none());
         let now = s
             .list(&def, None, &sel, ListFrom::Latest, None, None)

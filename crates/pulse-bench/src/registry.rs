@@ -67,7 +67,7 @@ fn removed(docs: &Value) -> bool {
 }
 
 /// The ConfigMaps' sync document's `objects` once it is `Syncing`.
-fn synced_objects(docs: &Value) -> Option<u64> {
+pub(crate) fn synced_objects(docs: &Value) -> Option<u64> {
     docs["items"]
         .as_array()?
         .iter()
@@ -76,7 +76,7 @@ fn synced_objects(docs: &Value) -> Option<u64> {
 }
 
 /// Adds ConfigMaps `from..to` to the member, each with `bytes` of data.
-fn fill(sim: &SimCluster, from: usize, to: usize, bytes: usize) -> anyhow::Result<()> {
+pub(crate) fn fill(sim: &SimCluster, from: usize, to: usize, bytes: usize) -> anyhow::Result<()> {
     let def = sim
         .store()
         .catalog()
@@ -96,7 +96,7 @@ fn fill(sim: &SimCluster, from: usize, to: usize, bytes: usize) -> anyhow::Resul
 }
 
 /// Polls the member's sync documents until `done` holds, for at most `SYNC_LIMIT`.
-async fn wait_for(
+pub(crate) async fn wait_for(
     http: &HttpClient,
     url: &str,
     what: &str,
@@ -116,7 +116,7 @@ async fn wait_for(
     }
 }
 
-fn stop(mut child: Child) {
+pub(crate) fn stop(mut child: Child) {
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();

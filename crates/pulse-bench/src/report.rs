@@ -1,11 +1,16 @@
 //! Results: JSON for machines, a markdown table per scenario for
-//! docs/BENCHMARKS.md, and an SVG plot of latency against subscribers.
+//! docs/BENCHMARKS.md, and SVG line plots: latency against subscribers and
+//! the cost curves (RSS against connections and watched objects, sync time
+//! against watched objects, CPU per delivery against subscribers).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
 
+use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
+use crate::objects::ObjectsCurve;
+use crate::plot::{Axis, Plot, Series};
 use crate::podwatch::PodFleet;
 use crate::registry::{self, RegistryMemory};
 use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Sweep};
@@ -25,6 +30,20 @@ pub(crate) struct Results {
     pub(crate) initial_sync: Option<InitialSync>,
     pub(crate) pod_watch: Option<PodFleet>,
     pub(crate) registry: Option<RegistryMemory>,
+    pub(crate) connections: Vec<ConnectionCurve>,
+    pub(crate) objects: Option<ObjectsCurve>,
+    pub(crate) cpu: Vec<CpuCurve>,
+    pub(crate) latency: Vec<LatencyRound>,
+}
+
+/// Each server's colour in every plot.
+fn colour(kind: Kind) -> &'static str {
+    match kind {
+        Kind::KubePulse => "#2b6cb0",
+        Kind::Pushpin => "#c05621",
+        Kind::Nchan => "#2f855a",
+        Kind::Raw => "#718096",
+    }
 }
 
 #[derive(Serialize)]
@@ -83,6 +102,10 @@ impl Results {
             initial_sync: None,
             pod_watch: None,
             registry: None,
+            connections: Vec::new(),
+            objects: None,
+            cpu: Vec::new(),
+            latency: Vec::new(),
         }
     }
 
@@ -91,6 +114,9 @@ impl Results {
         std::fs::write(dir.join("results.json"), serde_json::to_vec_pretty(self)?)?;
         std::fs::write(dir.join("results.md"), self.markdown())?;
         std::fs::write(dir.join("latency.svg"), self.svg())?;
+        for (name, svg) in self.curve_plots() {
+            std::fs::write(dir.join(name), svg)?;
+        }
         Ok(())
     }
 
@@ -252,7 +278,203 @@ impl Results {
         if let Some(r) = &self.registry {
             Self::registry_table(&mut out, r);
         }
+        self.curve_tables(&mut out);
         out
+    }
+
+    fn curve_tables(&self, out: &mut String) {
+        out.push_str("\n### 12. RSS against idle connections\n\n| server | transport | RSS with none (MB) | connections → RSS (MB), per connection (KiB) | stopped |\n|---|---|---|---|---|\n");
+        for c in &self.connections {
+            let points: Vec<String> = c
+                .points
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}: {:.1}, {:.1}",
+                        p.connections, p.rss_mb, p.per_connection_kib
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.1} | {} | {} |",
+                c.server.name(),
+                c.transport,
+                c.rss_before_mb,
+                points.join(" · "),
+                c.limited.as_deref().unwrap_or("—")
+            );
+        }
+        out.push_str("\n### 13. RSS and initial sync against watched objects\n\n");
+        if let Some(o) = &self.objects {
+            let _ = writeln!(
+                out,
+                "ConfigMaps of {} bytes of data, spread evenly over the members; a fresh gateway per point.\n\n| members | ConfigMaps | simulators' fill (s) | initial sync (s) | gateway CPU in it (s) | RSS synced (MB) | peak RSS (MB) |\n|---|---|---|---|---|---|---|",
+                o.object_bytes
+            );
+            for p in &o.points {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {:.1} |{}",
+                    p.members,
+                    p.objects,
+                    p.fill_seconds,
+                    p.sync_seconds,
+                    p.sync_cpu_seconds,
+                    p.rss_mb,
+                    p.peak_rss_mb,
+                    p.error
+                        .as_ref()
+                        .map(|e| format!(" stopped: {e}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        out.push_str("\n### 14. CPU per delivery against subscribers (SSE, one topic)\n\n| server | rate (changes/s) | subscribers | achieved rate | delivered | loss | server CPU (s) | server CPU per delivery (µs) | load generator CPU per delivery (µs) | p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        for c in &self.cpu {
+            for p in &c.points {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.1} | {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                    c.server.name(),
+                    c.rate,
+                    p.subscribers,
+                    p.step.achieved_rate,
+                    p.step.delivered,
+                    p.step.loss,
+                    p.step.server_cpu_seconds,
+                    p.server_us_per_delivery,
+                    p.bench_us_per_delivery,
+                    p.step.p99_ms
+                );
+            }
+            if let Some(e) = &c.error {
+                let _ = writeln!(out, "| {} | stopped: {e} ||||||||| ", c.server.name());
+            }
+        }
+        out.push_str("\n### 15. Latency at 1 000 SSE subscribers (and at 1), kube-pulse and the raw baseline\n\n| round | server | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        for r in &self.latency {
+            for st in &r.steps {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.0}% |",
+                    r.round,
+                    r.server.name(),
+                    r.subscribers,
+                    st.rate,
+                    st.achieved_rate,
+                    st.p50_ms,
+                    st.p99_ms,
+                    st.max_ms,
+                    st.loss,
+                    st.server_cpu_pct
+                );
+            }
+            if let Some(e) = &r.error {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | stopped: {e} |||||||",
+                    r.round,
+                    r.server.name(),
+                    r.subscribers
+                );
+            }
+        }
+    }
+
+    /// The cost curves' plots, by file name (only those with points).
+    pub(crate) fn curve_plots(&self) -> Vec<(&'static str, String)> {
+        let mut plots = Vec::new();
+        let mut series = Vec::new();
+        for c in &self.connections {
+            series.push(Series {
+                name: format!("{} {}", c.server.name(), c.transport),
+                colour: colour(c.server),
+                dashed: c.transport == "WebSocket",
+                points: c
+                    .points
+                    .iter()
+                    .map(|p| (p.connections as f64, p.rss_mb))
+                    .collect(),
+            });
+        }
+        plots.push((
+            "connections.svg",
+            Plot {
+                title: "Server RSS against idle connections".into(),
+                x: Axis::linear("idle connections"),
+                y: Axis::linear("RSS (MB)"),
+                series,
+            },
+        ));
+        if let Some(o) = &self.objects {
+            let by_members = |f: &dyn Fn(&crate::objects::ObjectsPoint) -> f64| {
+                let mut members: Vec<usize> = o.points.iter().map(|p| p.members).collect();
+                members.dedup();
+                let palette = ["#2b6cb0", "#c05621", "#2f855a", "#718096"];
+                members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| Series {
+                        name: format!("{m} member{}", if *m == 1 { "" } else { "s" }),
+                        colour: palette[i % palette.len()],
+                        dashed: false,
+                        points: o
+                            .points
+                            .iter()
+                            .filter(|p| p.members == *m && p.error.is_none())
+                            .map(|p| (p.objects as f64, f(p)))
+                            .collect(),
+                    })
+                    .collect::<Vec<_>>()
+            };
+            plots.push((
+                "objects-rss.svg",
+                Plot {
+                    title: "kube-pulse RSS against watched objects (metadata-only)".into(),
+                    x: Axis::log("watched objects"),
+                    y: Axis::linear("RSS synced (MB)"),
+                    series: by_members(&|p| p.rss_mb),
+                },
+            ));
+            plots.push((
+                "objects-sync.svg",
+                Plot {
+                    title: "kube-pulse initial sync against watched objects".into(),
+                    x: Axis::log("watched objects"),
+                    y: Axis::log("initial sync (s)"),
+                    series: by_members(&|p| p.sync_seconds),
+                },
+            ));
+        }
+        let rate = self.cpu.first().map(|c| c.rate).unwrap_or(0);
+        plots.push((
+            "cpu-per-delivery.svg",
+            Plot {
+                title: format!("Server CPU per delivery at {rate} changes/s (SSE, one topic)"),
+                x: Axis::log("subscribers"),
+                y: Axis::linear("CPU per delivery (µs)"),
+                series: self
+                    .cpu
+                    .iter()
+                    .map(|c| Series {
+                        name: c.server.name().into(),
+                        colour: colour(c.server),
+                        dashed: false,
+                        points: c
+                            .points
+                            .iter()
+                            .map(|p| (p.subscribers as f64, p.server_us_per_delivery))
+                            .collect(),
+                    })
+                    .collect(),
+            },
+        ));
+        plots
+            .into_iter()
+            .filter(|(_, p)| p.series.iter().any(|s| !s.points.is_empty()))
+            .map(|(name, p)| (name, p.svg()))
+            .collect()
     }
 
     fn registry_table(out: &mut String, r: &RegistryMemory) {
@@ -324,110 +546,32 @@ impl Results {
 
     /// p99 latency at each server's sustained rate against subscribers.
     pub(crate) fn svg(&self) -> String {
-        let (w, h, pad) = (640.0, 360.0, 56.0);
-        let colours = [
-            (Kind::KubePulse, "#2b6cb0"),
-            (Kind::Pushpin, "#c05621"),
-            (Kind::Nchan, "#2f855a"),
-            (Kind::Raw, "#718096"),
-        ];
-        let points = |kind: Kind| -> Vec<(f64, f64)> {
-            self.fanout
-                .iter()
-                .filter(|s| s.server == kind)
-                .filter_map(|s| {
-                    let st = s
-                        .steps
-                        .iter()
-                        .find(|st| Some(st.rate) == s.sustained_rate)?;
-                    Some((s.subscribers as f64, st.p99_ms))
-                })
-                .collect()
-        };
-        let max_x = self.fanout.iter().map(|s| s.subscribers).max().unwrap_or(1) as f64;
-        let max_y = colours
-            .iter()
-            .flat_map(|(k, _)| points(*k))
-            .map(|(_, y)| y)
-            .fold(1.0f64, f64::max)
-            * 1.15;
-        let x = |v: f64| pad + v / max_x * (w - 2.0 * pad);
-        let y = |v: f64| h - pad - v / max_y * (h - 2.0 * pad);
-        let mut svg = format!(
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
-<rect width="100%" height="100%" fill="white"/>
-<text x="{}" y="20" text-anchor="middle" font-size="14">p99 latency by subscribers at 5 changes/s (SSE, one topic)</text>
-<line x1="{pad}" y1="{}" x2="{}" y2="{}" stroke="black"/>
-<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{}" stroke="black"/>
-<text x="{}" y="{}" text-anchor="middle">subscribers</text>
-<text x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">p99 (ms)</text>
-"#,
-            w / 2.0,
-            h - pad,
-            w - pad,
-            h - pad,
-            h - pad,
-            w / 2.0,
-            h - 12.0,
-            h / 2.0,
-            h / 2.0
-        );
-        for s in self
-            .fanout
-            .iter()
-            .map(|s| s.subscribers)
-            .collect::<std::collections::BTreeSet<_>>()
-        {
-            let _ = writeln!(
-                svg,
-                r#"<text x="{:.1}" y="{}" text-anchor="middle">{s}</text>"#,
-                x(s as f64),
-                h - pad + 16.0
-            );
+        let series = [Kind::KubePulse, Kind::Pushpin, Kind::Nchan, Kind::Raw]
+            .into_iter()
+            .map(|kind| Series {
+                name: kind.name().into(),
+                colour: colour(kind),
+                dashed: false,
+                points: self
+                    .fanout
+                    .iter()
+                    .filter(|s| s.server == kind)
+                    .filter_map(|s| {
+                        let st = s
+                            .steps
+                            .iter()
+                            .find(|st| Some(st.rate) == s.sustained_rate)?;
+                        Some((s.subscribers as f64, st.p99_ms))
+                    })
+                    .collect(),
+            })
+            .collect();
+        Plot {
+            title: "p99 latency by subscribers at the sustained rate (SSE, one topic)".into(),
+            x: Axis::linear("subscribers"),
+            y: Axis::linear("p99 (ms)"),
+            series,
         }
-        for i in 0..=4 {
-            let v = max_y * f64::from(i) / 4.0;
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{:.1}" text-anchor="end">{v:.1}</text>"#,
-                pad - 6.0,
-                y(v) + 4.0
-            );
-        }
-        for (i, (kind, colour)) in colours.iter().enumerate() {
-            let pts = points(*kind);
-            if pts.is_empty() {
-                continue;
-            }
-            let line: Vec<String> = pts
-                .iter()
-                .map(|(a, b)| format!("{:.1},{:.1}", x(*a), y(*b)))
-                .collect();
-            let _ = writeln!(
-                svg,
-                r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
-                line.join(" ")
-            );
-            for (a, b) in &pts {
-                let _ = writeln!(
-                    svg,
-                    r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#,
-                    x(*a),
-                    y(*b)
-                );
-            }
-            let ly = pad + 16.0 * i as f64;
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{}" y="{:.1}" width="10" height="10" fill="{colour}"/><text x="{}" y="{:.1}">{}</text>"#,
-                w - pad - 110.0,
-                ly,
-                w - pad - 95.0,
-                ly + 9.0,
-                kind.name()
-            );
-        }
-        svg.push_str("</svg>\n");
-        svg
+        .svg()
     }
 }

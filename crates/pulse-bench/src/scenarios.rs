@@ -41,6 +41,26 @@ pub(crate) struct Plan {
     pub(crate) registry_sizes: Vec<usize>,
     pub(crate) registry_object_bytes: usize,
     pub(crate) p99_limit_ms: f64,
+    /// The pause after the warm-up change, before the first measured step.
+    pub(crate) warm_up: Duration,
+    /// Quiet time before a curve's RSS is read.
+    pub(crate) settle: Duration,
+    /// Idle connections at which the connection curve reads RSS (one growing crowd).
+    pub(crate) connection_sizes: Vec<usize>,
+    /// Subscribers of the CPU-per-delivery curve, its fixed rate and step.
+    pub(crate) cpu_sizes: Vec<usize>,
+    pub(crate) cpu_rate: u32,
+    pub(crate) cpu_step: Duration,
+    /// Latency at fixed subscriber counts: their rates, step and rounds.
+    pub(crate) latency_sizes: Vec<usize>,
+    pub(crate) latency_rates: Vec<u32>,
+    pub(crate) latency_step: Duration,
+    pub(crate) latency_rounds: usize,
+    /// The watched-objects curve: member counts, total object counts (each
+    /// spread evenly over the members), and each object's data bytes.
+    pub(crate) objects_members: Vec<usize>,
+    pub(crate) objects_sizes: Vec<usize>,
+    pub(crate) objects_bytes: usize,
 }
 
 impl Plan {
@@ -68,6 +88,19 @@ impl Plan {
             registry_sizes: vec![0, 10_000, 20_000, 40_000],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
+            warm_up: Duration::from_secs(2),
+            settle: Duration::from_secs(3),
+            connection_sizes: vec![1000, 5000, 10_000, 20_000],
+            cpu_sizes: vec![100, 1000, 5000, 10_000],
+            cpu_rate: 20,
+            cpu_step: Duration::from_secs(10),
+            latency_sizes: vec![1, 1000],
+            latency_rates: vec![50, 100],
+            latency_step: Duration::from_secs(10),
+            latency_rounds: 2,
+            objects_members: vec![1, 100],
+            objects_sizes: vec![10_000, 100_000, 1_000_000],
+            objects_bytes: 64,
         }
     }
 
@@ -94,6 +127,19 @@ impl Plan {
             registry_sizes: vec![0, 200, 400],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
+            warm_up: Duration::from_millis(500),
+            settle: Duration::from_millis(200),
+            connection_sizes: vec![20, 50],
+            cpu_sizes: vec![20],
+            cpu_rate: 10,
+            cpu_step: Duration::from_secs(1),
+            latency_sizes: vec![1, 20],
+            latency_rates: vec![20],
+            latency_step: Duration::from_secs(1),
+            latency_rounds: 1,
+            objects_members: vec![1, 3],
+            objects_sizes: vec![300],
+            objects_bytes: 64,
         }
     }
 }
@@ -184,6 +230,9 @@ pub(crate) struct Step {
     pub(crate) max_ms: f64,
     pub(crate) server_cpu_pct: f64,
     pub(crate) bench_cpu_pct: f64,
+    /// CPU seconds over the window (publishing and settling).
+    pub(crate) server_cpu_seconds: f64,
+    pub(crate) bench_cpu_seconds: f64,
     pub(crate) server_rss_mb: f64,
 }
 
@@ -252,8 +301,10 @@ pub(crate) async fn step(
         .sum::<u64>()
         - before;
     let window = t0.elapsed().as_secs_f64();
-    let cpu = (proc::cpu_seconds(&pids) - cpu0) / window * 100.0;
-    let bench_cpu = (proc::cpu_seconds(&me) - me0) / window * 100.0;
+    let server_cpu_seconds = proc::cpu_seconds(&pids) - cpu0;
+    let bench_cpu_seconds = proc::cpu_seconds(&me) - me0;
+    let cpu = server_cpu_seconds / window * 100.0;
+    let bench_cpu = bench_cpu_seconds / window * 100.0;
     let mut all: Vec<u32> = Vec::new();
     for s in &crowd.seen[healthy] {
         all.extend(s.latencies.lock().drain(..));
@@ -272,15 +323,17 @@ pub(crate) async fn step(
         max_ms: all.last().map(|v| f64::from(*v) / 1000.0).unwrap_or(0.0),
         server_cpu_pct: cpu,
         bench_cpu_pct: bench_cpu,
+        server_cpu_seconds,
+        bench_cpu_seconds,
         server_rss_mb: proc::rss(&pids) as f64 / 1e6,
     })
 }
 
 /// One change nobody counts, then a pause: every server has registered
 /// every subscription before the first measured step.
-async fn warm_up(target: &Target) -> anyhow::Result<()> {
+pub(crate) async fn warm_up(target: &Target, plan: &Plan) -> anyhow::Result<()> {
     target.publish(load::now_nanos(), 0).await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(plan.warm_up).await;
     Ok(())
 }
 
@@ -354,7 +407,7 @@ async fn run_rates(
             return result;
         }
     };
-    if let Err(e) = warm_up(target).await {
+    if let Err(e) = warm_up(target, plan).await {
         result.error = Some(e.to_string());
     }
     for &rate in rates {
@@ -502,7 +555,7 @@ pub(crate) async fn slow(target: &Target, plan: &Plan) -> Slow {
         }
     };
     let healthy = n - stalled;
-    if let Err(e) = warm_up(target).await {
+    if let Err(e) = warm_up(target, plan).await {
         result.error = Some(e.to_string());
     }
     for _ in 0..3 {

@@ -89,6 +89,26 @@ test('the document store applies messages in revision order', () => {
   assert.equal(store.get('t'), undefined);
 });
 
+test('with replicas sharing a stream, cluster and app revisions carry over from replica to replica', () => {
+  const store = new DocumentStore();
+  const at = (type, topic, rev, cursor, body) => ({ type, topic, rev, cursor, ...body });
+  store.apply(at('snapshot', 'apps/c/ns/web', 4, 'r1a-10.s9-40', { doc: { n: 1 } }));
+  const moved = store.apply(at('patch', 'apps/c/ns/web', 5, 'r2b-77.s9-52', { patch: { n: 2 } }));
+  assert.deepEqual(moved.doc, { n: 2 }, 'a patch from another replica of the same stream applies');
+  assert.equal(store.apply(at('snapshot', 'apps/c/ns/web', 5, 'r3c-5.s9-52', { doc: { n: 2 } })), null);
+  store.apply(at('snapshot', 'summary/clusters', 3, 'r1a-11.s9-41', { doc: { total: 1 } }));
+  assert.deepEqual(
+    store.apply(at('patch', 'summary/clusters', 4, 'r2b-78.s9-53', { patch: { total: 2 } })),
+    { gap: true, topic: 'summary/clusters' },
+    "a summary's revisions are each replica's own",
+  );
+  assert.deepEqual(
+    store.apply(at('patch', 'apps/c/ns/web', 6, 'r1a-12.s8-1', { patch: { n: 3 } })),
+    { gap: true, topic: 'apps/c/ns/web' },
+    'another stream numbers revisions anew',
+  );
+});
+
 test('the SSE parser handles any chunking, CRLF, comments and multi-line data', () => {
   const stream =
     'retry: 2000\r\n\r\nid: e-1\r\nevent: snapshot\r\ndata: {"a":\r\ndata: 1}\r\n\r\n: heartbeat\n\nid: e-2\nevent: synced\ndata: {}\n\n';

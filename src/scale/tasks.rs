@@ -1,0 +1,336 @@
+//! Tasks shared by replicas: a [`TaskStore`] over a NATS JetStream
+//! key-value bucket (`tasks ──▶ [bucket KUBE_PULSE_TASKS] ◀── every
+//! replica's watch`). Any replica stores a task; every replica watches the
+//! bucket, publishes each revision on `tasks/{id}`, and the replica that
+//! runs the task's member executes it (src/tasks/service.rs). A task's
+//! `revision` is its entry's revision in the bucket, so an update names the
+//! revision it read and JetStream refuses it when another replica wrote in
+//! between ([`StoreError::Stale`]). `docs/SCALE-OUT.md` has the design.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::tasks::{StoreError, Task, TaskChange, TaskStore};
+
+/// The bucket of the tasks beside the stream `stream`: `{stream}_TASKS`
+/// (`KUBE_PULSE_TASKS` with the default stream).
+pub fn bucket_of(stream: &str) -> String {
+    format!("{stream}_TASKS")
+}
+
+/// Tasks in a JetStream key-value bucket, with a local copy of every entry
+/// kept current by a watch (for lists, and to tell the replica of changes).
+pub struct NatsTaskStore {
+    kv: kv::Store,
+    bucket: String,
+    capacity: usize,
+    /// Every task the watch has seen, by id.
+    seen: Arc<Mutex<BTreeMap<String, Task>>>,
+    /// Every task revision the watch reads (this replica's own included).
+    changes: broadcast::Sender<TaskChange>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for NatsTaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsTaskStore")
+            .field("bucket", &self.bucket)
+            .field("tasks", &self.seen.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A task's key: its id (a UUID, which the bucket's keys allow as is).
+fn key(id: &str) -> Result<&str, StoreError> {
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if valid {
+        Ok(id)
+    } else {
+        Err(StoreError::NotFound(id.to_owned()))
+    }
+}
+
+fn backend(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("{what}: {e}"))
+}
+
+/// The task an entry holds, with the entry's revision; None for a deletion
+/// or a value that is not a task.
+fn task_of(entry: &kv::Entry) -> Option<Task> {
+    if entry.operation != kv::Operation::Put {
+        return None;
+    }
+    let mut task: Task = serde_json::from_slice(&entry.value).ok()?;
+    task.revision = entry.revision;
+    Some(task)
+}
+
+impl NatsTaskStore {
+    /// Creates or opens the bucket (file storage, one revision per key)
+    /// and starts watching it; returns once the watch has read every task
+    /// there is, so lists are complete from the start.
+    pub async fn open(
+        js: &jetstream::Context,
+        bucket: &str,
+        capacity: usize,
+        shutdown: &CancellationToken,
+    ) -> crate::Result<Arc<Self>> {
+        let settings = |e: &dyn std::fmt::Display| {
+            crate::Error::Settings(format!("nats: the task bucket {bucket}: {e}"))
+        };
+        // The bucket's stream, made as a key-value bucket's is (one value
+        // per key, rollups, no deletes through the stream API, direct
+        // gets); made here rather than with `create_key_value`, whose
+        // account query NATS servers before 2.10 answer in a form the
+        // client does not read.
+        js.get_or_create_stream(jetstream::stream::Config {
+            name: format!("KV_{bucket}"),
+            description: Some("kube-pulse: tasks, shared by every replica".into()),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            storage: jetstream::stream::StorageType::File,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: jetstream::stream::DiscardPolicy::New,
+            num_replicas: 1,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| settings(&e))?;
+        let kv = js.get_key_value(bucket).await.map_err(|e| settings(&e))?;
+        let (changes, _) = broadcast::channel(1024);
+        let store = Arc::new(Self {
+            kv,
+            bucket: bucket.to_owned(),
+            capacity: capacity.max(1),
+            seen: Arc::new(Mutex::new(BTreeMap::new())),
+            changes,
+            stop: shutdown.child_token(),
+        });
+        let (current, read) = tokio::sync::oneshot::channel();
+        let empty = store.kv.status().await.map_err(|e| settings(&e))?.values() == 0;
+        tokio::spawn(watch(store.clone(), current));
+        // An empty bucket sends no entry to say it is current.
+        if !empty {
+            let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+        }
+        Ok(store)
+    }
+
+    /// Stops the watch.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    fn note(&self, task: &Task) {
+        let mut seen = self.seen.lock();
+        let newer = seen
+            .get(&task.id)
+            .is_none_or(|held| held.revision < task.revision);
+        if newer {
+            seen.insert(task.id.clone(), task.clone());
+        }
+    }
+}
+
+/// Follows the bucket (from the current value of every key on), keeping
+/// `seen` and announcing each task revision; a watch that ends is made
+/// again. `current` fires once the existing entries have been read.
+async fn watch(store: Arc<NatsTaskStore>, current: tokio::sync::oneshot::Sender<()>) {
+    let mut current = Some(current);
+    let mut backoff = Duration::from_millis(250);
+    let mut from = 0u64;
+    while !store.stop.is_cancelled() {
+        let opened = if from == 0 {
+            store.kv.watch_all().await
+        } else {
+            store.kv.watch_all_from_revision(from + 1).await
+        };
+        let mut entries = match opened {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::warn!(bucket = %store.bucket, cause = %e, "the task bucket cannot be watched; trying again");
+                tokio::select! {
+                    _ = store.stop.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        loop {
+            let entry = tokio::select! {
+                _ = store.stop.cancelled() => return,
+                entry = entries.next() => entry,
+            };
+            let entry = match entry {
+                Some(Ok(entry)) => entry,
+                Some(Err(e)) => {
+                    tracing::warn!(bucket = %store.bucket, cause = %e, "watching the task bucket failed; watching it again");
+                    break;
+                }
+                None => break,
+            };
+            backoff = Duration::from_millis(250);
+            from = from.max(entry.revision);
+            match task_of(&entry) {
+                Some(task) => {
+                    store.note(&task);
+                    let _ = store.changes.send(TaskChange::Stored(Box::new(task)));
+                }
+                None => {
+                    store.seen.lock().remove(&entry.key);
+                    let _ = store.changes.send(TaskChange::Gone(entry.key.clone()));
+                }
+            }
+            if (entry.delta == 0 || entry.seen_current)
+                && let Some(current) = current.take()
+            {
+                let _ = current.send(());
+            }
+        }
+    }
+}
+
+impl TaskStore for NatsTaskStore {
+    fn name(&self) -> &str {
+        "nats"
+    }
+
+    fn create(&self, mut task: Task) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let key = key(&task.id)?.to_owned();
+            // One active task per app: checked against every replica's tasks
+            // as this replica last read them (two replicas accepting a task
+            // for one app within a moment of each other both succeed).
+            {
+                let seen = self.seen.lock();
+                if let Some(active) = seen
+                    .values()
+                    .find(|t| t.target == task.target && t.status.is_active())
+                {
+                    return Err(StoreError::ActiveTask {
+                        id: active.id.clone(),
+                        status: format!("{:?}", active.status),
+                    });
+                }
+            }
+            let full = {
+                let seen = self.seen.lock();
+                (seen.len() >= self.capacity).then(|| {
+                    seen.values()
+                        .filter(|t| !t.status.is_active())
+                        .min_by_key(|t| t.finished)
+                        .map(|t| t.id.clone())
+                        .ok_or(StoreError::Full(seen.len()))
+                })
+            };
+            if let Some(oldest) = full {
+                let oldest = oldest?;
+                self.kv
+                    .purge(&oldest)
+                    .await
+                    .map_err(|e| backend("purge", e))?;
+                self.seen.lock().remove(&oldest);
+            }
+            let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
+            let revision =
+                self.kv
+                    .create(&key, value.into())
+                    .await
+                    .map_err(|e| match e.kind() {
+                        kv::CreateErrorKind::AlreadyExists => StoreError::Exists(key.clone()),
+                        _ => backend("create", e),
+                    })?;
+            task.revision = revision;
+            self.note(&task);
+            Ok(task)
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>> {
+        Box::pin(async move {
+            let Ok(key) = key(id) else {
+                return Ok(None);
+            };
+            let entry = self.kv.entry(key).await.map_err(|e| backend("get", e))?;
+            let task = entry.as_ref().and_then(task_of);
+            if let Some(task) = &task {
+                self.note(task);
+            }
+            Ok(task)
+        })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<Task>, StoreError>> {
+        let mut tasks: Vec<Task> = self.seen.lock().values().cloned().collect();
+        tasks.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+        Box::pin(async move { Ok(tasks) })
+    }
+
+    fn update(&self, mut task: Task) -> BoxFuture<'_, Result<Task, StoreError>> {
+        Box::pin(async move {
+            let key = key(&task.id)?.to_owned();
+            let read = task.revision;
+            let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
+            let revision = self
+                .kv
+                .update(&key, value.into(), read)
+                .await
+                .map_err(|e| match e.kind() {
+                    kv::UpdateErrorKind::WrongLastRevision => StoreError::Stale(key.clone()),
+                    _ => backend("update", e),
+                })?;
+            task.revision = revision;
+            self.note(&task);
+            Ok(task)
+        })
+    }
+
+    fn purge(&self, before: DateTime<Utc>) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(async move {
+            let old: Vec<String> = self
+                .seen
+                .lock()
+                .values()
+                .filter(|t| t.finished.is_some_and(|f| f < before))
+                .map(|t| t.id.clone())
+                .collect();
+            let mut purged = Vec::new();
+            for id in old {
+                self.kv.purge(&id).await.map_err(|e| backend("purge", e))?;
+                self.seen.lock().remove(&id);
+                purged.push(id);
+            }
+            Ok(purged)
+        })
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            match tokio::time::timeout(Duration::from_secs(2), self.kv.status()).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err(format!("bucket {}: {e}", self.bucket)),
+                Err(_) => Err(format!("bucket {}: no answer within 2 s", self.bucket)),
+            }
+        })
+    }
+
+    fn changes(&self) -> Option<broadcast::Receiver<TaskChange>> {
+        Some(self.changes.subscribe())
+    }
+}

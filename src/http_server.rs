@@ -13,8 +13,12 @@
 //! after which hyper grows its read buffer from 8 to 16 KiB to parse the
 //! rest of the request, and every SSE or WebSocket connection keeps that
 //! buffer. Serving HTTP/1.1 only, it stays 8 KiB (docs/BENCHMARKS.md,
-//! scenario 3). hyper still reads while a response streams, so a client
-//! that hangs up ends its stream at once.
+//! scenario 3). On the plain listener an event stream does not keep even
+//! that: the first request head is read here, and a `GET` of the events
+//! path is answered without hyper ([`crate::stream_conn`]; its read and
+//! header buffers are 16 KiB of a stream's 27, §16). Streams over TLS stay
+//! with hyper. Either way the socket is read while a response streams, so
+//! a client that hangs up ends its stream at once.
 //!
 //! A connection counts until its socket is dropped, also after a WebSocket
 //! upgrade took it over from hyper: shutdown waits for every socket's close
@@ -50,6 +54,7 @@ use tower::ServiceExt;
 use crate::connections::{Conn, ConnectionSettings, Connections, Reason, Slot};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
+use crate::stream_conn::{Head, Prefixed};
 
 /// Binds `addr`, naming it in the error.
 pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
@@ -224,10 +229,13 @@ async fn serve_on(
         let tls = tls.clone();
         tracker.spawn(async move {
             match tls {
-                Some(acceptor) => connection.serve_tls(stream, acceptor).await,
+                // Boxed: the handshake and HTTP/2 make a future several KiB
+                // larger than a plain connection's, and inline every plain
+                // connection's task would be that size.
+                Some(acceptor) => Box::pin(connection.serve_tls(stream, acceptor)).await,
                 None => {
                     let conn = stream.slot.conn.clone();
-                    connection.serve_http1(TokioIo::new(stream), conn).await
+                    connection.serve_plain(stream, conn).await
                 }
             }
         });
@@ -300,6 +308,47 @@ impl Connection {
                 }))
             }
         })
+    }
+
+    /// A plain connection: its first request head is read here (under the
+    /// header-read timeout); an events stream is answered without hyper
+    /// ([`crate::stream_conn`]), anything else goes to hyper with what was
+    /// read put back in front.
+    async fn serve_plain(self, mut stream: Tracked, conn: Arc<Conn>) {
+        let head = tokio::select! {
+            head = crate::stream_conn::read_head(&mut stream) => head,
+            reason = self.connections.expired(&conn) => {
+                self.connections.closed(reason);
+                return;
+            }
+            _ = self.shutdown.cancelled() => return,
+        };
+        match head {
+            Head::Gone => {}
+            Head::Stream(request) => self.serve_stream(stream, request, &conn).await,
+            // Boxed: hyper's connection is a large future, and inline every
+            // stream's task would be that size.
+            Head::Other(read) => {
+                let io = TokioIo::new(Prefixed::new(read, stream));
+                Box::pin(self.serve_http1(io, conn)).await
+            }
+        }
+    }
+
+    /// An events stream: the router answers the request (the same layers
+    /// as through hyper: host and origin guard, authentication, limits),
+    /// and the response goes straight to the socket; the connection closes
+    /// when it ends. It counts as in flight meanwhile, like any request.
+    async fn serve_stream(self, mut stream: Tracked, mut request: Box<Request>, conn: &Arc<Conn>) {
+        let _in_flight = self.connections.begin_request(conn);
+        let trusted = &self.connections.settings.trusted_proxies;
+        crate::client_ip::attach(trusted, self.peer, &mut request);
+        // Boxed: the router's future is large and needed only until the
+        // response head; inline it would size the task for the stream's life.
+        let Ok(response) = Box::pin(self.app.oneshot(unbox(request))).await;
+        if let Err(e) = crate::stream_conn::write_response(&mut stream, response).await {
+            tracing::debug!(error = %e, peer = %self.peer, "event stream ended with an error");
+        }
     }
 
     /// HTTP/1.1 with upgrades, under the header-read and idle timeouts.
@@ -391,6 +440,13 @@ impl Connection {
             tracing::debug!(error = %e, peer = %self.peer, "connection ended with an error");
         }
     }
+}
+
+/// The value of `boxed`, its allocation freed now (moved out with `*`, a
+/// box is freed only when its binding goes out of scope).
+#[allow(clippy::boxed_local)] // Taking the box is the point: it is freed here.
+fn unbox<T>(boxed: Box<T>) -> T {
+    *boxed
 }
 
 /// Where the TLS certificate chain and key are (PEM).

@@ -36,6 +36,7 @@ pub mod scale;
 pub mod shutdown;
 pub mod sources;
 pub mod status;
+mod stream_conn;
 pub mod tasks;
 pub mod telemetry;
 pub mod transports;

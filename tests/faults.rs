@@ -478,6 +478,9 @@ async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_the_n
 /// (5 s for a 4008) then reads 4008.
 async fn a_stalled_reader_is_closed(via: Via) {
     const WRITE_TIMEOUT: u64 = 3;
+    /// The gateway's close grace of a 4008 (`SLOW_CONSUMER_CLOSE_GRACE`):
+    /// how long its close frame waits for the client to make room for it.
+    const CLOSE_GRACE: Duration = Duration::from_secs(5);
     let fleet = Fleet::start(10, "", &["--write-timeout", &WRITE_TIMEOUT.to_string()]).await;
     let mut conn = Conn::open(&fleet.url, via, None, Some(4096)).await;
     let mut mirror = Mirror::default();
@@ -485,22 +488,14 @@ async fn a_stalled_reader_is_closed(via: Via) {
         mirror.apply(&conn.next_within(WAIT).await.expect("initial snapshots"));
     }
     let stalled = Instant::now();
-    let closes = async {
-        loop {
-            if fleet.metric("kube_pulse_slow_consumer_closes_total").await >= 1.0 {
-                return stalled.elapsed();
-            }
-            assert!(
-                stalled.elapsed() < WAIT,
-                "the stalled reader is still open after {WAIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    let closed = tokio::select! {
-        closed = closes => closed,
+    let closes = fleet.watch_metric("kube_pulse_slow_consumer_closes_total", 1.0, WAIT);
+    let reached = tokio::select! {
+        reached = closes => reached.expect("the watch answers"),
         _ = fleet.churn(40, WAIT) => panic!("no slow-consumer close while changes kept coming"),
     };
+    let reached =
+        reached.unwrap_or_else(|| panic!("the stalled reader is still open after {WAIT:?}"));
+    let closed = reached.at - stalled;
     conn.widen_receive_buffer();
     let reading = Instant::now();
     let mut read = 0usize;
@@ -510,17 +505,32 @@ async fn a_stalled_reader_is_closed(via: Via) {
             Err(code) => break code,
         }
     };
-    if via == Via::Ws {
+    // The close frame follows what is buffered for the client, within the
+    // grace; a client back later than that may find the socket gone
+    // without it. The gateway decided after the last poll that saw the
+    // socket open had started, so a client back within the grace of that
+    // poll (less a second for the gateway to notice the room, on a starved
+    // machine) is owed the close code. Under CPU starvation the test itself
+    // can be back later, however the gateway writes (its runtime also
+    // serves the simulators and the churn); then the close code is not
+    // asserted, only that the socket ended.
+    let back = reading - reached.below_at;
+    let owed = back + Duration::from_secs(1) <= CLOSE_GRACE;
+    if via == Via::Ws && owed {
         assert_eq!(
             end,
             Some(4008),
-            "the close code after {read} buffered messages, read in {:?} ({:?} after the close)",
+            "the close code after {read} buffered messages, read in {:?}, reading from {back:?} after the close at the earliest",
             reading.elapsed(),
-            stalled.elapsed() - closed
         );
     }
     eprintln!(
-        "stalled {via:?} reader closed {closed:?} after it stopped reading ({read} messages were buffered for it)"
+        "stalled {via:?} reader closed {closed:?} after it stopped reading ({read} messages were buffered for it; back {back:?} after the close at the earliest, end {end:?}{})",
+        if via == Via::Ws && !owed {
+            ": past the close grace, the code is not asserted"
+        } else {
+            ""
+        }
     );
     // Filling what the gateway holds for it takes a few seconds at 40
     // scales/s; then the write timeout runs.

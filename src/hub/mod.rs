@@ -909,19 +909,31 @@ impl Subscription {
     /// The next change, or a resync of a topic this subscription fell behind
     /// on (None once the hub is gone).
     pub async fn next(&mut self) -> Option<Delivery> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// [`Subscription::next`] for a task that polls many subscriptions
+    /// itself: ready with the next delivery, else pending with `cx`
+    /// registered on the queue.
+    pub fn poll_next(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Delivery>> {
         if let Some(delivery) = self.try_next() {
-            return Some(delivery);
+            return std::task::Poll::Ready(Some(delivery));
         }
         // A topic is marked behind only while this queue is full (or for a
         // topic already marked), so the queue wakes this receiver before any
         // resync is due: no second wake-up source is needed.
         loop {
-            let change = self.rx.recv().await?;
+            let Some(change) = std::task::ready!(self.rx.poll_recv(cx)) else {
+                return std::task::Poll::Ready(None);
+            };
             if let Some(change) = self.received(change) {
-                return Some(Delivery::Change(change));
+                return std::task::Poll::Ready(Some(Delivery::Change(change)));
             }
             if let Some(delivery) = self.try_next() {
-                return Some(delivery);
+                return std::task::Poll::Ready(Some(delivery));
             }
         }
     }

@@ -28,7 +28,7 @@ pub fn router(transports: Arc<Transports>) -> Router {
     let auth = transports.auth.clone();
     Router::new()
         .route(
-            "/api/v1/events",
+            sse::PATH,
             get(sse::events).layer(axum::middleware::from_fn_with_state(
                 auth,
                 crate::auth::require,

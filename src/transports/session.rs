@@ -3,8 +3,14 @@
 //! what the session's principal may see, and turn deliveries into encoded
 //! messages.
 
+use std::borrow::BorrowMut;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
 use bytes::Bytes;
 use tokio::sync::mpsc;
+use tokio::time::Sleep;
 
 use super::shape::{Shaped, Shaper};
 use super::state::Transports;
@@ -332,14 +338,95 @@ pub(super) async fn next(
     principal: &Principal,
     shaper: Option<&mut Shaper>,
 ) -> Option<Message> {
-    if let Some(shaper) = shaper {
-        return next_shaped(transports, subscription, principal, shaper).await;
-    }
-    loop {
-        let delivery = subscription.next().await?;
-        if visible(principal, &delivery) {
-            return Some(message(transports, delivery, subscription.resume_seq()));
+    match shaper {
+        None => {
+            std::future::poll_fn(|cx| {
+                poll_next::<Shaper>(transports, subscription, principal, None, cx)
+            })
+            .await
         }
+        // Boxed: its timer would otherwise be part of every session's
+        // task, shaped or not.
+        Some(shaper) => {
+            Box::pin(async move {
+                let mut shaping = Shaping::new(shaper);
+                std::future::poll_fn(|cx| {
+                    poll_next(transports, subscription, principal, Some(&mut shaping), cx)
+                })
+                .await
+            })
+            .await
+        }
+    }
+}
+
+/// A shaper with the timer of what it holds back, for [`poll_next`].
+pub(super) struct Shaping<S> {
+    pub(super) shaper: S,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S: BorrowMut<Shaper>> Shaping<S> {
+    pub(super) fn new(shaper: S) -> Self {
+        Self {
+            shaper,
+            timer: None,
+        }
+    }
+}
+
+/// [`next`] for a task that serves several subscriptions itself: ready
+/// with the next message, else pending with `cx` registered on the
+/// subscription's queue and, shaped, on the timer of what it holds back.
+pub(super) fn poll_next<S: BorrowMut<Shaper>>(
+    transports: &Transports,
+    subscription: &mut Subscription,
+    principal: &Principal,
+    shaping: Option<&mut Shaping<S>>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Message>> {
+    let Some(shaping) = shaping else {
+        loop {
+            let Some(delivery) = ready!(subscription.poll_next(cx)) else {
+                return Poll::Ready(None);
+            };
+            if visible(principal, &delivery) {
+                let resume = subscription.resume_seq();
+                return Poll::Ready(Some(message(transports, delivery, resume)));
+            }
+        }
+    };
+    // Deliveries feed the shaper, its timer flushes what it held back, and
+    // what it makes goes out in order.
+    loop {
+        let shaper = shaping.shaper.borrow_mut();
+        if let Some(message) = try_next_shaped(transports, subscription, principal, shaper) {
+            return Poll::Ready(Some(message));
+        }
+        match subscription.poll_next(cx) {
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Ready(Some(delivery)) => {
+                if visible(principal, &delivery) {
+                    feed(transports, shaper, delivery);
+                }
+                continue;
+            }
+            Poll::Pending => {}
+        }
+        let Some(due) = shaper.due() else {
+            return Poll::Pending;
+        };
+        let timer = shaping
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        if timer.deadline() != due {
+            timer.as_mut().reset(due);
+        }
+        ready!(timer.as_mut().poll(cx));
+        shaping
+            .shaper
+            .borrow_mut()
+            .flush(tokio::time::Instant::now());
     }
 }
 
@@ -357,32 +444,6 @@ pub(super) fn try_next(
         let delivery = subscription.try_next()?;
         if visible(principal, &delivery) {
             return Some(message(transports, delivery, subscription.resume_seq()));
-        }
-    }
-}
-
-/// [`next`] through a shaper: deliveries feed it, its timer flushes what it
-/// held back, and what it makes goes out in order.
-async fn next_shaped(
-    transports: &Transports,
-    subscription: &mut Subscription,
-    principal: &Principal,
-    shaper: &mut Shaper,
-) -> Option<Message> {
-    loop {
-        if let Some(message) = try_next_shaped(transports, subscription, principal, shaper) {
-            return Some(message);
-        }
-        let due = shaper.due();
-        tokio::select! {
-            // Cancel-safe: `Subscription::next` only awaits its queue.
-            delivery = subscription.next() => {
-                let delivery = delivery?;
-                if visible(principal, &delivery) {
-                    feed(transports, shaper, delivery);
-                }
-            }
-            _ = until(due) => shaper.flush(tokio::time::Instant::now()),
         }
     }
 }
@@ -493,7 +554,14 @@ pub(super) async fn hand_over<T>(
         Err(mpsc::error::TrySendError::Closed(_)) => return Err(Undelivered::Closed),
         Err(mpsc::error::TrySendError::Full(value)) => value,
     };
-    match tokio::time::timeout(transports.config.write_timeout, tx.send(value)).await {
+    // Boxed: the timer and the wait make a future of a few hundred bytes,
+    // needed only when the connection is behind; inline it would be part of
+    // every idle session's task.
+    let wait = Box::pin(tokio::time::timeout(
+        transports.config.write_timeout,
+        tx.send(value),
+    ));
+    match wait.await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err(Undelivered::Closed),
         Err(_) => Err(Undelivered::Slow),

@@ -1,31 +1,28 @@
 //! WebSocket: `GET /api/v1/ws`. Clients send `subscribe` / `unsubscribe` /
-//! `ping` operations; many subscriptions share one socket and every server
-//! message carries its subscription id (`sub`). A reader task handles
-//! operations, one forwarder per subscription feeds a bounded outbox, and a
-//! writer owns the socket; protocol pings keep it alive.
+//! `ping` / `auth` operations; many subscriptions share one socket and
+//! every server message carries its subscription id (`sub`). One task per
+//! socket reads and answers the operations, serves its subscriptions and
+//! writes ([`wire`]); protocol pings keep it alive.
 
-use std::collections::HashMap;
+mod wire;
+
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use futures::{SinkExt, StreamExt};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use super::limits::Bucket;
 use super::session;
 use super::state::Transports;
 use crate::auth::{AuthError, Principal};
 use crate::protocol::{self, ClientOp, ServerMessage, SubscribeOptions, close};
+use wire::{Event, Out, Outbox, Sub, Wire};
 
-/// Messages waiting for the writer; forwarders wait (up to the write timeout) when it is full.
-const OUTBOX: usize = 64;
 /// Longest accepted subscription id.
 const MAX_ID_LEN: usize = 128;
 
@@ -107,160 +104,11 @@ struct Session {
     client: super::limits::Client,
 }
 
-enum Out {
-    Text(Bytes),
-    Ping,
-}
-
-/// How long a close frame may take to reach the client, and how long the
-/// client's answering close frame is awaited: a client that resumes reading
-/// within this grace sees the close code after what was buffered for it.
-const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// The close grace of a 4008 (slow consumer): what is buffered ahead of its
-/// close frame is a full socket buffer, which a client coming back from a
-/// stall (a background tab, a busy event loop) reads at its own pace.
-const SLOW_CONSUMER_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// Refused subscribes in a row after which a socket is closed (policy).
 const MAX_REFUSED_IN_A_ROW: u32 = 20;
 
 /// Failed `auth` operations after which a socket is closed (4001).
 const MAX_AUTH_FAILURES: u32 = 3;
-
-/// Queues one message for the writer; false when the socket is gone or
-/// slow (then `slow` is cancelled).
-async fn push(
-    t: &Transports,
-    outbox: &mpsc::Sender<Out>,
-    slow: &CancellationToken,
-    out: Out,
-) -> bool {
-    match session::hand_over(t, outbox, out).await {
-        Ok(()) => true,
-        Err(session::Undelivered::Closed) => false,
-        Err(session::Undelivered::Slow) => {
-            slow.cancel();
-            false
-        }
-    }
-}
-
-/// A queued message as a frame: (frame, payload bytes).
-fn frame_of(out: Out) -> Option<(Message, usize)> {
-    Some(match out {
-        Out::Text(bytes) => {
-            let len = bytes.len();
-            (Message::Text(Utf8Bytes::try_from(bytes).ok()?), len)
-        }
-        Out::Ping => (Message::Ping(Bytes::new()), 0),
-    })
-}
-
-/// The close frame the reader asks for; None when it went without asking
-/// (then `close` is None and this never completes again).
-async fn close_requested(
-    close: &mut Option<oneshot::Receiver<(u16, String)>>,
-) -> Option<(u16, String)> {
-    match close {
-        Some(rx) => rx.await.ok(),
-        None => std::future::pending().await,
-    }
-}
-
-/// Owns the socket's sending half: writes what is queued (up to
-/// [`session::MAX_BATCH`] frames) and flushes once, so a burst costs one
-/// write, not one per message. It alone sends the close frame: the one the
-/// reader asks for on `close` (ahead of queued messages, abandoning a write
-/// in flight), or 4008 when a write stays blocked for the write timeout.
-/// The close frame goes out after what is already buffered, within
-/// [`CLOSE_GRACE`].
-async fn write(
-    t: Arc<Transports>,
-    mut sink: futures::stream::SplitSink<WebSocket, Message>,
-    mut outbox: mpsc::Receiver<Out>,
-    close: oneshot::Receiver<(u16, String)>,
-    slow: CancellationToken,
-) {
-    // None once the reader has gone without asking for a close frame.
-    let mut close = Some(close);
-    let closing: Option<(u16, String)> = loop {
-        let first = tokio::select! {
-            biased;
-            request = close_requested(&mut close) => match request {
-                Some(request) => break Some(request),
-                None => {
-                    close = None;
-                    continue;
-                }
-            },
-            first = outbox.recv() => match first {
-                Some(first) => first,
-                None => break None,
-            },
-        };
-        let (mut messages, mut sent) = (0, 0);
-        let batch = async {
-            let mut next = Some(first);
-            let mut frames = 0;
-            while let Some(out) = next.take() {
-                if let Some((message, len)) = frame_of(out) {
-                    sink.feed(message).await?;
-                    if len > 0 {
-                        messages += 1;
-                        sent += len;
-                    }
-                    frames += 1;
-                }
-                if frames < session::MAX_BATCH {
-                    next = outbox.try_recv().ok();
-                }
-            }
-            sink.flush().await
-        };
-        let written = tokio::select! {
-            biased;
-            request = close_requested(&mut close) => match request {
-                // A feed abandoned here leaves no partial frame: tungstenite
-                // buffers whole frames.
-                Some(request) => break Some(request),
-                None => {
-                    close = None;
-                    continue;
-                }
-            },
-            written = tokio::time::timeout(t.config.write_timeout, batch) => written,
-        };
-        match written {
-            Ok(Ok(())) => t.metrics.sent(messages, sent),
-            Ok(Err(_)) => return,
-            Err(_) => {
-                slow.cancel();
-                break Some((
-                    close::SLOW_CONSUMER,
-                    "slow consumer: messages were not read in time".into(),
-                ));
-            }
-        }
-    };
-    match closing {
-        Some((code, reason)) => {
-            let frame = Message::Close(Some(CloseFrame {
-                code,
-                reason: reason.into(),
-            }));
-            let grace = if code == close::SLOW_CONSUMER {
-                SLOW_CONSUMER_CLOSE_GRACE
-            } else {
-                CLOSE_GRACE
-            };
-            let _ = tokio::time::timeout(grace, sink.send(frame)).await;
-        }
-        None => {
-            let _ = tokio::time::timeout(CLOSE_GRACE, sink.close()).await;
-        }
-    }
-}
 
 /// `stopped` for subscription `id`.
 fn stopped(id: &str, reason: &str) -> Out {
@@ -273,61 +121,6 @@ fn stopped(id: &str, reason: &str) -> Out {
 
 fn error(code: &str, message: &str, id: Option<&str>) -> Out {
     Out::Text(ServerMessage::Error { code, message, id }.encode())
-}
-
-/// Feeds one subscription into the outbox until it ends or the socket is
-/// slow: `subscribed` (already encoded), its initial messages, `synced`,
-/// then its changes.
-fn forward(
-    t: Arc<Transports>,
-    id: String,
-    subscribed: Bytes,
-    started: session::Started,
-    principal: Arc<Principal>,
-    outbox: mpsc::Sender<Out>,
-    slow: CancellationToken,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let id_json = serde_json::to_vec(&id).expect("strings encode");
-        let session::Started {
-            mut subscription,
-            mut shaper,
-            initial,
-            synced,
-        } = started;
-        let push = |bytes: Bytes| push(&t, &outbox, &slow, Out::Text(bytes));
-        if !push(protocol::with_subscription(&id_json, &subscribed)).await {
-            return;
-        }
-        // By value: the snapshot frames are freed once sent, not kept for the session.
-        for message in initial {
-            if !push(protocol::with_subscription(&id_json, &message.json)).await {
-                return;
-            }
-        }
-        if !push(protocol::with_subscription(
-            &id_json,
-            &synced.message().encode(),
-        ))
-        .await
-        {
-            return;
-        }
-        let mut shutdown = std::pin::pin!(t.shutdown.cancelled());
-        loop {
-            let message = tokio::select! {
-                _ = &mut shutdown => return,
-                m = session::next(&t, &mut subscription, &principal, shaper.as_mut()) => m,
-            };
-            let Some(message) = message else { return };
-            if !push(protocol::with_subscription(&id_json, &message.json)).await {
-                return;
-            }
-            if let Some(at) = message.at {
-                t.metrics.observe_delivery(at);
-            }
-        }
-    })
 }
 
 /// The close code for a read error.
@@ -343,7 +136,7 @@ fn close_for(err: &axum::Error) -> (u16, String) {
     }
 }
 
-/// A socket's state, owned by its reader loop.
+/// A socket's state, owned by its task.
 struct Socket {
     session: Session,
     /// The place in its subject's session count that an `auth` operation
@@ -352,18 +145,60 @@ struct Socket {
     subject_slot: Option<super::limits::Slot>,
     /// `auth` operations refused on this socket (closed at [`MAX_AUTH_FAILURES`]).
     auth_failures: u32,
-    subscriptions: HashMap<String, JoinHandle<()>>,
     bucket: Bucket,
-    outbox: mpsc::Sender<Out>,
-    slow: CancellationToken,
+    /// Replies, and the subscriptions whose messages the task writes.
+    outbox: Outbox,
 }
 
+/// An operation that waits for authentication (an `auth`, or the check of
+/// the credential at its expiry); boxed, as only a socket doing one has it.
+type Waiting = Pin<Box<dyn Future<Output = Waited> + Send>>;
+
+/// What a [`Waiting`] operation found.
+enum Waited {
+    Auth {
+        token: String,
+        id: Option<String>,
+        result: Result<Principal, AuthError>,
+    },
+    Recheck(Result<Principal, session::Revoked>),
+}
+
+/// What a client operation calls for.
+enum Step {
+    Reply(Option<Out>),
+    Wait(Waiting),
+}
+
+/// How a socket ends.
+enum End {
+    /// With this close frame.
+    Close(u16, String),
+    /// The client closed (or the socket ended): the close is finished.
+    Peer,
+}
+
+/// Resolves when the waiting operation completes (never without one).
+async fn waited(waiting: &mut Option<Waiting>) -> Waited {
+    match waiting {
+        Some(operation) => operation.await,
+        None => std::future::pending().await,
+    }
+}
+
+fn slow_consumer(t: &Transports) -> End {
+    t.metrics.slow_consumer_closes.inc();
+    End::Close(
+        close::SLOW_CONSUMER,
+        "slow consumer: messages were not read in time".into(),
+    )
+}
+
+/// A socket's one task: reads and answers operations, serves every
+/// subscription, writes, pings, and re-checks the credential, until the
+/// socket closes (then it sends the close frame).
 async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
-    let (sink, mut stream) = socket.split();
-    let (outbox, outbox_rx) = mpsc::channel::<Out>(OUTBOX);
-    let (close_tx, close_rx) = oneshot::channel();
-    let slow = CancellationToken::new();
-    let writer = tokio::spawn(write(t.clone(), sink, outbox_rx, close_rx, slow.clone()));
+    let mut wire = Wire::new(socket);
     let auth_deadline = session
         .principal
         .is_none()
@@ -372,96 +207,122 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         session,
         subject_slot: None,
         auth_failures: 0,
-        subscriptions: HashMap::new(),
         bucket: Bucket::new(t.config.max_subscribes_per_second),
-        outbox: outbox.clone(),
-        slow: slow.clone(),
+        outbox: Outbox::default(),
     };
     let mut last_seen = Instant::now();
-    let mut ping = tokio::time::interval(t.config.heartbeat);
-    ping.reset();
-    let reply = |out: Out| outbox.try_send(out).is_ok();
-    let close: Option<(u16, String)> = loop {
-        let waiting_for_auth = auth_deadline.filter(|_| s.session.principal.is_none());
+    let mut next_ping = tokio::time::Instant::now() + t.config.heartbeat;
+    // One timer for the ping, the wait for `auth` and the credential's expiry.
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(next_ping));
+    let mut shutdown = std::pin::pin!(t.shutdown.cancelled());
+    // The socket is not read while an operation waits; writes go on.
+    let mut waiting: Option<Waiting> = None;
+    let end = loop {
+        let idle = waiting.is_none();
+        let waiting_for_auth = auth_deadline.filter(|_| idle && s.session.principal.is_none());
         // The credential's expiry, from whichever principal the socket holds now.
-        let recheck = s.session.principal.as_deref().and_then(session::recheck_at);
+        let recheck = s
+            .session
+            .principal
+            .as_deref()
+            .filter(|_| idle)
+            .and_then(session::recheck_at);
+        let due = [waiting_for_auth, recheck]
+            .into_iter()
+            .flatten()
+            .fold(next_ping, std::cmp::min);
+        if timer.deadline() != due {
+            timer.as_mut().reset(due);
+        }
         tokio::select! {
-            _ = t.shutdown.cancelled() => break Some((close::GOING_AWAY, "server shutting down".into())),
-            _ = slow.cancelled() => {
-                t.metrics.slow_consumer_closes.inc();
-                break Some((close::SLOW_CONSUMER, "slow consumer: messages were not read in time".into()));
-            }
-            _ = session::until(waiting_for_auth) => {
-                break Some((close::UNAUTHORIZED, "no auth operation within 10 s".into()));
-            }
-            _ = session::until(recheck) => {
-                let current = s.session.principal.clone().expect("rechecks follow authentication");
-                match Box::pin(session::recheck(&t, s.session.token.as_deref(), &current)).await {
-                    Ok(renewed) => s.session.principal = Some(Arc::new(renewed)),
-                    Err(revoked) => break Some(revoked_close(revoked)),
+            _ = &mut shutdown => break End::Close(close::GOING_AWAY, "server shutting down".into()),
+            () = &mut timer => {
+                let now = tokio::time::Instant::now();
+                if waiting_for_auth.is_some_and(|at| at <= now) {
+                    break End::Close(close::UNAUTHORIZED, "no auth operation within 10 s".into());
+                }
+                if let Some(current) = s.session.principal.clone()
+                    && recheck.is_some_and(|at| at <= now)
+                {
+                    let (t, token) = (t.clone(), s.session.token.clone());
+                    waiting = Some(Box::pin(async move {
+                        Waited::Recheck(session::recheck(&t, token.as_deref(), &current).await)
+                    }));
+                }
+                if next_ping <= now {
+                    if last_seen.elapsed() > t.config.ws_idle_timeout {
+                        break End::Close(close::GOING_AWAY, "idle timeout".into());
+                    }
+                    s.outbox.ping();
+                    next_ping = now + t.config.heartbeat;
                 }
             }
-            _ = ping.tick() => {
-                if last_seen.elapsed() > t.config.ws_idle_timeout {
-                    break Some((close::GOING_AWAY, "idle timeout".into()));
+            done = waited(&mut waiting) => {
+                waiting = None;
+                let out = match done {
+                    Waited::Auth { token, id, result } => {
+                        match authenticated(&t, &mut s, token, id.as_deref(), result) {
+                            Ok(out) => out,
+                            Err((code, reason)) => break End::Close(code, reason),
+                        }
+                    }
+                    Waited::Recheck(Ok(renewed)) => {
+                        s.session.principal = Some(Arc::new(renewed));
+                        None
+                    }
+                    Waited::Recheck(Err(revoked)) => {
+                        let (code, reason) = revoked_close(revoked);
+                        break End::Close(code, reason);
+                    }
+                };
+                if let Some(out) = out
+                    && !s.outbox.reply(out)
+                {
+                    break slow_consumer(&t);
                 }
-                let _ = outbox.try_send(Out::Ping);
             }
-            frame = stream.next() => {
-                let frame = match frame {
-                    None => break None,
-                    Some(Err(e)) => break Some(close_for(&e)),
-                    Some(Ok(frame)) => frame,
+            event = std::future::poll_fn(|cx| wire.poll_event(&t, &mut s.outbox, idle, cx)) => {
+                let frame = match event {
+                    Event::Frame(frame) => frame,
+                    Event::Ended | Event::WriteFailed => break End::Peer,
+                    Event::ReadFailed(e) => {
+                        let (code, reason) = close_for(&e);
+                        break End::Close(code, reason);
+                    }
+                    Event::Slow => break slow_consumer(&t),
                 };
                 last_seen = Instant::now();
                 let out = match frame {
-                    // Boxed: `auth` makes a large future, which inline would
-                    // be part of every idle socket's task.
-                    Message::Text(text) => match Box::pin(handle(&t, text.as_str(), &mut s)).await {
-                        Ok(out) => out,
-                        Err(close) => break Some(close),
+                    Message::Text(text) => match handle(&t, text.as_str(), &mut s) {
+                        Step::Reply(out) => out,
+                        Step::Wait(operation) => {
+                            waiting = Some(operation);
+                            None
+                        }
                     },
                     Message::Binary(_) => Some(error("binary_not_supported", "send operations as JSON text frames", None)),
                     Message::Ping(_) | Message::Pong(_) => None,
-                    Message::Close(_) => break None,
+                    Message::Close(_) => break End::Peer,
                 };
                 if let Some(out) = out
-                    && !reply(out)
+                    && !s.outbox.reply(out)
                 {
-                    slow.cancel();
+                    break slow_consumer(&t);
                 }
                 if s.bucket.refused_in_a_row >= MAX_REFUSED_IN_A_ROW {
-                    break Some((close::POLICY, "subscribe rate limit exceeded repeatedly".into()));
+                    break End::Close(close::POLICY, "subscribe rate limit exceeded repeatedly".into());
                 }
             }
         }
     };
-    let mut subscriptions = std::mem::take(&mut s.subscriptions);
+    // The subscriptions end (and leave the hub) before the close: nothing
+    // more of them is written.
     drop(s);
-    for (_, task) in subscriptions.drain() {
-        task.abort();
-    }
-    // The writer sends the close frame (ahead of anything still queued);
-    // without one it finishes the queue and closes.
-    let closing = close.is_some();
-    if let Some(close) = close {
-        let _ = close_tx.send(close);
-    } else {
-        drop(close_tx);
-    }
-    drop(outbox);
-    let _ = writer.await;
-    if closing {
-        // Finish the closing handshake: read (and drop) what the client still
-        // sends until its close frame, so the socket is not reset under it.
-        let drain = async {
-            while let Some(Ok(frame)) = stream.next().await {
-                if matches!(frame, Message::Close(_)) {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
+    // Boxed: the close's timers and frame would otherwise be part of every
+    // idle socket's task.
+    match end {
+        End::Close(code, reason) => Box::pin(wire.close(code, reason)).await,
+        End::Peer => Box::pin(wire.finish()).await,
     }
 }
 
@@ -487,36 +348,36 @@ fn truncate(text: &str) -> String {
     text[..end].to_string()
 }
 
-/// Handles one client operation: the reply, if any, or the close it calls for.
-async fn handle(
-    t: &Arc<Transports>,
-    text: &str,
-    s: &mut Socket,
-) -> Result<Option<Out>, (u16, String)> {
+/// Handles one client operation: the reply, if any, or the authentication
+/// it waits for.
+fn handle(t: &Arc<Transports>, text: &str, s: &mut Socket) -> Step {
     let op = match parse(text) {
         Ok(op) => op,
-        Err(reply) => return Ok(Some(reply)),
+        Err(reply) => return Step::Reply(Some(reply)),
     };
     match op {
-        ClientOp::Auth { token, id } => authenticate(t, s, &token, id.as_deref()).await,
-        ClientOp::Unsubscribe { id } if s.subscriptions.contains_key(&id) => {
-            let task = s.subscriptions.remove(&id).expect("checked above");
-            task.abort();
-            // The forwarder is gone once this returns: `stopped` is the
-            // subscription's last message.
-            let _ = task.await;
-            Ok(Some(stopped(&id, "unsubscribed")))
+        ClientOp::Auth { token, id } => {
+            let (t, ip) = (t.clone(), s.session.client.ip);
+            Step::Wait(Box::pin(async move {
+                let result = t.auth.authenticate_from(ip, Some(&token)).await;
+                Waited::Auth { token, id, result }
+            }))
         }
-        op => Ok(operate(t, s, op)),
+        // Its messages not yet written are dropped with it: `stopped` is the
+        // subscription's last message.
+        ClientOp::Unsubscribe { id } if s.outbox.remove(&id) => {
+            Step::Reply(Some(stopped(&id, "unsubscribed")))
+        }
+        op => Step::Reply(operate(t, s, op)),
     }
 }
 
 /// Parses one client operation, or the error message for the client.
 #[cfg(test)]
-pub(crate) fn parse_op(text: &str) -> Result<ClientOp, Bytes> {
+pub(crate) fn parse_op(text: &str) -> Result<ClientOp, bytes::Bytes> {
     parse(text).map_err(|out| match out {
         Out::Text(bytes) => bytes,
-        _ => Bytes::new(),
+        _ => bytes::Bytes::new(),
     })
 }
 
@@ -589,15 +450,14 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
                 );
                 return Some(error("rate_limited", &message, Some(&id)));
             }
-            s.subscriptions.retain(|_, task| !task.is_finished());
-            if s.subscriptions.contains_key(&id) {
+            if s.outbox.contains(&id) {
                 return Some(error(
                     "duplicate_id",
                     &format!("subscription {id:?} exists; unsubscribe first"),
                     Some(&id),
                 ));
             }
-            if s.subscriptions.len() >= t.config.max_subscriptions_per_socket {
+            if s.outbox.subscriptions() >= t.config.max_subscriptions_per_socket {
                 let message = format!(
                     "at most {} subscriptions per socket",
                     t.config.max_subscriptions_per_socket
@@ -619,16 +479,7 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
             }
             .encode();
             let started = session::start(t, patterns, since.as_deref(), &principal, &options);
-            let task = forward(
-                t.clone(),
-                id.clone(),
-                subscribed,
-                started,
-                principal,
-                s.outbox.clone(),
-                s.slow.clone(),
-            );
-            s.subscriptions.insert(id, task);
+            s.outbox.add(Sub::new(id, subscribed, started, principal));
             None
         }
         ClientOp::Unsubscribe { id } => Some(error(
@@ -648,23 +499,20 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
     }
 }
 
-/// The `auth` operation: authenticates a socket opened without a token, or
-/// renews the token of an authenticated one (same subject and grants, else
-/// the socket closes with 4003). A refused token counts against the
-/// client's address (see `crate::auth::throttle`) and the socket: the
-/// third closes it with 4001; an address over its failure limit closes it
-/// with 4029 without the token being looked at.
-async fn authenticate(
+/// The `auth` operation, once its token is checked: authenticates a socket
+/// opened without a token, or renews the token of an authenticated one
+/// (same subject and grants, else the socket closes with 4003). A refused
+/// token counts against the client's address (see `crate::auth::throttle`)
+/// and the socket: the third closes it with 4001; an address over its
+/// failure limit closes it with 4029 without the token being looked at.
+fn authenticated(
     t: &Arc<Transports>,
     s: &mut Socket,
-    token: &str,
+    token: String,
     id: Option<&str>,
+    result: Result<Principal, AuthError>,
 ) -> Result<Option<Out>, (u16, String)> {
-    let principal = match t
-        .auth
-        .authenticate_from(s.session.client.ip, Some(token))
-        .await
-    {
+    let principal = match result {
         Ok(p) => p,
         Err(e @ AuthError::Throttled { .. }) => {
             return Err((close::TOO_MANY, truncate(&e.to_string())));
@@ -693,7 +541,7 @@ async fn authenticate(
         id,
     }
     .encode();
-    s.session.token = Some(token.to_string());
+    s.session.token = Some(token);
     s.session.principal = Some(Arc::new(principal));
     Ok(Some(Out::Text(reply)))
 }

@@ -307,6 +307,42 @@ impl Fleet {
         crate::common::metric(&self.url, name).await
     }
 
+    /// Polls `/metrics` on a thread of its own until `name` reaches `at_least`
+    /// (or `within` passes: then None). Blocking requests on their own thread
+    /// see the gateway's count without waiting for the test's runtime, which
+    /// also runs the simulators and the churn: on a starved machine its tasks
+    /// waited seconds for their turn, and a poll from there took up to 6 s.
+    #[allow(dead_code)] // tests/members.rs
+    pub(crate) fn watch_metric(
+        &self,
+        name: &'static str,
+        at_least: f64,
+        within: Duration,
+    ) -> tokio::sync::oneshot::Receiver<Option<Reached>> {
+        let authority = self.url.trim_start_matches("http://").to_string();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut below_since = start;
+            let reached = loop {
+                let asked = Instant::now();
+                if metric_blocking(&authority, name) >= at_least {
+                    break Some(Reached {
+                        at: Instant::now(),
+                        below_at: below_since,
+                    });
+                }
+                below_since = asked;
+                if start.elapsed() > within {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let _ = tx.send(reached);
+        });
+        rx
+    }
+
     /// The gateway's resident memory (`VmRSS`), in bytes.
     pub(crate) fn rss(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
@@ -331,4 +367,40 @@ impl Drop for Fleet {
             let _ = child.wait();
         }
     }
+}
+
+/// When a watched metric reached its value ([`Fleet::watch_metric`]).
+#[allow(dead_code)] // tests/members.rs
+pub(crate) struct Reached {
+    /// When a poll saw it there.
+    pub(crate) at: Instant,
+    /// When the last poll that saw it below started: it got there after this.
+    pub(crate) below_at: Instant,
+}
+
+/// The sum of a metric's samples in `/metrics`, by a blocking request (0
+/// when absent or unanswered).
+#[allow(dead_code)] // tests/members.rs
+fn metric_blocking(authority: &str, name: &str) -> f64 {
+    use std::io::{Read, Write};
+    let Ok(mut socket) = std::net::TcpStream::connect(authority) else {
+        return 0.0;
+    };
+    let _ = socket.set_read_timeout(Some(Duration::from_secs(20)));
+    let request =
+        format!("GET /metrics HTTP/1.1\r\nhost: {authority}\r\nconnection: close\r\n\r\n");
+    let mut response = String::new();
+    if socket.write_all(request.as_bytes()).is_err()
+        || socket.read_to_string(&mut response).is_err()
+    {
+        return 0.0;
+    }
+    response
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }

@@ -1,0 +1,389 @@
+//! A WebSocket as its session's one task drives it (`hub ──▶ [ws::wire]
+//! ──▶ client`, operations the other way): the socket is read and written
+//! from the same poll, and the socket's subscriptions are served there too
+//! (no task per subscription, no channel between them and the writer).
+//! Messages are taken from the subscriptions only when the socket can
+//! take them, so what waits for a client that does not read stays in its
+//! hub queues (bounded, collapsed to snapshots when they overflow); a
+//! batch the socket does not take within the write timeout makes the
+//! client a slow consumer.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use tokio::time::Sleep;
+
+use super::super::session::{self, Shaping};
+use super::super::shape::Shaper;
+use super::super::state::Transports;
+use crate::auth::Principal;
+use crate::hub::Subscription;
+use crate::protocol::{self, close};
+
+/// Replies to a socket's operations (and pings) waiting to be written; a
+/// client that sends more operations while not reading the answers is a
+/// slow consumer.
+const MAX_REPLIES: usize = 64;
+
+/// Batches written per wake-up before the task lets others run.
+const ROUNDS: usize = 4;
+
+/// How long a close frame may take to reach the client, and how long the
+/// client's answering close frame is awaited: a client that resumes reading
+/// within this grace sees the close code after what was buffered for it.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The close grace of a 4008 (slow consumer): what is buffered ahead of its
+/// close frame is a full socket buffer, which a client coming back from a
+/// stall (a background tab, a busy event loop) reads at its own pace.
+const SLOW_CONSUMER_CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A reply or a ping, written before the subscriptions' messages.
+pub(super) enum Out {
+    Text(Bytes),
+    Ping,
+}
+
+/// One subscription of a socket.
+pub(super) struct Sub {
+    id: Box<str>,
+    /// `id` as a JSON string, spliced into each of its messages.
+    id_json: Box<[u8]>,
+    principal: Arc<Principal>,
+    subscription: Subscription,
+    /// `subscribed`, the initial messages and `synced`, in order, before
+    /// any live message; its buffer is freed once sent.
+    first: VecDeque<Bytes>,
+    /// Boxed: only subscriptions with options have one.
+    shaping: Option<Box<Shaping<Shaper>>>,
+    /// The hub is gone: no more messages.
+    ended: bool,
+}
+
+impl Sub {
+    /// Subscription `id`, whose `subscribed` message is already encoded.
+    pub(super) fn new(
+        id: String,
+        subscribed: Bytes,
+        started: session::Started,
+        principal: Arc<Principal>,
+    ) -> Self {
+        let session::Started {
+            subscription,
+            shaper,
+            initial,
+            synced,
+        } = started;
+        let mut first = VecDeque::with_capacity(initial.len() + 2);
+        first.push_back(subscribed);
+        // By value: the snapshot frames are freed once sent, not kept for the session.
+        first.extend(initial.into_iter().map(|m| m.json));
+        first.push_back(synced.message().encode());
+        Self {
+            id_json: serde_json::to_vec(&id).expect("strings encode").into(),
+            id: id.into(),
+            principal,
+            subscription,
+            first,
+            shaping: shaper.map(|s| Box::new(Shaping::new(s))),
+            ended: false,
+        }
+    }
+
+    /// Its next message, with its subscription id: (JSON, when the hub
+    /// published it).
+    fn poll_next(
+        &mut self,
+        t: &Transports,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<(Bytes, Option<chrono::DateTime<chrono::Utc>>)>> {
+        if let Some(json) = self.first.pop_front() {
+            if self.first.is_empty() {
+                self.first = VecDeque::new();
+            }
+            return Poll::Ready(Some((
+                protocol::with_subscription(&self.id_json, &json),
+                None,
+            )));
+        }
+        let shaping = self.shaping.as_deref_mut();
+        match session::poll_next(t, &mut self.subscription, &self.principal, shaping, cx) {
+            Poll::Ready(Some(message)) => Poll::Ready(Some((
+                protocol::with_subscription(&self.id_json, &message.json),
+                message.at,
+            ))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// What a socket has to write: replies to its operations first, then its
+/// subscriptions' messages, each subscription in order and all of them in
+/// turn.
+#[derive(Default)]
+pub(super) struct Outbox {
+    replies: VecDeque<Out>,
+    subs: Vec<Sub>,
+    /// The subscription served first next time.
+    turn: usize,
+}
+
+impl Outbox {
+    /// Queues a reply; false when [`MAX_REPLIES`] are already waiting.
+    pub(super) fn reply(&mut self, out: Out) -> bool {
+        if self.replies.len() >= MAX_REPLIES {
+            return false;
+        }
+        self.replies.push_back(out);
+        true
+    }
+
+    /// Queues a ping unless replies are already waiting (they keep the
+    /// socket as busy).
+    pub(super) fn ping(&mut self) {
+        if self.replies.is_empty() {
+            self.replies.push_back(Out::Ping);
+        }
+    }
+
+    pub(super) fn subscriptions(&self) -> usize {
+        self.subs.iter().filter(|s| !s.ended).count()
+    }
+
+    pub(super) fn contains(&self, id: &str) -> bool {
+        self.subs.iter().any(|s| !s.ended && &*s.id == id)
+    }
+
+    pub(super) fn add(&mut self, sub: Sub) {
+        self.subs.retain(|s| !s.ended);
+        // One at a time: a first push would make room for four (a socket
+        // mostly has one subscription).
+        self.subs.reserve_exact(1);
+        self.subs.push(sub);
+    }
+
+    /// Ends subscription `id`: nothing more of it is written. False when
+    /// the socket has none of that id.
+    pub(super) fn remove(&mut self, id: &str) -> bool {
+        let Some(i) = self.subs.iter().position(|s| &*s.id == id) else {
+            return false;
+        };
+        let ended = self.subs.remove(i).ended;
+        if self.subs.is_empty() {
+            self.subs = Vec::new();
+        }
+        !ended
+    }
+
+    /// The next thing to write. Pending registers `cx` with every
+    /// subscription that has nothing now.
+    fn poll_next(&mut self, t: &Transports, cx: &mut Context<'_>) -> Poll<Next> {
+        if let Some(out) = self.replies.pop_front() {
+            if self.replies.is_empty() {
+                self.replies = VecDeque::new();
+            }
+            return Poll::Ready(match out {
+                Out::Text(json) => Next::Text(json, None),
+                Out::Ping => Next::Ping,
+            });
+        }
+        let n = self.subs.len();
+        for k in 0..n {
+            let i = (self.turn + k) % n;
+            let sub = &mut self.subs[i];
+            if sub.ended {
+                continue;
+            }
+            match sub.poll_next(t, cx) {
+                Poll::Ready(Some((json, at))) => {
+                    self.turn = i + 1;
+                    return Poll::Ready(Next::Text(json, at));
+                }
+                Poll::Ready(None) => sub.ended = true,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// A frame to write: a message (with when the hub published it), or a ping.
+enum Next {
+    Text(Bytes, Option<chrono::DateTime<chrono::Utc>>),
+    Ping,
+}
+
+/// What happened on a socket.
+pub(super) enum Event {
+    /// A frame from the client.
+    Frame(Message),
+    /// The client closed, or the socket ended.
+    Ended,
+    /// A frame could not be read (too big, not UTF-8, not WebSocket).
+    ReadFailed(axum::Error),
+    /// A write failed: the socket is gone.
+    WriteFailed,
+    /// A batch was not taken within the write timeout.
+    Slow,
+}
+
+/// Frames and bytes of messages in a written batch (pings count no message).
+#[derive(Clone, Copy, Default)]
+struct Batch {
+    messages: usize,
+    bytes: usize,
+}
+
+/// The socket, and what is being written to it.
+pub(super) struct Wire {
+    socket: WebSocket,
+    /// A batch fed to tungstenite and not yet flushed to the kernel; no
+    /// other is fed meanwhile.
+    flushing: Option<Batch>,
+    /// Armed while a batch waits for the socket (boxed: only then); at its
+    /// deadline the client is a slow consumer.
+    stall: Option<Pin<Box<Sleep>>>,
+}
+
+impl Wire {
+    pub(super) fn new(socket: WebSocket) -> Self {
+        Self {
+            socket,
+            flushing: None,
+            stall: None,
+        }
+    }
+
+    /// Writes what `outbox` has while the socket takes it, then reads a
+    /// frame when `reading`: ready with what happened, pending when
+    /// nothing did (with `cx` registered wherever something could).
+    pub(super) fn poll_event(
+        &mut self,
+        t: &Transports,
+        outbox: &mut Outbox,
+        reading: bool,
+        cx: &mut Context<'_>,
+    ) -> Poll<Event> {
+        if self.poll_write(t, outbox, cx).is_err() {
+            return Poll::Ready(Event::WriteFailed);
+        }
+        if reading {
+            match self.socket.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Event::Frame(frame)),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Event::ReadFailed(e)),
+                Poll::Ready(None) => return Poll::Ready(Event::Ended),
+                Poll::Pending => {}
+            }
+        }
+        if let Some(stall) = &mut self.stall
+            && stall.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Event::Slow);
+        }
+        Poll::Pending
+    }
+
+    /// Batches of up to [`session::MAX_BATCH`] frames, each fed to
+    /// tungstenite and flushed once, while the socket takes them.
+    fn poll_write(
+        &mut self,
+        t: &Transports,
+        outbox: &mut Outbox,
+        cx: &mut Context<'_>,
+    ) -> Result<(), axum::Error> {
+        for _ in 0..ROUNDS {
+            if let Some(batch) = self.flushing {
+                match self.socket.poll_flush_unpin(cx) {
+                    Poll::Pending => {
+                        self.arm_stall(t);
+                        return Ok(());
+                    }
+                    Poll::Ready(result) => result?,
+                }
+                self.flushing = None;
+                self.stall = None;
+                t.metrics.sent(batch.messages, batch.bytes);
+            }
+            let mut batch = Batch::default();
+            let mut frames = 0;
+            while frames < session::MAX_BATCH {
+                match self.socket.poll_ready_unpin(cx) {
+                    Poll::Pending => {
+                        self.arm_stall(t);
+                        break;
+                    }
+                    Poll::Ready(result) => result?,
+                }
+                let Poll::Ready(next) = outbox.poll_next(t, cx) else {
+                    break;
+                };
+                let frame = match next {
+                    Next::Ping => Message::Ping(Bytes::new()),
+                    Next::Text(json, at) => {
+                        let len = json.len();
+                        // Encoded by the gateway as JSON: UTF-8, else skipped.
+                        let Ok(text) = Utf8Bytes::try_from(json) else {
+                            continue;
+                        };
+                        batch.messages += 1;
+                        batch.bytes += len;
+                        if let Some(at) = at {
+                            t.metrics.observe_delivery(at);
+                        }
+                        Message::Text(text)
+                    }
+                };
+                self.socket.start_send_unpin(frame)?;
+                frames += 1;
+            }
+            if frames == 0 {
+                return Ok(());
+            }
+            self.flushing = Some(batch);
+        }
+        // More may be waiting: let other tasks run, then come back.
+        cx.waker().wake_by_ref();
+        Ok(())
+    }
+
+    fn arm_stall(&mut self, t: &Transports) {
+        self.stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(t.config.write_timeout)));
+    }
+
+    /// Sends close frame `code` after what is already buffered, within
+    /// the close grace, then reads (and drops) what the client still sends
+    /// until its own close frame, so the socket is not reset under it.
+    pub(super) async fn close(mut self, code: u16, reason: String) {
+        let grace = if code == close::SLOW_CONSUMER {
+            SLOW_CONSUMER_CLOSE_GRACE
+        } else {
+            CLOSE_GRACE
+        };
+        let frame = Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        }));
+        let _ = tokio::time::timeout(grace, self.socket.send(frame)).await;
+        let drain = async {
+            while let Some(Ok(frame)) = self.socket.next().await {
+                if matches!(frame, Message::Close(_)) {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
+    }
+
+    /// Completes a close the client started (tungstenite answers it).
+    pub(super) async fn finish(mut self) {
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.socket.close()).await;
+    }
+}

@@ -37,6 +37,15 @@ pub const DEFAULT_REPLICAS: usize = 1;
 /// The most copies JetStream keeps of a stream (nats-server refuses more:
 /// "maximum replicas is 5").
 pub const MAX_REPLICAS: usize = 5;
+/// How often the server says an idle pull of the consumer is alive; two
+/// missed in a row (the consumer's server gone, say) and it is made again.
+const HEARTBEAT: Duration = Duration::from_secs(3);
+/// How long one pull request waits on the server (more than 2 × HEARTBEAT,
+/// as the server requires).
+const PULL_EXPIRES: Duration = Duration::from_secs(30);
+/// A consumer no pull has reached for this long is deleted by the server
+/// (one left behind when it was made again).
+const INACTIVE: Duration = Duration::from_secs(30);
 /// A consumer with messages pending that has read none for this long is stalled.
 const STALLED_AFTER: Duration = Duration::from_secs(30);
 /// Messages kept for members this replica does not know yet (a Karpor
@@ -607,7 +616,8 @@ struct Read {
 }
 
 /// Reads the stream from the last message of every topic on, applying the
-/// other replicas' changes; an ordered consumer, made again after an error.
+/// other replicas' changes; a consumer made again after an error, a missed
+/// heartbeat or a message skipped.
 async fn consume(
     shared: Arc<Shared>,
     mut desired: watch::Receiver<BTreeSet<String>>,
@@ -639,6 +649,8 @@ async fn consume(
         // A new consumer first reads the last message of every topic: the
         // hub's position moves only once it has read them all.
         let mut following = false;
+        // The consumer's sequence of the last message: the next must follow.
+        let mut delivered = 0;
         {
             let mut state = state.lock();
             state.error = None;
@@ -659,8 +671,8 @@ async fn consume(
             let message = match message {
                 Some(Ok(message)) => message,
                 Some(Err(e)) => {
-                    // The ordered consumer makes itself again after most
-                    // errors; an error it reports ends this one.
+                    // Missed heartbeats too: its server went away, or its
+                    // pull was lost with a connection.
                     state.lock().error = Some(e.to_string());
                     tracing::warn!(cause = %e, "the stream of changes failed; reading it again");
                     continue 'consumer;
@@ -669,7 +681,18 @@ async fn consume(
             };
             backoff = Duration::from_millis(250);
             let (seq, pending) = match message.info() {
-                Ok(info) => (info.stream_sequence, info.pending),
+                Ok(info) if info.consumer_sequence != delivered + 1 => {
+                    tracing::warn!(
+                        after = delivered,
+                        got = info.consumer_sequence,
+                        "the stream of changes skipped a message; reading it again"
+                    );
+                    continue 'consumer;
+                }
+                Ok(info) => {
+                    delivered = info.consumer_sequence;
+                    (info.stream_sequence, info.pending)
+                }
                 Err(e) => {
                     tracing::warn!(subject = %message.subject, cause = %e, "a message of the stream of changes has no stream sequence; skipped");
                     continue;
@@ -699,10 +722,13 @@ async fn consume(
     }
 }
 
-/// An ordered consumer of every topic's subject, from the last message of
-/// each (then every new one), and the stream's name in cursors (hex of its
-/// creation time: a stream made again gets another).
-async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Ordered), String> {
+/// A consumer of every topic's subject, from the last message of each (then
+/// every new one), in order: ephemeral, one copy in memory, nothing to
+/// acknowledge (as JetStream's ordered consumers); pulled with a heartbeat
+/// of [`HEARTBEAT`], so that one lost with its server is noticed within
+/// seconds. With the stream's name in cursors (hex of its creation time: a
+/// stream made again gets another).
+async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Stream), String> {
     let stream = shared
         .js
         .get_stream(&shared.settings.stream)
@@ -711,14 +737,22 @@ async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Order
     let created = stream.cached_info().created.unix_timestamp_nanos() / 1000;
     let id = format!("{:x}", created.max(0));
     let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
+        .create_consumer(consumer::pull::Config {
             filter_subject: format!("{}.>", subject::PREFIX),
             deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+            ack_policy: consumer::AckPolicy::None,
+            max_deliver: 1,
+            inactive_threshold: INACTIVE,
+            num_replicas: 1,
+            memory_storage: true,
             ..Default::default()
         })
         .await
         .map_err(|e| format!("consumer: {e}"))?;
     let messages = consumer
+        .stream()
+        .heartbeat(HEARTBEAT)
+        .expires(PULL_EXPIRES)
         .messages()
         .await
         .map_err(|e| format!("messages: {e}"))?;

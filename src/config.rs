@@ -94,12 +94,16 @@ pub struct LeasesFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NatsFile {
-    /// `nats://HOST:PORT` of a NATS server with JetStream.
+    /// `nats://HOST:PORT` of a NATS server with JetStream, or several of
+    /// one cluster separated by commas.
     pub url: Option<String>,
     /// The JetStream stream's name (default `KUBE_PULSE`).
     pub stream: Option<String>,
     /// Messages the stream keeps per topic (default 16, 1 to 1000).
     pub history_per_topic: Option<i64>,
+    /// Copies of the stream and the task bucket in a JetStream cluster
+    /// (default 1, 1 to 5).
+    pub stream_replicas: Option<usize>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before
@@ -716,16 +720,22 @@ mod tests {
         let ok = write(
             dir,
             "nats.yaml",
-            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats:\n  url: nats://n:4222\n  stream: S\n  historyPerTopic: 3\n",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats:\n  url: nats://n1:4222,nats://n2:4222\n  stream: S\n  historyPerTopic: 3\n  streamReplicas: 3\n",
         );
         let nats = load_file(&ok).unwrap().nats.unwrap();
         assert_eq!(
             (
                 nats.url.as_deref(),
                 nats.stream.as_deref(),
-                nats.history_per_topic
+                nats.history_per_topic,
+                nats.stream_replicas
             ),
-            (Some("nats://n:4222"), Some("S"), Some(3))
+            (
+                Some("nats://n1:4222,nats://n2:4222"),
+                Some("S"),
+                Some(3),
+                Some(3)
+            )
         );
         let bad = write(
             dir,

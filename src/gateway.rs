@@ -169,7 +169,7 @@ impl Gateway {
         // Subscribed to the hub before any member starts here.
         let stream = match (nats, &leases) {
             (Some(nats), Some(leases)) => {
-                tracing::info!(url = %nats.url, stream = %nats.stream, "one stream of changes over NATS JetStream");
+                tracing::info!(url = %nats.url, stream = %nats.stream, replicas = nats.replicas, "one stream of changes over NATS JetStream");
                 // Boxed: the stream's settings make a large future.
                 let stream = Arc::new(
                     Box::pin(ChangeStream::start(
@@ -199,6 +199,7 @@ impl Gateway {
                 let store = Box::pin(crate::scale::NatsTaskStore::open(
                     stream.jetstream(),
                     &bucket,
+                    stream.replicas(),
                     tasks.capacity,
                     shutdown,
                 ))

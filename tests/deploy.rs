@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -436,38 +437,59 @@ fn selects(selector: &Value, labels: &Value) -> bool {
     !selector.is_empty() && selector.iter().all(|(k, v)| &labels[k] == v)
 }
 
-/// `key: value` settings of a nats.conf, in order.
+/// `key: value` settings of a nats.conf, in order; a list (`key: [`, one
+/// value a line, `]`) as its values separated by commas.
 type Settings = Vec<(String, String)>;
 
-/// The top-level settings of a nats.conf, and those of its `jetstream { … }`
-/// block if it has one (the format of what deploy/nats/nats-config.yaml
-/// writes: one setting per line, `#` comments).
-fn nats_conf(text: &str) -> (Settings, Option<Settings>) {
-    let (mut top, mut jetstream, mut depth) = (Vec::new(), None::<Vec<_>>, 0);
+/// The top-level settings of a nats.conf, and those of each of its blocks
+/// (`jetstream { … }`, `cluster { … }`), by name (the format of what
+/// deploy/nats/nats-config.yaml writes: one setting per line, `#` comments).
+fn nats_conf(text: &str) -> (Settings, BTreeMap<String, Settings>) {
+    let (mut top, mut blocks) = (Vec::new(), BTreeMap::<String, Settings>::new());
+    let mut block: Option<String> = None;
+    let mut list: Option<(String, Vec<String>)> = None;
     for line in text.lines().map(|l| l.split('#').next().unwrap().trim()) {
         if line.is_empty() {
             continue;
         }
-        if line.ends_with('{') {
-            assert_eq!(depth, 0, "nested block: {line}");
-            assert_eq!(line, "jetstream {", "an unexpected block");
-            jetstream = Some(Vec::new());
-            depth = 1;
+        let settings = match &block {
+            Some(name) => blocks.get_mut(name).unwrap(),
+            None => &mut top,
+        };
+        if let Some((key, values)) = list.as_mut() {
+            if line == "]" {
+                settings.push((key.clone(), values.join(",")));
+                list = None;
+            } else {
+                values.push(line.to_string());
+            }
+            continue;
+        }
+        if let Some(name) = line.strip_suffix('{') {
+            assert!(block.is_none(), "nested block: {line}");
+            let name = name.trim().to_string();
+            assert!(
+                ["jetstream", "cluster"].contains(&name.as_str()),
+                "an unexpected block: {line}"
+            );
+            blocks.insert(name.clone(), Vec::new());
+            block = Some(name);
             continue;
         }
         if line == "}" {
-            depth -= 1;
+            assert!(block.take().is_some(), "unbalanced braces in\n{text}");
             continue;
         }
         let (key, value) = line.split_once(':').unwrap_or_else(|| panic!("{line}"));
-        let pair = (key.trim().to_string(), value.trim().to_string());
-        match (depth, jetstream.as_mut()) {
-            (1, Some(block)) => block.push(pair),
-            _ => top.push(pair),
+        let (key, value) = (key.trim().to_string(), value.trim().to_string());
+        if value == "[" {
+            list = Some((key, Vec::new()));
+        } else {
+            settings.push((key, value));
         }
     }
-    assert_eq!(depth, 0, "unbalanced braces in\n{text}");
-    (top, jetstream)
+    assert!(block.is_none() && list.is_none(), "unbalanced in\n{text}");
+    (top, blocks)
 }
 
 fn setting<'a>(settings: &'a [(String, String)], key: &str) -> &'a str {
@@ -542,7 +564,8 @@ fn the_nats_component_validates_against_the_kubernetes_schemas() {
 fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     let (_, replicas) = render_replicas();
     let (_, docs) = render_nats();
-    // The replicas component's arguments, then --nats URL.
+    // The replicas component's arguments, then --nats URL and
+    // --nats-stream-replicas N.
     let args = |docs: &[Value]| {
         find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
             .as_array()
@@ -552,7 +575,8 @@ fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     let (before, after) = (args(&replicas), args(&docs));
     assert_eq!(&after[..before.len()], &before[..]);
     assert_eq!(after[before.len()], "--nats");
-    assert_eq!(after.len(), before.len() + 2, "{after:?}");
+    assert_eq!(after[before.len() + 2], "--nats-stream-replicas");
+    assert_eq!(after.len(), before.len() + 4, "{after:?}");
     // As the gateway reads them, with the embedded config's `nats:` (none).
     let serve = serve_args(&docs);
     assert!(serve.lease_in_cluster, "--nats needs Lease ownership");
@@ -563,6 +587,16 @@ fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     let file = kube_pulse::config::load_file(&path).unwrap();
     let settings = serve.nats(file.nats.as_ref()).unwrap().expect("--nats");
     assert_eq!(settings.stream, "KUBE_PULSE");
+    // As many copies as servers at most (JetStream places each on its own
+    // server), and an odd count: an even one survives no more failures
+    // than the odd count below it.
+    let servers = named(&docs, "StatefulSet", "kube-pulse-nats")["spec"]["replicas"]
+        .as_u64()
+        .unwrap();
+    let copies = settings.replicas as u64;
+    assert!(copies <= servers, "{copies} copies on {servers} servers");
+    assert_eq!(copies % 2, 1, "streamReplicas {copies} is even");
+    assert_eq!(copies, 3, "the component keeps a copy on each of 3 servers");
     // nats://SERVICE[.NAMESPACE[.svc…]]:PORT of the client Service.
     let (host, port) = settings
         .url
@@ -662,11 +696,11 @@ fn the_nats_statefulset_runs_jetstream_on_its_volume() {
     let config_dir = mount(volume["name"].as_str().unwrap());
     assert_eq!(config_path, format!("{config_dir}/nats.conf"));
     // JetStream on, its store on the claim of every pod.
-    let (conf, jetstream) = nats_conf(&nats_conf_text(&docs));
-    let jetstream = jetstream.expect("a jetstream block");
+    let (conf, blocks) = nats_conf(&nats_conf_text(&docs));
+    let jetstream = &blocks["jetstream"];
     let claim = &spec["volumeClaimTemplates"][0];
     let data = mount(claim["metadata"]["name"].as_str().unwrap());
-    let store = setting(&jetstream, "store_dir");
+    let store = setting(jetstream, "store_dir");
     assert!(
         Path::new(store).starts_with(&data),
         "{store} is not on the volume at {data}"
@@ -707,10 +741,51 @@ fn the_nats_statefulset_runs_jetstream_on_its_volume() {
     );
     assert!(container["resources"]["limits"]["memory"].is_string());
     assert!(container["resources"]["requests"]["cpu"].is_string());
-    // Its own PDB selects its pods.
+    // Its own PDB selects its pods, and lets one server down at a time:
+    // the others keep a quorum of the stream's copies.
     let pdb = named(&docs, "PodDisruptionBudget", "kube-pulse-nats");
     assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
-    assert_eq!(pdb["spec"]["minAvailable"], spec["replicas"]);
+    let servers = spec["replicas"].as_u64().unwrap();
+    assert_eq!(servers, 3);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert!(pdb["spec"]["minAvailable"].is_null());
+    assert!(servers - 1 > servers / 2, "two of three are a quorum");
+    // The servers start together (none is ready without a quorum).
+    assert_eq!(spec["podManagementPolicy"], "Parallel");
+}
+
+/// The servers form one cluster: nats.conf routes to every pod of the
+/// StatefulSet by its name through the headless Service, on the cluster
+/// port that the container and the headless Service expose.
+#[test]
+fn the_nats_servers_route_to_every_pod_through_the_headless_service() {
+    let (_, docs) = render_nats();
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let spec = &statefulset["spec"];
+    let name = statefulset["metadata"]["name"].as_str().unwrap();
+    let headless_name = spec["serviceName"].as_str().unwrap();
+    let headless = named(&docs, "Service", headless_name);
+    let (_, blocks) = nats_conf(&nats_conf_text(&docs));
+    let cluster = blocks.get("cluster").expect("a cluster block");
+    assert!(!setting(cluster, "name").is_empty());
+    let port: u64 = setting(cluster, "port").parse().unwrap();
+    let container = &spec["template"]["spec"]["containers"][0];
+    assert_eq!(container_port(container, "cluster"), port);
+    let service_port = headless["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == port)
+        .unwrap_or_else(|| panic!("{headless} has no port {port}"));
+    assert_eq!(service_port["targetPort"], "cluster");
+    assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
+    let mut routes: Vec<&str> = setting(cluster, "routes").split(',').collect();
+    routes.sort_unstable();
+    let servers = spec["replicas"].as_u64().unwrap();
+    let expected: Vec<String> = (0..servers)
+        .map(|i| format!("nats://{name}-{i}.{headless_name}:{port}"))
+        .collect();
+    assert_eq!(routes, expected, "one route per pod");
 }
 
 /// The real nats-server with the component's nats.conf, its store moved to
@@ -723,8 +798,8 @@ async fn nats_server_accepts_the_components_config() {
     };
     let (_, docs) = render_nats();
     let text = nats_conf_text(&docs);
-    let (_, jetstream) = nats_conf(&text);
-    let store = setting(jetstream.as_ref().unwrap(), "store_dir").to_string();
+    let (_, blocks) = nats_conf(&text);
+    let store = setting(&blocks["jetstream"], "store_dir").to_string();
     let dir = tempfile::tempdir().unwrap();
     let local = text.replace(
         &format!("store_dir: {store}"),
@@ -747,11 +822,15 @@ async fn nats_server_accepts_the_components_config() {
         String::from_utf8_lossy(&out.stderr)
     );
     let (port, monitor) = (common::nats::free_port(), common::nats::free_port());
+    let cluster_port = common::nats::free_port();
+    // The routes stay: the pods' names do not resolve here, and the
+    // server goes on trying them while it serves.
     let mut child = Command::new(&binary)
         .arg("-c")
         .arg(&conf)
         .args(["-a", "127.0.0.1", "-p", &port.to_string()])
         .args(["-m", &monitor.to_string()])
+        .args(["--cluster", &format!("nats://127.0.0.1:{cluster_port}")])
         .env("POD_NAME", "kube-pulse-nats-0")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -783,9 +862,17 @@ async fn nats_server_accepts_the_components_config() {
         .json()
         .await
         .unwrap();
+    let running = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let _ = child.wait();
+    assert!(running, "nats-server stopped with routes it cannot resolve");
     assert_eq!(healthy, 200);
+    let (_, blocks) = nats_conf(&text);
+    let cluster = &blocks["cluster"];
+    assert_eq!(varz["cluster"]["name"], setting(cluster, "name"), "{varz}");
+    assert_eq!(varz["cluster"]["cluster_port"], cluster_port, "{varz}");
+    let routes = varz["cluster"]["urls"].as_array().map_or(0, Vec::len);
+    assert_eq!(routes, 3, "the routes of nats.conf: {varz}");
     assert_eq!(varz["server_name"], "kube-pulse-nats-0");
     assert_eq!(varz["port"], port);
     let config = &varz["jetstream"]["config"];

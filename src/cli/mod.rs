@@ -488,11 +488,17 @@ pub struct ServeArgs {
     /// it); a dead replica's members move after about this long. Default 15.
     #[arg(long, value_name = "SECONDS", env = "KUBE_PULSE_LEASE_DURATION")]
     pub lease_duration: Option<u64>,
-    /// `nats://HOST:PORT` of a NATS server with JetStream: with Leases, the
+    /// `nats://HOST:PORT` of a NATS server with JetStream (or several
+    /// servers of one cluster, separated by commas): with Leases, the
     /// owners publish every member's documents there and every replica
     /// serves them all (docs/SCALE-OUT.md).
     #[arg(long, value_name = "URL", env = "KUBE_PULSE_NATS")]
     pub nats: Option<String>,
+    /// Copies of the stream and of the task bucket on distinct servers of a
+    /// JetStream cluster, 1 to 5 (default 1; 3 on three servers survives
+    /// one of them down). Wins over `streamReplicas` of the file.
+    #[arg(long, value_name = "N", env = "KUBE_PULSE_NATS_STREAM_REPLICAS")]
+    pub nats_stream_replicas: Option<usize>,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -629,10 +635,11 @@ impl ServeArgs {
         file: Option<&crate::config::NatsFile>,
     ) -> Result<Option<crate::scale::NatsSettings>> {
         let file = file.cloned().unwrap_or_default();
+        let replicas = self.nats_stream_replicas.or(file.stream_replicas);
         let Some(url) = self.nats.clone().or(file.url) else {
-            if file.stream.is_some() || file.history_per_topic.is_some() {
+            if file.stream.is_some() || file.history_per_topic.is_some() || replicas.is_some() {
                 return Err(Error::Settings(
-                    "nats: stream and historyPerTopic need a url (or --nats)".into(),
+                    "nats: stream, historyPerTopic and streamReplicas (--nats-stream-replicas) need a url (or --nats)".into(),
                 ));
             }
             return Ok(None);
@@ -643,6 +650,9 @@ impl ServeArgs {
         }
         if let Some(history) = file.history_per_topic {
             settings.history = history;
+        }
+        if let Some(replicas) = replicas {
+            settings.replicas = replicas;
         }
         settings.validate()?;
         Ok(Some(settings))
@@ -855,16 +865,42 @@ mod tests {
             url: Some("nats://file:4222".into()),
             stream: Some("PULSE_A".into()),
             history_per_topic: Some(4),
+            stream_replicas: Some(3),
         };
         let settings = serve(&[]).nats(Some(&file)).unwrap().unwrap();
         assert_eq!(
             (
                 settings.url.as_str(),
                 settings.stream.as_str(),
-                settings.history
+                settings.history,
+                settings.replicas
             ),
-            ("nats://file:4222", "PULSE_A", 4)
+            ("nats://file:4222", "PULSE_A", 4, 3)
         );
+        // The flag wins over streamReplicas; either is validated.
+        let five = serve(&["--nats-stream-replicas", "5"]);
+        assert_eq!(five.nats(Some(&file)).unwrap().unwrap().replicas, 5);
+        let err = serve(&["--nats-stream-replicas", "6"])
+            .nats(Some(&file))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("streamReplicas must be 1 to 5"),
+            "{err}"
+        );
+        let list = serve(&["--nats", "nats://a:4222, tls://b:4222"]);
+        let settings = list.nats(None).unwrap().unwrap();
+        assert_eq!(settings.servers(), ["nats://a:4222", "tls://b:4222"]);
+        assert_eq!(settings.replicas, crate::scale::DEFAULT_REPLICAS);
+        let err = serve(&["--nats", "nats://a:4222,http://b:4222"])
+            .nats(None)
+            .unwrap_err();
+        assert!(err.to_string().contains("\"http://b:4222\""), "{err}");
+        let replicas_alone = crate::config::NatsFile {
+            stream_replicas: Some(3),
+            ..Default::default()
+        };
+        assert!(serve(&[]).nats(Some(&replicas_alone)).is_err());
+        assert!(serve(&["--nats-stream-replicas", "3"]).nats(None).is_err());
         let flag = serve(&["--nats", "nats://flag:4222"]);
         assert_eq!(
             flag.nats(Some(&file)).unwrap().unwrap().url,

@@ -23,7 +23,10 @@ mod tasks;
 use std::time::Duration;
 
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
-pub use stream::{ChangeStream, DEFAULT_HISTORY, DEFAULT_STREAM, Hubs, NatsCheck, NatsSettings};
+pub use stream::{
+    ChangeStream, DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS, NatsCheck,
+    NatsSettings,
+};
 pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
 pub use tasks::{NatsTaskStore, bucket_of as task_bucket_of};
 

@@ -32,6 +32,20 @@ pub const DEFAULT_STREAM: &str = "KUBE_PULSE";
 /// Default messages kept per topic: the last one rebuilds the document; a
 /// few more keep the stream's recent history for later use.
 pub const DEFAULT_HISTORY: i64 = 16;
+/// Default copies of the stream (and of the task bucket): one server.
+pub const DEFAULT_REPLICAS: usize = 1;
+/// The most copies JetStream keeps of a stream (nats-server refuses more:
+/// "maximum replicas is 5").
+pub const MAX_REPLICAS: usize = 5;
+/// How often the server says an idle pull of the consumer is alive; two
+/// missed in a row (the consumer's server gone, say) and it is made again.
+const HEARTBEAT: Duration = Duration::from_secs(3);
+/// How long one pull request waits on the server (more than 2 × HEARTBEAT,
+/// as the server requires).
+const PULL_EXPIRES: Duration = Duration::from_secs(30);
+/// A consumer no pull has reached for this long is deleted by the server
+/// (one left behind when it was made again).
+const INACTIVE: Duration = Duration::from_secs(30);
 /// A consumer with messages pending that has read none for this long is stalled.
 const STALLED_AFTER: Duration = Duration::from_secs(30);
 /// Messages kept for members this replica does not know yet (a Karpor
@@ -41,12 +55,17 @@ const PARKED_TOPICS: usize = 100_000;
 /// Where the stream of changes is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsSettings {
-    /// `nats://HOST:PORT` of a NATS server with JetStream.
+    /// `nats://HOST:PORT` of a NATS server with JetStream, or several
+    /// servers of one cluster separated by commas (the client connects to
+    /// any of them and learns the others from it).
     pub url: String,
     /// The JetStream stream's name.
     pub stream: String,
     /// Messages kept per topic (`max_msgs_per_subject`).
     pub history: i64,
+    /// Copies of the stream and of the task bucket on distinct servers of
+    /// a JetStream cluster (`num_replicas`), 1 to 5.
+    pub replicas: usize,
 }
 
 impl NatsSettings {
@@ -56,20 +75,31 @@ impl NatsSettings {
             url: url.into(),
             stream: DEFAULT_STREAM.into(),
             history: DEFAULT_HISTORY,
+            replicas: DEFAULT_REPLICAS,
         }
     }
 
-    /// Refuses a URL that is not `nats://` or `tls://`, a stream name NATS
-    /// would refuse, and a history outside 1 to 1000.
+    /// The servers of `url`, in order (each URL of the comma-separated list,
+    /// trimmed).
+    pub fn servers(&self) -> Vec<&str> {
+        self.url.split(',').map(str::trim).collect()
+    }
+
+    /// Refuses a URL (of the list) that is not `nats://HOST:PORT` or
+    /// `tls://HOST:PORT`, a stream name NATS would refuse, a history outside
+    /// 1 to 1000, and replicas outside 1 to 5.
     pub fn validate(&self) -> crate::Result<()> {
         let refuse = |m: String| Err(crate::Error::Settings(format!("nats: {m}")));
-        let url = self.url.trim();
-        if !(url.starts_with("nats://") || url.starts_with("tls://"))
-            || url.len() <= "nats://".len()
-        {
-            return refuse(format!(
-                "the URL must be nats://HOST:PORT or tls://HOST:PORT, not {url:?}"
-            ));
+        for url in self.servers() {
+            let host = url
+                .strip_prefix("nats://")
+                .or_else(|| url.strip_prefix("tls://"));
+            let plain = |h: &str| !h.is_empty() && !h.contains(|c: char| c.is_whitespace());
+            if !host.is_some_and(plain) || url.parse::<async_nats::ServerAddr>().is_err() {
+                return refuse(format!(
+                    "each URL must be nats://HOST:PORT or tls://HOST:PORT (several separated by commas), not {url:?}"
+                ));
+            }
         }
         let bad = |c: char| c.is_whitespace() || ".*>/\\".contains(c);
         if self.stream.is_empty() || self.stream.len() > 255 || self.stream.contains(bad) {
@@ -84,7 +114,27 @@ impl NatsSettings {
                 self.history
             ));
         }
+        if !(1..=MAX_REPLICAS).contains(&self.replicas) {
+            return refuse(format!(
+                "streamReplicas must be 1 to {MAX_REPLICAS} (JetStream keeps at most {MAX_REPLICAS} copies), not {}",
+                self.replicas
+            ));
+        }
         Ok(())
+    }
+}
+
+/// What to add to an error of JetStream about a stream of `replicas`
+/// copies: more than one needs as many servers in a JetStream cluster
+/// (a single server answers "replicas > 1 not supported in non-clustered
+/// mode", a smaller cluster "no suitable peers for placement").
+pub(crate) fn replicas_hint(replicas: usize) -> String {
+    if replicas > 1 {
+        format!(
+            " (streamReplicas {replicas} needs a JetStream cluster of at least {replicas} servers)"
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -157,6 +207,7 @@ pub struct ChangeStream {
     client: async_nats::Client,
     js: jetstream::Context,
     name: String,
+    replicas: usize,
     url: String,
     state: Arc<Mutex<ConsumerState>>,
     stop: CancellationToken,
@@ -216,7 +267,9 @@ impl ChangeStream {
                     }
                 }
             })
-            .connect(url.as_str())
+            // Any server of the list; the client learns the cluster's
+            // others from it, and reconnects to any of them.
+            .connect(settings.servers())
             .await
             .map_err(|e| crate::Error::Settings(format!("nats: cannot connect to {url}: {e}")))?;
         let js = jetstream::new(client.clone());
@@ -227,13 +280,15 @@ impl ChangeStream {
             max_messages_per_subject: settings.history,
             storage: stream::StorageType::File,
             discard: stream::DiscardPolicy::Old,
+            num_replicas: settings.replicas,
             ..Default::default()
         })
         .await
         .map_err(|e| {
             crate::Error::Settings(format!(
-                "nats: cannot create or update the stream {}: {e}",
-                settings.stream
+                "nats: cannot create or update the stream {}: {e}{}",
+                settings.stream,
+                replicas_hint(settings.replicas)
             ))
         })?;
         metrics.stream.start(&settings.stream);
@@ -260,6 +315,7 @@ impl ChangeStream {
         }));
         let stop = shutdown.child_token();
         let (js, name) = (shared.js.clone(), shared.settings.stream.clone());
+        let replicas = shared.settings.replicas;
         let tasks = vec![
             tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
             tokio::spawn(consume(shared, desired, state.clone(), stop.clone())),
@@ -268,6 +324,7 @@ impl ChangeStream {
             client,
             js,
             name,
+            replicas,
             url,
             state,
             stop,
@@ -278,6 +335,11 @@ impl ChangeStream {
     /// The JetStream stream's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Copies of the stream (and of the task bucket) JetStream keeps.
+    pub fn replicas(&self) -> usize {
+        self.replicas
     }
 
     /// JetStream on the stream's connection (the task bucket uses it).
@@ -554,7 +616,8 @@ struct Read {
 }
 
 /// Reads the stream from the last message of every topic on, applying the
-/// other replicas' changes; an ordered consumer, made again after an error.
+/// other replicas' changes; a consumer made again after an error, a missed
+/// heartbeat or a message skipped.
 async fn consume(
     shared: Arc<Shared>,
     mut desired: watch::Receiver<BTreeSet<String>>,
@@ -586,6 +649,8 @@ async fn consume(
         // A new consumer first reads the last message of every topic: the
         // hub's position moves only once it has read them all.
         let mut following = false;
+        // The consumer's sequence of the last message: the next must follow.
+        let mut delivered = 0;
         {
             let mut state = state.lock();
             state.error = None;
@@ -606,8 +671,8 @@ async fn consume(
             let message = match message {
                 Some(Ok(message)) => message,
                 Some(Err(e)) => {
-                    // The ordered consumer makes itself again after most
-                    // errors; an error it reports ends this one.
+                    // Missed heartbeats too: its server went away, or its
+                    // pull was lost with a connection.
                     state.lock().error = Some(e.to_string());
                     tracing::warn!(cause = %e, "the stream of changes failed; reading it again");
                     continue 'consumer;
@@ -616,7 +681,18 @@ async fn consume(
             };
             backoff = Duration::from_millis(250);
             let (seq, pending) = match message.info() {
-                Ok(info) => (info.stream_sequence, info.pending),
+                Ok(info) if info.consumer_sequence != delivered + 1 => {
+                    tracing::warn!(
+                        after = delivered,
+                        got = info.consumer_sequence,
+                        "the stream of changes skipped a message; reading it again"
+                    );
+                    continue 'consumer;
+                }
+                Ok(info) => {
+                    delivered = info.consumer_sequence;
+                    (info.stream_sequence, info.pending)
+                }
                 Err(e) => {
                     tracing::warn!(subject = %message.subject, cause = %e, "a message of the stream of changes has no stream sequence; skipped");
                     continue;
@@ -646,10 +722,13 @@ async fn consume(
     }
 }
 
-/// An ordered consumer of every topic's subject, from the last message of
-/// each (then every new one), and the stream's name in cursors (hex of its
-/// creation time: a stream made again gets another).
-async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Ordered), String> {
+/// A consumer of every topic's subject, from the last message of each (then
+/// every new one), in order: ephemeral, one copy in memory, nothing to
+/// acknowledge (as JetStream's ordered consumers); pulled with a heartbeat
+/// of [`HEARTBEAT`], so that one lost with its server is noticed within
+/// seconds. With the stream's name in cursors (hex of its creation time: a
+/// stream made again gets another).
+async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Stream), String> {
     let stream = shared
         .js
         .get_stream(&shared.settings.stream)
@@ -658,14 +737,22 @@ async fn open_consumer(shared: &Shared) -> Result<(String, consumer::pull::Order
     let created = stream.cached_info().created.unix_timestamp_nanos() / 1000;
     let id = format!("{:x}", created.max(0));
     let consumer = stream
-        .create_consumer(consumer::pull::OrderedConfig {
+        .create_consumer(consumer::pull::Config {
             filter_subject: format!("{}.>", subject::PREFIX),
             deliver_policy: consumer::DeliverPolicy::LastPerSubject,
+            ack_policy: consumer::AckPolicy::None,
+            max_deliver: 1,
+            inactive_threshold: INACTIVE,
+            num_replicas: 1,
+            memory_storage: true,
             ..Default::default()
         })
         .await
         .map_err(|e| format!("consumer: {e}"))?;
     let messages = consumer
+        .stream()
+        .heartbeat(HEARTBEAT)
+        .expires(PULL_EXPIRES)
         .messages()
         .await
         .map_err(|e| format!("messages: {e}"))?;
@@ -678,35 +765,91 @@ mod tests {
 
     #[test]
     fn settings_are_validated() {
-        assert!(
-            NatsSettings::new("nats://127.0.0.1:4222")
-                .validate()
-                .is_ok()
-        );
-        assert!(
-            NatsSettings::new("tls://nats.example:4222")
-                .validate()
-                .is_ok()
-        );
-        for bad in [
-            NatsSettings::new("http://127.0.0.1:4222"),
-            NatsSettings::new("nats://"),
-            NatsSettings {
-                stream: "a.b".into(),
-                ..NatsSettings::new("nats://h:1")
-            },
-            NatsSettings {
-                stream: String::new(),
-                ..NatsSettings::new("nats://h:1")
-            },
-            NatsSettings {
-                history: 0,
-                ..NatsSettings::new("nats://h:1")
-            },
-        ] {
-            let err = bad.validate().unwrap_err().to_string();
-            assert!(err.contains("nats: "), "{err}");
+        let with = |url: &str, change: fn(&mut NatsSettings)| {
+            let mut settings = NatsSettings::new(url);
+            change(&mut settings);
+            settings
+        };
+        let keep: fn(&mut NatsSettings) = |_| {};
+        // (settings, None when valid, else a part of the error)
+        let cases: Vec<(NatsSettings, Option<&str>)> = vec![
+            (with("nats://127.0.0.1:4222", keep), None),
+            (with("tls://nats.example:4222", keep), None),
+            (with("nats://a:4222,nats://b:4222,tls://c:4222", keep), None),
+            (with(" nats://a:4222 , nats://b:4222 ", keep), None),
+            (
+                with("http://127.0.0.1:4222", keep),
+                Some("nats://HOST:PORT"),
+            ),
+            (with("nats://", keep), Some("\"nats://\"")),
+            (with("127.0.0.1:4222", keep), Some("\"127.0.0.1:4222\"")),
+            (with("nats://a:4222,", keep), Some("not \"\"")),
+            (with("nats://a:4222,,nats://b:4222", keep), Some("not \"\"")),
+            (with("nats://a:4222,ws://b:80", keep), Some("\"ws://b:80\"")),
+            (with("nats://a b:4222", keep), Some("\"nats://a b:4222\"")),
+            (
+                with("nats://h:1", |s| s.stream = "a.b".into()),
+                Some("stream name"),
+            ),
+            (
+                with("nats://h:1", |s| s.stream = String::new()),
+                Some("stream name"),
+            ),
+            (
+                with("nats://h:1", |s| s.history = 0),
+                Some("historyPerTopic"),
+            ),
+            (
+                with("nats://h:1", |s| s.history = 1001),
+                Some("historyPerTopic"),
+            ),
+            (
+                with("nats://h:1", |s| s.replicas = 0),
+                Some("streamReplicas must be 1 to 5"),
+            ),
+            (with("nats://h:1", |s| s.replicas = 1), None),
+            (with("nats://h:1", |s| s.replicas = 2), None),
+            (with("nats://h:1", |s| s.replicas = 3), None),
+            (with("nats://h:1", |s| s.replicas = 5), None),
+            (with("nats://h:1", |s| s.replicas = 6), Some("not 6")),
+        ];
+        for (settings, want) in cases {
+            match (settings.validate(), want) {
+                (Ok(()), None) => {}
+                (Err(err), Some(part)) => {
+                    let err = err.to_string();
+                    assert!(
+                        err.starts_with("settings") || err.contains("nats: "),
+                        "{err}"
+                    );
+                    assert!(err.contains(part), "{settings:?}: {err} lacks {part:?}");
+                }
+                (got, _) => panic!("{settings:?}: {got:?}, expected {want:?}"),
+            }
         }
+    }
+
+    #[test]
+    fn a_list_of_servers_is_split_in_order() {
+        for (url, servers) in [
+            ("nats://a:4222", vec!["nats://a:4222"]),
+            (
+                "nats://a:4222,nats://b:4222",
+                vec!["nats://a:4222", "nats://b:4222"],
+            ),
+            (
+                " tls://a:1 ,nats://b:2, nats://c:3",
+                vec!["tls://a:1", "nats://b:2", "nats://c:3"],
+            ),
+        ] {
+            assert_eq!(NatsSettings::new(url).servers(), servers, "{url}");
+        }
+    }
+
+    #[test]
+    fn more_than_one_replica_says_it_needs_as_many_servers() {
+        assert_eq!(replicas_hint(1), "");
+        assert!(replicas_hint(3).contains("at least 3 servers"));
     }
 
     #[test]

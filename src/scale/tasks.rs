@@ -79,38 +79,52 @@ fn task_of(entry: &kv::Entry) -> Option<Task> {
 }
 
 impl NatsTaskStore {
-    /// Creates or opens the bucket (file storage, one revision per key)
-    /// and starts watching it; returns once the watch has read every task
-    /// there is, so lists are complete from the start.
+    /// Creates or opens the bucket (file storage, one revision per key,
+    /// `replicas` copies: an existing bucket with another count is updated
+    /// to it) and starts watching it; returns once the watch has read every
+    /// task there is, so lists are complete from the start.
     pub async fn open(
         js: &jetstream::Context,
         bucket: &str,
+        replicas: usize,
         capacity: usize,
         shutdown: &CancellationToken,
     ) -> crate::Result<Arc<Self>> {
         let settings = |e: &dyn std::fmt::Display| {
-            crate::Error::Settings(format!("nats: the task bucket {bucket}: {e}"))
+            crate::Error::Settings(format!(
+                "nats: the task bucket {bucket}: {e}{}",
+                super::stream::replicas_hint(replicas)
+            ))
         };
         // The bucket's stream, made as a key-value bucket's is (one value
         // per key, rollups, no deletes through the stream API, direct
         // gets); made here rather than with `create_key_value`, whose
         // account query NATS servers before 2.10 answer in a form the
         // client does not read.
-        js.get_or_create_stream(jetstream::stream::Config {
-            name: format!("KV_{bucket}"),
-            description: Some("kube-pulse: tasks, shared by every replica".into()),
-            subjects: vec![format!("$KV.{bucket}.>")],
-            max_messages_per_subject: 1,
-            storage: jetstream::stream::StorageType::File,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: jetstream::stream::DiscardPolicy::New,
-            num_replicas: 1,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| settings(&e))?;
+        let mut stream = js
+            .get_or_create_stream(jetstream::stream::Config {
+                name: format!("KV_{bucket}"),
+                description: Some("kube-pulse: tasks, shared by every replica".into()),
+                subjects: vec![format!("$KV.{bucket}.>")],
+                max_messages_per_subject: 1,
+                storage: jetstream::stream::StorageType::File,
+                allow_rollup: true,
+                deny_delete: true,
+                allow_direct: true,
+                discard: jetstream::stream::DiscardPolicy::New,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| settings(&e))?;
+        // Made earlier with another count (one, before `streamReplicas`):
+        // JetStream adds or removes copies of the stream as it stands.
+        let info = stream.info().await.map_err(|e| settings(&e))?;
+        if info.config.num_replicas != replicas {
+            let mut config = info.config.clone();
+            config.num_replicas = replicas;
+            js.update_stream(config).await.map_err(|e| settings(&e))?;
+        }
         let kv = js.get_key_value(bucket).await.map_err(|e| settings(&e))?;
         let (changes, _) = broadcast::channel(1024);
         let store = Arc::new(Self {

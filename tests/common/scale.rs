@@ -71,6 +71,21 @@ pub(crate) async fn replica_with(
     duration: Duration,
     tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
 ) -> Replica {
+    let nats = NatsSettings::new(nats.url.clone());
+    replica_on(id, host, members, nats, duration, tweak).await
+}
+
+/// A replica whose Leases last `duration`, with the stream `nats` (a
+/// cluster's servers, more copies of the stream), its configuration
+/// changed by `tweak`.
+pub(crate) async fn replica_on(
+    id: &str,
+    host: &SimCluster,
+    members: &[&SimCluster],
+    nats: NatsSettings,
+    duration: Duration,
+    tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
+) -> Replica {
     let token = CancellationToken::new();
     let leases = LeaseSettings {
         client: host.kube_config(),
@@ -78,7 +93,6 @@ pub(crate) async fn replica_with(
         replica: id.into(),
         duration,
     };
-    let nats = NatsSettings::new(nats.url.clone());
     let (url, gateway) = start_gateway(
         members,
         |c| {

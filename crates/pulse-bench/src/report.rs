@@ -389,7 +389,7 @@ impl Results {
     }
 
     fn replicas_table(out: &mut String, runs: &[ReplicaRun]) {
-        out.push_str("\n### 16. Replicas over NATS against one process\n\n| round | mode | latency, one subscriber per replica: rate (changes/s) | p50 (ms) | p99 (ms) | fan-out subscribers | highest lossless rate (changes/s) | deliveries/s there | p50 / p99 there (ms) | CPU there (all processes) | where it stopped |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str("\n### 17. Replicas over NATS against one process\n\n| round | mode | latency, one subscriber per replica: rate (changes/s) | p50 (ms) | p99 (ms) | fan-out subscribers | highest lossless rate (changes/s) | deliveries/s there | p50 / p99 there (ms) | CPU there (all processes) | where it stopped |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for r in runs {
             let latency =
                 |f: fn(&Step) -> String| r.latency.iter().map(f).collect::<Vec<_>>().join(" / ");

@@ -216,14 +216,29 @@ async fn the_stream_goes_on_when_a_nats_server_of_three_is_killed() {
     // A task created now, on a replica that does not run its member, runs.
     let (member, owner) = owners.iter().next().unwrap();
     let elsewhere = live.iter().find(|r| r.id != *owner).unwrap();
-    let created = common::http()
-        .post(format!("{}/api/v1/tasks", elsewhere.url))
-        .json(&json!({"type": "Stop", "cluster": member, "namespace": "shop", "app": "web"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201, "accepted on {}", elsewhere.id);
-    let task: Value = created.json().await.unwrap();
+    // While the task bucket's stream elects a leader on the survivors, a
+    // task is refused with 503 and a JSON error (the client retries).
+    let task: Value = eventually(WITHIN, "a task accepted", || async {
+        let created = common::http()
+            .post(format!("{}/api/v1/tasks", elsewhere.url))
+            .json(&json!({"type": "Stop", "cluster": member, "namespace": "shop", "app": "web"}))
+            .send()
+            .await
+            .unwrap();
+        let status = created.status();
+        let body: Value = created.json().await.unwrap();
+        if status == 201 {
+            return Some(body);
+        }
+        assert_eq!(status, 503, "refused on {}: {body}", elsewhere.id);
+        assert!(
+            body["code"].is_string() && body["message"].is_string(),
+            "{body}"
+        );
+        eprintln!("a task refused on {} meanwhile: {body}", elsewhere.id);
+        None
+    })
+    .await;
     let id = task["id"].as_str().unwrap().to_string();
     let app_path = format!("/api/v1/apps/{member}/shop/web");
     for r in &live {

@@ -161,6 +161,9 @@ impl NatsTaskStore {
     }
 }
 
+/// How often a watch that brings nothing is checked against the bucket.
+const WATCH_CHECK: Duration = Duration::from_secs(3);
+
 /// Follows the bucket (from the current value of every key on), keeping
 /// `seen` and announcing each task revision; a watch that ends is made
 /// again. `current` fires once the existing entries have been read.
@@ -186,10 +189,33 @@ async fn watch(store: Arc<NatsTaskStore>, current: tokio::sync::oneshot::Sender<
                 continue;
             }
         };
+        // The watch is an ordered push consumer: when the server holding it
+        // goes away it may stay silent for a long time before the client
+        // notices. The bucket's stream, read afresh, says whether it has
+        // entries the watch has not brought: two looks in a row with the
+        // same unread entries make the watch again from the last one read.
+        let mut check =
+            tokio::time::interval_at(tokio::time::Instant::now() + WATCH_CHECK, WATCH_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut behind_at: Option<u64> = None;
         loop {
             let entry = tokio::select! {
                 _ = store.stop.cancelled() => return,
                 entry = entries.next() => entry,
+                _ = check.tick() => {
+                    let last = store.kv.stream.get_info().await.map(|i| i.state.last_sequence);
+                    match last {
+                        Ok(last) if last > from => {
+                            if behind_at == Some(from) {
+                                tracing::warn!(bucket = %store.bucket, read = from, last, "the task bucket's watch brings nothing new; watching it again");
+                                break;
+                            }
+                            behind_at = Some(from);
+                        }
+                        _ => behind_at = None,
+                    }
+                    continue;
+                }
             };
             let entry = match entry {
                 Some(Ok(entry)) => entry,

@@ -85,6 +85,21 @@ fn machine(fd_limit: u64) -> Machine {
     }
 }
 
+/// Where a rate sweep stopped: its first lossy step, its error, or the top.
+fn stopped(s: &Sweep) -> String {
+    s.steps
+        .last()
+        .filter(|st| Some(st.rate) != s.lossless_rate)
+        .map(|st| {
+            format!(
+                "{}/s (achieved {:.0}/s): p99 {:.1} ms, loss {}",
+                st.rate, st.achieved_rate, st.p99_ms, st.loss
+            )
+        })
+        .or_else(|| s.error.clone())
+        .unwrap_or_else(|| "top of the sweep".into())
+}
+
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "—".into())
 }
@@ -127,18 +142,7 @@ impl Results {
         out.push_str("| server | subscribers | sustained rate, p99 ≤ 50 ms (changes/s) | deliveries/s there | highest lossless rate (changes/s) | deliveries/s there | p99 there (ms) | server CPU there | load generator CPU there | where it stopped |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for s in sweeps {
             let there = s.steps.iter().find(|st| Some(st.rate) == s.lossless_rate);
-            let stopped = s
-                .steps
-                .last()
-                .filter(|st| Some(st.rate) != s.lossless_rate)
-                .map(|st| {
-                    format!(
-                        "{}/s (achieved {:.0}/s): p99 {:.1} ms, loss {}",
-                        st.rate, st.achieved_rate, st.p99_ms, st.loss
-                    )
-                })
-                .or_else(|| s.error.clone())
-                .unwrap_or_else(|| "top of the sweep".into());
+            let stopped = stopped(s);
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -396,18 +400,7 @@ impl Results {
             let (subscribers, rate, deliveries, there, cpu, stopped) = match &r.fanout {
                 Some(s) => {
                     let there = s.steps.iter().find(|st| Some(st.rate) == s.lossless_rate);
-                    let stopped = s
-                        .steps
-                        .last()
-                        .filter(|st| Some(st.rate) != s.lossless_rate)
-                        .map(|st| {
-                            format!(
-                                "{}/s (achieved {:.0}/s): p99 {:.1} ms, loss {}",
-                                st.rate, st.achieved_rate, st.p99_ms, st.loss
-                            )
-                        })
-                        .or_else(|| s.error.clone())
-                        .unwrap_or_else(|| "top of the sweep".into());
+                    let stopped = stopped(s);
                     (
                         s.subscribers.to_string(),
                         opt(s.lossless_rate),

@@ -161,15 +161,7 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
     // and changes on the other replica's member flow to r1 again.
     nats.start().await;
     for r in live {
-        eventually(WITHIN, "/readyz/Nats passes again", || async {
-            (common::readiness(&r.url, "Nats").await.0 == 200).then_some(())
-        })
-        .await;
-        let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
-        eventually(WITHIN, "kube_pulse_stream_connected 1 again", || async {
-            (common::metric(&r.url, connected).await == 1.0).then_some(())
-        })
-        .await;
+        common::nats::stream_connected_again(&r.url).await;
     }
     let mut scaled = workload_manifest(&seed());
     scaled["spec"]["replicas"] = json!(2);

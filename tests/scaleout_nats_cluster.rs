@@ -192,15 +192,7 @@ async fn the_stream_goes_on_when_a_nats_server_of_three_is_killed() {
             at.elapsed()
         );
         for r in &live {
-            eventually(WITHIN, "/readyz/Nats passes again", || async {
-                (common::readiness(&r.url, "Nats").await.0 == 200).then_some(())
-            })
-            .await;
-            let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
-            eventually(WITHIN, "kube_pulse_stream_connected 1", || async {
-                (common::metric(&r.url, connected).await == 1.0).then_some(())
-            })
-            .await;
+            common::nats::stream_connected_again(&r.url).await;
         }
         eprintln!(
             "round {round}: /readyz/Nats 200 on every replica {:.1?} after the kill",

@@ -63,6 +63,20 @@ impl Nats {
     }
 }
 
+/// Waits until the replica at `url` is connected to NATS again: its
+/// `/readyz/Nats` passes and `kube_pulse_stream_connected` is 1.
+pub(crate) async fn stream_connected_again(url: &str) {
+    eventually(WITHIN, "/readyz/Nats passes again", || async {
+        (super::readiness(url, "Nats").await.0 == 200).then_some(())
+    })
+    .await;
+    let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
+    eventually(WITHIN, "kube_pulse_stream_connected 1 again", || async {
+        (super::metric(url, connected).await == 1.0).then_some(())
+    })
+    .await;
+}
+
 /// The `nats-server` binary: on PATH, or where Debian installs it.
 pub(crate) fn nats_server() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();

@@ -5,6 +5,7 @@
 //! it at scrape time, so nothing is counted twice.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -124,7 +125,7 @@ pub struct Metrics {
     pub(crate) pattern_index_entries: Gauge,
     pub(crate) pattern_index_nodes: Gauge,
     /// Seconds from a change entering the hub to its message being handed to a socket.
-    pub(crate) delivery_lag: Histogram,
+    pub(crate) delivery_lag: LagHistogram,
     pub(crate) cluster_phase: Family<ClusterPhaseLabels, Gauge>,
     pub(crate) sync_phase: Family<PhaseLabels, Gauge>,
     /// 1 for each cluster's current phase and reason (alerts name the reason).
@@ -553,7 +554,7 @@ impl Metrics {
             replay_log_bytes: Gauge::default(),
             pattern_index_entries: Gauge::default(),
             pattern_index_nodes: Gauge::default(),
-            delivery_lag: Histogram::new(exponential_buckets(0.0001, 2.0, 18)),
+            delivery_lag: LagHistogram::new(exponential_buckets(0.0001, 2.0, 18)),
             cluster_phase: Family::default(),
             sync_phase: Family::default(),
             cluster_reason: Family::default(),
@@ -721,13 +722,18 @@ impl Metrics {
             .observe(latency.as_secs_f64());
     }
 
-    pub(crate) fn observe_delivery(&self, at: chrono::DateTime<chrono::Utc>) {
-        let lag = (chrono::Utc::now() - at)
-            .num_microseconds()
-            .unwrap_or(0)
-            .max(0) as f64
-            / 1e6;
-        self.delivery_lag.observe(lag);
+    /// Observes the delivery lag of a message the hub published `at`
+    /// (nothing for messages that are not live changes), handed to its
+    /// socket `now`.
+    pub(crate) fn observe_delivery(
+        &self,
+        at: Option<chrono::DateTime<chrono::Utc>>,
+        now: chrono::DateTime<chrono::Utc>,
+    ) {
+        if let Some(at) = at {
+            let micros = (now - at).num_microseconds().unwrap_or(0).max(0);
+            self.delivery_lag.observe_micros(micros as u64);
+        }
     }
 
     /// Counts `messages` push messages of `bytes` bytes written to a session.
@@ -853,6 +859,79 @@ impl Metrics {
     }
 }
 
+/// A histogram observed with atomic adds, in microseconds: the delivery lag
+/// is observed once per delivered message, from every worker thread at
+/// once, and prometheus-client's histogram takes a mutex per observation
+/// (two workers fanning one change out to a thousand subscribers contend
+/// on it). Encoded as an ordinary Prometheus histogram in seconds.
+#[derive(Debug, Clone)]
+pub(crate) struct LagHistogram(Arc<Buckets>);
+
+#[derive(Debug)]
+struct Buckets {
+    /// Upper bounds in seconds, the last +Inf.
+    bounds: Vec<f64>,
+    /// Upper bounds in microseconds (the last `u64::MAX`).
+    bounds_micros: Vec<u64>,
+    counts: Vec<AtomicU64>,
+    sum_micros: AtomicU64,
+}
+
+impl LagHistogram {
+    pub(crate) fn new(bounds: impl Iterator<Item = f64>) -> Self {
+        let bounds: Vec<f64> = bounds.chain(std::iter::once(f64::INFINITY)).collect();
+        let bounds_micros = bounds
+            .iter()
+            .map(|b| {
+                if b.is_finite() {
+                    (b * 1e6).round() as u64
+                } else {
+                    u64::MAX
+                }
+            })
+            .collect();
+        let counts = bounds.iter().map(|_| AtomicU64::new(0)).collect();
+        Self(Arc::new(Buckets {
+            bounds,
+            bounds_micros,
+            counts,
+            sum_micros: AtomicU64::new(0),
+        }))
+    }
+
+    pub(crate) fn observe_micros(&self, micros: u64) {
+        let h = &self.0;
+        let bucket = h.bounds_micros.partition_point(|&b| b < micros);
+        h.counts[bucket.min(h.counts.len() - 1)].fetch_add(1, Ordering::Relaxed);
+        h.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+impl prometheus_client::encoding::EncodeMetric for LagHistogram {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        // Read bucket by bucket while others observe: the count is the sum
+        // of what was read, so the histogram stays consistent with itself.
+        let h = &self.0;
+        let buckets: Vec<(f64, u64)> = h
+            .bounds
+            .iter()
+            .zip(&h.counts)
+            .map(|(&bound, count)| (bound, count.load(Ordering::Relaxed)))
+            .collect();
+        let count = buckets.iter().map(|(_, n)| n).sum();
+        let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        encoder
+            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -889,6 +968,52 @@ mod tests {
         // A second scrape does not count the hub's changes again.
         let text = metrics.render(&hub);
         assert!(text.lines().any(|l| l == "kube_pulse_hub_changes_total 1"));
+    }
+
+    #[test]
+    fn delivery_lag_is_a_cumulative_histogram_in_seconds() {
+        let metrics = Metrics::new();
+        let hub = Hub::new(Default::default());
+        let now = chrono::Utc::now();
+        // (lag in microseconds): 100 µs is the first bound, inclusive.
+        for micros in [0, 100, 101, 250_000, 30_000_000] {
+            let at = now - chrono::Duration::microseconds(micros);
+            metrics.observe_delivery(Some(at), now);
+        }
+        metrics.observe_delivery(None, now);
+        let text = metrics.render(&hub);
+        for (line, present) in [
+            (
+                r#"kube_pulse_delivery_lag_seconds_bucket{le="0.0001"} 2"#,
+                true,
+            ),
+            (
+                r#"kube_pulse_delivery_lag_seconds_bucket{le="0.0002"} 3"#,
+                true,
+            ),
+            (
+                r#"kube_pulse_delivery_lag_seconds_bucket{le="0.2048"} 3"#,
+                true,
+            ),
+            (
+                r#"kube_pulse_delivery_lag_seconds_bucket{le="0.4096"} 4"#,
+                true,
+            ),
+            (
+                r#"kube_pulse_delivery_lag_seconds_bucket{le="13.1072"} 4"#,
+                true,
+            ),
+            (
+                r#"kube_pulse_delivery_lag_seconds_bucket{le="+Inf"} 5"#,
+                true,
+            ),
+            ("kube_pulse_delivery_lag_seconds_count 5", true),
+            ("kube_pulse_delivery_lag_seconds_sum 30.250201", true),
+            ("kube_pulse_delivery_lag_seconds_count 6", false),
+        ] {
+            let found = text.lines().any(|l| l == line);
+            assert_eq!(found, present, "{line} in\n{text}");
+        }
     }
 
     #[test]

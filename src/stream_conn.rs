@@ -10,6 +10,7 @@
 //! request goes to hyper with the bytes read so far put back in front of
 //! the socket ([`Prefixed`]), so hyper sees exactly what the client sent.
 
+use std::future::Future;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -19,6 +20,8 @@ use axum::http::{HeaderName, HeaderValue, Method, Request, Response, Uri, Versio
 use bytes::{Buf, Bytes, BytesMut};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use crate::transports::sse::{WriteTimeout, WrittenDirectly};
 
 /// The path served here (its query string is the router's business).
 pub(crate) const EVENTS_PATH: &str = crate::transports::sse::PATH;
@@ -89,6 +92,8 @@ fn parse(buf: &[u8]) -> Parsed {
         return Parsed::Other;
     };
     let mut request = Request::new(Body::empty());
+    // Its event stream is polled by this connection's task as it writes.
+    request.extensions_mut().insert(WrittenDirectly);
     *request.method_mut() = Method::GET;
     *request.uri_mut() = uri;
     *request.version_mut() = Version::HTTP_11;
@@ -121,7 +126,9 @@ where
 {
     let (parts, body) = response.into_parts();
     let length = axum::body::HttpBody::size_hint(&body).exact();
-    io.write_all(&encode_head(parts, length)).await?;
+    let limit = parts.extensions.get::<WriteTimeout>().cloned();
+    let limit = limit.as_ref();
+    within(limit, io.write_all(&encode_head(parts, length))).await?;
     let mut body = std::pin::pin!(body);
     loop {
         let frame = tokio::select! {
@@ -138,8 +145,8 @@ where
             },
         };
         match length {
-            Some(_) => io.write_all(&data).await?,
-            None => write_chunk(io, data).await?,
+            Some(_) => within(limit, io.write_all(&data)).await?,
+            None => within(limit, write_chunk(io, data)).await?,
         }
     }
     if length.is_none() {
@@ -147,6 +154,29 @@ where
     }
     io.flush().await?;
     io.shutdown().await
+}
+
+/// Runs one write. Under a [`WriteTimeout`] (an event stream's), a write
+/// the client does not take within it ends the stream as too slow.
+async fn within<F>(limit: Option<&WriteTimeout>, write: F) -> std::io::Result<()>
+where
+    F: Future<Output = std::io::Result<()>>,
+{
+    let Some(limit) = limit else {
+        return write.await;
+    };
+    let mut write = std::pin::pin!(write);
+    // Most writes complete at once: the timer is armed only for one that waits.
+    if let Some(done) = futures::FutureExt::now_or_never(&mut write) {
+        return done;
+    }
+    match tokio::time::timeout(limit.limit, write).await {
+        Ok(done) => done,
+        Err(_) => {
+            limit.expired();
+            Err(std::io::ErrorKind::TimedOut.into())
+        }
+    }
 }
 
 /// The response head, with the framing of a body of `length` (chunked when

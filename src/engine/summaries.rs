@@ -104,7 +104,6 @@ pub(crate) async fn run(hub: Arc<Hub>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             d = subscription.next() => d,
         };
-        let Some(delivery) = delivery else { return };
         dirty.mark(&delivery);
         // What is queued already is folded in the same pass (bounded by
         // the subscription's queue).

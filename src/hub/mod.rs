@@ -21,7 +21,6 @@ use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::protocol::topic::TopicKind;
 use crate::protocol::{ServerMessage, StreamCursor, patch};
@@ -252,34 +251,85 @@ struct Entry {
 
 /// Per-subscription state the publisher writes to.
 struct Slot {
-    tx: mpsc::Sender<Arc<Change>>,
-    lagged: Arc<Lagged>,
+    queue: Arc<Queue>,
 }
 
-/// The topics a subscription fell behind on, each with the sequence of the
-/// first change it missed there. Written by the publisher (under the hub's
-/// lock), read by the subscription.
-struct Lagged {
-    topics: Mutex<BTreeMap<Topic, u64>>,
-    /// The smallest first-missed sequence in `topics` (`u64::MAX` when none):
-    /// read on every delivery without taking the lock.
+/// A subscription's queue: the changes waiting for it, bounded, and the
+/// topics it fell behind on once the queue was full. Written by the
+/// publisher (under the hub's lock), read by the subscription. One lock
+/// and a waker, not a channel: a channel costs a subscription some 800
+/// bytes while idle (its shared state padded to cache lines, a block of
+/// slots) and several atomic operations and a lock per delivery
+/// (docs/BENCHMARKS.md, sections 15 and 16).
+struct Queue {
+    state: Mutex<Queued>,
+    /// The smallest first-missed sequence in `missed` (`u64::MAX` when
+    /// none): read on every delivery without taking the lock.
     floor: AtomicU64,
+    capacity: usize,
 }
 
-impl Default for Lagged {
-    fn default() -> Self {
+#[derive(Default)]
+struct Queued {
+    changes: VecDeque<Arc<Change>>,
+    /// Topics the subscription fell behind on, each with the sequence of
+    /// the first change it missed there.
+    missed: BTreeMap<Topic, u64>,
+    /// The subscription's task, waiting for a change.
+    waker: Option<std::task::Waker>,
+}
+
+/// A queue whose buffer grew past this many changes (a burst) gives the
+/// memory back once it is empty; below, the buffer is kept for the next
+/// change.
+const KEEP_QUEUED: usize = 32;
+
+impl Queue {
+    fn new(capacity: usize) -> Self {
         Self {
-            topics: Mutex::new(BTreeMap::new()),
+            state: Mutex::new(Queued::default()),
             floor: AtomicU64::new(u64::MAX),
+            capacity: capacity.max(1),
         }
     }
-}
 
-impl Lagged {
-    /// Recomputes `floor` after `topics` changed (with its lock held).
-    fn set_floor(&self, topics: &BTreeMap<Topic, u64>) {
-        let floor = topics.values().copied().min().unwrap_or(u64::MAX);
+    /// Queues `change` of `topic` unless the subscription is behind on that
+    /// topic already or its queue is full (then the topic is marked
+    /// behind); false when the change was not queued. Wakes a waiting
+    /// subscription.
+    fn offer(&self, topic: &Topic, change: &Arc<Change>) -> bool {
+        let mut q = self.state.lock();
+        // Once a topic is behind, its later changes wait for the resync too.
+        if q.missed.contains_key(topic) {
+            return false;
+        }
+        if q.changes.len() >= self.capacity {
+            q.missed.insert(topic.clone(), change.seq);
+            self.floor.fetch_min(change.seq, Ordering::AcqRel);
+            return false;
+        }
+        q.changes.push_back(change.clone());
+        let waker = q.waker.take();
+        drop(q);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+
+    /// Recomputes `floor` after `missed` changed (with the lock held).
+    fn set_floor(&self, missed: &BTreeMap<Topic, u64>) {
+        let floor = missed.values().copied().min().unwrap_or(u64::MAX);
         self.floor.store(floor, Ordering::Release);
+    }
+
+    fn pop(&self) -> Option<Arc<Change>> {
+        let mut q = self.state.lock();
+        let change = q.changes.pop_front();
+        if q.changes.is_empty() && q.changes.capacity() > KEEP_QUEUED {
+            q.changes = VecDeque::new();
+        }
+        change
     }
 }
 
@@ -589,13 +639,7 @@ impl Hub {
             let Some(slot) = inner.slots.get(&id) else {
                 continue;
             };
-            let mut missed = slot.lagged.topics.lock();
-            // Once a topic is behind, its later changes wait for the resync too.
-            if missed.contains_key(&topic) {
-                lagged += 1;
-            } else if slot.tx.try_send(change.clone()).is_err() {
-                missed.insert(topic.clone(), change.seq);
-                slot.lagged.floor.fetch_min(change.seq, Ordering::AcqRel);
+            if !slot.queue.offer(&topic, &change) {
                 lagged += 1;
             }
         }
@@ -661,16 +705,14 @@ impl Hub {
         let mut inner = self.inner.lock();
         let id = inner.next_id;
         inner.next_id += 1;
-        let (tx, rx) = mpsc::channel(self.config.subscriber_queue.max(1));
-        let lagged = Arc::new(Lagged::default());
+        let queue = Arc::new(Queue::new(self.config.subscriber_queue));
         for p in &patterns {
             inner.index.insert(p, id);
         }
         inner.slots.insert(
             id,
             Slot {
-                tx,
-                lagged: lagged.clone(),
+                queue: queue.clone(),
             },
         );
         let snapshot = Self::matching(&inner, &patterns);
@@ -682,8 +724,7 @@ impl Hub {
             snapshot,
             seq,
             resume: seq,
-            rx,
-            lagged,
+            queue,
             streamed_through: 0,
         }
     }
@@ -754,8 +795,7 @@ pub struct Subscription {
     /// The sequence the last delivery may be resumed from: every change up to
     /// it has been delivered (or is covered by a delivered snapshot).
     resume: u64,
-    rx: mpsc::Receiver<Arc<Change>>,
-    lagged: Arc<Lagged>,
+    queue: Arc<Queue>,
     /// Resumed from another replica's cursor: changes from the stream at or
     /// before this position are the client's already (this replica was
     /// behind it), and are not delivered. 0: none.
@@ -771,10 +811,12 @@ impl std::fmt::Debug for Subscription {
             .field("snapshot", &self.snapshot.len())
             .field("seq", &self.seq)
             .field("resume", &self.resume)
-            .field("queued", &self.rx.len());
-        match self.lagged.topics.try_lock() {
-            Some(missed) => d.field("lagged_topics", &missed.len()),
-            None => d.field("lagged_topics", &"<locked>"),
+            .field("capacity", &self.queue.capacity);
+        match self.queue.state.try_lock() {
+            Some(q) => d
+                .field("queued", &q.changes.len())
+                .field("lagged_topics", &q.missed.len()),
+            None => d.field("queued", &"<locked>"),
         };
         d.finish()
     }
@@ -851,20 +893,21 @@ impl Subscription {
         if let Some(delivery) = self.queued() {
             return Some(delivery);
         }
-        if self.lagged.floor.load(Ordering::Acquire) == u64::MAX {
+        if self.queue.floor.load(Ordering::Acquire) == u64::MAX {
             return None;
         }
         // A resync, under the hub's lock: no change can be published between
         // finding the queue empty and reading the document and the sequence
         // it is current at.
         let inner = self.hub.inner.lock();
-        if !self.rx.is_empty() {
-            drop(inner);
+        let mut q = self.queue.state.lock();
+        if !q.changes.is_empty() {
+            drop((q, inner));
             return self.queued();
         }
-        let mut missed = self.lagged.topics.lock();
+        let missed = &mut q.missed;
         let (topic, _) = missed.pop_first()?;
-        self.lagged.set_floor(&missed);
+        self.queue.set_floor(missed);
         let current = inner.topics.get_key_value(&topic).map(|(t, e)| TopicDoc {
             topic: t.clone(),
             rev: e.rev,
@@ -883,7 +926,7 @@ impl Subscription {
     /// from: its own sequence, unless a topic fell behind before it.
     fn queued(&mut self) -> Option<Delivery> {
         loop {
-            let change = self.rx.try_recv().ok()?;
+            let change = self.queue.pop()?;
             if let Some(change) = self.received(change) {
                 return Some(Delivery::Change(change));
             }
@@ -893,7 +936,7 @@ impl Subscription {
     /// Notes where a change taken from the queue may be resumed from; None
     /// when the client has it already (see `streamed_through`).
     fn received(&mut self, change: Arc<Change>) -> Option<Arc<Change>> {
-        let floor = self.lagged.floor.load(Ordering::Acquire);
+        let floor = self.queue.floor.load(Ordering::Acquire);
         self.resume = change.seq.min(floor.saturating_sub(1));
         (!(change.remote && change.position <= self.streamed_through)).then_some(change)
     }
@@ -907,34 +950,34 @@ impl Subscription {
     }
 
     /// The next change, or a resync of a topic this subscription fell behind
-    /// on (None once the hub is gone).
-    pub async fn next(&mut self) -> Option<Delivery> {
+    /// on. A subscription keeps its hub, so there is always a next one to
+    /// wait for.
+    pub async fn next(&mut self) -> Delivery {
         std::future::poll_fn(|cx| self.poll_next(cx)).await
     }
 
     /// [`Subscription::next`] for a task that polls many subscriptions
     /// itself: ready with the next delivery, else pending with `cx`
     /// registered on the queue.
-    pub fn poll_next(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Delivery>> {
-        if let Some(delivery) = self.try_next() {
-            return std::task::Poll::Ready(Some(delivery));
-        }
-        // A topic is marked behind only while this queue is full (or for a
-        // topic already marked), so the queue wakes this receiver before any
-        // resync is due: no second wake-up source is needed.
+    pub fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Delivery> {
         loop {
-            let Some(change) = std::task::ready!(self.rx.poll_recv(cx)) else {
-                return std::task::Poll::Ready(None);
-            };
-            if let Some(change) = self.received(change) {
-                return std::task::Poll::Ready(Some(Delivery::Change(change)));
-            }
             if let Some(delivery) = self.try_next() {
-                return std::task::Poll::Ready(Some(delivery));
+                return std::task::Poll::Ready(delivery);
             }
+            // Registered under the queue's lock, after looking again: a
+            // change queued since `try_next` looked is taken now, and one
+            // queued later finds the waker. A topic is marked behind only
+            // while the queue is full, so the queue wakes this task before
+            // any resync is due.
+            let mut q = self.queue.state.lock();
+            if !q.changes.is_empty() || !q.missed.is_empty() {
+                continue;
+            }
+            match &q.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => q.waker = Some(cx.waker().clone()),
+            }
+            return std::task::Poll::Pending;
         }
     }
 }
@@ -1266,12 +1309,12 @@ mod tests {
         assert_eq!(sub.snapshot().len(), 1);
         hub.put("apps/a/shop/web", json!({"p": 2}));
         hub.put("clusters/a", json!({"p": 2}));
-        match sub.next().await.unwrap() {
+        match sub.next().await {
             Delivery::Change(c) => assert_eq!((c.topic.as_str(), c.rev), ("clusters/a", 2)),
             other => panic!("{other:?}"),
         }
         assert!(
-            sub.rx.try_recv().is_err(),
+            sub.try_next().is_none(),
             "overlapping patterns deliver once"
         );
         assert_eq!(hub.stats().subscriptions, 1);
@@ -1290,8 +1333,8 @@ mod tests {
         });
         let mut sub = hub.subscribe(patterns(&["**"]));
         let reader = tokio::spawn(async move {
-            let first = sub.next().await.unwrap();
-            let second = sub.next().await.unwrap();
+            let first = sub.next().await;
+            let second = sub.next().await;
             (first, second)
         });
         tokio::task::yield_now().await;

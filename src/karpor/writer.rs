@@ -334,10 +334,7 @@ impl Writer {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                delivery = documents.next() => match delivery {
-                    Some(delivery) => self.document_changed(&delivery),
-                    None => return,
-                },
+                delivery = documents.next() => self.document_changed(&delivery),
                 Some(event) = seen.next() => self.object_seen(event),
                 _ = tick.tick() => self.flush().await,
             }

@@ -411,20 +411,22 @@ async fn publish(shared: Arc<Shared>, mut sub: crate::hub::Subscription, stop: C
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A publish waits for the stream's acknowledgement (seconds while the
     // broker is away): stopping does not wait for it.
-    while tokio::select! {
-        _ = stop.cancelled() => false,
-        going = publish_next(&shared, &mut sub, &mut retry, &mut tick) => going,
-    } {}
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = publish_next(&shared, &mut sub, &mut retry, &mut tick) => {}
+        }
+    }
 }
 
 /// Publishes the next change, or retries the topics that failed once a
-/// second; false once the hub is gone.
+/// second.
 async fn publish_next(
     shared: &Shared,
     sub: &mut crate::hub::Subscription,
     retry: &mut BTreeSet<Topic>,
     tick: &mut tokio::time::Interval,
-) -> bool {
+) {
     let delivery = tokio::select! {
         _ = tick.tick(), if !retry.is_empty() => {
             for topic in std::mem::take(retry) {
@@ -432,17 +434,14 @@ async fn publish_next(
                     retry.insert(topic);
                 }
             }
-            return true;
+            return;
         }
-        delivery = sub.next() => match delivery {
-            Some(delivery) => delivery,
-            None => return false,
-        },
+        delivery = sub.next() => delivery,
     };
     match delivery {
         Delivery::Change(change) => {
             let Some(cluster) = cluster_of(&change.topic) else {
-                return true;
+                return;
             };
             let stopped_here =
                 change.kind == ChangeKind::Removed && !shared.running.contains(cluster);
@@ -460,10 +459,10 @@ async fn publish_next(
                         Some((*held.doc).clone()),
                     );
                 }
-                return true;
+                return;
             }
             if change.remote {
-                return true;
+                return;
             }
             let envelope = Envelope {
                 topic: change.topic.to_string(),
@@ -481,7 +480,6 @@ async fn publish_next(
             }
         }
     }
-    true
 }
 
 impl Shared {

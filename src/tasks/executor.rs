@@ -149,7 +149,7 @@ pub(super) async fn run(
                 finish(&board, &task.id, Failed, "DeadlineExceeded", message).await;
                 return;
             }
-            delivery = changes.next() => if delivery.is_none() { return },
+            _ = changes.next() => {}
         }
     }
 }

@@ -56,14 +56,6 @@ pub(super) fn recheck_at(principal: &Principal) -> Option<tokio::time::Instant> 
     })
 }
 
-/// Sleeps until `at` (forever when None).
-pub(super) async fn until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Authenticates `token` again for a live session of `current`: the same
 /// subject with the same read grants continues (with the new expiry).
 pub(super) async fn recheck(
@@ -330,36 +322,6 @@ fn replayed_message(change: &Change) -> Message {
     }
 }
 
-/// The next message of a subscription that `principal` may see (None when
-/// the hub is gone), shaped by its options when it has a shaper.
-pub(super) async fn next(
-    transports: &Transports,
-    subscription: &mut Subscription,
-    principal: &Principal,
-    shaper: Option<&mut Shaper>,
-) -> Option<Message> {
-    match shaper {
-        None => {
-            std::future::poll_fn(|cx| {
-                poll_next::<Shaper>(transports, subscription, principal, None, cx)
-            })
-            .await
-        }
-        // Boxed: its timer would otherwise be part of every session's
-        // task, shaped or not.
-        Some(shaper) => {
-            Box::pin(async move {
-                let mut shaping = Shaping::new(shaper);
-                std::future::poll_fn(|cx| {
-                    poll_next(transports, subscription, principal, Some(&mut shaping), cx)
-                })
-                .await
-            })
-            .await
-        }
-    }
-}
-
 /// A shaper with the timer of what it holds back, for [`poll_next`].
 pub(super) struct Shaping<S> {
     pub(super) shaper: S,
@@ -375,24 +337,24 @@ impl<S: BorrowMut<Shaper>> Shaping<S> {
     }
 }
 
-/// [`next`] for a task that serves several subscriptions itself: ready
-/// with the next message, else pending with `cx` registered on the
-/// subscription's queue and, shaped, on the timer of what it holds back.
+/// The next message of a subscription that `principal` may see, shaped by
+/// its options when it has a shaper: ready
+/// with it, else pending with `cx` registered on the subscription's queue
+/// and, shaped, on the timer of what it holds back. For tasks that poll
+/// their streams themselves (an event stream, a WebSocket's subscriptions).
 pub(super) fn poll_next<S: BorrowMut<Shaper>>(
     transports: &Transports,
     subscription: &mut Subscription,
     principal: &Principal,
     shaping: Option<&mut Shaping<S>>,
     cx: &mut Context<'_>,
-) -> Poll<Option<Message>> {
+) -> Poll<Message> {
     let Some(shaping) = shaping else {
         loop {
-            let Some(delivery) = ready!(subscription.poll_next(cx)) else {
-                return Poll::Ready(None);
-            };
+            let delivery = ready!(subscription.poll_next(cx));
             if visible(principal, &delivery) {
                 let resume = subscription.resume_seq();
-                return Poll::Ready(Some(message(transports, delivery, resume)));
+                return Poll::Ready(message(transports, delivery, resume));
             }
         }
     };
@@ -401,11 +363,10 @@ pub(super) fn poll_next<S: BorrowMut<Shaper>>(
     loop {
         let shaper = shaping.shaper.borrow_mut();
         if let Some(message) = try_next_shaped(transports, subscription, principal, shaper) {
-            return Poll::Ready(Some(message));
+            return Poll::Ready(message);
         }
         match subscription.poll_next(cx) {
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Ready(Some(delivery)) => {
+            Poll::Ready(delivery) => {
                 if visible(principal, &delivery) {
                     feed(transports, shaper, delivery);
                 }
@@ -430,7 +391,7 @@ pub(super) fn poll_next<S: BorrowMut<Shaper>>(
     }
 }
 
-/// Like [`next`], but only what is ready now (None: nothing queued).
+/// Like [`poll_next`], but only what is ready now (None: nothing queued).
 pub(super) fn try_next(
     transports: &Transports,
     subscription: &mut Subscription,

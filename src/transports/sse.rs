@@ -3,20 +3,25 @@
 //! comment heartbeats keep proxies from closing the stream; `Last-Event-ID`
 //! (or `since`) resumes. Pleasant from `curl -N`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::session::{self, Message, Undelivered};
-use super::state::Transports;
+use super::session::{self, Message, Shaping, Undelivered};
+use super::shape::Shaper;
+use super::state::{Admitted, Transports};
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
+use crate::hub::Subscription;
 use crate::protocol::{ServerMessage, SubscribeOptions, error_response, sse};
 
 /// Where the stream is served.
@@ -104,7 +109,7 @@ pub async fn events(
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     }
-    let permit = match t.admit(&client) {
+    let admitted = match t.admit(&client) {
         Ok(p) => p,
         Err(response) => return *response,
     };
@@ -115,18 +120,20 @@ pub async fn events(
         .map(str::to_string);
     let since = last_event_id.or(request.since);
     let started = session::start(&t, patterns, since.as_deref(), &principal, &options);
-    let (tx, rx) = mpsc::channel::<Chunk>(8);
-    let transports = t.clone();
-    tokio::spawn(async move {
-        let _permit = permit;
-        transports.metrics.sse_sessions.inc();
-        run(&transports, started, &tx, principal, credential).await;
-        transports.metrics.sse_sessions.dec();
-    });
-    let body = Body::from_stream(futures::StreamExt::map(ReceiverStream::new(rx), |chunk| {
-        Ok::<_, std::convert::Infallible>(*chunk)
-    }));
+    let stream = EventStream::new(&t, started, principal, credential, admitted);
+    let direct = extensions.get::<WrittenDirectly>().is_some();
+    let body = if direct {
+        Body::from_stream(stream)
+    } else {
+        through_a_task(stream)
+    };
     let mut response = (StatusCode::OK, body).into_response();
+    if direct {
+        response.extensions_mut().insert(WriteTimeout {
+            limit: t.config.write_timeout,
+            metrics: t.metrics.clone(),
+        });
+    }
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -137,112 +144,285 @@ pub async fn events(
     response
 }
 
-/// What the session hands its connection: one or more whole events. Boxed
-/// because a channel allocates its slots 32 at a time, for as long as it
-/// lives: 8-byte slots make that 256 bytes per session instead of 1 KiB
-/// (one small allocation per chunk instead; a chunk carries every message
-/// queued when the session woke).
-type Chunk = Box<Bytes>;
+/// Marks a request whose response the connection that read it writes to
+/// its socket itself ([`crate::stream_conn`], the plain listener): the
+/// event stream is then polled by that connection's task, the only task
+/// of the stream. Through hyper (TLS, HTTP/2) a task of its own feeds
+/// hyper's body through a channel instead.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WrittenDirectly;
 
-/// Hands `bytes` (holding `messages` messages) to the connection.
-async fn send(
-    t: &Transports,
-    tx: &mpsc::Sender<Chunk>,
-    bytes: Bytes,
-    messages: usize,
-) -> Result<(), Undelivered> {
-    let len = bytes.len();
-    session::hand_over(t, tx, Box::new(bytes)).await?;
-    t.metrics.sent(messages, len);
-    Ok(())
+/// Set on an event stream written directly: a write that waits longer than
+/// `limit` for the client to read means a slow subscriber, and the stream
+/// ends ([`WriteTimeout::expired`]).
+#[derive(Clone)]
+pub(crate) struct WriteTimeout {
+    pub(crate) limit: std::time::Duration,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
-async fn run(
-    t: &Transports,
-    started: session::Started,
-    tx: &mpsc::Sender<Chunk>,
-    mut principal: Principal,
-    credential: Credential,
-) {
-    let session::Started {
-        mut subscription,
-        mut shaper,
-        initial,
-        synced,
-    } = started;
-    let result: Result<(), Undelivered> = async {
-        send(t, tx, sse::retry(t.config.sse_retry), 1).await?;
-        // By value: the snapshot frames are freed once sent, not kept for the session.
-        for message in initial {
-            send(t, tx, frame_of(&message), 1).await?;
-        }
-        send(t, tx, sse::message_frame(&synced.cursor, &synced.message()), 1).await?;
-        let mut heartbeat = tokio::time::interval(t.config.heartbeat);
-        heartbeat.reset();
-        let mut recheck = session::recheck_at(&principal);
-        // Made once, not per message: each registers a waiter when polled.
-        let mut shutdown = std::pin::pin!(t.shutdown.cancelled());
+impl WriteTimeout {
+    /// Counts and logs the close of a subscriber that stopped reading.
+    pub(crate) fn expired(&self) {
+        slow_close(&self.metrics);
+    }
+}
+
+fn slow_close(metrics: &crate::metrics::Metrics) {
+    metrics.slow_consumer_closes.inc();
+    tracing::info!("SSE subscriber closed: it did not read for longer than the write timeout");
+}
+
+/// What a task feeding hyper hands the body: one or more whole events.
+/// Boxed because a channel allocates its slots 32 at a time, for as long
+/// as it lives: 8-byte slots make that 256 bytes per stream instead of
+/// 1 KiB.
+type Chunk = Box<Bytes>;
+
+/// `stream` as hyper's body, fed by a task of its own: the task waits at
+/// most the write timeout for room in the channel, then ends the stream.
+fn through_a_task(mut stream: EventStream) -> Body {
+    let (tx, rx) = mpsc::channel::<Chunk>(8);
+    tokio::spawn(async move {
+        let t = stream.t.clone();
         let mut closed = std::pin::pin!(tx.closed());
         loop {
-            tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                _ = &mut closed => return Err(Undelivered::Closed),
-                _ = heartbeat.tick() => send(t, tx, Bytes::from_static(sse::HEARTBEAT), 1).await?,
-                _ = session::until(recheck) => {
-                    // Boxed: an authentication round trip is a large future, and
-                    // inline it would be part of every idle session's task.
-                    match Box::pin(session::recheck(t, credential.0.as_deref(), &principal)).await {
-                        Ok(renewed) => {
-                            principal = renewed;
-                            recheck = session::recheck_at(&principal);
-                        }
-                        Err(revoked) => {
-                            let (code, message) = match revoked {
-                                session::Revoked::Expired(why) => ("token_expired", format!("the session's credential is no longer valid: {why}")),
-                                session::Revoked::Changed => ("permissions_changed", "the session's grants changed; reconnect".to_string()),
-                            };
-                            let error = ServerMessage::Error { code, message: &message, id: None };
-                            // The event's id becomes Last-Event-ID: only a
-                            // cursor this subscription may resume from.
-                            let cursor = t.hub.cursor(subscription.resume_seq());
-                            let _ = send(t, tx, sse::message_frame(&cursor, &error), 1).await;
-                            return Ok(());
-                        }
-                    }
-                }
-                message = session::next(t, &mut subscription, &principal, shaper.as_mut()) => match message {
-                    Some(first) => {
-                        // Everything already queued goes out as one chunk:
-                        // one wake-up of the connection and one write.
-                        let mut ats = vec![first.at];
-                        let mut chunk = frame_of(&first);
-                        let mut joined: Option<bytes::BytesMut> = None;
-                        while ats.len() < session::MAX_BATCH {
-                            let Some(m) = session::try_next(t, &mut subscription, &principal, shaper.as_mut()) else {
-                                break;
-                            };
-                            joined
-                                .get_or_insert_with(|| bytes::BytesMut::from(&chunk[..]))
-                                .extend_from_slice(&frame_of(&m));
-                            ats.push(m.at);
-                        }
-                        if let Some(joined) = joined {
-                            chunk = joined.freeze();
-                        }
-                        send(t, tx, chunk, ats.len()).await?;
-                        for at in ats.into_iter().flatten() {
-                            t.metrics.observe_delivery(at);
-                        }
-                    }
-                    None => return Ok(()),
-                },
+            let chunk = tokio::select! {
+                chunk = futures::StreamExt::next(&mut stream) => chunk,
+                () = &mut closed => return,
+            };
+            let Some(Ok(chunk)) = chunk else { return };
+            match session::hand_over(&t, &tx, Box::new(chunk)).await {
+                Ok(()) => {}
+                Err(Undelivered::Closed) => return,
+                Err(Undelivered::Slow) => return slow_close(&t.metrics),
             }
         }
+    });
+    Body::from_stream(futures::StreamExt::map(ReceiverStream::new(rx), |chunk| {
+        Ok::<_, std::convert::Infallible>(*chunk)
+    }))
+}
+
+/// An SSE session as a stream of chunks, each one or more whole events: the
+/// `retry:` hint, the initial messages, `synced`, then live messages (all
+/// queued ones in one chunk), heartbeats, and the credential's checks at its
+/// expiry. Polled by whatever writes it; nothing runs between polls, so a
+/// writer that waits on its client leaves the changes in the subscription's
+/// queue (and, when that fills, the hub collapses them to a resync).
+struct EventStream {
+    t: Arc<Transports>,
+    subscription: Subscription,
+    /// Present when the subscription has options (`debounceMs`, `fields`).
+    shaping: Option<Shaping<Box<Shaper>>>,
+    /// `retry:`, then the initial messages, then `synced`.
+    opening: Option<Box<Opening>>,
+    heartbeat: tokio::time::Interval,
+    /// When the credential must be checked again (its expiry).
+    recheck: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The check under way.
+    renewing: Option<Renewing>,
+    shutdown: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    principal: Principal,
+    credential: Credential,
+    ended: bool,
+    _admitted: Admitted,
+}
+
+type Renewing = Pin<Box<dyn Future<Output = Result<Principal, session::Revoked>> + Send>>;
+
+/// What a stream sends before live messages.
+struct Opening {
+    retry: Option<Bytes>,
+    /// By value: each snapshot is freed once its frame is made.
+    initial: std::vec::IntoIter<Message>,
+    synced: Option<Bytes>,
+}
+
+impl Opening {
+    fn next(&mut self) -> Option<Bytes> {
+        if let Some(retry) = self.retry.take() {
+            return Some(retry);
+        }
+        if let Some(message) = self.initial.next() {
+            return Some(frame_of(&message));
+        }
+        self.synced.take()
     }
-    .await;
-    if let Err(Undelivered::Slow) = result {
-        t.metrics.slow_consumer_closes.inc();
-        tracing::info!("SSE subscriber closed: it did not read for longer than the write timeout");
+}
+
+impl EventStream {
+    fn new(
+        t: &Arc<Transports>,
+        started: session::Started,
+        principal: Principal,
+        credential: Credential,
+        admitted: Admitted,
+    ) -> Self {
+        let session::Started {
+            subscription,
+            shaper,
+            initial,
+            synced,
+        } = started;
+        let opening = Opening {
+            retry: Some(sse::retry(t.config.sse_retry)),
+            initial: initial.into_iter(),
+            synced: Some(sse::message_frame(&synced.cursor, &synced.message())),
+        };
+        let mut heartbeat = tokio::time::interval(t.config.heartbeat);
+        heartbeat.reset();
+        let recheck =
+            session::recheck_at(&principal).map(|at| Box::pin(tokio::time::sleep_until(at)));
+        t.metrics.sse_sessions.inc();
+        Self {
+            t: t.clone(),
+            subscription,
+            shaping: shaper.map(|s| Shaping::new(Box::new(s))),
+            opening: Some(Box::new(opening)),
+            heartbeat,
+            recheck,
+            renewing: None,
+            shutdown: Box::pin(t.shutdown.clone().cancelled_owned()),
+            principal,
+            credential,
+            ended: false,
+            _admitted: admitted,
+        }
+    }
+
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(opening) = &mut self.opening {
+            match opening.next() {
+                Some(frame) => return Poll::Ready(Some(self.sent(frame, 1))),
+                None => self.opening = None,
+            }
+        }
+        if self.shutdown.as_mut().poll(cx).is_ready() {
+            self.ended = true;
+            return Poll::Ready(None);
+        }
+        if let Some(error) = self.poll_credential(cx) {
+            self.ended = true;
+            return Poll::Ready(Some(self.sent(error, 1)));
+        }
+        if self.heartbeat.poll_tick(cx).is_ready() {
+            return Poll::Ready(Some(self.sent(Bytes::from_static(sse::HEARTBEAT), 1)));
+        }
+        let (t, principal) = (&self.t, &self.principal);
+        let shaping = self.shaping.as_mut();
+        let first = ready!(session::poll_next(
+            t,
+            &mut self.subscription,
+            principal,
+            shaping,
+            cx
+        ));
+        Poll::Ready(Some(self.batch(first)))
+    }
+
+    /// `first` and every message already queued behind it (up to
+    /// [`session::MAX_BATCH`]) as one chunk: one write for all of them.
+    fn batch(&mut self, first: Message) -> Bytes {
+        let now = chrono::Utc::now();
+        let metrics = &self.t.metrics;
+        let mut count = 1;
+        metrics.observe_delivery(first.at, now);
+        let mut chunk = frame_of(&first);
+        let mut joined: Option<BytesMut> = None;
+        while count < session::MAX_BATCH {
+            let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
+            let Some(m) =
+                session::try_next(&self.t, &mut self.subscription, &self.principal, shaper)
+            else {
+                break;
+            };
+            joined
+                .get_or_insert_with(|| BytesMut::from(&chunk[..]))
+                .extend_from_slice(&frame_of(&m));
+            metrics.observe_delivery(m.at, now);
+            count += 1;
+        }
+        if let Some(joined) = joined {
+            chunk = joined.freeze();
+        }
+        self.sent(chunk, count)
+    }
+
+    fn sent(&self, chunk: Bytes, messages: usize) -> Bytes {
+        self.t.metrics.sent(messages, chunk.len());
+        chunk
+    }
+
+    /// The error event that ends the stream when the credential no longer
+    /// holds at its expiry; None while it holds (a renewed credential moves
+    /// the next check to its own expiry).
+    fn poll_credential(&mut self, cx: &mut Context<'_>) -> Option<Bytes> {
+        if self.renewing.is_none() {
+            let timer = self.recheck.as_mut()?;
+            if timer.as_mut().poll(cx).is_pending() {
+                return None;
+            }
+            self.recheck = None;
+            let (t, current) = (self.t.clone(), self.principal.clone());
+            let token = self.credential.0.clone();
+            self.renewing = Some(Box::pin(async move {
+                session::recheck(&t, token.as_deref(), &current).await
+            }));
+        }
+        let renewing = self.renewing.as_mut()?;
+        let checked = match renewing.as_mut().poll(cx) {
+            Poll::Pending => return None,
+            Poll::Ready(checked) => checked,
+        };
+        self.renewing = None;
+        let revoked = match checked {
+            Ok(renewed) => {
+                self.recheck =
+                    session::recheck_at(&renewed).map(|at| Box::pin(tokio::time::sleep_until(at)));
+                self.principal = renewed;
+                // The new timer is polled (and registered) on the next poll.
+                cx.waker().wake_by_ref();
+                return None;
+            }
+            Err(revoked) => revoked,
+        };
+        let (code, message) = match revoked {
+            session::Revoked::Expired(why) => (
+                "token_expired",
+                format!("the session's credential is no longer valid: {why}"),
+            ),
+            session::Revoked::Changed => (
+                "permissions_changed",
+                "the session's grants changed; reconnect".to_string(),
+            ),
+        };
+        let error = ServerMessage::Error {
+            code,
+            message: &message,
+            id: None,
+        };
+        // The event's id becomes Last-Event-ID: only a cursor this
+        // subscription may resume from.
+        let cursor = self.t.hub.cursor(self.subscription.resume_seq());
+        Some(sse::message_frame(&cursor, &error))
+    }
+}
+
+impl futures::Stream for EventStream {
+    type Item = Result<Bytes, std::convert::Infallible>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_chunk(cx).map(|chunk| chunk.map(Ok))
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        self.t.metrics.sse_sessions.dec();
     }
 }
 

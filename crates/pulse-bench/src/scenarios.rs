@@ -679,7 +679,7 @@ pub(crate) async fn diff(plan: &Plan) -> anyhow::Result<Diff> {
     let end = start + plan.diff_duration;
     loop {
         let next = tokio::time::timeout_at(end, sub.next()).await;
-        let Ok(Some(delivery)) = next else { break };
+        let Ok(delivery) = next else { break };
         if let Delivery::Change(change) = delivery
             && let (Some(patch), Some(doc)) = (&change.patch, &change.doc)
         {

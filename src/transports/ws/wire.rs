@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
@@ -62,8 +62,6 @@ pub(super) struct Sub {
     first: VecDeque<Bytes>,
     /// Boxed: only subscriptions with options have one.
     shaping: Option<Box<Shaping<Shaper>>>,
-    /// The hub is gone: no more messages.
-    ended: bool,
 }
 
 impl Sub {
@@ -92,7 +90,6 @@ impl Sub {
             subscription,
             first,
             shaping: shaper.map(|s| Box::new(Shaping::new(s))),
-            ended: false,
         }
     }
 
@@ -102,25 +99,25 @@ impl Sub {
         &mut self,
         t: &Transports,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<(Bytes, Option<chrono::DateTime<chrono::Utc>>)>> {
+    ) -> Poll<(Bytes, Option<chrono::DateTime<chrono::Utc>>)> {
         if let Some(json) = self.first.pop_front() {
             if self.first.is_empty() {
                 self.first = VecDeque::new();
             }
-            return Poll::Ready(Some((
-                protocol::with_subscription(&self.id_json, &json),
-                None,
-            )));
+            return Poll::Ready((protocol::with_subscription(&self.id_json, &json), None));
         }
         let shaping = self.shaping.as_deref_mut();
-        match session::poll_next(t, &mut self.subscription, &self.principal, shaping, cx) {
-            Poll::Ready(Some(message)) => Poll::Ready(Some((
-                protocol::with_subscription(&self.id_json, &message.json),
-                message.at,
-            ))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
+        let message = ready!(session::poll_next(
+            t,
+            &mut self.subscription,
+            &self.principal,
+            shaping,
+            cx
+        ));
+        Poll::Ready((
+            protocol::with_subscription(&self.id_json, &message.json),
+            message.at,
+        ))
     }
 }
 
@@ -154,15 +151,14 @@ impl Outbox {
     }
 
     pub(super) fn subscriptions(&self) -> usize {
-        self.subs.iter().filter(|s| !s.ended).count()
+        self.subs.len()
     }
 
     pub(super) fn contains(&self, id: &str) -> bool {
-        self.subs.iter().any(|s| !s.ended && &*s.id == id)
+        self.subs.iter().any(|s| &*s.id == id)
     }
 
     pub(super) fn add(&mut self, sub: Sub) {
-        self.subs.retain(|s| !s.ended);
         // One at a time: a first push would make room for four (a socket
         // mostly has one subscription).
         self.subs.reserve_exact(1);
@@ -175,11 +171,11 @@ impl Outbox {
         let Some(i) = self.subs.iter().position(|s| &*s.id == id) else {
             return false;
         };
-        let ended = self.subs.remove(i).ended;
+        self.subs.remove(i);
         if self.subs.is_empty() {
             self.subs = Vec::new();
         }
-        !ended
+        true
     }
 
     /// The next thing to write. Pending registers `cx` with every
@@ -197,17 +193,9 @@ impl Outbox {
         let n = self.subs.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
-            let sub = &mut self.subs[i];
-            if sub.ended {
-                continue;
-            }
-            match sub.poll_next(t, cx) {
-                Poll::Ready(Some((json, at))) => {
-                    self.turn = i + 1;
-                    return Poll::Ready(Next::Text(json, at));
-                }
-                Poll::Ready(None) => sub.ended = true,
-                Poll::Pending => {}
+            if let Poll::Ready((json, at)) = self.subs[i].poll_next(t, cx) {
+                self.turn = i + 1;
+                return Poll::Ready(Next::Text(json, at));
             }
         }
         Poll::Pending
@@ -334,9 +322,7 @@ impl Wire {
                         };
                         batch.messages += 1;
                         batch.bytes += len;
-                        if let Some(at) = at {
-                            t.metrics.observe_delivery(at);
-                        }
+                        t.metrics.observe_delivery(at, chrono::Utc::now());
                         Message::Text(text)
                     }
                 };

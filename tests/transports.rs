@@ -845,6 +845,22 @@ async fn heartbeats_flow_and_silent_sockets_are_closed() {
         "SSE comment heartbeats: {}",
         sse.comments
     );
+    // A stream that carries changes is not idle: no heartbeats meanwhile
+    // (about 10 intervals with a change every 20 ms; a stalled test
+    // runtime may leave one interval empty now and then).
+    let idle_until_now = sse.comments;
+    let started = std::time::Instant::now();
+    for n in 2..52 {
+        hub.put("clusters/a", json!({ "n": n }));
+        sse.next().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let busy = sse.comments - idle_until_now;
+    assert!(
+        busy <= 3,
+        "{busy} heartbeats in {:?} of changes every 20 ms",
+        started.elapsed()
+    );
     // A WebSocket client that never reads never answers pings: closed as idle.
     let mut ws = ws_connect(&url).await;
     tokio::time::sleep(Duration::from_millis(900)).await;

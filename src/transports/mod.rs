@@ -12,6 +12,7 @@ mod session;
 mod shape;
 pub mod sse;
 mod state;
+mod stopping;
 pub mod ws;
 
 use std::sync::Arc;

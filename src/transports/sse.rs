@@ -218,11 +218,16 @@ struct EventStream {
     /// `retry:`, then the initial messages, then `synced`.
     opening: Option<Box<Opening>>,
     heartbeat: tokio::time::Interval,
+    /// Messages went out since the last heartbeat tick: the next one is
+    /// not needed (a stream that carries changes is not idle, and a
+    /// thousand streams opened together would otherwise all write their
+    /// heartbeats in the same instant).
+    busy: bool,
     /// When the credential must be checked again (its expiry).
     recheck: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The check under way.
     renewing: Option<Renewing>,
-    shutdown: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    stopping: super::stopping::Stopping,
     principal: Principal,
     credential: Credential,
     ended: bool,
@@ -281,9 +286,10 @@ impl EventStream {
             shaping: shaper.map(|s| Shaping::new(Box::new(s))),
             opening: Some(Box::new(opening)),
             heartbeat,
+            busy: false,
             recheck,
             renewing: None,
-            shutdown: Box::pin(t.shutdown.clone().cancelled_owned()),
+            stopping: t.shutdown.wait(),
             principal,
             credential,
             ended: false,
@@ -301,7 +307,7 @@ impl EventStream {
                 None => self.opening = None,
             }
         }
-        if self.shutdown.as_mut().poll(cx).is_ready() {
+        if self.stopping.poll(cx).is_ready() {
             self.ended = true;
             return Poll::Ready(None);
         }
@@ -309,8 +315,10 @@ impl EventStream {
             self.ended = true;
             return Poll::Ready(Some(self.sent(error, 1)));
         }
-        if self.heartbeat.poll_tick(cx).is_ready() {
-            return Poll::Ready(Some(self.sent(Bytes::from_static(sse::HEARTBEAT), 1)));
+        while self.heartbeat.poll_tick(cx).is_ready() {
+            if !std::mem::take(&mut self.busy) {
+                return Poll::Ready(Some(self.sent(Bytes::from_static(sse::HEARTBEAT), 1)));
+            }
         }
         let (t, principal) = (&self.t, &self.principal);
         let shaping = self.shaping.as_mut();
@@ -349,6 +357,7 @@ impl EventStream {
         if let Some(joined) = joined {
             chunk = joined.freeze();
         }
+        self.busy = true;
         self.sent(chunk, count)
     }
 

@@ -85,8 +85,8 @@ pub struct Transports {
     /// The limits and timings every session follows.
     pub config: TransportConfig,
     connections: Arc<Semaphore>,
-    /// Cancelled at shutdown: every session ends itself.
-    pub(crate) shutdown: CancellationToken,
+    /// Every session ends itself at shutdown.
+    pub(crate) shutdown: Arc<super::stopping::Signal>,
 }
 
 impl std::fmt::Debug for Transports {
@@ -94,7 +94,7 @@ impl std::fmt::Debug for Transports {
         f.debug_struct("Transports")
             .field("config", &self.config)
             .field("free_connections", &self.connections.available_permits())
-            .field("shutdown", &self.shutdown.is_cancelled())
+            .field("shutdown", &self.shutdown.is_stopping())
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +121,7 @@ impl Transports {
             metrics,
             connections: Arc::new(Semaphore::new(config.max_connections)),
             config,
-            shutdown,
+            shutdown: super::stopping::Signal::new(shutdown),
         })
     }
 

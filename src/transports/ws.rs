@@ -214,9 +214,13 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
     let mut next_ping = tokio::time::Instant::now() + t.config.heartbeat;
     // One timer for the ping, the wait for `auth` and the credential's expiry.
     let mut timer = std::pin::pin!(tokio::time::sleep_until(next_ping));
-    let mut shutdown = std::pin::pin!(t.shutdown.cancelled());
+    let mut stopping = t.shutdown.wait();
     // The socket is not read while an operation waits; writes go on.
     let mut waiting: Option<Waiting> = None;
+    // When to check the credential again, worked out once per expiry: made
+    // afresh on every wake-up it moved by microseconds each time, and
+    // resetting the timer takes the timer driver's lock.
+    let mut recheck_of: Option<(chrono::DateTime<chrono::Utc>, tokio::time::Instant)> = None;
     let end = loop {
         let idle = waiting.is_none();
         let waiting_for_auth = auth_deadline.filter(|_| idle && s.session.principal.is_none());
@@ -226,7 +230,17 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
             .principal
             .as_deref()
             .filter(|_| idle)
-            .and_then(session::recheck_at);
+            .and_then(|p| {
+                let expires = p.expires?;
+                match recheck_of {
+                    Some((of, at)) if of == expires => Some(at),
+                    _ => {
+                        let at = session::recheck_at(p)?;
+                        recheck_of = Some((expires, at));
+                        Some(at)
+                    }
+                }
+            });
         let due = [waiting_for_auth, recheck]
             .into_iter()
             .flatten()
@@ -235,7 +249,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
             timer.as_mut().reset(due);
         }
         tokio::select! {
-            _ = &mut shutdown => break End::Close(close::GOING_AWAY, "server shutting down".into()),
+            () = std::future::poll_fn(|cx| stopping.poll(cx)) => break End::Close(close::GOING_AWAY, "server shutting down".into()),
             () = &mut timer => {
                 let now = tokio::time::Instant::now();
                 if waiting_for_auth.is_some_and(|at| at <= now) {

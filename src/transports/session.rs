@@ -6,6 +6,7 @@
 use std::borrow::BorrowMut;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -28,16 +29,72 @@ pub(super) struct Started {
     pub(super) synced: Synced,
 }
 
-/// One encoded message with what SSE framing needs.
+/// One message, as each transport writes it: its JSON (WebSocket) or its
+/// SSE event.
 #[derive(Debug, Clone)]
 pub(super) struct Message {
     pub(super) kind: &'static str,
-    pub(super) cursor: String,
-    pub(super) json: Bytes,
-    /// The cached SSE frame, for hub changes shared by every subscriber.
-    pub(super) sse: Option<Bytes>,
+    encoded: Encoded,
     /// When the hub published it (live changes only), for the delivery-lag metric.
     pub(super) at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[derive(Debug, Clone)]
+enum Encoded {
+    /// A hub change at its own cursor: its JSON and SSE event are made
+    /// once, on the change, and shared by every subscriber (which takes
+    /// only the one its transport writes).
+    Shared(Arc<Change>),
+    /// Made for this subscription alone.
+    Own { cursor: String, json: Bytes },
+}
+
+impl Message {
+    /// A message encoded for one subscription: `json` at `cursor`.
+    fn own(
+        kind: &'static str,
+        cursor: String,
+        json: Bytes,
+        at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Self {
+        Self {
+            kind,
+            encoded: Encoded::Own { cursor, json },
+            at,
+        }
+    }
+
+    /// The JSON message.
+    pub(super) fn json(&self) -> Bytes {
+        match &self.encoded {
+            Encoded::Shared(change) => shared_json(change).clone(),
+            Encoded::Own { json, .. } => json.clone(),
+        }
+    }
+
+    /// The SSE event: `id:` the cursor, `event:` the type, `data:` the JSON.
+    pub(super) fn sse_frame(&self) -> Bytes {
+        match &self.encoded {
+            Encoded::Shared(change) => change
+                .encoded
+                .sse
+                .get_or_init(|| {
+                    protocol::sse::frame(&change.cursor, self.kind, shared_json(change))
+                })
+                .clone(),
+            Encoded::Own { cursor, json } => protocol::sse::frame(cursor, self.kind, json),
+        }
+    }
+}
+
+/// A change's JSON message at its own cursor, made by the first subscriber
+/// that needs it (the hub makes it when it publishes; a change applied
+/// from another replica's stream may come without).
+fn shared_json(change: &Change) -> &Bytes {
+    change
+        .encoded
+        .json
+        .get_or_init(|| change.message(&change.cursor).encode())
 }
 
 /// Why a session's credential no longer holds.
@@ -186,17 +243,14 @@ pub(super) fn start(
             Replayed::Doc(doc) => principal
                 .can_see(&doc.topic, Some(&doc.doc))
                 .then(|| snapshot_message(doc, &from)),
-            Replayed::Removed { topic, rev } => principal.can_see(&topic, None).then(|| Message {
-                kind: "removed",
-                json: ServerMessage::Removed {
+            Replayed::Removed { topic, rev } => principal.can_see(&topic, None).then(|| {
+                let json = ServerMessage::Removed {
                     topic: &topic,
                     rev: Some(rev),
                     cursor: &from,
                 }
-                .encode(),
-                cursor: from.clone(),
-                sse: None,
-                at: None,
+                .encode();
+                Message::own("removed", from.clone(), json, None)
             }),
         })
         .collect();
@@ -264,42 +318,23 @@ fn start_shaped(
 
 /// A topic's whole document at `cursor`.
 fn snapshot_message(doc: &TopicDoc, cursor: &str) -> Message {
-    Message {
-        kind: "snapshot",
-        cursor: cursor.to_string(),
-        json: ServerMessage::Snapshot {
-            topic: &doc.topic,
-            rev: doc.rev,
-            cursor,
-            doc: &doc.doc,
-        }
-        .encode(),
-        sse: None,
-        at: None,
+    let json = ServerMessage::Snapshot {
+        topic: &doc.topic,
+        rev: doc.rev,
+        cursor,
+        doc: &doc.doc,
     }
+    .encode();
+    Message::own("snapshot", cursor.to_string(), json, None)
 }
 
 /// A hub change as a message: its JSON and SSE frame are encoded by the
 /// first subscriber that needs them and shared by every later one.
-fn change_message(change: &Change) -> Message {
-    let cursor = change.cursor.as_str();
-    let kind = change.message(cursor).kind();
-    let json = change
-        .encoded
-        .json
-        .get_or_init(|| change.message(cursor).encode())
-        .clone();
-    let sse = change
-        .encoded
-        .sse
-        .get_or_init(|| protocol::sse::frame(&change.cursor, kind, &json))
-        .clone();
+fn change_message(change: Arc<Change>) -> Message {
     Message {
-        kind,
-        cursor: change.cursor.clone(),
-        json,
-        sse: Some(sse),
+        kind: change.message(&change.cursor).kind(),
         at: Some(change.at),
+        encoded: Encoded::Shared(change),
     }
 }
 
@@ -313,13 +348,8 @@ fn replayed_message(change: &Change) -> Message {
         .get()
         .cloned()
         .unwrap_or_else(|| change.message(cursor).encode());
-    Message {
-        kind: change.message(cursor).kind(),
-        cursor: change.cursor.clone(),
-        json,
-        sse: None,
-        at: Some(change.at),
-    }
+    let kind = change.message(cursor).kind();
+    Message::own(kind, change.cursor.clone(), json, Some(change.at))
 }
 
 /// A shaper with the timer of what it holds back, for [`poll_next`].
@@ -485,13 +515,8 @@ fn shaped_message(
             cursor: &cursor,
         },
     };
-    Message {
-        kind: message.kind(),
-        json: message.encode(),
-        cursor,
-        sse: None,
-        at: None,
-    }
+    let (kind, json) = (message.kind(), message.encode());
+    Message::own(kind, cursor, json, None)
 }
 
 /// Why a message could not be handed to a connection.
@@ -546,7 +571,7 @@ fn visible(principal: &Principal, delivery: &Delivery) -> bool {
 /// resume from, including while some of its topics wait for a resync.
 fn message(transports: &Transports, delivery: Delivery, resume: u64) -> Message {
     match delivery {
-        Delivery::Change(change) if change.seq == resume => change_message(&change),
+        Delivery::Change(change) if change.seq == resume => change_message(change),
         Delivery::Change(change) => {
             // Behind on another topic: this change's own cursor would skip
             // what that topic missed, so it goes out with an earlier one
@@ -554,43 +579,23 @@ fn message(transports: &Transports, delivery: Delivery, resume: u64) -> Message 
             // keeps the change's cursor).
             let cursor = transports.hub.cursor(resume);
             let message = change.message(&cursor);
-            Message {
-                kind: message.kind(),
-                json: message.encode(),
-                cursor,
-                sse: None,
-                at: Some(change.at),
-            }
+            let (kind, json) = (message.kind(), message.encode());
+            Message::own(kind, cursor, json, Some(change.at))
         }
         Delivery::Resync { topic, current } => {
             transports.metrics.collapses.inc();
             let cursor = transports.hub.cursor(resume);
             match current {
-                Some(doc) => Message {
-                    kind: "snapshot",
-                    json: ServerMessage::Snapshot {
-                        topic: &doc.topic,
-                        rev: doc.rev,
-                        cursor: &cursor,
-                        doc: &doc.doc,
-                    }
-                    .encode(),
-                    cursor,
-                    sse: None,
-                    at: None,
-                },
-                None => Message {
-                    kind: "removed",
-                    json: ServerMessage::Removed {
+                Some(doc) => snapshot_message(&doc, &cursor),
+                None => {
+                    let json = ServerMessage::Removed {
                         topic: &topic,
                         rev: None,
                         cursor: &cursor,
                     }
-                    .encode(),
-                    cursor,
-                    sse: None,
-                    at: None,
-                },
+                    .encode();
+                    Message::own("removed", cursor, json, None)
+                }
             }
         }
     }

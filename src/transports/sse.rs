@@ -30,13 +30,6 @@ pub const PATH: &str = "/api/v1/events";
 /// Longest accepted query string.
 const MAX_QUERY: usize = 16 * 1024;
 
-/// A message's SSE event: the frame cached on a hub change, else made now.
-fn frame_of(m: &Message) -> Bytes {
-    m.sse
-        .clone()
-        .unwrap_or_else(|| sse::frame(&m.cursor, m.kind, &m.json))
-}
-
 struct Request {
     topics: Vec<String>,
     since: Option<String>,
@@ -250,7 +243,7 @@ impl Opening {
             return Some(retry);
         }
         if let Some(message) = self.initial.next() {
-            return Some(frame_of(&message));
+            return Some(message.sse_frame());
         }
         self.synced.take()
     }
@@ -339,7 +332,7 @@ impl EventStream {
         let metrics = &self.t.metrics;
         let mut count = 1;
         metrics.observe_delivery(first.at, now);
-        let mut chunk = frame_of(&first);
+        let mut chunk = first.sse_frame();
         let mut joined: Option<BytesMut> = None;
         while count < session::MAX_BATCH {
             let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
@@ -350,7 +343,7 @@ impl EventStream {
             };
             joined
                 .get_or_insert_with(|| BytesMut::from(&chunk[..]))
-                .extend_from_slice(&frame_of(&m));
+                .extend_from_slice(&m.sse_frame());
             metrics.observe_delivery(m.at, now);
             count += 1;
         }

@@ -81,7 +81,7 @@ impl Sub {
         let mut first = VecDeque::with_capacity(initial.len() + 2);
         first.push_back(subscribed);
         // By value: the snapshot frames are freed once sent, not kept for the session.
-        first.extend(initial.into_iter().map(|m| m.json));
+        first.extend(initial.into_iter().map(|m| m.json()));
         first.push_back(synced.message().encode());
         Self {
             id_json: serde_json::to_vec(&id).expect("strings encode").into(),
@@ -115,7 +115,7 @@ impl Sub {
             cx
         ));
         Poll::Ready((
-            protocol::with_subscription(&self.id_json, &message.json),
+            protocol::with_subscription(&self.id_json, &message.json()),
             message.at,
         ))
     }

@@ -301,6 +301,8 @@ impl Wire {
             }
             let mut batch = Batch::default();
             let mut frames = 0;
+            // The delivery lag's clock, read once per batch of live changes.
+            let mut now = None;
             while frames < session::MAX_BATCH {
                 match self.socket.poll_ready_unpin(cx) {
                     Poll::Pending => {
@@ -322,7 +324,10 @@ impl Wire {
                         };
                         batch.messages += 1;
                         batch.bytes += len;
-                        t.metrics.observe_delivery(at, chrono::Utc::now());
+                        if at.is_some() {
+                            let now = *now.get_or_insert_with(chrono::Utc::now);
+                            t.metrics.observe_delivery(at, now);
+                        }
                         Message::Text(text)
                     }
                 };

@@ -16,9 +16,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
+use axum::body::HttpBody;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Response, Uri, Version, header};
 use bytes::{Buf, Bytes, BytesMut};
-use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::transports::sse::{WriteTimeout, WrittenDirectly};
@@ -125,21 +125,26 @@ where
     I: AsyncRead + AsyncWrite + Unpin,
 {
     let (parts, body) = response.into_parts();
-    let length = axum::body::HttpBody::size_hint(&body).exact();
+    let length = HttpBody::size_hint(&body).exact();
     let limit = parts.extensions.get::<WriteTimeout>().cloned();
     let limit = limit.as_ref();
     within(limit, io.write_all(&encode_head(parts, length))).await?;
     let mut body = std::pin::pin!(body);
     loop {
-        let frame = tokio::select! {
-            frame = body.frame() => frame,
-            // Nothing to write: notice a client that hangs up at once.
-            () = peer_gone(io) => return Ok(()),
-        };
-        let data = match frame {
-            None => break,
-            Some(Err(e)) => return Err(std::io::Error::other(e)),
-            Some(Ok(frame)) => match frame.into_data() {
+        // The body first; only when it has nothing to write is the socket
+        // read, to notice a client that hangs up at once. While the stream
+        // is busy a gone client shows as a failed write.
+        let next = std::future::poll_fn(|cx| match body.as_mut().poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(Some(frame)),
+            Poll::Pending => poll_peer_gone(io, cx).map(|()| None),
+        })
+        .await;
+        let data = match next {
+            // The client is gone.
+            None => return Ok(()),
+            Some(None) => break,
+            Some(Some(Err(e))) => return Err(std::io::Error::other(e)),
+            Some(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) if !data.is_empty() => data,
                 _ => continue,
             },
@@ -219,11 +224,24 @@ fn encode_head(parts: axum::http::response::Parts, length: Option<u64>) -> Vec<u
     head
 }
 
-/// One chunk of a chunked body, in one vectored write where the socket
-/// takes it: size line, data, CRLF.
+/// Chunks up to this size are copied behind their size line and written
+/// with one plain write; larger ones are written vectored, uncopied. A
+/// `writev` of a small event cost about half a microsecond more than a
+/// `send` of it in the kernel (docs/BENCHMARKS.md, section 19): more than
+/// copying a few hundred bytes.
+const COPY_CHUNKS_UP_TO: usize = 16 * 1024;
+
+/// One chunk of a chunked body: size line, data, CRLF.
 async fn write_chunk<W: AsyncWrite + Unpin>(io: &mut W, mut data: Bytes) -> std::io::Result<()> {
     let mut line = [0u8; 18];
     let digits = hex(data.len(), &mut line);
+    if data.len() <= COPY_CHUNKS_UP_TO {
+        let mut chunk = Vec::with_capacity(digits + data.len() + 2);
+        chunk.extend_from_slice(&line[..digits]);
+        chunk.extend_from_slice(&data);
+        chunk.extend_from_slice(b"\r\n");
+        return io.write_all(&chunk).await;
+    }
     let mut size = &line[..digits];
     let mut tail: &[u8] = b"\r\n";
     while !(size.is_empty() && data.is_empty() && tail.is_empty()) {
@@ -254,22 +272,19 @@ fn hex(n: usize, out: &mut [u8; 18]) -> usize {
     digits + 2
 }
 
-/// Resolves when the client closes its side (or the socket fails); what it
-/// sends on a stream meanwhile is read and dropped.
-async fn peer_gone<I: AsyncRead + Unpin>(io: &mut I) {
-    std::future::poll_fn(|cx: &mut Context<'_>| {
-        let mut scratch = [0u8; 64];
-        loop {
-            let mut buf = ReadBuf::new(&mut scratch);
-            match Pin::new(&mut *io).poll_read(cx, &mut buf) {
-                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(()),
-                Poll::Ready(Ok(())) => continue,
-                Poll::Ready(Err(_)) => return Poll::Ready(()),
-                Poll::Pending => return Poll::Pending,
-            }
+/// Ready when the client has closed its side (or the socket failed); what
+/// it sends on a stream meanwhile is read and dropped.
+fn poll_peer_gone<I: AsyncRead + Unpin>(io: &mut I, cx: &mut Context<'_>) -> Poll<()> {
+    let mut scratch = [0u8; 64];
+    loop {
+        let mut buf = ReadBuf::new(&mut scratch);
+        match Pin::new(&mut *io).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(()),
+            Poll::Ready(Ok(())) => continue,
+            Poll::Ready(Err(_)) => return Poll::Ready(()),
+            Poll::Pending => return Poll::Pending,
         }
-    })
-    .await
+    }
 }
 
 /// A socket with bytes already read from it put back in front: hyper reads
@@ -416,5 +431,29 @@ mod tests {
         assert!(head.contains("\r\nconnection: close"), "{head}");
         assert!(head.contains("\r\ntransfer-encoding: chunked"), "{head}");
         assert_eq!(body, "9\r\ndata: 1\n\n\r\n6\r\n: hb\n\n\r\n0\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn small_chunks_are_copied_and_large_ones_written_vectored() {
+        for len in [
+            1,
+            COPY_CHUNKS_UP_TO,
+            COPY_CHUNKS_UP_TO + 1,
+            3 * COPY_CHUNKS_UP_TO,
+        ] {
+            let (mut client, mut server) = tokio::io::duplex(1024);
+            let data = Bytes::from(vec![b'x'; len]);
+            let reader = tokio::spawn(async move {
+                let mut all = Vec::new();
+                client.read_to_end(&mut all).await.unwrap();
+                all
+            });
+            write_chunk(&mut server, data).await.unwrap();
+            drop(server);
+            let mut expected = format!("{len:x}\r\n").into_bytes();
+            expected.extend(std::iter::repeat_n(b'x', len));
+            expected.extend_from_slice(b"\r\n");
+            assert!(reader.await.unwrap() == expected, "a chunk of {len} bytes");
+        }
     }
 }

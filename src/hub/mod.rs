@@ -347,13 +347,17 @@ impl Queue {
         self.floor.store(floor, Ordering::Release);
     }
 
-    fn pop(&self) -> Option<Arc<Change>> {
-        let mut q = self.state.lock();
-        let change = q.changes.pop_front();
+    /// The first queued change, and whether more were queued behind it.
+    fn pop(&self) -> Option<(Arc<Change>, bool)> {
+        Self::pop_from(&mut self.state.lock())
+    }
+
+    fn pop_from(q: &mut Queued) -> Option<(Arc<Change>, bool)> {
+        let change = q.changes.pop_front()?;
         if q.changes.is_empty() && q.changes.capacity() > KEEP_QUEUED {
             q.changes = VecDeque::new();
         }
-        change
+        Some((change, !q.changes.is_empty()))
     }
 }
 
@@ -750,6 +754,7 @@ impl Hub {
             resume: seq,
             queue,
             streamed_through: 0,
+            more_queued: false,
         }
     }
 
@@ -824,6 +829,8 @@ pub struct Subscription {
     /// before this position are the client's already (this replica was
     /// behind it), and are not delivered. 0: none.
     streamed_through: u64,
+    /// The last change taken from the queue had more queued behind it.
+    more_queued: bool,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -946,15 +953,38 @@ impl Subscription {
         Some(Delivery::Resync { topic, current })
     }
 
+    /// [`Subscription::try_next`] when the last delivery had more queued
+    /// behind it (or a resync is due), else None without looking again:
+    /// what a transport takes to write a batch, where a change that arrives
+    /// just now can as well go out with the next one. It costs no lock when
+    /// nothing was queued.
+    pub fn try_next_queued(&mut self) -> Option<Delivery> {
+        if !self.more_queued && self.queue.floor.load(Ordering::Acquire) == u64::MAX {
+            return None;
+        }
+        self.try_next()
+    }
+
     /// The next change in the queue, if any, noting where it may be resumed
     /// from: its own sequence, unless a topic fell behind before it.
     fn queued(&mut self) -> Option<Delivery> {
         loop {
-            let change = self.queue.pop()?;
-            if let Some(change) = self.received(change) {
-                return Some(Delivery::Change(change));
+            let taken = self.queue.pop();
+            if let Some(delivery) = self.taken(taken)? {
+                return Some(delivery);
             }
         }
+    }
+
+    /// A change taken from the queue (None when it was empty), as a
+    /// delivery unless the client has it already.
+    fn taken(&mut self, taken: Option<(Arc<Change>, bool)>) -> Option<Option<Delivery>> {
+        let Some((change, more)) = taken else {
+            self.more_queued = false;
+            return None;
+        };
+        self.more_queued = more;
+        Some(self.received(change).map(Delivery::Change))
     }
 
     /// Notes where a change taken from the queue may be resumed from; None
@@ -985,23 +1015,30 @@ impl Subscription {
     /// registered on the queue.
     pub fn poll_next(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Delivery> {
         loop {
-            if let Some(delivery) = self.try_next() {
+            // A resync is due: taken under the hub's lock.
+            if self.queue.floor.load(Ordering::Acquire) != u64::MAX
+                && let Some(delivery) = self.try_next()
+            {
                 return std::task::Poll::Ready(delivery);
             }
-            // Registered under the queue's lock, after looking again: a
-            // change queued since `try_next` looked is taken now, and one
-            // queued later finds the waker. A topic is marked behind only
-            // while the queue is full, so the queue wakes this task before
-            // any resync is due.
+            // Else one lock either takes the next change or registers the
+            // waker: a change queued later finds it. A topic is marked
+            // behind only while the queue is full, so the queue wakes this
+            // task before any resync is due.
             let mut q = self.queue.state.lock();
-            if !q.changes.is_empty() || !q.missed.is_empty() {
-                continue;
+            if q.changes.is_empty() && q.missed.is_empty() {
+                match &q.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => q.waker = Some(cx.waker().clone()),
+                }
+                self.more_queued = false;
+                return std::task::Poll::Pending;
             }
-            match &q.waker {
-                Some(w) if w.will_wake(cx.waker()) => {}
-                _ => q.waker = Some(cx.waker().clone()),
+            let taken = Queue::pop_from(&mut q);
+            drop(q);
+            if let Some(Some(delivery)) = self.taken(taken) {
+                return std::task::Poll::Ready(delivery);
             }
-            return std::task::Poll::Pending;
         }
     }
 }
@@ -1346,6 +1383,41 @@ mod tests {
         drop(sub);
         assert_eq!(hub.stats().subscriptions, 0);
         assert_eq!((hub.stats().index_entries, hub.stats().index_nodes), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_batch_takes_what_was_queued_behind_the_first_change() {
+        let hub = Hub::new(HubConfig::default());
+        let mut sub = hub.subscribe(patterns(&["**"]));
+        hub.put("apps/a/b/c", json!({"i": 1}));
+        hub.put("apps/a/b/c", json!({"i": 2}));
+        let rev = |d: Option<Delivery>| match d {
+            Some(Delivery::Change(c)) => Some(c.rev),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(rev(Some(sub.next().await)), Some(1));
+        assert_eq!(rev(sub.try_next_queued()), Some(2));
+        assert!(sub.try_next_queued().is_none(), "the queue is empty");
+        // A change queued after the last one was taken is not looked for
+        // (the batch is written without it), but the next poll gets it.
+        hub.put("apps/a/b/c", json!({"i": 3}));
+        assert!(sub.try_next_queued().is_none());
+        assert_eq!(rev(Some(sub.next().await)), Some(3));
+        // A resync that is due is part of the batch.
+        let hub = Hub::new(HubConfig {
+            subscriber_queue: 1,
+            ..HubConfig::default()
+        });
+        let mut sub = hub.subscribe(patterns(&["**"]));
+        for i in 0..3 {
+            hub.put("apps/a/b/c", json!({"i": i}));
+        }
+        assert_eq!(rev(Some(sub.next().await)), Some(1));
+        assert!(matches!(
+            sub.try_next_queued(),
+            Some(Delivery::Resync { current: Some(d), .. }) if d.rev == 3
+        ));
+        assert!(sub.try_next_queued().is_none());
     }
 
     #[tokio::test]

@@ -421,7 +421,9 @@ pub(super) fn poll_next<S: BorrowMut<Shaper>>(
     }
 }
 
-/// Like [`poll_next`], but only what is ready now (None: nothing queued).
+/// Like [`poll_next`], but only what was queued behind the last message
+/// ([`Subscription::try_next_queued`]; with a shaper, what it has ready):
+/// the rest of a batch. None: nothing more now.
 pub(super) fn try_next(
     transports: &Transports,
     subscription: &mut Subscription,
@@ -432,7 +434,7 @@ pub(super) fn try_next(
         return try_next_shaped(transports, subscription, principal, shaper);
     }
     loop {
-        let delivery = subscription.try_next()?;
+        let delivery = subscription.try_next_queued()?;
         if visible(principal, &delivery) {
             return Some(message(transports, delivery, subscription.resume_seq()));
         }

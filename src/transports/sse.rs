@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -269,6 +269,8 @@ impl EventStream {
             synced: Some(sse::message_frame(&synced.cursor, &synced.message())),
         };
         let mut heartbeat = tokio::time::interval(t.config.heartbeat);
+        // Ticks missed while the stream was busy are not made up for.
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.reset();
         let recheck =
             session::recheck_at(&principal).map(|at| Box::pin(tokio::time::sleep_until(at)));
@@ -308,21 +310,22 @@ impl EventStream {
             self.ended = true;
             return Poll::Ready(Some(self.sent(error, 1)));
         }
+        let (t, principal) = (&self.t, &self.principal);
+        let shaping = self.shaping.as_mut();
+        if let Poll::Ready(first) =
+            session::poll_next(t, &mut self.subscription, principal, shaping, cx)
+        {
+            return Poll::Ready(Some(self.batch(first)));
+        }
+        // Idle: the heartbeat timer is looked at only now (a stream that
+        // carries messages needs none), and a tick skips the heartbeat when
+        // messages went out since the last one.
         while self.heartbeat.poll_tick(cx).is_ready() {
             if !std::mem::take(&mut self.busy) {
                 return Poll::Ready(Some(self.sent(Bytes::from_static(sse::HEARTBEAT), 1)));
             }
         }
-        let (t, principal) = (&self.t, &self.principal);
-        let shaping = self.shaping.as_mut();
-        let first = ready!(session::poll_next(
-            t,
-            &mut self.subscription,
-            principal,
-            shaping,
-            cx
-        ));
-        Poll::Ready(Some(self.batch(first)))
+        Poll::Pending
     }
 
     /// `first` and every message already queued behind it (up to

@@ -210,7 +210,7 @@ struct EventStream {
     shaping: Option<Shaping<Box<Shaper>>>,
     /// `retry:`, then the initial messages, then `synced`.
     opening: Option<Box<Opening>>,
-    heartbeat: tokio::time::Interval,
+    heartbeat: Heartbeat,
     /// Messages went out since the last heartbeat tick: the next one is
     /// not needed (a stream that carries changes is not idle, and a
     /// thousand streams opened together would otherwise all write their
@@ -225,6 +225,54 @@ struct EventStream {
     credential: Credential,
     ended: bool,
     _admitted: Admitted,
+}
+
+/// The heartbeat's timer, ticking every `period` (a tick missed while the
+/// stream was busy is not made up for). A stream goes idle after every
+/// message it writes, so the timer is asked on every delivery; polling
+/// tokio's timer each time cost about 2 % of the server's CPU at 1 000
+/// subscribers (docs/BENCHMARKS.md, section 19). It is polled only when
+/// its deadline has passed or another task polls the stream: otherwise it
+/// holds this task's waker already.
+struct Heartbeat {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    period: std::time::Duration,
+    /// The waker the timer was last polled with, while it is pending.
+    registered: Option<std::task::Waker>,
+}
+
+impl Heartbeat {
+    fn new(period: std::time::Duration) -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep(period)),
+            period,
+            registered: None,
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let registered = self
+            .registered
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()));
+        if registered && tokio::time::Instant::now() < self.sleep.deadline() {
+            return Poll::Pending;
+        }
+        match self.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.registered = None;
+                let next = tokio::time::Instant::now() + self.period;
+                self.sleep.as_mut().reset(next);
+                Poll::Ready(())
+            }
+            Poll::Pending => {
+                if !registered {
+                    self.registered = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
 }
 
 type Renewing = Pin<Box<dyn Future<Output = Result<Principal, session::Revoked>> + Send>>;
@@ -268,10 +316,7 @@ impl EventStream {
             initial: initial.into_iter(),
             synced: Some(sse::message_frame(&synced.cursor, &synced.message())),
         };
-        let mut heartbeat = tokio::time::interval(t.config.heartbeat);
-        // Ticks missed while the stream was busy are not made up for.
-        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        heartbeat.reset();
+        let heartbeat = Heartbeat::new(t.config.heartbeat);
         let recheck =
             session::recheck_at(&principal).map(|at| Box::pin(tokio::time::sleep_until(at)));
         t.metrics.sse_sessions.inc();
@@ -320,7 +365,7 @@ impl EventStream {
         // Idle: the heartbeat timer is looked at only now (a stream that
         // carries messages needs none), and a tick skips the heartbeat when
         // messages went out since the last one.
-        while self.heartbeat.poll_tick(cx).is_ready() {
+        while self.heartbeat.poll(cx).is_ready() {
             if !std::mem::take(&mut self.busy) {
                 return Poll::Ready(Some(self.sent(Bytes::from_static(sse::HEARTBEAT), 1)));
             }
@@ -434,6 +479,34 @@ impl Drop for EventStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn ticked(heartbeat: &mut Heartbeat) -> bool {
+        std::future::poll_fn(|cx| Poll::Ready(heartbeat.poll(cx).is_ready())).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_heartbeat_ticks_once_per_period_and_wakes_its_task() {
+        use std::time::Duration;
+        let mut heartbeat = Heartbeat::new(Duration::from_secs(10));
+        assert!(!ticked(&mut heartbeat).await);
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(!ticked(&mut heartbeat).await);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(ticked(&mut heartbeat).await);
+        assert!(
+            !ticked(&mut heartbeat).await,
+            "the next tick is a period away"
+        );
+        // Ticks missed meanwhile (a busy stream) are not made up for.
+        tokio::time::advance(Duration::from_secs(35)).await;
+        assert!(ticked(&mut heartbeat).await);
+        assert!(!ticked(&mut heartbeat).await);
+        // Not polled again before its deadline, the timer still wakes the
+        // task that polled it last.
+        let tick = std::future::poll_fn(|cx| heartbeat.poll(cx));
+        let woken = tokio::time::timeout(Duration::from_secs(11), tick).await;
+        assert!(woken.is_ok(), "the heartbeat woke its task");
+    }
 
     #[test]
     fn queries() {

@@ -81,9 +81,19 @@ impl WatchOptions {
     }
 }
 
+/// One watch event as the apiserver writes it: `type` before `object`
+/// (Go's field order). Clients decode an event in one pass only in this
+/// order: serde's adjacently tagged `WatchEvent` (kube-rs) buffers a whole
+/// object that comes before its tag.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    object: &'a Value,
+}
+
 fn line(kind: &str, object: &Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(&json!({"type": kind, "object": object}))
-        .expect("JSON values always encode");
+    let mut bytes = serde_json::to_vec(&Line { kind, object }).expect("JSON values always encode");
     bytes.push(b'\n');
     Bytes::from(bytes)
 }
@@ -288,6 +298,15 @@ mod tests {
 
     fn cm(ns: &str, app: &str) -> Value {
         json!({"metadata": {"name": "a", "namespace": ns, "labels": {"app": app}}})
+    }
+
+    #[test]
+    fn an_event_line_has_its_type_before_its_object() {
+        let line = line("MODIFIED", &json!({"metadata": {"name": "a"}}));
+        assert_eq!(
+            &line[..],
+            b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n"
+        );
     }
 
     #[test]

@@ -453,7 +453,8 @@ async fn a_subscriber_resumes_on_another_replica_from_its_cursor() {
 /// write reaches the member), and its progress shows on all three replicas
 /// (REST and a WebSocket subscriber on `tasks/{id}` on each); the app's
 /// transitional state shows everywhere too. Cancelling a task on a third
-/// replica stops it where it runs.
+/// replica stops it where it runs. A replica started afterwards lists every
+/// task as soon as it serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhere() {
     let Some(nats) = nats().await else {
@@ -596,10 +597,30 @@ async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhe
             r.id, t["status"], t["message"]
         );
     }
+
+    // A replica started now lists every task stored before it, as soon as
+    // it serves: its watch of the bucket begins with what the bucket holds.
+    let late = replica("r4", &host, &sims, &nats).await;
+    let listed = rest(&late.url, "/api/v1/tasks").await.unwrap();
+    let statuses: BTreeMap<&str, &str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| Some((t["id"].as_str()?, t["status"].as_str()?)))
+        .collect();
+    assert_eq!(
+        statuses,
+        BTreeMap::from([
+            (id.as_str(), "Succeeded"),
+            (start_id.as_str(), "Cancelled"),
+            (again_id.as_str(), "Succeeded"),
+        ]),
+        "the tasks listed by a replica started after them"
+    );
     for sub in subs {
         sub.task.abort();
     }
-    for r in rest_of {
+    for r in rest_of.into_iter().chain([&late]) {
         r.token.cancel();
         r.gateway.stop().await;
     }

@@ -172,11 +172,10 @@ async fn watch(store: Arc<NatsTaskStore>, current: tokio::sync::oneshot::Sender<
     let mut backoff = Duration::from_millis(250);
     let mut from = 0u64;
     while !store.stop.is_cancelled() {
-        let opened = if from == 0 {
-            store.kv.watch_all().await
-        } else {
-            store.kv.watch_all_from_revision(from + 1).await
-        };
+        // From the first revision not read yet: at first every entry the
+        // bucket holds (one per key), after a broken watch what it missed.
+        // (`watch_all` would bring only entries written from now on.)
+        let opened = store.kv.watch_all_from_revision(from + 1).await;
         let mut entries = match opened {
             Ok(entries) => entries,
             Err(e) => {

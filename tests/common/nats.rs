@@ -186,6 +186,7 @@ pub(crate) async fn nats_cluster() -> Option<NatsCluster> {
     for i in 0..3 {
         cluster.wait_healthy(i).await;
     }
+    cluster.wait_formed().await;
     Some(cluster)
 }
 
@@ -260,6 +261,27 @@ impl NatsCluster {
             let jsz = self.monitor(i, "/jsz").await?;
             let leader = jsz["meta_cluster"]["leader"].as_str().unwrap_or_default();
             (healthy && !leader.is_empty()).then_some(())
+        })
+        .await;
+    }
+
+    /// Until the JetStream meta leader counts every other server as a
+    /// current peer: before that, a stream with a copy on each server may
+    /// not be placed within the client's request timeout.
+    async fn wait_formed(&self) {
+        let others = self.nodes.len() - 1;
+        eventually(WITHIN, "every server a current JetStream peer", || async {
+            for i in 0..self.nodes.len() {
+                let jsz = self.monitor(i, "/jsz").await?;
+                let meta = &jsz["meta_cluster"];
+                if meta["leader"].as_str() != Some(self.nodes[i].name.as_str()) {
+                    continue;
+                }
+                let peers = meta["replicas"].as_array()?;
+                let current = peers.iter().filter(|p| p["current"] == true).count();
+                return (current == others).then_some(());
+            }
+            None
         })
         .await;
     }

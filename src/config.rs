@@ -6,9 +6,8 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::names::{cluster_name_for_context, valid_name};
@@ -25,7 +24,7 @@ pub struct FileConfig {
     pub clusters: Vec<ClusterSpec>,
     /// Members and sync registries also from Karpor's apiserver
     /// (`--karpor-kubeconfig`, `--karpor-context`, `--karpor-allow-exec` win).
-    pub karpor: Option<crate::karpor::KarporFile>,
+    pub karpor: Option<KarporFile>,
     /// Several replicas: the host cluster whose Leases decide which replica
     /// runs which member (`--lease-kubeconfig`, `--lease-namespace`,
     /// `--lease-duration` win).
@@ -70,7 +69,23 @@ pub struct FileConfig {
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
     /// `x-forwarded-for` (default) or `forwarded` (`--forwarded-header` wins).
-    pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
+    pub forwarded_header: Option<crate::http_settings::ForwardedHeader>,
+}
+
+/// The `karpor:` block of the file (docs/KARPOR.md; flags win).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KarporFile {
+    /// Kubeconfig of Karpor's apiserver (ConfigMap `karpor-kubeconfig`, key `config`).
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of that kubeconfig; its current context when absent.
+    pub context: Option<String>,
+    /// Run exec credential plugins named by Karpor's Cluster objects.
+    #[serde(default)]
+    pub allow_exec: bool,
+    /// Only read Karpor: write no status onto its objects.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// The `leases:` block of the file (docs/SCALE-OUT.md).
@@ -148,10 +163,10 @@ pub struct ConnectionsFile {
     pub max_sockets: Option<usize>,
     /// Filled from the top-level `trustedProxies` by [`FileConfig::connections_file`].
     #[serde(skip)]
-    pub trusted_proxies: Vec<crate::client_ip::Cidr>,
+    pub trusted_proxies: Vec<crate::http_settings::Cidr>,
     /// Filled from the top-level `forwardedHeader`.
     #[serde(skip)]
-    pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
+    pub forwarded_header: Option<crate::http_settings::ForwardedHeader>,
 }
 
 impl ConnectionsFile {
@@ -235,18 +250,6 @@ impl ProbeSettings {
 }
 
 impl FileConfig {
-    /// The failure throttle's limits this file sets (defaults where it does not).
-    pub fn auth_failure_limits(&self) -> crate::auth::FailureLimits {
-        let defaults = crate::auth::FailureLimits::default();
-        crate::auth::FailureLimits {
-            per_ip: self.auth_failures.max_per_ip.unwrap_or(defaults.per_ip),
-            window: self
-                .auth_failures
-                .window_seconds
-                .map_or(defaults.window, std::time::Duration::from_secs),
-        }
-    }
-
     /// The `connections:` block with the trusted proxies (validated by [`load_file`]).
     pub fn connections_file(&self) -> ConnectionsFile {
         ConnectionsFile {
@@ -257,37 +260,6 @@ impl FileConfig {
                 .collect(),
             forwarded_header: self.forwarded_header,
             ..self.connections.clone()
-        }
-    }
-
-    /// The pipeline settings this file describes (validated by [`load_file`]).
-    pub fn pipeline(&self) -> crate::pipeline::PipelineConfig {
-        let mut source = crate::sources::SourceConfig {
-            probe_interval: std::time::Duration::from_secs(self.probe.interval_seconds),
-            probe_timeout: std::time::Duration::from_secs(self.probe.timeout_seconds),
-            ..Default::default()
-        };
-        if let Some(label) = &self.app_label {
-            source.app_label = label.clone();
-        }
-        source.pod_watch = self.pod_watch.clone();
-        crate::pipeline::PipelineConfig {
-            source,
-            thresholds: crate::status::cluster::Thresholds {
-                success: self.probe.success_threshold,
-                failure: self.probe.failure_threshold,
-            },
-            registries: self.sync_registries.clone(),
-            hub: crate::hub::HubConfig {
-                log_bytes: self
-                    .replay_log_bytes
-                    .unwrap_or(crate::hub::DEFAULT_LOG_BYTES),
-                ..Default::default()
-            },
-            app_retention: self.app_retention_seconds.map_or(
-                crate::engine::DEFAULT_APP_RETENTION,
-                std::time::Duration::from_secs,
-            ),
         }
     }
 }
@@ -350,7 +322,7 @@ impl ClusterSpec {
 
     /// Every file the member names exists and can be read now, rather than
     /// when its client first needs it (after the gateway listens).
-    fn check_files(&self) -> std::result::Result<(), String> {
+    pub(crate) fn check_files(&self) -> std::result::Result<(), String> {
         let files = [
             ("kubeconfig", &self.kubeconfig),
             ("caFile", &self.ca_file),
@@ -368,48 +340,6 @@ impl ClusterSpec {
             }
         }
         Ok(())
-    }
-
-    /// The kube-rs configuration for this member, after checking that the
-    /// files it names can be read.
-    pub async fn kube_config(&self) -> Result<kube::Config> {
-        let cluster_err = |message: String| Error::Cluster {
-            cluster: self.name.clone(),
-            message,
-        };
-        self.check_files().map_err(Error::Settings)?;
-        if let Some(path) = &self.kubeconfig {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
-            let options = KubeConfigOptions {
-                context: self.context.clone(),
-                ..Default::default()
-            };
-            return kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(Error::Kubeconfig);
-        }
-        let server = self.server.clone().unwrap_or_default();
-        let path_str = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
-        let document = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": self.name, "cluster": {
-                "server": server,
-                "certificate-authority": path_str(&self.ca_file),
-                "insecure-skip-tls-verify": self.insecure_skip_tls_verify,
-            }}],
-            "users": [{"name": self.name, "user": {
-                "token": self.token,
-                "tokenFile": path_str(&self.token_file),
-            }}],
-            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": self.name}}],
-            "current-context": self.name,
-        });
-        let kubeconfig: Kubeconfig = serde_json::from_value(document)
-            .map_err(|e| cluster_err(format!("cannot build a client configuration: {e}")))?;
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(Error::Kubeconfig)
     }
 }
 
@@ -435,19 +365,6 @@ impl std::fmt::Debug for ClusterSpec {
             .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
             .finish()
     }
-}
-
-/// Each member's client configuration, resolved (kubeconfig files read,
-/// URLs and credentials checked).
-pub async fn members(clusters: &[ClusterSpec]) -> Result<Vec<crate::pipeline::Member>> {
-    let mut members = Vec::with_capacity(clusters.len());
-    for spec in clusters {
-        members.push(crate::pipeline::Member {
-            name: spec.name.clone(),
-            config: spec.kube_config().await?,
-        });
-    }
-    Ok(members)
 }
 
 fn check_unique(clusters: &[ClusterSpec], path: &Path) -> Result<()> {
@@ -519,12 +436,12 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
         }
     }
     for host in &config.allowed_hosts {
-        crate::guard::validate_allowed_host(host)
+        crate::http_settings::validate_allowed_host(host)
             .map_err(|message| invalid(format!("allowedHosts: {message}")))?;
     }
     config.connections.validate().map_err(invalid)?;
     for (i, cidr) in config.trusted_proxies.iter().enumerate() {
-        cidr.parse::<crate::client_ip::Cidr>()
+        cidr.parse::<crate::http_settings::Cidr>()
             .map_err(|e| invalid(format!("trustedProxies[{i}]: {e}")))?;
     }
     for endpoint in &config.health.storage {
@@ -588,23 +505,33 @@ pub fn from_kubeconfig(path: &Path, contexts: &[String]) -> Result<Vec<ClusterSp
     Ok(clusters)
 }
 
+/// Files for the tests of the file format and of those who read it.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use std::path::{Path, PathBuf};
 
-    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    /// Writes `text` to `dir/name`.
+    pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    fn tempdir() -> PathBuf {
+    /// A new directory under the system's temporary directory.
+    pub(crate) fn tempdir() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("kube-pulse-config-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
 
-    const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u1\n  user: {token: abc}\ncontexts:\n- name: Prod_EU\n  context: {cluster: c1, user: u1}\n- name: dev\n  context: {cluster: c1, user: u1}\ncurrent-context: dev\n";
+    /// A kubeconfig with contexts `Prod_EU` and `dev` (current) on one cluster.
+    pub(crate) const KUBECONFIG: &str = "apiVersion: v1\nkind: Config\nclusters:\n- name: c1\n  cluster: {server: 'http://127.0.0.1:1'}\nusers:\n- name: u1\n  user: {token: abc}\ncontexts:\n- name: Prod_EU\n  context: {cluster: c1, user: u1}\n- name: dev\n  context: {cluster: c1, user: u1}\ncurrent-context: dev\n";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{KUBECONFIG, tempdir, write};
+    use super::*;
 
     #[test]
     fn with_karpor_the_file_may_have_no_clusters_and_name_karpors() {
@@ -752,27 +679,7 @@ mod tests {
         let config = load_file(&path).unwrap();
         assert_eq!(config.clusters.len(), 3);
         assert_eq!(config.sync_registries.len(), 2);
-        let pipeline = config.pipeline();
-        assert_eq!(
-            pipeline.source.probe_interval,
-            std::time::Duration::from_secs(5)
-        );
-        assert_eq!(pipeline.thresholds.failure, 2);
-        assert_eq!(pipeline.hub.log_bytes, 64 << 20);
-        assert_eq!(pipeline.app_retention, std::time::Duration::from_secs(600));
         assert_eq!(config.allowed_hosts.len(), 2);
-        assert_eq!(
-            config.auth_failure_limits(),
-            crate::auth::FailureLimits::default()
-        );
-        assert_eq!(
-            crate::sources::resources_for("prod-eu", &pipeline.registries).len(),
-            2
-        );
-        assert_eq!(
-            crate::sources::resources_for("lab", &pipeline.registries).len(),
-            1
-        );
     }
 
     #[test]
@@ -808,59 +715,5 @@ mod tests {
             shown.contains("<redacted>") && shown.contains("edge:6443"),
             "{shown}"
         );
-    }
-
-    #[tokio::test]
-    async fn unreadable_files_are_named_before_anything_starts() {
-        let dir = tempdir();
-        let cases = [
-            (
-                "clusters:\n- {name: a, server: 'https://x', caFile: /nonexistent/ca.pem}\n",
-                "cluster \"a\": caFile /nonexistent/ca.pem cannot be read: No such file",
-            ),
-            (
-                "clusters:\n- {name: a, server: 'https://x', tokenFile: /nonexistent/token}\n",
-                "cluster \"a\": tokenFile /nonexistent/token cannot be read",
-            ),
-            (
-                "clusters:\n- {name: a, kubeconfig: /nonexistent/kc}\n",
-                "cluster \"a\": kubeconfig /nonexistent/kc cannot be read",
-            ),
-        ];
-        for (i, (text, want)) in cases.iter().enumerate() {
-            let path = write(&dir, &format!("f{i}.yaml"), text);
-            let config = load_file(&path).unwrap();
-            let err = members(&config.clusters).await.unwrap_err().to_string();
-            assert!(err.contains(want), "case {i}: {err}");
-            assert!(!err.contains("'\""), "one set of quotes: {err}");
-        }
-        let err = from_kubeconfig(&dir.join("missing"), &[])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("cannot read ") && !err.contains("'\""),
-            "{err}"
-        );
-    }
-
-    #[tokio::test]
-    async fn specs_build_kube_configs() {
-        let dir = tempdir();
-        let path = write(&dir, "kubeconfig", KUBECONFIG);
-        let spec = &from_kubeconfig(&path, &["dev".into()]).unwrap()[0];
-        let config = spec.kube_config().await.unwrap();
-        assert_eq!(config.cluster_url.to_string(), "http://127.0.0.1:1/");
-        let direct = ClusterSpec {
-            name: "edge".into(),
-            kubeconfig: None,
-            context: None,
-            server: Some("http://127.0.0.1:2".into()),
-            token: Some("t0k".into()),
-            token_file: None,
-            ca_file: None,
-            insecure_skip_tls_verify: false,
-        };
-        let config = direct.kube_config().await.unwrap();
-        assert_eq!(config.cluster_url.to_string(), "http://127.0.0.1:2/");
     }
 }

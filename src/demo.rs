@@ -132,7 +132,7 @@ pub fn sim_routes(clusters: &[SimCluster], auth: Arc<crate::auth::Auth>) -> Rout
         );
     }
     router
-        .route_layer(axum::middleware::from_fn(crate::guard::require_json))
+        .route_layer(axum::middleware::from_fn(crate::http::guard::require_json))
         .route_layer(axum::middleware::from_fn_with_state(
             auth,
             crate::auth::require_admin,

@@ -11,36 +11,28 @@
 pub mod auth;
 mod classify;
 pub mod cli;
-pub mod client_ip;
 pub mod config;
-pub mod connections;
 #[cfg(feature = "demo")]
 pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod gateway;
-pub mod guard;
 pub mod health;
-pub mod http_server;
+pub mod http;
+pub mod http_settings;
 pub mod hub;
 pub mod karpor;
-pub mod members;
 pub mod metrics;
 mod names;
 pub mod pipeline;
 pub mod protocol;
-mod query;
-pub mod rest;
-pub mod router;
 pub mod scale;
 pub mod shutdown;
 pub mod sources;
 pub mod status;
-mod stream_conn;
 pub mod tasks;
 pub mod telemetry;
 pub mod transports;
-pub mod web;
 
 #[cfg(test)]
 mod fuzz;

@@ -4,8 +4,9 @@
 use clap::Parser;
 use kube_pulse::cli::{Cli, Command};
 use kube_pulse::gateway::Gateway;
-use kube_pulse::members::reload::Reloader;
-use kube_pulse::{http_server, shutdown, telemetry};
+use kube_pulse::http::server;
+use kube_pulse::pipeline::reload::Reloader;
+use kube_pulse::{shutdown, telemetry};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
@@ -30,7 +31,7 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
         Command::Demo(args) => {
             let (addr, options) = args.resolve()?;
             let demo = kube_pulse::demo::Demo::start(options, &shutdown).await?;
-            let listener = http_server::bind(addr).await?;
+            let listener = server::bind(addr).await?;
             println!("{}", demo.gateway().listening("kube-pulse demo", &listener));
             if let Some(karpor) = demo.karpor_url() {
                 println!(
@@ -54,7 +55,7 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
                 let reloader = Reloader::new(source, gateway.member_union().clone()).await;
                 reloader.spawn(args.reload_interval(), shutdown.clone())?;
             }
-            let listener = http_server::bind(addr).await?;
+            let listener = server::bind(addr).await?;
             println!("{}", gateway.listening("kube-pulse", &listener));
             gateway.serve(listener, axum::Router::new()).await
         }

@@ -34,6 +34,19 @@ impl Default for FailureLimits {
     }
 }
 
+impl FailureLimits {
+    /// The limits the `--config` file's `authFailures` sets (defaults where it does not).
+    pub fn from_file(file: &crate::config::AuthFailureSettings) -> Self {
+        let defaults = Self::default();
+        Self {
+            per_ip: file.max_per_ip.unwrap_or(defaults.per_ip),
+            window: file
+                .window_seconds
+                .map_or(defaults.window, Duration::from_secs),
+        }
+    }
+}
+
 /// An address's failures in its current window.
 #[derive(Debug, Clone, Copy)]
 struct Failures {
@@ -125,6 +138,17 @@ impl FailureThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_example_keeps_the_default_limits() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/config.example.yaml");
+        let file = crate::config::load_file(&path).unwrap();
+        assert_eq!(
+            FailureLimits::from_file(&file.auth_failures),
+            FailureLimits::default()
+        );
+    }
 
     #[test]
     fn an_address_is_refused_past_its_failures_until_the_window_ends() {

@@ -192,10 +192,10 @@ pub struct ConnectionArgs {
         env = "KUBE_PULSE_TRUSTED_PROXIES",
         value_delimiter = ','
     )]
-    pub trusted_proxies: Vec<crate::client_ip::Cidr>,
+    pub trusted_proxies: Vec<crate::http_settings::Cidr>,
     /// The header trusted proxies name the client in [default: x-forwarded-for].
     #[arg(long, value_enum)]
-    pub forwarded_header: Option<crate::client_ip::ForwardedHeader>,
+    pub forwarded_header: Option<crate::http_settings::ForwardedHeader>,
 }
 
 fn seconds() -> clap::builder::RangedU64ValueParser<u64> {
@@ -204,13 +204,13 @@ fn seconds() -> clap::builder::RangedU64ValueParser<u64> {
 
 impl ConnectionArgs {
     /// The connection settings of these flags over `file`'s (flags win);
-    /// the per-IP cap defaults to `sessions_per_ip` + [`SPARE_PER_IP`](crate::connections::SPARE_PER_IP).
+    /// the per-IP cap defaults to `sessions_per_ip` + [`SPARE_PER_IP`](crate::http::connections::SPARE_PER_IP).
     pub fn to_settings(
         &self,
         file: &config::ConnectionsFile,
         sessions_per_ip: usize,
-    ) -> crate::connections::ConnectionSettings {
-        let defaults = crate::connections::ConnectionSettings::default();
+    ) -> crate::http::connections::ConnectionSettings {
+        let defaults = crate::http::connections::ConnectionSettings::default();
         let secs = |flag: Option<u64>, file: Option<u64>, default| {
             flag.or(file)
                 .map_or(default, std::time::Duration::from_secs)
@@ -221,7 +221,7 @@ impl ConnectionArgs {
         } else {
             self.trusted_proxies.clone()
         };
-        crate::connections::ConnectionSettings {
+        crate::http::connections::ConnectionSettings {
             header_read_timeout: secs(
                 self.header_read_timeout,
                 file.header_read_timeout_seconds,
@@ -238,9 +238,9 @@ impl ConnectionArgs {
                 defaults.idle_timeout,
             ),
             max_per_ip: count(self.max_sockets_per_ip, file.max_sockets_per_ip)
-                .unwrap_or(sessions_per_ip.max(1) + crate::connections::SPARE_PER_IP),
+                .unwrap_or(sessions_per_ip.max(1) + crate::http::connections::SPARE_PER_IP),
             max_total: count(self.max_sockets, file.max_sockets),
-            trusted_proxies: crate::client_ip::TrustedProxies {
+            trusted_proxies: crate::http::client_ip::TrustedProxies {
                 cidrs: trusted,
                 header: self
                     .forwarded_header
@@ -252,11 +252,11 @@ impl ConnectionArgs {
 }
 
 fn parse_allowed_host(raw: &str) -> Result<String, String> {
-    crate::guard::validate_allowed_host(raw).map(|()| raw.to_string())
+    crate::http_settings::validate_allowed_host(raw).map(|()| raw.to_string())
 }
 
 fn parse_base_path(raw: &str) -> Result<String, String> {
-    crate::web::validate_base_path(raw).map(|()| raw.to_string())
+    crate::http::web::validate_base_path(raw).map(|()| raw.to_string())
 }
 
 impl PushArgs {
@@ -385,8 +385,8 @@ impl SecurityArgs {
     }
 
     /// TLS when both a certificate and a key are given (reloaded every 10 s).
-    pub fn tls(&self) -> Option<crate::http_server::TlsSettings> {
-        Some(crate::http_server::TlsSettings {
+    pub fn tls(&self) -> Option<crate::http::server::TlsSettings> {
+        Some(crate::http::server::TlsSettings {
             cert: self.tls_cert.clone()?,
             key: self.tls_key.clone()?,
             reload_every: std::time::Duration::from_secs(10),
@@ -512,10 +512,10 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// Where the members come from, to re-read on SIGHUP and file changes.
-    pub fn member_source(&self) -> Option<crate::members::MemberSource> {
+    pub fn member_source(&self) -> Option<crate::pipeline::MemberSource> {
         match (&self.config, &self.kubeconfig) {
-            (Some(path), _) => Some(crate::members::MemberSource::File(path.clone())),
-            (None, Some(path)) => Some(crate::members::MemberSource::Kubeconfig {
+            (Some(path), _) => Some(crate::pipeline::MemberSource::File(path.clone())),
+            (None, Some(path)) => Some(crate::pipeline::MemberSource::Kubeconfig {
                 path: path.clone(),
                 contexts: self.contexts.clone(),
             }),
@@ -528,7 +528,7 @@ impl ServeArgs {
     /// readable now; Karpor itself may answer later.
     pub fn karpor(
         &self,
-        file: Option<&crate::karpor::KarporFile>,
+        file: Option<&crate::config::KarporFile>,
     ) -> Result<Option<crate::karpor::KarporSettings>> {
         let file = file.cloned().unwrap_or_default();
         let Some(kubeconfig) = self.karpor_kubeconfig.clone().or(file.kubeconfig) else {
@@ -679,8 +679,8 @@ impl ServeArgs {
         ) {
             (Some(path), _) => {
                 let file = config::load_file(path)?;
-                auth_failures = file.auth_failure_limits();
-                let pipeline = file.pipeline();
+                auth_failures = crate::auth::FailureLimits::from_file(&file.auth_failures);
+                let pipeline = crate::pipeline::PipelineConfig::from_file(&file);
                 let connections = file.connections_file();
                 file_hosts = file.allowed_hosts;
                 karpor_file = file.karpor;
@@ -731,7 +731,7 @@ impl ServeArgs {
         }
         gateway.connections =
             (self.push.connections).to_settings(&connections, self.push.max_connections_per_ip);
-        gateway.members = config::members(&clusters).await?;
+        gateway.members = crate::pipeline::members(&clusters).await?;
         gateway.karpor = self.karpor(karpor_file.as_ref())?;
         gateway.leases = self.leases(leases_file.as_ref()).await?;
         gateway.nats = self.nats(nats_file.as_ref())?;

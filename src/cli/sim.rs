@@ -194,7 +194,7 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
     // Both listeners are bound before the first line is printed, so
     // whoever waits for it can use either at once.
     let control_listener = match args.control_listen {
-        Some(addr) => Some(crate::http_server::bind(addr).await?),
+        Some(addr) => Some(crate::http::server::bind(addr).await?),
         None => None,
     };
     if args.karpor {
@@ -215,7 +215,7 @@ pub async fn run(args: SimArgs, shutdown: CancellationToken) -> Result<()> {
             // The same paths as on the cluster's own port (docs/SIMULATOR.md).
             let app = axum::Router::new().nest("/_sim", cluster.control_router());
             let token = shutdown.clone();
-            Some(tokio::spawn(crate::http_server::serve(
+            Some(tokio::spawn(crate::http::server::serve(
                 listener, app, None, token,
             )))
         }

@@ -1,10 +1,8 @@
-//! The built-in checks, mapped from the seed's components: `Ping` (the
-//! process answers), `Server` (the engine that feeds the hub runs and keeps
-//! up), `Syncer` (every member cluster has answered and its watches run; a
-//! member that is down is reported in its status, not here) and `Storage`
-//! (configured external stores, as HTTP checks).
+//! The checks that need nothing of the gateway: `Ping` (the process
+//! answers) and `Storage` (configured external stores, as HTTP checks).
+//! `Server` and `Syncer`, which read the running gateway, live beside the
+//! composition root (src/gateway/checks.rs).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -12,8 +10,6 @@ use http_body_util::BodyExt;
 use serde::Deserialize;
 
 use super::Check;
-use crate::pipeline::Pipeline;
-use crate::tasks::Tasks;
 
 /// `Ping`: the process answers.
 #[derive(Debug)]
@@ -25,55 +21,6 @@ impl Check for Ping {
     }
     fn check(&self) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async { Ok(()) })
-    }
-}
-
-/// `Server`: the engine runs and its observation queue is not saturated,
-/// and the task store answers.
-pub(crate) struct Server {
-    pub(crate) pipeline: Arc<Pipeline>,
-    pub(crate) tasks: Option<Arc<Tasks>>,
-}
-
-impl Check for Server {
-    fn name(&self) -> &str {
-        "Server"
-    }
-    fn check(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            self.pipeline.check_engine()?;
-            match &self.tasks {
-                Some(tasks) => tasks.check().await,
-                None => Ok(()),
-            }
-        })
-    }
-}
-
-/// `Syncer`: every member cluster has an answer and its watches run.
-pub(crate) struct Syncer(pub(crate) Arc<Pipeline>);
-
-impl Check for Syncer {
-    fn name(&self) -> &str {
-        "Syncer"
-    }
-    fn check(&self) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move { self.0.check_syncer().await })
-    }
-    fn problems(&self) -> BoxFuture<'_, Result<(), Vec<super::Problem>>> {
-        Box::pin(async move {
-            let problems = self.0.syncer_problems().await;
-            if problems.is_empty() {
-                return Ok(());
-            }
-            Err(problems
-                .into_iter()
-                .map(|(cluster, text)| super::Problem {
-                    cluster: Some(cluster),
-                    text,
-                })
-                .collect())
-        })
     }
 }
 

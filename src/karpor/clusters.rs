@@ -376,8 +376,8 @@ mod tests {
             .service_account_token = "t2".into();
         let again = convert(&[changed], false).await;
         assert_ne!(
-            crate::members::fingerprint(config),
-            crate::members::fingerprint(&again.members[0].config)
+            crate::pipeline::fingerprint(config),
+            crate::pipeline::fingerprint(&again.members[0].config)
         );
     }
 

@@ -23,5 +23,5 @@ pub mod source;
 pub mod types;
 pub mod writer;
 
-pub use settings::{KarporFile, KarporSettings, Sharing, WriterSettings, default_replica};
+pub use settings::{KarporSettings, Sharing, WriterSettings, default_replica};
 pub use source::{KarporCheck, KarporHealth};

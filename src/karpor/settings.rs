@@ -1,27 +1,9 @@
 //! What the Karpor integration runs with (`flags + config file ──▶
-//! [settings] ──▶ source, writer`): plain data, so the configuration can
+//! [settings] ──▶ source, writer`): plain data, so the command line can
 //! name it without depending on the source or the writer.
 
 use std::path::PathBuf;
 use std::time::Duration;
-
-use serde::Deserialize;
-
-/// The `karpor:` section of the config file (flags win).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct KarporFile {
-    /// Kubeconfig of Karpor's apiserver (ConfigMap `karpor-kubeconfig`, key `config`).
-    pub kubeconfig: Option<PathBuf>,
-    /// Context of that kubeconfig; its current context when absent.
-    pub context: Option<String>,
-    /// Run exec credential plugins named by Karpor's Cluster objects.
-    #[serde(default)]
-    pub allow_exec: bool,
-    /// Only read Karpor: write no status onto its objects.
-    #[serde(default)]
-    pub read_only: bool,
-}
 
 /// Where Karpor is and what its clusters may make kube-pulse do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,8 +30,8 @@ use super::registries::{self, Wildcard};
 use super::settings::KarporSettings;
 use super::types::{Cluster, SyncRegistry};
 use crate::health::Check;
-use crate::members::union::{MemberUnion, Origin, Part};
 use crate::metrics::Metrics;
+use crate::pipeline::union::{MemberUnion, Origin, Part};
 
 /// How long a change waits for the rest of its burst before it applies.
 pub const COALESCE: Duration = Duration::from_millis(300);

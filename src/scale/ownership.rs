@@ -19,8 +19,8 @@ use super::LeaseSettings;
 use super::store::{LeaseStore, Listed, Listing, WriteError, member_lease, replica_lease};
 use super::table::{Seen, live_replicas, observe, plan};
 use crate::health::Check;
-use crate::members::union::MemberUnion;
 use crate::metrics::Metrics;
+use crate::pipeline::union::MemberUnion;
 
 /// What `/readyz` and `/metrics` show of the Leases.
 #[derive(Debug, Default)]

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use super::subject::{self, Envelope};
 use crate::health::Check;
 use crate::hub::{ChangeKind, Delivery, Hub, Pattern, Topic};
-use crate::members::MemberClients;
 use crate::metrics::Metrics;
+use crate::pipeline::MemberClients;
 use crate::protocol::topic::TopicKind;
 
 /// Default name of the JetStream stream.

@@ -9,10 +9,9 @@
 //!                    ▲ hub: apps/… (what the watches report → progress)
 //! ```
 //!
-//! Every write goes through the board (`board.rs`), which stores, then
+//! The HTTP API over it is src/http/tasks.rs. Every write goes through the board (`board.rs`), which stores, then
 //! publishes the task and the app's transitional slot, one write at a time.
 
-pub mod api;
 mod board;
 mod executor;
 pub mod model;

@@ -21,7 +21,7 @@ use super::store::{MemoryStore, StoreError, TaskChange, TaskStore};
 use crate::engine::Observation;
 use crate::error::{Error, Result};
 use crate::hub::{Hub, topic};
-use crate::members::{MemberClient, MemberClients};
+use crate::pipeline::{MemberClient, MemberClients};
 
 /// How tasks behave.
 #[derive(Debug, Clone)]

@@ -138,7 +138,7 @@ pub async fn events(
 }
 
 /// Marks a request whose response the connection that read it writes to
-/// its socket itself ([`crate::stream_conn`], the plain listener): the
+/// its socket itself ([`crate::http::sse_socket`], the plain listener): the
 /// event stream is then polled by that connection's task, the only task
 /// of the stream. Through hyper (TLS, HTTP/2) a task of its own feeds
 /// hyper's body through a channel instead.

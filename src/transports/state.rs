@@ -37,10 +37,10 @@ pub struct TransportConfig {
     pub max_subscribes_per_second: u32,
     /// Extra origins allowed to open WebSockets and change state, and given
     /// CORS headers (`*` for any); same-origin and loopback origins are
-    /// always allowed (`crate::guard::origin_allowed`).
+    /// always allowed (`crate::http::guard::origin_allowed`).
     pub allowed_origins: Vec<String>,
     /// Host names the gateway answers for besides IP literals and
-    /// `localhost` (`crate::guard`; `*.example.com`, `*` for any).
+    /// `localhost` (`crate::http::guard`; `*.example.com`, `*` for any).
     pub allowed_hosts: Vec<String>,
     /// Open sessions per client IP address.
     pub max_connections_per_ip: usize,

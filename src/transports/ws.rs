@@ -46,7 +46,7 @@ fn handshake_token(t: &Transports, headers: &HeaderMap, query: Option<&str>) -> 
 }
 
 /// Handles the upgrade request: credential and connection limits first (the
-/// Host and Origin were checked by `crate::guard`, in front of every route).
+/// Host and Origin were checked by `crate::http::guard`, in front of every route).
 pub async fn upgrade(
     State(t): State<Arc<Transports>>,
     headers: HeaderMap,

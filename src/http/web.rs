@@ -13,27 +13,27 @@ use tower::ServiceExt;
 
 use crate::error::Error;
 
-const INDEX: &str = include_str!("../web-demo/index.html");
+const INDEX: &str = include_str!("../../web-demo/index.html");
 
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// `/ui/{path}` → (content type, body).
 const ASSETS: &[(&str, &str, &str)] = &[
-    ("app.js", JS, include_str!("../web-demo/app.js")),
+    ("app.js", JS, include_str!("../../web-demo/app.js")),
     (
         "style.css",
         "text/css; charset=utf-8",
-        include_str!("../web-demo/style.css"),
+        include_str!("../../web-demo/style.css"),
     ),
     (
         "client/kube-pulse.js",
         JS,
-        include_str!("../web-demo/client/kube-pulse.js"),
+        include_str!("../../web-demo/client/kube-pulse.js"),
     ),
     (
         "client/kube-pulse.d.ts",
         "text/plain; charset=utf-8",
-        include_str!("../web-demo/client/kube-pulse.d.ts"),
+        include_str!("../../web-demo/client/kube-pulse.d.ts"),
     ),
 ];
 

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use dashmap::DashMap;
 use tokio::sync::Notify;
 
-use crate::client_ip::TrustedProxies;
+use crate::http::client_ip::TrustedProxies;
 use crate::metrics::Metrics;
 
 /// Timeouts and limits of accepted connections (docs/SECURITY.md,

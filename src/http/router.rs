@@ -1,7 +1,7 @@
 //! The gateway's routes: REST snapshots, the push transports, tasks, the
 //! health endpoints, metrics and the UI over one [`GatewayState`].
 //! `fn app(state) -> Router`, so tests can call it without a socket;
-//! [`crate::http_server`] runs it on a listener.
+//! [`crate::http::server`] runs it on a listener.
 
 use std::sync::Arc;
 
@@ -130,7 +130,7 @@ struct Parts {
 /// also use the REST, tasks and SSE endpoints cross-origin (CORS). Health
 /// and the UI's static files are public; data and actions need a principal
 /// (`auth::require`; the WebSocket authenticates its own handshake). The
-/// request guard (`crate::guard`: Host, Origin, framing) is in front of all.
+/// request guard (`crate::http::guard`: Host, Origin, framing) is in front of all.
 pub fn app(state: Arc<GatewayState>) -> Router {
     with_extra(state, Router::new())
 }
@@ -143,29 +143,29 @@ pub fn with_extra(state: Arc<GatewayState>, extra: Router) -> Router {
             "/metrics",
             axum::routing::get(metrics).with_state(state.clone()),
         )
-        .merge(crate::rest::router(state.hub.clone()))
-        .merge(crate::health::details(state.health.clone()))
+        .merge(crate::http::rest::router(state.hub.clone()))
+        .merge(crate::http::health::details(state.health.clone()))
         .merge(match &state.tasks {
-            Some(tasks) => crate::tasks::api::router(tasks.clone(), state.auth.clone()),
+            Some(tasks) => crate::http::tasks::router(tasks.clone(), state.auth.clone()),
             None => Router::new(),
         })
         .route_layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             crate::auth::require,
         ));
-    let guard = Arc::new(crate::guard::GuardConfig {
+    let guard = Arc::new(crate::http::guard::GuardConfig {
         allowed_hosts: state.transports.config.allowed_hosts.clone(),
         allowed_origins: state.transports.config.allowed_origins.clone(),
     });
     let router = extra
         .merge(protected)
-        .merge(crate::health::router(state.health.clone()))
-        .merge(crate::web::router())
+        .merge(crate::http::health::router(state.health.clone()))
+        .merge(crate::http::web::router())
         .merge(crate::transports::router(state.transports.clone()))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             guard,
-            crate::guard::guard,
+            crate::http::guard::guard,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
@@ -243,7 +243,7 @@ async fn count_requests(
         .map(|c| c.0);
     let peer = request
         .extensions()
-        .get::<crate::client_ip::PeerAddr>()
+        .get::<crate::http::client_ip::PeerAddr>()
         .map(|p| p.0);
     let response = next.run(request).await;
     tracing::debug!(%method, %route, status = response.status().as_u16(), ?client, ?peer, "request");

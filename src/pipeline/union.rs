@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex, watch};
 
-use super::MemberDiff;
-use crate::pipeline::{HeldMember, Member, Pipeline};
+use super::Pipeline;
+use super::diff::MemberDiff;
+use super::member::{HeldMember, Member};
 use crate::sources::SyncRegistry;
 
 /// Where a part of the members comes from; earlier origins win a name.

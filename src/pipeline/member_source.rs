@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::member::Member;
 use crate::error::{Error, Result};
-use crate::pipeline::Member;
 use crate::sources::SyncRegistry;
 
 /// Where the members come from.
@@ -51,7 +51,7 @@ impl MemberSource {
         match self {
             MemberSource::File(path) => {
                 let file = crate::config::load_file(path)?;
-                let members = crate::config::members(&file.clusters).await?;
+                let members = super::clients::members(&file.clusters).await?;
                 Ok(DesiredMembers {
                     members,
                     registries: Some(file.sync_registries),
@@ -61,7 +61,7 @@ impl MemberSource {
             MemberSource::Kubeconfig { path, contexts } => {
                 let clusters = crate::config::from_kubeconfig(path, contexts)?;
                 Ok(DesiredMembers {
-                    members: crate::config::members(&clusters).await?,
+                    members: super::clients::members(&clusters).await?,
                     registries: None,
                     restart_only: None,
                 })

@@ -1,7 +1,28 @@
-//! Wires sources, engine and hub for a set of member clusters: the running
-//! gateway core that `serve` and `demo` share. Members come and go while it
-//! runs (`add_member`, `remove_member`, `update_member`, `reconcile`; fed by
-//! src/members/).
+//! The running gateway core that `serve` and `demo` share: sources, engine
+//! and hub for a set of member clusters
+//! (`member sources ──desired members──▶ [union, diff] ──▶ Pipeline ──▶ sources, engine, hub`).
+//!
+//! Members come and go while it runs (`add_member`, `remove_member`,
+//! `update_member`, `reconcile`). A [`MemberSource`] (the `--config` file or
+//! a kubeconfig) and Karpor's `Cluster` objects (src/karpor/) each say which
+//! members there should be; [`union`] merges them; [`diff`] compares that
+//! with the running ones; [`reload`] re-reads the file on SIGHUP and when it
+//! changes. [`clients`] builds each member's client and holds the running
+//! ones, which tasks read.
+
+mod clients;
+mod diff;
+mod member;
+mod member_source;
+pub mod reload;
+mod settings;
+pub mod union;
+
+pub use clients::{MemberClient, MemberClients, kube_config, members};
+pub use diff::{Fingerprint, MemberDiff, diff, fingerprint};
+pub use member::{HeldMember, Member};
+pub use member_source::{DesiredMembers, MemberSource};
+pub use settings::PipelineConfig;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,68 +32,12 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{self, Engine, Observation};
-use crate::hub::{Hub, HubConfig};
-use crate::members::{Fingerprint, MemberClients, MemberDiff};
+use crate::hub::Hub;
 use crate::sources::{ClusterSource, SourceConfig, SyncRegistry, resources_for};
-use crate::status::cluster::{ClusterInput, CredentialInfo, Thresholds};
+use crate::status::cluster::{ClusterInput, CredentialInfo};
 
 /// Observations waiting for the engine; sources wait when it is full.
 const OBSERVATION_QUEUE: usize = 4096;
-
-/// A member cluster to watch.
-#[derive(Debug, Clone)]
-pub struct Member {
-    /// Name in topics (`clusters/{name}`): a DNS label, unique among members.
-    pub name: String,
-    /// How to reach its apiserver; client-side retries are turned off.
-    pub config: kube::Config,
-}
-
-/// A member kube-pulse keeps without connecting to it (credentials it will
-/// not use, an unusable endpoint): no sources run, and its `clusters/{name}`
-/// topic says why as `Unhealthy ({reason})`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeldMember {
-    /// Name in topics: a DNS label, unique among members.
-    pub name: String,
-    /// The apiserver URL as configured (shown as `server`).
-    pub server: String,
-    /// CamelCase reason, e.g. `CredentialsUnsupported`.
-    pub reason: String,
-    /// What is wrong, for the operator.
-    pub message: String,
-}
-
-/// Settings of the pipeline.
-#[derive(Debug, Clone)]
-pub struct PipelineConfig {
-    /// Probe interval and timeout, app label and list page size of every source.
-    pub source: SourceConfig,
-    /// Consecutive probe results before a member counts as up or down.
-    pub thresholds: Thresholds,
-    /// How many changes the hub keeps for resume and queues per subscription.
-    pub hub: HubConfig,
-    /// Resources to sync besides the built-ins.
-    pub registries: Vec<SyncRegistry>,
-    /// How long an app stays `Stopped (NoWorkloads)` or `NotExisted` before
-    /// its topic is removed. Default 10 minutes: long enough for people and
-    /// clients to see that the app went away, and for a redeploy or a
-    /// namespace re-created by CI to continue the same document; short
-    /// enough that deleted apps do not pile up in memory and snapshots.
-    pub app_retention: std::time::Duration,
-}
-
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        Self {
-            source: SourceConfig::default(),
-            thresholds: Thresholds::default(),
-            hub: HubConfig::default(),
-            registries: Vec::new(),
-            app_retention: engine::DEFAULT_APP_RETENTION,
-        }
-    }
-}
 
 /// A running member: its source and the fingerprint of the settings it runs with.
 struct Running {
@@ -132,7 +97,7 @@ fn connect(member: &Member) -> crate::Result<Connected> {
     // retries of 429/503 would only delay what the status shows.
     kube_config.default_retry = false;
     let server = kube_config.cluster_url.to_string();
-    let fingerprint = crate::members::fingerprint(&kube_config);
+    let fingerprint = diff::fingerprint(&kube_config);
     let credentials = crate::sources::credentials::expiry(&kube_config);
     let client = kube::Client::try_from(kube_config).map_err(|e| crate::Error::Cluster {
         cluster: member.name.clone(),
@@ -309,7 +274,7 @@ impl Pipeline {
             .iter()
             .map(|(name, (_, _, fingerprint, _))| (name.clone(), *fingerprint))
             .collect();
-        let mut diff = crate::members::diff(&running, &wanted);
+        let mut diff = diff::diff(&running, &wanted);
         for name in &diff.removed {
             if !held.contains_key(name) {
                 tracing::info!(cluster = %name, "member cluster removed");

@@ -9,83 +9,16 @@
 //! throttling read) and the TCP peer into [`PeerAddr`] (for logs).
 
 use std::net::{IpAddr, SocketAddr};
-use std::str::FromStr;
 
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request};
+
+pub use crate::http_settings::{Cidr, ForwardedHeader};
 
 /// The TCP peer of a request, kept beside the client address that
 /// `ConnectInfo<SocketAddr>` carries once forwarding headers were honoured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
-
-/// An address block such as `10.0.0.0/8`, `fd00::/8` or one address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-impl FromStr for Cidr {
-    type Err = String;
-
-    fn from_str(raw: &str) -> Result<Self, String> {
-        let bad =
-            || format!("{raw:?} is not an address block such as 10.0.0.0/8, fd00::/8 or 192.0.2.7");
-        let (addr, prefix) = match raw.trim().split_once('/') {
-            Some((addr, prefix)) => (addr, Some(prefix)),
-            None => (raw.trim(), None),
-        };
-        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
-            None => max,
-        };
-        Ok(Self { addr, prefix })
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-impl Cidr {
-    /// Whether `ip` is inside the block (IPv4-mapped IPv6 addresses count as IPv4).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-/// Which forwarding header a trusted proxy's client address is read from.
-/// Only one: a proxy that sets one of them passes the other through from
-/// the client untouched, so reading both would let a client pick its address.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-pub enum ForwardedHeader {
-    /// `X-Forwarded-For` (ingress-nginx, Envoy, Go's `httputil.ReverseProxy`, Karpor's server).
-    #[default]
-    #[serde(rename = "x-forwarded-for")]
-    XForwardedFor,
-    /// `Forwarded: for=…` (RFC 7239).
-    #[serde(rename = "forwarded")]
-    Forwarded,
-}
 
 /// The proxies whose forwarding header is believed.
 #[derive(Debug, Clone, Default)]

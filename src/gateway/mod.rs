@@ -4,6 +4,10 @@
 //! `serve`, `demo`, the integration tests and the benchmark all start the
 //! gateway through here.
 
+mod checks;
+
+pub use checks::health_for;
+
 use std::sync::Arc;
 
 use axum::Router;
@@ -12,15 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::AuthSettings;
 use crate::config::HealthSettings;
-use crate::connections::ConnectionSettings;
 use crate::error::{Error, Result};
-use crate::health::Health;
-use crate::http_server::{self, TlsSettings};
+use crate::http::connections::ConnectionSettings;
+use crate::http::router::{self, GatewayState};
+use crate::http::server::{self, TlsSettings};
 use crate::hub::Hub;
 use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, Sharing, writer};
-use crate::members::union::{MemberUnion, Part};
+use crate::pipeline::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
-use crate::router::{self, GatewayState};
 use crate::scale::{ChangeStream, LeaseSettings, NatsSettings, Ownership};
 use crate::tasks::{TaskSettings, Tasks};
 use crate::transports::TransportConfig;
@@ -39,7 +42,7 @@ pub struct GatewayConfig {
     pub health: HealthSettings,
     /// Deadlines, retention and capacity of tasks.
     pub tasks: TaskSettings,
-    /// `/` or a prefix such as `/pulse` (see [`crate::web::mount`]).
+    /// `/` or a prefix such as `/pulse` (see [`crate::http::web::mount`]).
     pub base_path: String,
     /// How callers authenticate.
     pub auth: AuthSettings,
@@ -345,7 +348,7 @@ impl Gateway {
     /// the base path.
     pub fn router(&self, extra: Router) -> Router {
         let app = router::with_extra(self.state.clone(), extra);
-        crate::web::mount(app, &self.base_path)
+        crate::http::web::mount(app, &self.base_path)
     }
 
     /// Serves the routes (and `extra` ones) on `listener` until shutdown,
@@ -355,7 +358,7 @@ impl Gateway {
         let members = self.pipeline.members().len();
         let sessions = self.state.transports.config.max_connections;
         let ceiling = (self.connections.max_total)
-            .or_else(|| crate::connections::ceiling(members))
+            .or_else(|| crate::http::connections::ceiling(members))
             .filter(|ceiling| *ceiling < sessions);
         if let Some(ceiling) = ceiling {
             // Streams are never shed: once they fill the ceiling, new
@@ -367,7 +370,7 @@ impl Gateway {
                  raise the open-files limit or lower --max-connections"
             );
         }
-        let served = http_server::serve_with(
+        let served = server::serve_with(
             listener,
             app,
             self.tls.clone(),
@@ -404,29 +407,5 @@ impl Gateway {
         if let Some(ownership) = &self.ownership {
             ownership.stop().await;
         }
-    }
-}
-
-/// Health of a gateway over `pipeline`: `/livez` pings, `/readyz` checks
-/// Ping, Server (engine and task store), Syncer and Storage.
-pub fn health_for(
-    pipeline: &Arc<Pipeline>,
-    tasks: Option<Arc<Tasks>>,
-    settings: HealthSettings,
-) -> Health {
-    use crate::health::checks::{Ping, Server, Storage, Syncer};
-    Health {
-        livez: vec![Arc::new(Ping)],
-        readyz: vec![
-            Arc::new(Ping),
-            Arc::new(Server {
-                pipeline: pipeline.clone(),
-                tasks,
-            }),
-            Arc::new(Syncer(pipeline.clone())),
-            Arc::new(Storage::new(settings.storage)),
-        ],
-        format: settings.format,
-        timeout: std::time::Duration::from_secs(5),
     }
 }

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::diff::MemberDiff;
-use super::source::{MemberSource, changed_keys};
+use super::member_source::{MemberSource, changed_keys};
 use super::union::{MemberUnion, Origin, Part};
 use crate::error::Result;
 

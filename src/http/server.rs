@@ -1,10 +1,10 @@
 //! The HTTP servers under the router ([`serve`], [`serve_with`]): plain
 //! TCP, HTTP/1.1 through hyper, and TLS, HTTP/2 and HTTP/1.1 by ALPN through
 //! rustls with certificate reload. One accept loop serves both: it counts
-//! every connection before reading it ([`crate::connections`]: per IP, a
+//! every connection before reading it ([`crate::http::connections`]: per IP, a
 //! ceiling, idle shedding, header-read/handshake/idle timeouts), backs off
 //! when descriptors run out, hands each request its client address
-//! ([`crate::client_ip`]: the peer, or the browser behind a trusted proxy),
+//! ([`crate::http::client_ip`]: the peer, or the browser behind a trusted proxy),
 //! takes WebSocket upgrades and shuts down gracefully.
 //!
 //! Written out rather than `axum::serve` for the memory of a long-lived
@@ -15,7 +15,7 @@
 //! buffer. Serving HTTP/1.1 only, it stays 8 KiB (docs/BENCHMARKS.md,
 //! scenario 3). On the plain listener an event stream does not keep even
 //! that: the first request head is read here, and a `GET` of the events
-//! path is answered without hyper ([`crate::stream_conn`]; its read and
+//! path is answered without hyper ([`crate::http::sse_socket`]; its read and
 //! header buffers are 16 KiB of a stream's 27, §16). Streams over TLS stay
 //! with hyper. Either way the socket is read while a response streams, so
 //! a client that hangs up ends its stream at once.
@@ -51,10 +51,10 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tower::ServiceExt;
 
-use crate::connections::{Conn, ConnectionSettings, Connections, Reason, Slot};
 use crate::error::{Error, Result};
+use crate::http::connections::{Conn, ConnectionSettings, Connections, Reason, Slot};
+use crate::http::sse_socket::{Head, Prefixed};
 use crate::metrics::Metrics;
-use crate::stream_conn::{Head, Prefixed};
 
 /// Binds `addr`, naming it in the error.
 pub async fn bind(addr: std::net::SocketAddr) -> Result<TcpListener> {
@@ -293,7 +293,11 @@ impl Connection {
         tower::service_fn(move |request: Request<Incoming>| {
             let guard = connections.begin_request(&conn);
             let mut request = request.map(Body::new);
-            crate::client_ip::attach(&connections.settings.trusted_proxies, peer, &mut request);
+            crate::http::client_ip::attach(
+                &connections.settings.trusted_proxies,
+                peer,
+                &mut request,
+            );
             let app = app.clone();
             async move {
                 let response = app.oneshot(request).await?;
@@ -312,11 +316,11 @@ impl Connection {
 
     /// A plain connection: its first request head is read here (under the
     /// header-read timeout); an events stream is answered without hyper
-    /// ([`crate::stream_conn`]), anything else goes to hyper with what was
+    /// ([`crate::http::sse_socket`]), anything else goes to hyper with what was
     /// read put back in front.
     async fn serve_plain(self, mut stream: Tracked, conn: Arc<Conn>) {
         let head = tokio::select! {
-            head = crate::stream_conn::read_head(&mut stream) => head,
+            head = crate::http::sse_socket::read_head(&mut stream) => head,
             reason = self.connections.expired(&conn) => {
                 self.connections.closed(reason);
                 return;
@@ -342,11 +346,11 @@ impl Connection {
     async fn serve_stream(self, mut stream: Tracked, mut request: Box<Request>, conn: &Arc<Conn>) {
         let _in_flight = self.connections.begin_request(conn);
         let trusted = &self.connections.settings.trusted_proxies;
-        crate::client_ip::attach(trusted, self.peer, &mut request);
+        crate::http::client_ip::attach(trusted, self.peer, &mut request);
         // Boxed: the router's future is large and needed only until the
         // response head; inline it would size the task for the stream's life.
         let Ok(response) = Box::pin(self.app.oneshot(unbox(request))).await;
-        if let Err(e) = crate::stream_conn::write_response(&mut stream, response).await {
+        if let Err(e) = crate::http::sse_socket::write_response(&mut stream, response).await {
             tracing::debug!(error = %e, peer = %self.peer, "event stream ended with an error");
         }
     }

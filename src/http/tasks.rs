@@ -16,9 +16,9 @@ use axum::{Extension, Json};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{StatusReport, TaskFilter, TaskRequest, Tasks};
 use crate::auth::{Auth, Principal};
 use crate::error::{Error, Result};
+use crate::tasks::{StatusReport, Task, TaskFilter, TaskRequest, Tasks};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -28,24 +28,24 @@ struct Api {
 }
 
 /// The task routes (behind `auth::require`, which supplies the principal);
-/// bodies must be JSON (`crate::guard::require_json`, 415 otherwise).
+/// bodies must be JSON (`crate::http::guard::require_json`, 415 otherwise).
 pub fn router(tasks: Arc<Tasks>, auth: Arc<Auth>) -> Router {
     Router::new()
         .route("/api/v1/tasks", get(list).post(create))
         .route("/api/v1/tasks/{id}", get(one).delete(cancel))
         .route("/api/v1/tasks/{id}/status", patch(report))
-        .route_layer(axum::middleware::from_fn(crate::guard::require_json))
+        .route_layer(axum::middleware::from_fn(crate::http::guard::require_json))
         .with_state(Api { tasks, auth })
 }
 
-fn visible(principal: &Principal, task: &super::Task) -> bool {
+fn visible(principal: &Principal, task: &Task) -> bool {
     principal
         .read
         .allows(&task.target.cluster, Some(&task.target.namespace))
 }
 
 /// The task, if the principal may see it (404 otherwise, as if it did not exist).
-async fn visible_task(api: &Api, principal: &Principal, id: &str) -> Result<super::Task> {
+async fn visible_task(api: &Api, principal: &Principal, id: &str) -> Result<Task> {
     let task = api.tasks.get(id).await?;
     if visible(principal, &task) {
         Ok(task)
@@ -54,7 +54,7 @@ async fn visible_task(api: &Api, principal: &Principal, id: &str) -> Result<supe
     }
 }
 
-async fn may_act(api: &Api, principal: &Principal, task: &super::Task) -> Result<(), Response> {
+async fn may_act(api: &Api, principal: &Principal, task: &Task) -> Result<(), Response> {
     api.auth
         .can_write(principal, &task.target.cluster, &task.target.namespace)
         .await
@@ -80,7 +80,7 @@ fn body<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
     })
 }
 
-fn task_json(task: &super::Task) -> Value {
+fn task_json(task: &Task) -> Value {
     serde_json::to_value(task).expect("tasks always serialize")
 }
 
@@ -120,7 +120,7 @@ async fn list(
     Extension(principal): Extension<Principal>,
     RawQuery(q): RawQuery,
 ) -> Result<Json<Value>> {
-    let mut q = crate::query::query(q, &["cluster", "namespace", "app", "status", "type"])?;
+    let mut q = crate::http::query::query(q, &["cluster", "namespace", "app", "status", "type"])?;
     let filter = TaskFilter {
         cluster: q.remove("cluster"),
         namespace: q.remove("namespace"),

@@ -1,0 +1,27 @@
+//! What the pipeline runs: a member cluster with its client configuration,
+//! or a member it shows without connecting to it
+//! (`member sources ──▶ [Member, HeldMember] ──▶ union, diff, Pipeline`).
+
+/// A member cluster to watch.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// Name in topics (`clusters/{name}`): a DNS label, unique among members.
+    pub name: String,
+    /// How to reach its apiserver; client-side retries are turned off.
+    pub config: kube::Config,
+}
+
+/// A member kube-pulse keeps without connecting to it (credentials it will
+/// not use, an unusable endpoint): no sources run, and its `clusters/{name}`
+/// topic says why as `Unhealthy ({reason})`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldMember {
+    /// Name in topics: a DNS label, unique among members.
+    pub name: String,
+    /// The apiserver URL as configured (shown as `server`).
+    pub server: String,
+    /// CamelCase reason, e.g. `CredentialsUnsupported`.
+    pub reason: String,
+    /// What is wrong, for the operator.
+    pub message: String,
+}

@@ -56,7 +56,8 @@ function ago(iso) {
   return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
 }
 function clock(date = new Date()) {
-  return date.toLocaleTimeString([], { hour12: false });
+  const time = date.toLocaleTimeString([], { hour12: false });
+  return date.toDateString() === new Date().toDateString() ? time : `${date.toLocaleDateString()} ${time}`;
 }
 setInterval(() => {
   for (const t of document.querySelectorAll('time[data-since]')) text(t, ago(t.dataset.since));
@@ -100,7 +101,7 @@ function renderCluster(doc) {
   const card = clusterCard(doc.name);
   attr(card, 'data-phase', doc.phase);
   const badge = card.querySelector('.phase');
-  text(badge, doc.phase);
+  fact(badge, doc.phase);
   attr(badge, 'data-phase', doc.phase);
   text(card.querySelector('.why'), doc.reason);
   const since = card.querySelector('.since');
@@ -110,12 +111,19 @@ function renderCluster(doc) {
     text(since, ago(doc.since));
   }
   const latency = doc.probe?.latencyMs;
-  text(card.querySelector('.latency'), latency == null ? '—' : `${latency} ms`);
-  text(card.querySelector('.version'), doc.probe?.serverVersion ?? '—');
+  fact(card.querySelector('.latency'), latency == null ? '—' : `${latency} ms`);
+  fact(card.querySelector('.version'), doc.probe?.serverVersion ?? '—');
   const r = doc.resources ?? {};
   const objects = doc.cache?.objects;
-  text(card.querySelector('.resources'), `${r.synced ?? 0}/${r.total ?? 0} syncing${r.failing ? `, ${r.failing} failing` : ''}${objects == null ? '' : `, ${objects} objects`}`);
+  fact(card.querySelector('.resources'), `${r.synced ?? 0}/${r.total ?? 0} syncing${r.failing ? `, ${r.failing} failing` : ''}${objects == null ? '' : `, ${objects} objects`}`);
   text(card.querySelector('.message'), doc.message);
+  logHistory(`clusters/${doc.name}`, doc, `cluster ${doc.name}`);
+}
+
+/** A value that may be cut (with an ellipsis) where its box is narrow: the title holds it whole. */
+function fact(node, value) {
+  text(node, value);
+  attr(node, 'title', value);
 }
 
 function renderSync(doc, topic) {
@@ -126,19 +134,20 @@ function renderSync(doc, topic) {
   const label = `${res.group ? `${res.group}/` : ''}${res.resource}`;
   if (!row) {
     row = el('tr', { 'data-topic': topic, 'data-resource': label },
-      el('td', { class: 'res' }, label),
-      el('td', {}, el('span', { class: 'badge small' })),
+      el('td', { class: 'res', title: `${label} (${res.version})` }, label),
+      el('td', { class: 'phase' }, el('span', { class: 'badge small' })),
       el('td', { class: 'num objects' }),
       el('td', { class: 'why' }));
     const after = [...body.rows].find((r) => r.dataset.resource > label);
     body.insertBefore(row, after ?? null);
   }
   const badge = row.querySelector('.badge');
-  text(badge, doc.phase);
+  fact(badge, doc.phase);
   attr(badge, 'data-phase', doc.phase);
-  text(row.querySelector('.objects'), doc.objects ?? 0);
+  fact(row.querySelector('.objects'), `${doc.objects ?? 0}`);
   text(row.querySelector('.why'), doc.reason);
-  attr(row, 'title', doc.message ?? '');
+  attr(row.querySelector('.why'), 'title', doc.message ? `${doc.reason}: ${doc.message}` : doc.reason ?? '');
+  logHistory(topic, doc, `${doc.cluster} ${res.resource}`);
 }
 
 // ---- applications -----------------------------------------------------------
@@ -148,7 +157,7 @@ const appRows = new Map();
 function appRow(topic, doc) {
   let row = appRows.get(topic);
   if (row) return row;
-  const act = (type) => el('button', { type: 'button', class: `act ${type.toLowerCase()}`, 'data-action': type, onclick: () => task(type, doc) }, type);
+  const act = (type) => el('button', { type: 'button', class: `act ${type.toLowerCase()}`, 'data-action': type, disabled: '', onclick: () => task(type, doc) }, type);
   row = el(
     'tr',
     { 'data-topic': topic, 'data-cluster': doc.cluster, 'data-app': `${doc.namespace}/${doc.app}` },
@@ -192,13 +201,42 @@ function renderApp(doc, topic) {
   text(row.querySelector('.ready'), `${doc.ready}/${doc.expected}`);
   text(row.querySelector('.detail .message'), doc.message);
   renderPods(row, doc);
-  // Stable states the actions make sense from; none while a task runs.
-  const workloads = Object.values(doc.workloads ?? {});
-  const busy = Boolean(doc.task) || doc.phase === 'NotExisted' || workloads.length === 0;
-  row.querySelector('[data-action=Stop]').disabled = busy || doc.phase === 'Stopped';
-  row.querySelector('[data-action=Start]').disabled = busy || doc.phase === 'Running';
-  row.querySelector('[data-action=Update]').disabled = busy;
-  row.dataset.image = workloads[0]?.images?.[0] ?? '';
+  renderActions(row, doc);
+  row.dataset.image = Object.values(doc.workloads ?? {})[0]?.images?.[0] ?? '';
+  logHistory(topic, doc, `${doc.cluster}/${doc.namespace}/${doc.app}`);
+}
+
+// Which actions apply to an app, by its state (docs/TASKS.md, docs/STATUS.md):
+//
+// | App state                                    | Stop | Start | Update |
+// |----------------------------------------------|------|-------|--------|
+// | Running, Degraded, Panic                     | yes  | no    | yes    |
+// | Stopped with workloads (ScaledToZero)        | no   | yes   | yes    |
+// | Stopped without workloads (NoWorkloads)      | no   | no    | no     |
+// | NotExisted (namespace gone)                  | no   | no    | no     |
+// | Starting, Stopping, Updating, Deleting       | no   | no    | no     |
+// | any other state                              | no   | no    | no     |
+//
+// A transitional state means a task runs (`task` is set): the gateway
+// refuses a second active task on the app (409), so nothing is offered until
+// it ends. Without workloads Start, Stop and Update are refused too (409).
+// Start applies only to a stopped app: on a running one (Degraded and Panic
+// included) it would change nothing. Update of a stopped app changes its
+// image and leaves it Stopped.
+const ACTIONS = {
+  Running: ['Stop', 'Update'],
+  Degraded: ['Stop', 'Update'],
+  Panic: ['Stop', 'Update'],
+  Stopped: ['Start', 'Update'],
+};
+function allowedActions(doc) {
+  if (doc.task) return [];
+  if (Object.keys(doc.workloads ?? {}).length === 0) return [];
+  return ACTIONS[doc.state ?? doc.phase] ?? [];
+}
+function renderActions(row, doc) {
+  const allowed = allowedActions(doc);
+  for (const button of row.querySelectorAll('button[data-action]')) button.disabled = !allowed.includes(button.dataset.action);
 }
 
 // The app's pod problems (at most five, then "+N more") and its latest
@@ -258,16 +296,54 @@ async function task(type, doc) {
 
 // ---- transition log ---------------------------------------------------------
 
+// Every status document carries its last transitions (`history`, keyed by
+// number, docs/STATUS.md), so the log starts with what happened before the
+// page loaded and goes on with what patches add. Entries are ordered by the
+// time of the transition, newest first, and keyed (topic, number, time): a
+// document seen again — every patch, a resubscription's snapshot — adds only
+// the transitions not shown yet; a new gateway process numbers again, and its
+// transitions have other times. Tasks add their start and end.
+
 const LOG_SIZE = 200;
-function log(what, from, to, why) {
+const logged = new Set();
+
+function log(key, at, what, from, to, why) {
+  if (logged.has(key)) return;
   const list = $('log');
-  const entry = el('li', { 'data-to': to },
-    el('time', {}, clock()),
+  const time = Date.parse(at);
+  if (Number.isNaN(time)) return;
+  // Older than everything a full log keeps: it would fall out at once.
+  if (list.children.length >= LOG_SIZE && time <= Number(list.lastElementChild.dataset.at)) return;
+  const date = new Date(time);
+  const entry = el('li', { 'data-to': to, 'data-key': key, 'data-at': String(time) },
+    el('time', { datetime: at, title: date.toLocaleString() }, clock(date)),
     el('span', { class: 'what' }, what),
     el('span', { class: 'change' }, from ? `${from} → ` : '', el('b', { 'data-phase': to }, to)),
     why ? el('span', { class: 'why' }, why) : '');
-  list.prepend(entry);
-  while (list.children.length > LOG_SIZE) list.lastChild.remove();
+  const next = [...list.children].find((li) => Number(li.dataset.at) <= time);
+  list.insertBefore(entry, next ?? null);
+  logged.add(key);
+  while (list.children.length > LOG_SIZE) {
+    logged.delete(list.lastElementChild.dataset.key);
+    list.lastElementChild.remove();
+  }
+}
+
+/** The transitions of a document's `history` the log does not show yet. */
+function logHistory(topic, doc, what) {
+  for (const [number, t] of Object.entries(doc.history ?? {})) {
+    if (t?.at) log(`${topic}#${number}@${t.at}`, t.at, what, t.from, t.to, t.reason);
+  }
+}
+
+/** A task's start (its transitional state) and, once it ended, its outcome. */
+function logTask(topic, doc) {
+  const t = doc.target ?? {};
+  const what = `${doc.type} ${t.cluster}/${t.namespace}/${t.app}`;
+  if (doc.created) log(`${topic}:created`, doc.created, what, '', doc.state, 'task created');
+  if (doc.finished && !['Pending', 'Running'].includes(doc.status)) {
+    log(`${topic}:finished`, doc.finished, what, '', doc.status, doc.reason ? `${doc.reason}: ${doc.message}` : doc.message);
+  }
 }
 
 // ---- one subscription for everything ----------------------------------------
@@ -278,7 +354,7 @@ client.subscribe(['clusters/**', 'apps/**', 'tasks/*'], (change) => {
     return;
   }
   if (!change.topic) return;
-  const { topic, doc, previous } = change;
+  const { topic, doc } = change;
   const parts = topic.split('/');
   if (change.type === 'removed') {
     if (parts[0] === 'apps') {
@@ -294,22 +370,12 @@ client.subscribe(['clusters/**', 'apps/**', 'tasks/*'], (change) => {
   }
   if (parts[0] === 'clusters' && parts.length === 2) {
     renderCluster(doc);
-    if (previous && (previous.phase !== doc.phase || previous.reason !== doc.reason)) {
-      log(`cluster ${doc.name}`, `${previous.phase}`, doc.phase, doc.reason);
-    }
   } else if (parts[0] === 'clusters') {
     renderSync(doc, topic);
-    if (previous && previous.phase !== doc.phase) {
-      log(`${doc.cluster} ${doc.resource?.resource}`, previous.phase, doc.phase, doc.reason);
-    }
   } else if (parts[0] === 'apps') {
     renderApp(doc, topic);
-    const was = previous && (previous.state ?? previous.phase);
-    const now = doc.state ?? doc.phase;
-    if (was && was !== now) log(`${doc.cluster}/${doc.namespace}/${doc.app}`, was, now, doc.task ? `task ${doc.task.status}` : doc.reason);
-  } else if (parts[0] === 'tasks' && previous && previous.status !== doc.status && !['Pending', 'Running'].includes(doc.status)) {
-    const t = doc.target;
-    log(`${doc.type} ${t.cluster}/${t.namespace}/${t.app}`, '', doc.status, doc.reason ? `${doc.reason}: ${doc.message}` : doc.message);
+  } else if (parts[0] === 'tasks') {
+    logTask(topic, doc);
   }
   renderSummary();
 });

@@ -201,7 +201,7 @@ fn the_embedded_config_is_accepted() {
         format!("{name}.{namespace}.svc.cluster.local"),
     ] {
         assert!(
-            kube_pulse::guard::host_allowed(&host, &parsed.allowed_hosts),
+            kube_pulse::http::guard::host_allowed(&host, &parsed.allowed_hosts),
             "{host} is not in allowedHosts"
         );
     }

@@ -554,7 +554,7 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
 #[tokio::test]
 async fn readiness_needs_an_answer_from_every_member_but_not_a_healthy_one() {
     use kube_pulse::gateway;
-    use kube_pulse::router::GatewayState;
+    use kube_pulse::http::router::GatewayState;
     let shutdown = CancellationToken::new();
     let a = member("a").await;
     // Unreachable from the start: no answer yet, then "Unhealthy" is an answer.

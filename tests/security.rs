@@ -22,8 +22,8 @@ use common::{
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use kube_pulse::auth::{self, Auth, Mode};
 use kube_pulse::gateway;
+use kube_pulse::http::router::GatewayState;
 use kube_pulse::pipeline::Pipeline;
-use kube_pulse::router::GatewayState;
 use kube_pulse::tasks::{TaskSettings, Tasks};
 use kube_pulse::transports::TransportConfig;
 use kube_pulse_sim::reviews::{AccessRule, ReviewPolicy, ReviewUser};
@@ -1017,14 +1017,14 @@ async fn tls_end_to_end_with_http2_and_certificate_reload() {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let tls = kube_pulse::http_server::TlsSettings {
+    let tls = kube_pulse::http::server::TlsSettings {
         cert: cert_path.clone(),
         key: key_path.clone(),
         reload_every: Duration::from_millis(100),
     };
-    let server = tokio::spawn(kube_pulse::http_server::serve(
+    let server = tokio::spawn(kube_pulse::http::server::serve(
         listener,
-        kube_pulse::router::app(state),
+        kube_pulse::http::router::app(state),
         Some(tls),
         shutdown.clone(),
     ));

@@ -48,7 +48,7 @@ struct Subscribed {
     hub: std::sync::Arc<Hub>,
     url: String,
     stop: CancellationToken,
-    state: std::sync::Arc<kube_pulse::router::GatewayState>,
+    state: std::sync::Arc<kube_pulse::http::router::GatewayState>,
     ws: Ws,
 }
 

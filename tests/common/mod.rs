@@ -168,7 +168,7 @@ pub(crate) async fn start_gateway(
     let app = gateway.router(axum::Router::new());
     let token = shutdown.clone();
     tokio::spawn(async move {
-        kube_pulse::http_server::serve(listener, app, None, token)
+        kube_pulse::http::server::serve(listener, app, None, token)
             .await
             .unwrap();
     });
@@ -215,7 +215,7 @@ pub(crate) async fn gateway(
 ) -> (
     String,
     tokio_util::sync::CancellationToken,
-    std::sync::Arc<kube_pulse::router::GatewayState>,
+    std::sync::Arc<kube_pulse::http::router::GatewayState>,
     tokio::task::JoinHandle<()>,
 ) {
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -225,7 +225,7 @@ pub(crate) async fn gateway(
         format: Default::default(),
         timeout: Duration::from_secs(1),
     };
-    let state = kube_pulse::router::GatewayState::new(hub, config, health, shutdown.clone());
+    let state = kube_pulse::http::router::GatewayState::new(hub, config, health, shutdown.clone());
     let (url, task) = serve(state.clone(), &shutdown).await;
     (url, shutdown, state, task)
 }
@@ -233,15 +233,15 @@ pub(crate) async fn gateway(
 /// Serves the gateway of `state` on 127.0.0.1:0 until `shutdown`; returns
 /// its base URL and the server task.
 pub(crate) async fn serve(
-    state: std::sync::Arc<kube_pulse::router::GatewayState>,
+    state: std::sync::Arc<kube_pulse::http::router::GatewayState>,
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let token = shutdown.clone();
-    let app = kube_pulse::router::app(state);
+    let app = kube_pulse::http::router::app(state);
     let task = tokio::spawn(async move {
-        kube_pulse::http_server::serve(listener, app, None, token)
+        kube_pulse::http::server::serve(listener, app, None, token)
             .await
             .unwrap();
     });
@@ -475,12 +475,13 @@ pub(crate) fn gateway_on_own_runtime(
                 format: Default::default(),
                 timeout: Duration::from_secs(1),
             };
-            let state = kube_pulse::router::GatewayState::new(hub, config, health, token.clone());
+            let state =
+                kube_pulse::http::router::GatewayState::new(hub, config, health, token.clone());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(format!("http://{}", listener.local_addr().unwrap()))
                 .unwrap();
-            let app = kube_pulse::router::app(state);
-            kube_pulse::http_server::serve(listener, app, None, token)
+            let app = kube_pulse::http::router::app(state);
+            kube_pulse::http::server::serve(listener, app, None, token)
                 .await
                 .unwrap();
         });

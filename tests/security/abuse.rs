@@ -556,7 +556,7 @@ async fn kubernetes_mode_caches_rejections_apart_and_stops_reviewing_a_guesser()
         format: Default::default(),
         timeout: Duration::from_secs(1),
     };
-    let state = kube_pulse::router::GatewayState::with_auth(
+    let state = kube_pulse::http::router::GatewayState::with_auth(
         hub,
         auth,
         Default::default(),

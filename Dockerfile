@@ -6,7 +6,7 @@ COPY src ./src
 # Workspace members must be present for Cargo to read the workspace; the
 # build below leaves the simulator out (no `demo` feature).
 COPY crates ./crates
-# The web UI and client are embedded in the binary (src/web.rs).
+# The web UI and client are embedded in the binary (src/http/web.rs).
 COPY web-demo/index.html web-demo/app.js web-demo/style.css ./web-demo/
 COPY web-demo/client/kube-pulse.js web-demo/client/kube-pulse.d.ts ./web-demo/client/
 RUN cargo build --release --locked --no-default-features -p kube-pulse && strip target/release/kube-pulse

@@ -24,7 +24,7 @@ use crate::hub::Hub;
 use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, Sharing, writer};
 use crate::pipeline::union::{MemberUnion, Part};
 use crate::pipeline::{Member, Pipeline, PipelineConfig};
-use crate::scale::{ChangeStream, LeaseSettings, NatsSettings, Ownership};
+use crate::scale::{LeaseSettings, NatsSettings, Ownership, Relay};
 use crate::tasks::{TaskSettings, Tasks};
 use crate::transports::TransportConfig;
 
@@ -91,9 +91,9 @@ pub struct Gateway {
     karpor_writer: parking_lot::Mutex<Option<(CancellationToken, tokio::task::JoinHandle<()>)>>,
     /// Which members this replica owns, with Leases; released after the pipeline stops.
     ownership: Option<Ownership>,
-    /// The stream of changes between replicas, when configured; stopped
+    /// The relay: the stream of changes between replicas, when configured; stopped
     /// after the pipeline, before the Leases are released.
-    stream: Option<Arc<ChangeStream>>,
+    relay: Option<Arc<Relay>>,
     tasks: Arc<Tasks>,
     state: Arc<GatewayState>,
     base_path: String,
@@ -159,9 +159,9 @@ impl Gateway {
             Some(_) => (Vec::new(), Some(Default::default())),
             None => (members, None),
         };
-        // With a stream of changes, clients are served what the stream
+        // With a relay of changes, clients are served what the relay
         // brings (this replica's own members' documents included), and the
-        // engine's hub is where the stream's publisher reads them.
+        // engine's hub is where the relay's publisher reads them.
         let pipeline = if nats.is_some() {
             let origin = Hub::new(pipeline.hub);
             Pipeline::start_apart(hub, origin, members, pipeline, shutdown).await?
@@ -170,12 +170,12 @@ impl Gateway {
         };
         let union = MemberUnion::with_owned(pipeline.clone(), file_part, owned);
         // Subscribed to the hub before any member starts here.
-        let stream = match (nats, &leases) {
+        let relay = match (nats, &leases) {
             (Some(nats), Some(leases)) => {
                 tracing::info!(url = %nats.url, stream = %nats.stream, replicas = nats.replicas, "one stream of changes over NATS JetStream");
-                // Boxed: the stream's settings make a large future.
-                let stream = Arc::new(
-                    Box::pin(ChangeStream::start(
+                // Boxed: the relay's settings make a large future.
+                let relay = Arc::new(
+                    Box::pin(Relay::start(
                         nats,
                         leases.replica.clone(),
                         crate::scale::Hubs {
@@ -189,20 +189,20 @@ impl Gateway {
                     ))
                     .await?,
                 );
-                Some(stream)
+                Some(relay)
             }
             _ => None,
         };
-        // With a stream of changes, tasks live in a JetStream bucket every
+        // With a relay of changes, tasks live in a JetStream bucket every
         // replica shares, and run where their member runs.
-        let tasks = match &stream {
-            Some(stream) => {
-                let bucket = crate::scale::task_bucket_of(stream.name());
+        let tasks = match &relay {
+            Some(relay) => {
+                let bucket = crate::scale::task_bucket_of(relay.name());
                 // Boxed: opening the bucket makes a large future.
-                let store = Box::pin(crate::scale::NatsTaskStore::open(
-                    stream.jetstream(),
+                let store = Box::pin(crate::scale::TaskBucket::open(
+                    relay.jetstream(),
                     &bucket,
-                    stream.replicas(),
+                    relay.replicas(),
                     tasks.capacity,
                     shutdown,
                 ))
@@ -218,8 +218,8 @@ impl Gateway {
             "gateway security"
         );
         let mut checks = health_for(&pipeline, Some(tasks.clone()), health);
-        if let Some(stream) = &stream {
-            checks.readyz.push(Arc::new(stream.check()));
+        if let Some(relay) = &relay {
+            checks.readyz.push(Arc::new(relay.check()));
         }
         let ownership = match leases {
             Some(settings) => {
@@ -242,9 +242,9 @@ impl Gateway {
                 .readyz
                 .push(Arc::new(KarporCheck(karpor_health.clone())));
             // With Leases, each replica writes the Clusters it owns (and,
-            // its hub holding every member's documents with the stream, the
+            // its hub holding every member's documents with the relay, the
             // registries whose first cluster it owns).
-            let sharing = match (&ownership, &stream) {
+            let sharing = match (&ownership, &relay) {
                 (None, _) => Sharing::Alone,
                 (Some(_), None) => Sharing::Leases,
                 (Some(_), Some(_)) => Sharing::LeasesAndStream,
@@ -271,7 +271,7 @@ impl Gateway {
             });
             let token = shutdown.child_token();
             let task =
-                crate::karpor::source::spawn(settings, union.clone(), karpor_health, token.clone());
+                crate::karpor::reader::spawn(settings, union.clone(), karpor_health, token.clone());
             ((token, task), writer)
         });
         let (karpor, karpor_writer) = match karpor {
@@ -292,7 +292,7 @@ impl Gateway {
             karpor: parking_lot::Mutex::new(karpor),
             karpor_writer: parking_lot::Mutex::new(karpor_writer),
             ownership,
-            stream,
+            relay,
             tasks,
             state,
             base_path,
@@ -400,8 +400,8 @@ impl Gateway {
         }
         self.tasks.stop().await;
         self.pipeline.stop().await;
-        if let Some(stream) = &self.stream {
-            stream.stop().await;
+        if let Some(relay) = &self.relay {
+            relay.stop().await;
         }
         // No member runs any more: others may take them at once.
         if let Some(ownership) = &self.ownership {

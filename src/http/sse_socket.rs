@@ -1,5 +1,5 @@
 //! A plain HTTP/1.1 connection whose first request opens an event stream,
-//! served without hyper (`listener ──▶ http_server ──▶ [stream_conn] ──▶
+//! served without hyper (`listener ──▶ server ──▶ [sse_socket] ──▶
 //! router ──▶ sse`). hyper's HTTP/1 connection keeps an 8 KiB read buffer
 //! and an 8 KiB header buffer for as long as the connection lives, which
 //! for a status stream is hours of 16 KiB per idle subscriber

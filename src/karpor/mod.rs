@@ -2,26 +2,26 @@
 //! kube-pulse's status is shown.
 //!
 //! ```text
-//! Karpor apiserver ──watch Cluster, SyncRegistry──▶ source ──coalesce──▶
+//! Karpor apiserver ──watch Cluster, SyncRegistry──▶ reader ──coalesce──▶
 //!     clusters (→ members, held members) + registries (→ sync registries)
-//!     ──▶ members::union (∪ the config file's) ──▶ Pipeline::reconcile
+//!     ──▶ pipeline::union (∪ the config file's) ──▶ Pipeline::reconcile
 //! engine documents ──▶ writer ──PUT …/status──▶ Karpor apiserver
 //! ```
 //!
 //! [`types`] holds Karpor's objects as JSON, [`api`] reaches Karpor's
 //! apiserver and discovers where it serves both kinds, [`clusters`] and
-//! [`registries`] convert the objects (with [`selector`]), and [`source`]
-//! follows them live.
+//! [`registries`] convert the objects (with [`selector`]), and [`reader`]
+//! follows them live; [`writer`] writes status back.
 
 pub mod api;
 pub mod clusters;
+pub mod reader;
 pub mod registries;
 mod report;
 pub mod selector;
 pub mod settings;
-pub mod source;
 pub mod types;
 pub mod writer;
 
+pub use reader::{KarporCheck, KarporHealth};
 pub use settings::{KarporSettings, Sharing, WriterSettings, default_replica};
-pub use source::{KarporCheck, KarporHealth};

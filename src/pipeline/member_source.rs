@@ -3,7 +3,7 @@
 //! be read again at any time; reading resolves every member's client
 //! settings (files read, URLs checked) and fails as a whole, so a reload
 //! applies a complete, valid set or nothing. Karpor's `Cluster` objects
-//! (src/karpor/source.rs) are a second, live source beside this one.
+//! (src/karpor/reader.rs) are a second, live source beside this one.
 
 use std::path::{Path, PathBuf};
 

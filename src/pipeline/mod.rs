@@ -174,7 +174,7 @@ impl Pipeline {
         Ok(pipeline)
     }
 
-    // Members that come and go (src/members/): add, remove, restart, reconcile.
+    // Members that come and go (src/pipeline/): add, remove, restart, reconcile.
 
     /// Starts watching a new member. Refused (409) when one of that name runs.
     pub async fn add_member(&self, member: Member) -> crate::Result<()> {

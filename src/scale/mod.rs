@@ -8,27 +8,28 @@
 //! those another live replica should own (stopping the member before
 //! releasing the Lease), and stops a member whose Lease it could not renew
 //! before others may take it ([`table`]). Only the owner runs a member's
-//! probes, watches and status machines. Part 2, with `--nats`: one stream
-//! of changes over NATS JetStream ([`ChangeStream`]) carries every owner's
-//! documents to every replica. `docs/SCALE-OUT.md` has the design.
+//! probes, watches and status machines. Part 2, with `--nats`: the relay
+//! ([`Relay`]), one JetStream stream of changes over NATS, carries every
+//! owner's documents to every replica, and the task bucket ([`TaskBucket`])
+//! holds the tasks every replica sees. `docs/SCALE-OUT.md` has the design.
 
+mod leases;
 mod ownership;
+mod relay;
 mod rendezvous;
-mod store;
-mod stream;
 mod subject;
 mod table;
-mod tasks;
+mod task_bucket;
 
 use std::time::Duration;
 
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
-pub use stream::{
-    ChangeStream, DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS, NatsCheck,
-    NatsSettings,
+pub use relay::{
+    DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS, NatsCheck, NatsSettings,
+    Relay,
 };
 pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
-pub use tasks::{NatsTaskStore, bucket_of as task_bucket_of};
+pub use task_bucket::{TaskBucket, bucket_of as task_bucket_of};
 
 /// The replica of `replicas` that should own `member` once ownership has
 /// settled (rendezvous hashing); None without replicas.

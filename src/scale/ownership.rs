@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::LeaseSettings;
-use super::store::{LeaseStore, Listed, Listing, WriteError, member_lease, replica_lease};
+use super::leases::{LeaseStore, Listed, Listing, WriteError, member_lease, replica_lease};
 use super::table::{Seen, live_replicas, observe, plan};
 use crate::health::Check;
 use crate::metrics::Metrics;

@@ -1,5 +1,6 @@
-//! One stream of changes over NATS JetStream (`owner's hub ──[publisher]──▶
-//! JetStream ──[consumer]──▶ every other replica's hub ──▶ transports`).
+//! The relay: one stream of changes over NATS JetStream (`owner's hub
+//! ──[publisher]──▶ JetStream ──[consumer]──▶ every other replica's hub ──▶
+//! transports`).
 //! Each replica publishes the changes its own engine makes to the topics of
 //! the members it runs, and applies everyone else's to its hub with the
 //! owner's revision ([`Hub::apply_remote`]), so SSE, WebSocket and REST on
@@ -203,7 +204,7 @@ pub struct Hubs {
 
 /// A running stream of changes: the publisher and the consumer.
 #[derive(Debug)]
-pub struct ChangeStream {
+pub struct Relay {
     client: async_nats::Client,
     js: jetstream::Context,
     name: String,
@@ -231,7 +232,7 @@ struct Shared {
     js: jetstream::Context,
 }
 
-impl ChangeStream {
+impl Relay {
     /// Connects, creates or updates the stream, and starts publishing this
     /// replica's changes and applying the others'. Subscribes to the hub
     /// before returning, so no change made afterwards is missed. `desired`
@@ -387,7 +388,7 @@ impl ChangeStream {
 
 /// `/readyz/Nats`: the broker is connected and the consumer keeps up.
 #[derive(Debug)]
-pub struct NatsCheck(Arc<ChangeStream>);
+pub struct NatsCheck(Arc<Relay>);
 
 impl Check for NatsCheck {
     fn name(&self) -> &str {

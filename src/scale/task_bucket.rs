@@ -1,5 +1,5 @@
-//! Tasks shared by replicas: a [`TaskStore`] over a NATS JetStream
-//! key-value bucket (`tasks ──▶ [bucket KUBE_PULSE_TASKS] ◀── every
+//! The task bucket: tasks shared by replicas, a [`TaskStore`] over a NATS
+//! JetStream key-value bucket (`tasks ──▶ [bucket KUBE_PULSE_TASKS] ◀── every
 //! replica's watch`). Any replica stores a task; every replica watches the
 //! bucket, publishes each revision on `tasks/{id}`, and the replica that
 //! runs the task's member executes it (src/tasks/service.rs). A task's
@@ -29,7 +29,7 @@ pub fn bucket_of(stream: &str) -> String {
 
 /// Tasks in a JetStream key-value bucket, with a local copy of every entry
 /// kept current by a watch (for lists, and to tell the replica of changes).
-pub struct NatsTaskStore {
+pub struct TaskBucket {
     kv: kv::Store,
     bucket: String,
     capacity: usize,
@@ -40,9 +40,9 @@ pub struct NatsTaskStore {
     stop: CancellationToken,
 }
 
-impl std::fmt::Debug for NatsTaskStore {
+impl std::fmt::Debug for TaskBucket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsTaskStore")
+        f.debug_struct("TaskBucket")
             .field("bucket", &self.bucket)
             .field("tasks", &self.seen.lock().len())
             .finish_non_exhaustive()
@@ -78,7 +78,7 @@ fn task_of(entry: &kv::Entry) -> Option<Task> {
     Some(task)
 }
 
-impl NatsTaskStore {
+impl TaskBucket {
     /// Creates or opens the bucket (file storage, one revision per key,
     /// `replicas` copies: an existing bucket with another count is updated
     /// to it) and starts watching it; returns once the watch has read every
@@ -93,7 +93,7 @@ impl NatsTaskStore {
         let settings = |e: &dyn std::fmt::Display| {
             crate::Error::Settings(format!(
                 "nats: the task bucket {bucket}: {e}{}",
-                super::stream::replicas_hint(replicas)
+                super::relay::replicas_hint(replicas)
             ))
         };
         // The bucket's stream, made as a key-value bucket's is (one value
@@ -167,7 +167,7 @@ const WATCH_CHECK: Duration = Duration::from_secs(3);
 /// Follows the bucket (from the current value of every key on), keeping
 /// `seen` and announcing each task revision; a watch that ends is made
 /// again. `current` fires once the existing entries have been read.
-async fn watch(store: Arc<NatsTaskStore>, current: tokio::sync::oneshot::Sender<()>) {
+async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>) {
     let mut current = Some(current);
     let mut backoff = Duration::from_millis(250);
     let mut from = 0u64;
@@ -245,7 +245,7 @@ async fn watch(store: Arc<NatsTaskStore>, current: tokio::sync::oneshot::Sender<
     }
 }
 
-impl TaskStore for NatsTaskStore {
+impl TaskStore for TaskBucket {
     fn name(&self) -> &str {
         "nats"
     }

@@ -1,5 +1,5 @@
-//! The live Karpor source (`Karpor apiserver ──watch──▶ [source] ──coalesce
-//! ──convert──▶ union ──▶ pipeline`). Two kube-runtime watchers follow the
+//! The Karpor reader, Karpor as a live member source (`Karpor apiserver
+//! ──watch──▶ [reader] ──coalesce ──convert──▶ union ──▶ pipeline`). Two kube-runtime watchers follow the
 //! `Cluster` and `SyncRegistry` objects; a change to what kube-pulse reads
 //! (a Cluster's labels or spec, a registry's spec — not the status the
 //! writer puts there) waits [`COALESCE`] for the rest of its burst, then the

@@ -1,10 +1,17 @@
 //! kube-pulse: a real-time push gateway for Kubernetes status.
 //!
-//! Data flow: member clusters ──watch──▶ sources ──▶ hub ──▶ transports ──▶
-//! browsers; health beside. The Kubernetes API simulator that stands in for
-//! member clusters in tests, benchmarks and the demo is the crate
-//! `kube-pulse-sim`, reached only through the `demo` feature.
-//! `docs/ARCHITECTURE.md` maps every module to its place in the flow.
+//! ```text
+//! member clusters ──watch──▶ sources ──Observation──▶ engine ──documents──▶ hub ──Change──▶ transports ──▶ browsers
+//!                            (probe, watchers)         (status machines)    (revisions,       (SSE, WebSocket;
+//!                                                                            replay, patterns)  REST reads the hub)
+//! member sources (file, kubeconfig, Karpor) ──▶ pipeline ──▶ sources      tasks ──Observation──▶ engine
+//! health, metrics, auth beside every stage; http/ serves it all; gateway/ starts it all
+//! ```
+//!
+//! The Kubernetes API simulator that stands in for member clusters in
+//! tests, benchmarks and the demo is the crate `kube-pulse-sim`, reached
+//! only through the `demo` feature. `docs/ARCHITECTURE.md` lists every
+//! module bottom-up, with the rules no import may break.
 
 #![warn(missing_docs)]
 

@@ -6,10 +6,10 @@
 //! hub first holds it; changes, resyncs and snapshots carry that form. A slow subscription never blocks it: its queue is bounded
 //! and, when full, the topics it missed are resent as fresh snapshots.
 
+mod pattern;
 mod position;
 #[cfg(test)]
 mod resume_tests;
-pub mod topic;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,10 +22,13 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
 
+/// Topic names and their builders, for the parts that name topics.
+pub use crate::protocol::topic;
+pub use crate::protocol::topic::Topic;
 use crate::protocol::topic::TopicKind;
 use crate::protocol::{ServerMessage, StreamCursor, patch};
-use topic::PatternIndex;
-pub use topic::{Pattern, Topic};
+pub use pattern::Pattern;
+use pattern::PatternIndex;
 
 /// What happened to a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -1073,7 +1073,7 @@ fn warnings_are_capped_per_member() {
     for (i, (observation, _)) in registered().into_iter().enumerate() {
         engine.apply(observation, t(i as i64));
     }
-    let items = (0..super::MAX_WARNINGS + 10)
+    let items = (0..super::model::MAX_WARNINGS + 10)
         .map(|i| {
             let Observation::WarningApplied { key, warning, .. } = warning(
                 &format!("e{i:05}"),
@@ -1095,7 +1095,7 @@ fn warnings_are_capped_per_member() {
         t(5),
     );
     let model = &engine.clusters["c"];
-    assert_eq!(model.warnings.len(), super::MAX_WARNINGS);
+    assert_eq!(model.warnings.len(), super::model::MAX_WARNINGS);
     // The oldest went.
     assert!(
         !model

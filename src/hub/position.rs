@@ -10,8 +10,7 @@
 //! after it: an exact replay, patches and all, since every replica holds a
 //! member's topics at the owner's revisions.
 
-use super::topic::Topic;
-use crate::protocol::topic::TopicKind;
+use crate::protocol::topic::{Topic, TopicKind};
 
 /// Where a hub is in a stream of changes.
 #[derive(Debug)]

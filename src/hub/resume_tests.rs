@@ -6,6 +6,7 @@
 //! snapshots one by one, and across removals and re-creations.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 

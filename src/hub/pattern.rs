@@ -1,14 +1,15 @@
 //! Subscription patterns, and the index that matches a topic against many
 //! patterns without scanning them all (`transports → subscribe → [index] ←
 //! hub publish`). Topic names themselves are [`crate::protocol::topic`]
-//! (re-exported here for the engine and the tasks that build them).
+//! (re-exported as `crate::hub::topic` for the engine and the tasks that
+//! build them).
 //!
 //! Patterns: `*` matches one segment, `**` (last segment only) matches one
 //! or more remaining segments. Matching reads the parsed topic's segments.
 
 use std::collections::HashMap;
 
-pub use crate::protocol::topic::{MAX_TOPIC_LEN, Topic, app, cluster, sync, task};
+use crate::protocol::topic::{MAX_TOPIC_LEN, Topic};
 
 /// A parsed subscription pattern.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -71,7 +72,7 @@ impl Pattern {
 /// costs its depth times the branching actually used, not the number of
 /// subscriptions.
 #[derive(Debug, Default)]
-pub struct PatternIndex<Id> {
+pub(super) struct PatternIndex<Id> {
     root: Node<Id>,
     len: usize,
     /// Trie nodes below the root; [`PatternIndex::remove`] prunes the ones
@@ -103,7 +104,7 @@ impl<Id> Default for Node<Id> {
 
 impl<Id: Clone + PartialEq> PatternIndex<Id> {
     /// Adds `id` under `pattern` (an id may be under several patterns).
-    pub fn insert(&mut self, pattern: &Pattern, id: Id) {
+    pub(super) fn insert(&mut self, pattern: &Pattern, id: Id) {
         let mut node = &mut self.root;
         for seg in &pattern.segments {
             match seg.as_str() {
@@ -136,7 +137,7 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
     /// Removes one registration of `id` under `pattern`, and every node
     /// that leaves without a registration or a child: an index that churns
     /// through unique patterns stays the size of its live ones.
-    pub fn remove(&mut self, pattern: &Pattern, id: &Id) {
+    pub(super) fn remove(&mut self, pattern: &Pattern, id: &Id) {
         let (removed, pruned) = Self::remove_below(&mut self.root, &pattern.segments, id);
         if removed {
             self.len -= 1;
@@ -199,7 +200,7 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
     }
 
     /// Every id whose pattern matches `topic` (an id with two matching patterns appears twice).
-    pub fn matches(&self, topic: &Topic) -> Vec<Id> {
+    pub(super) fn matches(&self, topic: &Topic) -> Vec<Id> {
         let mut out = Vec::new();
         Self::walk(&self.root, topic, 0, &mut out);
         out
@@ -221,18 +222,19 @@ impl<Id: Clone + PartialEq> PatternIndex<Id> {
     }
 
     /// How many (pattern, id) entries the index holds.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the index holds no entry.
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Trie nodes below the root (0 for an empty index): what the index
     /// costs besides its entries.
-    pub fn nodes(&self) -> usize {
+    pub(super) fn nodes(&self) -> usize {
         self.nodes
     }
 }

@@ -10,7 +10,7 @@ use super::model::PodIndex;
 use super::observation::Observation;
 use super::state::{Engine, to_doc};
 use super::transitions::{self, Subject};
-use crate::hub::topic;
+use crate::protocol::topic;
 use crate::status::app::{AppStatus, Workload};
 use crate::status::pods::{self, PodSummary};
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::state::{Engine, to_doc};
 use super::transitions::{self, Subject};
-use crate::hub::topic;
+use crate::protocol::topic;
 use crate::status::cluster::{CacheInfo, ClusterInput, ClusterPhase, ResourceCounts};
 use crate::status::sync::{Gvr, SyncInput, SyncPhase, SyncStatus};
 

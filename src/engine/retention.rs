@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::state::Engine;
-use crate::hub::topic;
+use crate::protocol::topic;
 
 impl Engine {
     /// Keeps gone apps for `retention` instead of the default 10 minutes.

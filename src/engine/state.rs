@@ -13,8 +13,9 @@ use chrono::{DateTime, Utc};
 use super::model::{ClusterModel, ClusterSeries};
 use super::observation::Observation;
 use super::transitions::{self, Subject};
-use crate::hub::{Hub, topic};
+use crate::hub::Hub;
 use crate::metrics::{Metrics, ResourceLabels, WatchLabels};
+use crate::protocol::topic;
 use crate::status::cluster::{ClusterInput, ClusterStatus, Thresholds};
 use crate::status::sync::SyncInput;
 

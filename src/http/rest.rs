@@ -15,8 +15,9 @@ use serde_json::Value;
 use crate::auth::Principal;
 use crate::error::{Error, Result};
 use crate::http::query::query;
-use crate::hub::{Hub, Pattern, topic};
+use crate::hub::{Hub, Pattern};
 use crate::protocol::rest::{History, ItemList};
+use crate::protocol::topic;
 
 fn segment(name: &str, value: &str) -> Result<()> {
     let ok = !value.is_empty()

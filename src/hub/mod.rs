@@ -26,8 +26,6 @@ mod subscription;
 #[cfg(test)]
 mod tests;
 
-/// Topic names and their builders, for the parts that name topics.
-pub use crate::protocol::topic;
 pub use crate::protocol::topic::Topic;
 pub use change::{Change, ChangeKind, EncodeCache};
 pub use pattern::Pattern;

@@ -1,8 +1,7 @@
 //! Subscription patterns, and the index that matches a topic against many
 //! patterns without scanning them all (`transports → subscribe → [index] ←
-//! hub publish`). Topic names themselves are [`crate::protocol::topic`]
-//! (re-exported as `crate::hub::topic` for the engine and the tasks that
-//! build them).
+//! hub publish`). Topic names themselves, and their builders, are
+//! [`crate::protocol::topic`].
 //!
 //! Patterns: `*` matches one segment, `**` (last segment only) matches one
 //! or more remaining segments. Matching reads the parsed topic's segments.

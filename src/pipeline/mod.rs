@@ -501,7 +501,7 @@ impl Pipeline {
         for source in members.running.values().map(|r| &r.source) {
             let phase = self
                 .origin
-                .get(&crate::hub::topic::cluster(source.name()))
+                .get(&crate::protocol::topic::cluster(source.name()))
                 .and_then(|d| {
                     d.doc
                         .get("phase")

@@ -12,7 +12,8 @@ use super::model::Task;
 use super::store::{StoreError, TaskStore};
 use crate::engine::Observation;
 use crate::error::{Error, Result};
-use crate::hub::{Hub, topic};
+use crate::hub::Hub;
+use crate::protocol::topic;
 
 /// The store of tasks and the places each revision is published to.
 pub(super) struct Board {

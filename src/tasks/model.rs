@@ -95,7 +95,7 @@ pub struct Target {
 impl Target {
     /// The hub topic of the app (`apps/{cluster}/{namespace}/{app}`).
     pub fn topic(&self) -> String {
-        crate::hub::topic::app(&self.cluster, &self.namespace, &self.app)
+        crate::protocol::topic::app(&self.cluster, &self.namespace, &self.app)
     }
 }
 

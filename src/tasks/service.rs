@@ -20,8 +20,9 @@ use super::progress;
 use super::store::{MemoryStore, StoreError, TaskChange, TaskStore};
 use crate::engine::Observation;
 use crate::error::{Error, Result};
-use crate::hub::{Hub, topic};
+use crate::hub::Hub;
 use crate::pipeline::{MemberClient, MemberClients};
+use crate::protocol::topic;
 
 /// How tasks behave.
 #[derive(Debug, Clone)]

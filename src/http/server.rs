@@ -12,8 +12,8 @@
 //! cleartext HTTP/2 preface by reading the first 24 bytes on their own,
 //! after which hyper grows its read buffer from 8 to 16 KiB to parse the
 //! rest of the request, and every SSE or WebSocket connection keeps that
-//! buffer. Serving HTTP/1.1 only, it stays 8 KiB (docs/BENCHMARKS.md,
-//! scenario 3). On the plain listener an event stream does not keep even
+//! buffer. Serving HTTP/1.1 only, it stays 8 KiB (docs/benchmarks/01-08-side-by-side.md,
+//! memory). On the plain listener an event stream does not keep even
 //! that: the first request head is read here, and a `GET` of the events
 //! path is answered without hyper ([`crate::http::sse_socket`]; its read and
 //! header buffers are 16 KiB of a stream's 27, §16). Streams over TLS stay

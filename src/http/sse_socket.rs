@@ -3,7 +3,7 @@
 //! router ──▶ sse`). hyper's HTTP/1 connection keeps an 8 KiB read buffer
 //! and an 8 KiB header buffer for as long as the connection lives, which
 //! for a status stream is hours of 16 KiB per idle subscriber
-//! (docs/BENCHMARKS.md, scenario 3). Here the request head is read into a
+//! (docs/benchmarks/16-memory-per-connection.md). Here the request head is read into a
 //! buffer that is freed once parsed; a `GET` of the events path with no
 //! body is answered by the router as usual, and its response is written
 //! straight to the socket (chunked, then the connection closes). Any other
@@ -227,7 +227,7 @@ fn encode_head(parts: axum::http::response::Parts, length: Option<u64>) -> Vec<u
 /// Chunks up to this size are copied behind their size line and written
 /// with one plain write; larger ones are written vectored, uncopied. A
 /// `writev` of a small event cost about half a microsecond more than a
-/// `send` of it in the kernel (docs/BENCHMARKS.md, section 19): more than
+/// `send` of it in the kernel (docs/benchmarks/19-latency-profile.md): more than
 /// copying a few hundred bytes.
 const COPY_CHUNKS_UP_TO: usize = 16 * 1024;
 

@@ -46,7 +46,7 @@ impl std::hash::Hasher for IdHasher {
 /// and a waker, not a channel: a channel costs a subscription some 800
 /// bytes while idle (its shared state padded to cache lines, a block of
 /// slots) and several atomic operations and a lock per delivery
-/// (docs/BENCHMARKS.md, sections 15 and 16).
+/// (docs/benchmarks/18-one-task-per-stream.md).
 pub(super) struct Queue {
     pub(super) state: Mutex<Queued>,
     /// The smallest first-missed sequence in `missed` (`u64::MAX` when

@@ -231,7 +231,7 @@ struct EventStream {
 /// stream was busy is not made up for). A stream goes idle after every
 /// message it writes, so the timer is asked on every delivery; polling
 /// tokio's timer each time cost about 2 % of the server's CPU at 1 000
-/// subscribers (docs/BENCHMARKS.md, section 19). It is polled only when
+/// subscribers (docs/benchmarks/19-latency-profile.md). It is polled only when
 /// its deadline has passed or another task polls the stream: otherwise it
 /// holds this task's waker already.
 struct Heartbeat {

@@ -1,5 +1,5 @@
-//! Results: JSON for machines, a markdown table per scenario for
-//! docs/BENCHMARKS.md, and SVG line plots: latency against subscribers and
+//! Results: JSON for machines, a markdown table per scenario (the rounds
+//! in docs/benchmarks/ are made of them), and SVG line plots: latency against subscribers and
 //! the cost curves (RSS against connections and watched objects, sync time
 //! against watched objects, CPU per delivery against subscribers).
 

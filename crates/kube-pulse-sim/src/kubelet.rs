@@ -12,7 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::converger::{Pods, images};
+use super::rollout::{Pods, images};
 use super::events::{Event, EventType, Recorder, Source};
 use super::object::{UpdateScope, name_of, namespace_of};
 use super::pods::{self, ImageFault, Owner, PodState, Restarts};

@@ -29,6 +29,7 @@ pub mod pods;
 mod protobuf;
 pub mod replicasets;
 pub mod resources;
+mod rollout;
 pub mod reviews;
 pub mod scenario;
 pub mod schema;

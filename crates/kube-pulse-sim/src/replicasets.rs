@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::converger::Pods;
+use super::rollout::Pods;
 use super::object::{UpdateScope, name_of, namespace_of};
 use super::pods::{Owner, hash_label};
 use super::resources::ResourceDef;

@@ -18,6 +18,7 @@ mod discovery;
 pub mod events;
 pub mod faults;
 pub mod karpor;
+mod karpor_api;
 mod kubelet;
 pub mod managed;
 pub mod media;
@@ -40,6 +41,7 @@ pub mod store;
 pub mod table;
 pub mod testing;
 pub mod typed;
+mod time;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -105,7 +107,7 @@ pub struct SimConfig {
     pub image_faults: BTreeMap<String, pods::ImageFault>,
     /// Pods the cluster has room for (None: unlimited).
     pub pod_capacity: Option<u32>,
-    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor/`).
+    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor.rs`).
     pub karpor: Option<KarporOptions>,
 }
 
@@ -365,7 +367,7 @@ impl SimCluster {
         let listener = server::bind(config.listen)?;
         let addr = listener.local_addr()?;
         let catalog = match config.karpor {
-            Some(options) => karpor::catalog(options, config.extra_resources.clone()),
+            Some(options) => karpor_api::catalog(options, config.extra_resources.clone()),
             None => resources::Catalog::new(config.extra_resources.clone()),
         };
         let shared = Arc::new(Shared {
@@ -426,8 +428,8 @@ impl SimCluster {
             self.apply(&workload_manifest(workload))?;
         }
         if config.karpor.is_some_and(|k| k.default_registry) {
-            self.apply(&karpor::only_metadata_rule())?;
-            self.apply(&karpor::default_sync_registry())?;
+            self.apply(&karpor_api::only_metadata_rule())?;
+            self.apply(&karpor_api::default_sync_registry())?;
         }
         Ok(())
     }

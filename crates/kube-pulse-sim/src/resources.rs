@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::typed::TypedKind;
+use super::schema::TypedKind;
 
 /// One served resource (a single version of it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,13 +11,13 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::managed::{Operation, Writer};
 use super::media::{self, Output};
 use super::object::{UpdateScope, name_of, resource_version_of};
 use super::params::Params;
 use super::patch::{self, PatchKind};
 use super::resources::ResourceDef;
+use super::shared::Shared;
 use super::status::{ApiError, ApiResult};
 use super::store::{Deleted, ListFrom, Preconditions};
 use super::typed;

@@ -14,13 +14,13 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
 use super::kubelet::{Kubelet, Workload, fault_of};
 use super::object::{UpdateScope, is_terminating, name_of, namespace_of};
 use super::pods::Owner;
 use super::replicasets;
 use super::rollout::desired_replicas;
 pub use super::rollout::{Pods, deployment_status, images, statefulset_status, template_hash};
+use super::shared::Shared;
 
 /// How fast workloads converge.
 #[derive(Debug, Clone, Copy)]

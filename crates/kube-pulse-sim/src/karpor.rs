@@ -24,9 +24,9 @@ use super::status::{ApiError, ApiResult};
 use super::{SimCluster, SimConfig};
 
 pub use super::karpor_api::{
-    CLUSTER_GROUP, Credential, DEFAULT_REGISTRY, DEFAULT_SYNC_RESOURCES, ExecConfig,
-    KarporOptions, MemberAccess, ONLY_METADATA_RULE, SEARCH_GROUP, VERSION, catalog,
-    cluster_manifest, default_sync_registry, only_metadata_rule, resources,
+    CLUSTER_GROUP, Credential, DEFAULT_REGISTRY, DEFAULT_SYNC_RESOURCES, ExecConfig, KarporOptions,
+    MemberAccess, ONLY_METADATA_RULE, SEARCH_GROUP, VERSION, catalog, cluster_manifest,
+    default_sync_registry, only_metadata_rule, resources,
 };
 
 impl MemberAccess {

@@ -9,6 +9,24 @@
 //! (`/_sim/...`, see `docs/SIMULATOR.md`), and counts the requests it serves.
 //! With [`SimConfig::karpor`] it is a simulated Karpor apiserver instead
 //! ([`karpor`]).
+//!
+//! This file declares the modules, re-exports what other crates name at the
+//! root, and holds [`SimCluster`]. The modules import one way, bottom up:
+//!
+//! - values: `time.rs`, `schema/` (Go types), `resources.rs` (the
+//!   catalogue), `status.rs` (errors), `typed.rs`, `object.rs`, `crd.rs`,
+//!   `managed.rs`, `selector.rs`, `faults.rs`, `reviews.rs`, `karpor_api/`
+//!   (Karpor's catalogue and objects), and the request helpers `params.rs`, `media.rs`, `patch.rs`,
+//!   `table.rs`, `protobuf.rs`;
+//! - `store/`: the objects, their versions and watch windows;
+//! - controllers: `nodes.rs`, `pods.rs`, `events.rs`, `rollout.rs`,
+//!   `replicasets.rs`, `kubelet.rs`, `converger.rs`;
+//! - `shared.rs` (one cluster's state), then HTTP: `api/`, `watch.rs`,
+//!   `discovery.rs`, `control.rs`, `guard.rs`, `router.rs`, `server.rs`;
+//! - `config.rs` and this file: the cluster;
+//! - on top, using [`SimCluster`]: `karpor.rs`, `scenario.rs`.
+//!
+//! `scripts/check-imports.py` fails on any import circle among them.
 
 mod api;
 mod config;

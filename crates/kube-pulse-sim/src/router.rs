@@ -1,5 +1,5 @@
 //! The routes of one simulated cluster: discovery, the resource API
-//! (`api.rs`) behind the guard (`guard.rs`), and the control API under
+//! (`api/`) behind the guard (`guard.rs`), and the control API under
 //! `/_sim` (`control.rs`). Served by `server.rs`, built by the cluster.
 
 use std::sync::Arc;

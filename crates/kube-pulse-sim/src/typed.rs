@@ -7,7 +7,7 @@
 //! false, so a replace (PUT) without `metadata.resourceVersion` is refused
 //! with the generic registry's 422; a PATCH carries the stored
 //! resourceVersion and is unaffected. Every write goes through the kind's Go
-//! type (`schema.rs`): unknown fields are dropped, spec and status alike.
+//! type (`schema/`): unknown fields are dropped, spec and status alike.
 //! The schemas are Karpor 0.6's (`schema/karpor.rs`), and which one a
 //! resource stores is its [`TypedKind`] (`schema/kinds.rs`).
 

@@ -16,8 +16,8 @@
 //! - values: `time.rs`, `schema/` (Go types), `resources.rs` (the
 //!   catalogue), `status.rs` (errors), `typed.rs`, `object.rs`, `crd.rs`,
 //!   `managed.rs`, `selector.rs`, `faults.rs`, `reviews.rs`, `karpor_api/`
-//!   (Karpor's catalogue and objects), and the request helpers `params.rs`, `media.rs`, `patch.rs`,
-//!   `table.rs`, `protobuf.rs`;
+//!   (Karpor's catalogue and objects), and the request helpers
+//!   `params.rs`, `media.rs`, `patch.rs`, `table.rs`, `protobuf.rs`;
 //! - `store/`: the objects, their versions and watch windows;
 //! - controllers: `nodes.rs`, `pods.rs`, `events.rs`, `rollout.rs`,
 //!   `replicasets.rs`, `kubelet.rs`, `converger.rs`;

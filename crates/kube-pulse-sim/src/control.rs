@@ -17,8 +17,8 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::Shared;
 use super::faults::Faults;
+use super::shared::Shared;
 
 /// A control-API failure: 400 with a JSON body naming the problem.
 fn bad_request(message: impl Into<String>) -> Response {

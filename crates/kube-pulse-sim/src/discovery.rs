@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::Shared;
+use super::shared::Shared;
 
 pub(crate) async fn version() -> Json<Value> {
     Json(json!({

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::converger::{Pods, images};
 use super::events::{Event, EventType, Recorder, Source};
 use super::object::{UpdateScope, name_of, namespace_of};
 use super::pods::{self, ImageFault, Owner, PodState, Restarts};
 use super::replicasets::Uids;
 use super::resources::ResourceDef;
+use super::rollout::{Pods, images};
 use super::store::{Preconditions, Store};
 
 /// What the kubelet remembers of a pod.

@@ -9,15 +9,36 @@
 //! (`/_sim/...`, see `docs/SIMULATOR.md`), and counts the requests it serves.
 //! With [`SimConfig::karpor`] it is a simulated Karpor apiserver instead
 //! ([`karpor`]).
+//!
+//! This file declares the modules, re-exports what other crates name at the
+//! root, and holds [`SimCluster`]. The modules import one way, bottom up:
+//!
+//! - values: `time.rs`, `schema/` (Go types), `resources.rs` (the
+//!   catalogue), `status.rs` (errors), `typed.rs`, `object.rs`, `crd.rs`,
+//!   `managed.rs`, `selector.rs`, `faults.rs`, `reviews.rs`, `karpor_api/`
+//!   (Karpor's catalogue and objects), and the request helpers
+//!   `params.rs`, `media.rs`, `patch.rs`, `table.rs`, `protobuf.rs`;
+//! - `store/`: the objects, their versions and watch windows;
+//! - controllers: `nodes.rs`, `pods.rs`, `events.rs`, `rollout.rs`,
+//!   `replicasets.rs`, `kubelet.rs`, `converger.rs`;
+//! - `shared.rs` (one cluster's state), then HTTP: `api/`, `watch.rs`,
+//!   `discovery.rs`, `control.rs`, `guard.rs`, `router.rs`, `server.rs`;
+//! - `config.rs` and this file: the cluster;
+//! - on top, using [`SimCluster`]: `karpor.rs`, `scenario.rs`.
+//!
+//! `scripts/check-imports.py` fails on any import circle among them.
 
 mod api;
+mod config;
 mod control;
 pub mod converger;
 pub mod crd;
 mod discovery;
 pub mod events;
 pub mod faults;
+mod guard;
 pub mod karpor;
+mod karpor_api;
 mod kubelet;
 pub mod managed;
 pub mod media;
@@ -30,33 +51,33 @@ mod protobuf;
 pub mod replicasets;
 pub mod resources;
 pub mod reviews;
+mod rollout;
+mod router;
 pub mod scenario;
 pub mod schema;
 pub mod selector;
 mod server;
+mod shared;
 pub mod status;
 pub mod store;
 pub mod table;
 pub mod testing;
+mod time;
 pub mod typed;
 mod watch;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::header;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use config::{SimConfig, WorkloadSeed, workload_manifest};
 pub use converger::ConvergeConfig;
 pub use faults::{Faults, StatsSnapshot};
 pub use karpor::KarporOptions;
@@ -64,275 +85,8 @@ pub use resources::ResourceDef;
 pub use status::ApiError;
 
 use faults::Stats;
+use shared::Shared;
 use store::Store;
-
-/// A workload to create when the cluster starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkloadSeed {
-    /// `Deployment` or `StatefulSet`.
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
-    pub replicas: u32,
-    pub image: String,
-}
-
-/// How to build one simulated cluster.
-#[derive(Debug, Clone)]
-pub struct SimConfig {
-    pub name: String,
-    /// Address to listen on; port 0 picks a free one.
-    pub listen: SocketAddr,
-    /// When set, API requests need `Authorization: Bearer TOKEN` (401 otherwise).
-    pub token: Option<String>,
-    /// Resources served in addition to the built-ins (custom resources), from
-    /// the start and without CRD objects; CRDs created later add more.
-    pub extra_resources: Vec<ResourceDef>,
-    /// Events kept for watch resume (the watch cache); older versions get 410.
-    pub window: usize,
-    /// Interval between BOOKMARK events on watches that allow them.
-    pub bookmark_interval: Duration,
-    pub converge: ConvergeConfig,
-    /// RBAC emulation: `group/resource[:verb]` rules answered with 403.
-    pub deny: Vec<String>,
-    /// Namespaces created at start (besides `default`, `kube-system`, `kube-public`).
-    pub namespaces: Vec<String>,
-    pub workloads: Vec<WorkloadSeed>,
-    /// Who tokens are and what they may do, for TokenReview / SubjectAccessReview.
-    pub reviews: reviews::ReviewPolicy,
-    /// What goes wrong with pods of these images.
-    pub image_faults: BTreeMap<String, pods::ImageFault>,
-    /// Pods the cluster has room for (None: unlimited).
-    pub pod_capacity: Option<u32>,
-    /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor/`).
-    pub karpor: Option<KarporOptions>,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        Self {
-            name: "sim".into(),
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            token: None,
-            extra_resources: Vec::new(),
-            window: 1000,
-            bookmark_interval: Duration::from_secs(10),
-            converge: ConvergeConfig::default(),
-            deny: Vec::new(),
-            namespaces: Vec::new(),
-            workloads: Vec::new(),
-            reviews: reviews::ReviewPolicy::default(),
-            image_faults: BTreeMap::new(),
-            pod_capacity: None,
-            karpor: None,
-        }
-    }
-}
-
-impl SimConfig {
-    pub fn named(name: &str) -> Self {
-        Self {
-            name: name.into(),
-            ..Self::default()
-        }
-    }
-}
-
-/// State shared by the handlers, the accept loop and the controllers of one cluster.
-pub(crate) struct Shared {
-    name: String,
-    addr: SocketAddr,
-    store: Store,
-    token: Option<String>,
-    /// Written by the control API and [`SimCluster`]; read by every request.
-    faults: tokio::sync::watch::Sender<Faults>,
-    deny: RwLock<BTreeSet<String>>,
-    failing_images: RwLock<BTreeSet<String>>,
-    /// What goes wrong with pods of these images (besides `failing_images`,
-    /// whose pods run but never get ready).
-    image_faults: RwLock<BTreeMap<String, pods::ImageFault>>,
-    /// Pods the cluster has room for (None: unlimited); the rest are unschedulable.
-    pod_capacity: RwLock<Option<u32>>,
-    /// Answers to TokenReview and SubjectAccessReview.
-    reviews: RwLock<reviews::ReviewPolicy>,
-    stats: Stats,
-    /// Bumped to end every open watch stream cleanly.
-    close_watches: tokio::sync::watch::Sender<u64>,
-    bookmark_interval: Duration,
-    shutdown: CancellationToken,
-}
-
-impl Shared {
-    /// Every image with a fault: `failing_images` as `NotReady`, then the
-    /// explicit faults (which win).
-    fn image_faults(&self) -> BTreeMap<String, pods::ImageFault> {
-        let mut faults: BTreeMap<String, pods::ImageFault> = self
-            .failing_images
-            .read()
-            .iter()
-            .map(|i| (i.clone(), pods::ImageFault::NotReady))
-            .collect();
-        faults.extend(self.image_faults.read().clone());
-        faults
-    }
-    fn is_denied(&self, def: &ResourceDef, verb: &str) -> bool {
-        let key = def.stats_key();
-        let deny = self.deny.read();
-        deny.contains(&key) || deny.contains(&format!("{key}:{verb}"))
-    }
-
-    fn set_faults(&self, faults: Faults) {
-        self.faults.send_replace(faults);
-    }
-
-    /// Clears `applied` after `after`, unless the faults were changed meanwhile.
-    fn heal_later(self: &Arc<Self>, after: Duration, applied: Faults) {
-        let shared = self.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = shared.shutdown.cancelled() => {}
-                _ = tokio::time::sleep(after) => {
-                    shared.faults.send_if_modified(|f| {
-                        if *f == applied { *f = Faults::default(); true } else { false }
-                    });
-                }
-            }
-        });
-    }
-}
-
-/// Paths a real apiserver serves to anonymous clients.
-fn is_public(path: &str) -> bool {
-    matches!(path, "/livez" | "/readyz" | "/healthz" | "/version")
-}
-
-/// Applies auth and the stall / latency / status faults before any API handler.
-async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let mut faults = shared.faults.subscribe();
-    loop {
-        if !faults.borrow_and_update().stall {
-            break;
-        }
-        tokio::select! {
-            _ = shared.shutdown.cancelled() => return ApiError::new(503, "ServiceUnavailable", "shutting down").into_response(),
-            changed = faults.changed() => if changed.is_err() { break },
-        }
-    }
-    let current = faults.borrow().clone();
-    if current.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(current.latency_ms)).await;
-    }
-    let path = request.uri().path().to_string();
-    // The status fault stands for a broken apiserver or proxy: everything answers it.
-    if let Some(code) = current.status
-        && current
-            .status_path_prefix
-            .as_deref()
-            .is_none_or(|prefix| path.starts_with(prefix))
-    {
-        return injected_error(code).into_response();
-    }
-    if let Some(token) = &shared.token {
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.strip_prefix("Bearer ").unwrap_or(""));
-        // As on a real apiserver: public paths allow anonymous requests, but a
-        // credential that fails authentication is refused everywhere.
-        let allowed = match presented {
-            None => is_public(&path),
-            Some(t) => t == token,
-        };
-        if !allowed {
-            return ApiError::unauthorized().into_response();
-        }
-    }
-    let mut response = next.run(request).await;
-    if current.clock_skew_seconds != 0 {
-        // The apiserver's clock, off by the skew (hyper keeps a Date header
-        // that is already there).
-        let at = chrono::Utc::now() + chrono::Duration::seconds(current.clock_skew_seconds);
-        if let Ok(value) = at.format("%a, %d %b %Y %H:%M:%S GMT").to_string().parse() {
-            response.headers_mut().insert(header::DATE, value);
-        }
-    }
-    response
-}
-
-fn injected_error(code: u16) -> ApiError {
-    let (reason, message) = match code {
-        401 => ("Unauthorized", "Unauthorized"),
-        403 => ("Forbidden", "forbidden: injected by the simulator"),
-        404 => (
-            "NotFound",
-            "the server could not find the requested resource",
-        ),
-        409 => ("Conflict", "conflict injected by the simulator"),
-        410 => ("Expired", "too old resource version"),
-        429 => (
-            "TooManyRequests",
-            "the server has received too many requests and has asked us to try again later",
-        ),
-        502 | 503 => (
-            "ServiceUnavailable",
-            "the server is currently unable to handle the request",
-        ),
-        504 => (
-            "Timeout",
-            "the server was unable to return a response in the time allotted",
-        ),
-        _ => (
-            "InternalError",
-            "an error on the server (\"injected\") has prevented the request from succeeding",
-        ),
-    };
-    let mut err = ApiError::new(code, reason, message);
-    if matches!(code, 429 | 503) {
-        err.retry_after = Some(1);
-    }
-    err
-}
-
-fn api_router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route("/version", get(discovery::version))
-        .route("/livez", get(discovery::livez))
-        .route("/readyz", get(discovery::readyz))
-        .route("/healthz", get(discovery::healthz))
-        .route("/api", get(discovery::core_versions))
-        .route("/apis", get(discovery::groups))
-        .route("/openapi/v2", get(discovery::openapi_v2))
-        .route("/openapi/v3", get(discovery::openapi_v3))
-        .route("/openapi/v3/{*rest}", get(discovery::openapi_v3_group))
-        .fallback(api::handle)
-        .layer(middleware::from_fn_with_state(shared.clone(), guard))
-        .with_state(shared.clone())
-        .nest("/_sim", control::router(shared))
-}
-
-/// A Deployment or StatefulSet manifest as the seeds and the demo create them:
-/// labelled `app.kubernetes.io/name=NAME`, one container.
-pub fn workload_manifest(seed: &WorkloadSeed) -> Value {
-    let labels = json!({"app.kubernetes.io/name": seed.name});
-    let mut spec = json!({
-        "replicas": seed.replicas,
-        "selector": {"matchLabels": labels},
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {"containers": [{"name": seed.name, "image": seed.image}]},
-        },
-    });
-    if seed.kind == "StatefulSet" {
-        spec["serviceName"] = json!(seed.name);
-    }
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": seed.kind,
-        "metadata": {"name": seed.name, "namespace": seed.namespace, "labels": labels},
-        "spec": spec,
-    })
-}
 
 /// A running simulated cluster. Dropping it does not stop it; call [`SimCluster::shutdown`].
 pub struct SimCluster {
@@ -364,7 +118,7 @@ impl SimCluster {
         let listener = server::bind(config.listen)?;
         let addr = listener.local_addr()?;
         let catalog = match config.karpor {
-            Some(options) => karpor::catalog(options, config.extra_resources.clone()),
+            Some(options) => karpor_api::catalog(options, config.extra_resources.clone()),
             None => resources::Catalog::new(config.extra_resources.clone()),
         };
         let shared = Arc::new(Shared {
@@ -388,7 +142,7 @@ impl SimCluster {
             tracker: TaskTracker::new(),
         };
         cluster.seed(&config).map_err(std::io::Error::other)?;
-        let app = api_router(shared.clone());
+        let app = router::api_router(shared.clone());
         cluster.tracker.spawn(server::run(
             shared.clone(),
             listener,
@@ -425,8 +179,8 @@ impl SimCluster {
             self.apply(&workload_manifest(workload))?;
         }
         if config.karpor.is_some_and(|k| k.default_registry) {
-            self.apply(&karpor::only_metadata_rule())?;
-            self.apply(&karpor::default_sync_registry())?;
+            self.apply(&karpor_api::only_metadata_rule())?;
+            self.apply(&karpor_api::default_sync_registry())?;
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! The Node objects of a simulated cluster: the nodes pods are scheduled on
-//! (`sim-node-1..3`, see `pods.rs`), created at start, Ready, as a kubelet
+//! (`sim-node-1..3`; `pods.rs` places pods on them), created at start, Ready, as a kubelet
 //! registers and reports them, so `kubectl get nodes` and a sync of `nodes`
 //! have something to show.
 
@@ -7,9 +7,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::object::{UpdateScope, timestamp};
-use super::pods::NODES;
 use super::status::ApiResult;
 use super::store::Store;
+
+/// How many nodes the simulated cluster claims (in scheduler messages and `nodeName`).
+pub const NODES: usize = 3;
 
 /// The kubelet version the nodes report.
 const KUBELET_VERSION: &str = "v1.32.0";

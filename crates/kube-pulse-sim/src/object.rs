@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::resources::ResourceDef;
 use super::status::{ApiError, ApiResult};
+pub use super::time::timestamp;
 
 /// `metadata.name` of an object, or "".
 pub fn name_of(obj: &Value) -> &str {
@@ -37,11 +38,6 @@ pub fn has_finalizers(obj: &Value) -> bool {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .is_some_and(|f| !f.is_empty())
-}
-
-/// A timestamp as Kubernetes writes it (RFC 3339, seconds, `Z`).
-pub fn timestamp(now: chrono::DateTime<chrono::Utc>) -> String {
-    now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// RFC 1123 subdomain, as the apiserver requires of most object names.

@@ -14,6 +14,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use super::nodes::NODES;
+use super::nodes::node_name;
 use super::object::{name_of, namespace_of, timestamp};
 
 /// What goes wrong with pods of an image.
@@ -65,9 +67,6 @@ pub enum PodState {
     /// No node has room for it.
     Unschedulable,
 }
-
-/// How many nodes the simulated cluster claims (in scheduler messages and `nodeName`).
-pub const NODES: usize = 3;
 
 /// The scheduler's message for a pod no node has room for.
 pub fn unschedulable_message() -> String {
@@ -208,7 +207,7 @@ pub fn pod(owner: &Owner<'_>, index: u32) -> Value {
 fn node_for(name: &str) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut hasher);
-    super::nodes::node_name(hasher.finish() as usize % NODES + 1)
+    node_name(hasher.finish() as usize % NODES + 1)
 }
 
 fn condition(kind: &str, ok: bool, since: &str) -> Value {

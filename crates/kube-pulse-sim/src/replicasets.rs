@@ -12,10 +12,10 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::converger::Pods;
 use super::object::{UpdateScope, name_of, namespace_of};
 use super::pods::{Owner, hash_label};
 use super::resources::ResourceDef;
+use super::rollout::Pods;
 use super::store::{Preconditions, Store};
 
 /// The uids of a Deployment's ReplicaSets, for its pods' ownerReferences.

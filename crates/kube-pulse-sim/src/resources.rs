@@ -5,7 +5,7 @@
 //! configmaps, deployments, statefulsets) and what Karpor's default sync
 //! registry names (nodes, services, secrets, replicasets, volumes, ingresses,
 //! PodDisruptionBudgets); a simulated Karpor apiserver serves its own set
-//! (`karpor/`); extra resources (custom resources for sync registries or a
+//! (`karpor_api/`); extra resources (custom resources for sync registries or a
 //! task store) are registered at start, and
 //! CustomResourceDefinition objects add and remove resources while the
 //! cluster runs (`crd.rs`).
@@ -13,7 +13,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::typed::TypedKind;
+use super::schema::TypedKind;
 
 /// One served resource (a single version of it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

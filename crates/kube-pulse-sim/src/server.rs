@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Shared;
+use super::shared::Shared;
 
 /// Binds with `SO_REUSEADDR` so a refused cluster can reopen its port at once.
 pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {

@@ -290,7 +290,7 @@ mod tests {
 
     #[test]
     fn member_and_karpor_rows_read_like_kubectl() {
-        let catalog = Catalog::new(crate::karpor::resources(Default::default()));
+        let catalog = Catalog::new(crate::karpor_api::resources(Default::default()));
         let now: DateTime<Utc> = "2026-01-01T00:10:00Z".parse().unwrap();
         let created = "2026-01-01T00:09:00Z";
         let node = json!({"metadata": {"name": "sim-node-1", "creationTimestamp": created},

@@ -7,63 +7,16 @@
 //! false, so a replace (PUT) without `metadata.resourceVersion` is refused
 //! with the generic registry's 422; a PATCH carries the stored
 //! resourceVersion and is unaffected. Every write goes through the kind's Go
-//! type (`schema.rs`): unknown fields are dropped, spec and status alike.
-//! The schemas are Karpor 0.6's (`karpor/schema.rs`).
+//! type (`schema/`): unknown fields are dropped, spec and status alike.
+//! The schemas are Karpor 0.6's (`schema/karpor.rs`), and which one a
+//! resource stores is its [`TypedKind`] (`schema/kinds.rs`).
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::karpor::schema as karpor_schema;
 use super::resources::ResourceDef;
-use super::schema::{self, Field};
+use super::schema;
+pub use super::schema::TypedKind;
 use super::status::{ApiError, ApiResult};
-
-/// Which Go type a typed resource stores (it decides the resource name of
-/// error messages and the fields an object keeps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TypedKind {
-    /// `cluster.karpor.io` Cluster; `conditions` selects the schema whose
-    /// status also has `conditions` (metav1.Condition list).
-    KarporCluster { conditions: bool },
-    /// `search.karpor.io` SyncRegistry, served as `syncclusterresources`.
-    KarporSyncRegistry,
-    /// `search.karpor.io` SyncResources.
-    KarporSyncResources,
-    /// `search.karpor.io` TransformRule.
-    KarporTransformRule,
-    /// `search.karpor.io` TrimRule.
-    KarporTrimRule,
-}
-
-impl TypedKind {
-    /// The resource of the registry's `DefaultQualifiedResource`, which error
-    /// messages name. Karpor registers SyncRegistry under the path
-    /// `syncclusterresources` but names it `syncregistries` there.
-    pub fn qualified_plural(self) -> &'static str {
-        match self {
-            Self::KarporCluster { .. } => "clusters",
-            Self::KarporSyncRegistry => "syncregistries",
-            Self::KarporSyncResources => "syncresources",
-            Self::KarporTransformRule => "transformrules",
-            Self::KarporTrimRule => "trimrules",
-        }
-    }
-}
-
-impl TypedKind {
-    /// The fields of the Go type besides `apiVersion`, `kind` and `metadata`.
-    pub fn schema(self) -> &'static [Field] {
-        match self {
-            Self::KarporCluster { conditions: false } => karpor_schema::CLUSTER,
-            Self::KarporCluster { conditions: true } => karpor_schema::CLUSTER_WITH_CONDITIONS,
-            Self::KarporSyncRegistry => karpor_schema::SYNC_REGISTRY,
-            Self::KarporSyncResources => karpor_schema::SYNC_RESOURCES,
-            Self::KarporTransformRule => karpor_schema::TRANSFORM_RULE,
-            Self::KarporTrimRule => karpor_schema::TRIM_RULE,
-        }
-    }
-}
 
 /// Passes an object to be stored through its Go type: what the typed
 /// apiserver would keep of it (a no-op for other resources). A value of the

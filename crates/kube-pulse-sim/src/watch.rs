@@ -17,12 +17,12 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::Shared;
 use super::media::Output;
 use super::object::namespace_of;
 use super::params::Params;
 use super::resources::ResourceDef;
 use super::selector::Selection;
+use super::shared::Shared;
 use super::status::{ApiError, ApiResult};
 use super::store::{EventType, StoredEvent};
 

@@ -8,10 +8,19 @@
 //! `null`; `[]byte` is base64. A value of the wrong JSON type fails as Go's
 //! decoder fails.
 //!
-//! Pure functions; `typed.rs` picks the schema (`karpor/schema.rs`) and calls [`normalize`].
+//! Pure functions; [`TypedKind`] names the Go type of a typed resource and
+//! its schema (`kinds.rs`; Karpor's types are in `karpor.rs`), and `typed.rs`
+//! calls [`normalize`] with it.
 
 use base64::Engine;
 use serde_json::{Map, Value};
+
+use super::time::timestamp;
+
+pub(crate) mod karpor;
+mod kinds;
+
+pub use kinds::TypedKind;
 
 /// The JSON shape of a Go type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +162,7 @@ fn encode_struct(
 /// Parses an RFC 3339 time and prints it as `metav1.Time` does (UTC, seconds).
 fn encode_time(text: &str) -> Option<String> {
     let at = chrono::DateTime::parse_from_rfc3339(text).ok()?;
-    Some(super::object::timestamp(at.with_timezone(&chrono::Utc)))
+    Some(timestamp(at.with_timezone(&chrono::Utc)))
 }
 
 /// `value` decoded into `shape` and encoded again; `path` names the field in errors.

@@ -1,8 +1,8 @@
 //! Karpor 0.6's Go types as JSON shapes (`pkg/kubernetes/apis/cluster` and
 //! `search`, `v1beta1/types.go`): what its apiserver keeps of a written
-//! object (`typed.rs` applies them through `schema.rs`).
+//! object (`typed.rs` applies them through `mod.rs`, picked by `kinds.rs`).
 
-use crate::schema::{Field, Shape, field, optional};
+use super::{Field, Shape, field, optional};
 
 const STR_LIST: Shape = Shape::List(&Shape::Str);
 

@@ -1,30 +1,13 @@
-//! A simulated Karpor apiserver (`karpor-server`): the source of members and
-//! sync registries that kube-pulse can read, and the objects it writes
-//! status back to (`Karpor ──watch──▶ members, registries; status ◀── writer`).
-//!
-//! It is an ordinary [`SimCluster`] started with [`SimConfig::karpor`] set:
-//! its catalogue is Karpor 0.6's — `cluster.karpor.io/v1beta1` `clusters`
-//! and `search.karpor.io/v1beta1` `syncclusterresources` (kind SyncRegistry),
-//! `syncresources`, `transformrules`, `trimrules`, all cluster-scoped, the
-//! first two with a `status` subresource — beside the core resources Karpor
-//! serves (namespaces, pods, secrets, serviceaccounts). Its resources are
-//! typed (`typed.rs`): Karpor's strategies and Go types (`schema.rs` here),
-//! not a CRD's. `objects.rs` builds the objects tests and the demo create: a
-//! Cluster for a member and Karpor's default sync registry.
+//! Karpor's API as data: its groups and version, the names a Karpor
+//! installation ships with, what a simulated Karpor apiserver serves
+//! ([`KarporOptions`], its catalogue) and the objects a Karpor user creates
+//! (`objects.rs`). Below the cluster, which serves this catalogue and seeds
+//! these objects, and `karpor.rs`, which drives a running Karpor apiserver.
 
-use std::sync::Arc;
-
-use serde_json::Value;
-
-use super::managed::{Operation, Writer};
-use super::object::UpdateScope;
 use super::resources::{Catalog, ResourceDef, builtin};
-use super::status::{ApiError, ApiResult};
-use super::typed::TypedKind;
-use super::{SimCluster, SimConfig};
+use super::schema::TypedKind;
 
 mod objects;
-pub(crate) mod schema;
 
 pub use objects::{
     Credential, DEFAULT_SYNC_RESOURCES, ExecConfig, MemberAccess, cluster_manifest,
@@ -154,71 +137,6 @@ pub fn catalog(options: KarporOptions, extra: Vec<ResourceDef>) -> Catalog {
     defs.extend(resources(options));
     defs.extend(extra);
     Catalog::from_defs(defs)
-}
-/// Creates (or replaces) a Cluster object in `karpor` for each simulated
-/// member, named after it, as an operator registers members in Karpor.
-pub fn register_members(karpor: &SimCluster, members: &[&SimCluster]) -> ApiResult<()> {
-    for member in members {
-        karpor.apply(&cluster_manifest(
-            member.name(),
-            &MemberAccess::to_sim(member),
-        ))?;
-    }
-    Ok(())
-}
-
-/// Writes `status` to the Cluster (`plural` `clusters`) or SyncRegistry
-/// (`syncclusterresources`) `name` through the status endpoint's rules, as
-/// `manager` (recorded in managedFields): another status writer, for tests.
-pub fn write_status(
-    karpor: &SimCluster,
-    plural: &str,
-    name: &str,
-    status: Value,
-    manager: &str,
-) -> ApiResult<Arc<Value>> {
-    let group = if plural == "clusters" {
-        CLUSTER_GROUP
-    } else {
-        SEARCH_GROUP
-    };
-    let store = karpor.store();
-    let def = store
-        .catalog()
-        .find(group, VERSION, plural)
-        .cloned()
-        .ok_or_else(|| ApiError::bad_request(format!("{plural:?} is not served")))?;
-    let writer = Writer {
-        manager: manager.to_string(),
-        operation: Operation::Update,
-        subresource: Some("status"),
-    };
-    store.mutate_by(
-        &def,
-        None,
-        name,
-        UpdateScope::Status,
-        false,
-        Some(&writer),
-        |current| {
-            let mut next = current.clone();
-            next["status"] = status;
-            Ok(next)
-        },
-    )
-}
-
-/// The configuration of a simulated Karpor apiserver named `karpor`.
-pub fn config(options: KarporOptions) -> SimConfig {
-    SimConfig {
-        karpor: Some(options),
-        ..SimConfig::named("karpor")
-    }
-}
-
-/// Starts a simulated Karpor apiserver on a free loopback port.
-pub async fn start(options: KarporOptions) -> std::io::Result<SimCluster> {
-    SimCluster::start(config(options)).await
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! The objects a Karpor user creates: a Cluster for each member (endpoint,
 //! CA bundle or `insecure`, credential) and Karpor's default sync registry
 //! with the TransformRule it names, as JSON in Karpor's types.
+//! `MemberAccess::to_sim`, the access to a running simulated member, is in
+//! `karpor.rs`.
 
 use base64::Engine;
 use serde_json::{Value, json};
 
 use super::{CLUSTER_GROUP, DEFAULT_REGISTRY, ONLY_METADATA_RULE, SEARCH_GROUP, VERSION};
-use crate::SimCluster;
 
 /// How kube-pulse (or Karpor) reaches a member: `spec.access` of a Cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,19 +88,6 @@ impl Credential {
 }
 
 impl MemberAccess {
-    /// Access to a simulated member: its URL, with its bearer token (an
-    /// empty one when the member takes any request).
-    pub fn to_sim(cluster: &SimCluster) -> Self {
-        Self {
-            endpoint: cluster.url(),
-            ca_bundle: None,
-            insecure: false,
-            credential: Credential::ServiceAccountToken(
-                cluster.token().unwrap_or_default().to_string(),
-            ),
-        }
-    }
-
     /// `spec.access` as Karpor's Cluster type writes it.
     pub fn to_json(&self) -> Value {
         let mut access =

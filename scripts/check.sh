@@ -23,6 +23,8 @@ else
   skip "cargo clippy" "clippy is not installed"
 fi
 stage "import rules (scripts/check-imports.py)" python3 scripts/check-imports.py
+stage "import rules' own tests (scripts/test_check_imports.py)" python3 scripts/test_check_imports.py
+stage "long files are named in docs/ARCHITECTURE.md (scripts/code-lines.py)" python3 scripts/code-lines.py
 if command -v cargo-deny >/dev/null 2>&1; then
   stage "cargo deny (licenses, bans, sources)" \
     cargo deny --workspace --all-features check licenses bans sources

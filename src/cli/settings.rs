@@ -1,0 +1,719 @@
+//! From flags to configuration (`flags, config file ──▶ [settings] ──▶
+//! GatewayConfig, DemoOptions ──▶ gateway, demo`): `serve` reads its config
+//! file (or a kubeconfig, or Karpor) and lays the flags over it (flags
+//! win): members, connections, Karpor, Leases, the stream of changes;
+//! `demo` lays its flags over the demo's defaults. Both share the flags
+//! that describe transports, tasks, authentication, TLS and the replay log.
+
+use std::net::SocketAddr;
+
+#[cfg(feature = "demo")]
+use super::args::DemoArgs;
+use super::args::ServeArgs;
+use super::shared::{ConnectionArgs, PushArgs, SecurityArgs, TaskArgs};
+use crate::config;
+use crate::error::{Error, Result};
+use crate::gateway::GatewayConfig;
+
+impl ConnectionArgs {
+    /// The connection settings of these flags over `file`'s (flags win);
+    /// the per-IP cap defaults to `sessions_per_ip` + [`SPARE_PER_IP`](crate::http::connections::SPARE_PER_IP).
+    pub fn to_settings(
+        &self,
+        file: &config::ConnectionsFile,
+        sessions_per_ip: usize,
+    ) -> crate::http::connections::ConnectionSettings {
+        let defaults = crate::http::connections::ConnectionSettings::default();
+        let secs = |flag: Option<u64>, file: Option<u64>, default| {
+            flag.or(file)
+                .map_or(default, std::time::Duration::from_secs)
+        };
+        let count = |flag: Option<u64>, file: Option<usize>| flag.map(|n| n as usize).or(file);
+        let trusted = if self.trusted_proxies.is_empty() {
+            file.trusted_proxies.clone()
+        } else {
+            self.trusted_proxies.clone()
+        };
+        crate::http::connections::ConnectionSettings {
+            header_read_timeout: secs(
+                self.header_read_timeout,
+                file.header_read_timeout_seconds,
+                defaults.header_read_timeout,
+            ),
+            tls_handshake_timeout: secs(
+                self.tls_handshake_timeout,
+                file.tls_handshake_timeout_seconds,
+                defaults.tls_handshake_timeout,
+            ),
+            idle_timeout: secs(
+                self.idle_timeout,
+                file.idle_timeout_seconds,
+                defaults.idle_timeout,
+            ),
+            max_per_ip: count(self.max_sockets_per_ip, file.max_sockets_per_ip)
+                .unwrap_or(sessions_per_ip.max(1) + crate::http::connections::SPARE_PER_IP),
+            max_total: count(self.max_sockets, file.max_sockets),
+            trusted_proxies: crate::http::client_ip::TrustedProxies {
+                cidrs: trusted,
+                header: self
+                    .forwarded_header
+                    .or(file.forwarded_header)
+                    .unwrap_or_default(),
+            },
+        }
+    }
+}
+
+impl ServeArgs {
+    /// Where the members come from, to re-read on SIGHUP and file changes.
+    pub fn member_source(&self) -> Option<crate::pipeline::MemberSource> {
+        match (&self.config, &self.kubeconfig) {
+            (Some(path), _) => Some(crate::pipeline::MemberSource::File(path.clone())),
+            (None, Some(path)) => Some(crate::pipeline::MemberSource::Kubeconfig {
+                path: path.clone(),
+                contexts: self.contexts.clone(),
+            }),
+            (None, None) => None,
+        }
+    }
+
+    /// The Karpor settings of the flags over the config file's `karpor:`
+    /// (flags win); None without a Karpor kubeconfig. The kubeconfig must be
+    /// readable now; Karpor itself may answer later.
+    pub fn karpor(
+        &self,
+        file: Option<&crate::config::KarporFile>,
+    ) -> Result<Option<crate::karpor::KarporSettings>> {
+        let file = file.cloned().unwrap_or_default();
+        let Some(kubeconfig) = self.karpor_kubeconfig.clone().or(file.kubeconfig) else {
+            if self.karpor_context.is_some() || self.karpor_allow_exec || self.karpor_read_only {
+                return Err(Error::Settings(
+                    "--karpor-context, --karpor-allow-exec and --karpor-read-only need --karpor-kubeconfig (or karpor.kubeconfig in the config file)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        if let Err(source) = std::fs::File::open(&kubeconfig) {
+            return Err(Error::Read {
+                path: kubeconfig,
+                source,
+            });
+        }
+        Ok(Some(crate::karpor::KarporSettings {
+            kubeconfig,
+            context: self.karpor_context.clone().or(file.context),
+            allow_exec: self.karpor_allow_exec || file.allow_exec,
+            status: (!(self.karpor_read_only || file.read_only)).then(|| {
+                crate::karpor::WriterSettings {
+                    replica: self
+                        .replica_id
+                        .clone()
+                        .filter(|id| !id.is_empty())
+                        .unwrap_or_else(crate::karpor::default_replica),
+                    ..Default::default()
+                }
+            }),
+        }))
+    }
+
+    /// Where the Leases' host cluster is, from the flags over the config
+    /// file's `leases:` (flags win); None without one.
+    pub fn lease_host(
+        &self,
+        file: &crate::config::LeasesFile,
+    ) -> Result<Option<crate::scale::LeaseHost>> {
+        use crate::scale::LeaseHost;
+        if file.in_cluster && file.kubeconfig.is_some() {
+            return Err(Error::Settings(
+                "leases: give kubeconfig or inCluster: true, not both".into(),
+            ));
+        }
+        Ok(match (&self.lease_kubeconfig, self.lease_in_cluster) {
+            (Some(path), _) => Some(LeaseHost::Kubeconfig(path.clone())),
+            (None, true) => Some(LeaseHost::InCluster),
+            (None, false) if file.in_cluster => Some(LeaseHost::InCluster),
+            (None, false) => file.kubeconfig.clone().map(LeaseHost::Kubeconfig),
+        })
+    }
+
+    /// The Lease settings of the flags over the config file's `leases:`
+    /// (flags win); None without a lease host cluster.
+    pub async fn leases(
+        &self,
+        file: Option<&crate::config::LeasesFile>,
+    ) -> Result<Option<crate::scale::LeaseSettings>> {
+        let file = file.cloned().unwrap_or_default();
+        let Some(host) = self.lease_host(&file)? else {
+            if self.lease_namespace.is_some() || self.lease_duration.is_some() {
+                return Err(Error::Settings(
+                    "--lease-namespace and --lease-duration need --lease-kubeconfig or --lease-in-cluster (or leases.kubeconfig or leases.inCluster in the config file)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let client = match host {
+            crate::scale::LeaseHost::Kubeconfig(path) => {
+                crate::karpor::api::kube_config(&path, None)
+                    .await
+                    .map_err(|e| Error::Settings(format!("lease kubeconfig: {e}")))?
+            }
+            crate::scale::LeaseHost::InCluster => crate::scale::in_cluster_config()?,
+        };
+        let namespace = self
+            .lease_namespace
+            .clone()
+            .or(file.namespace)
+            .unwrap_or_else(|| client.default_namespace.trim().to_string());
+        let seconds = self
+            .lease_duration
+            .or(file.duration_seconds)
+            .unwrap_or(crate::scale::DEFAULT_DURATION.as_secs());
+        let settings = crate::scale::LeaseSettings {
+            client,
+            namespace,
+            replica: self
+                .replica_id
+                .clone()
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(crate::karpor::default_replica),
+            duration: std::time::Duration::from_secs(seconds),
+        };
+        settings.validate()?;
+        Ok(Some(settings))
+    }
+
+    /// The stream of changes of `--nats` over the config file's `nats:`
+    /// (the flag wins over `url`); None without a URL.
+    pub fn nats(
+        &self,
+        file: Option<&crate::config::NatsFile>,
+    ) -> Result<Option<crate::scale::NatsSettings>> {
+        let file = file.cloned().unwrap_or_default();
+        let replicas = self.nats_stream_replicas.or(file.stream_replicas);
+        let Some(url) = self.nats.clone().or(file.url) else {
+            if file.stream.is_some() || file.history_per_topic.is_some() || replicas.is_some() {
+                return Err(Error::Settings(
+                    "nats: stream, historyPerTopic and streamReplicas (--nats-stream-replicas) need a url (or --nats)".into(),
+                ));
+            }
+            return Ok(None);
+        };
+        let mut settings = crate::scale::NatsSettings::new(url);
+        if let Some(stream) = file.stream {
+            settings.stream = stream;
+        }
+        if let Some(history) = file.history_per_topic {
+            settings.history = history;
+        }
+        if let Some(replicas) = replicas {
+            settings.replicas = replicas;
+        }
+        settings.validate()?;
+        Ok(Some(settings))
+    }
+
+    /// How often the member source's file is checked (None: only on SIGHUP).
+    pub fn reload_interval(&self) -> Option<std::time::Duration> {
+        (self.config_reload_interval > 0)
+            .then(|| std::time::Duration::from_secs(self.config_reload_interval))
+    }
+
+    /// The address and gateway configuration these flags and the config
+    /// file describe: flags win over the file; every member's client
+    /// configuration is resolved here, before anything listens.
+    pub async fn resolve(&self) -> Result<(SocketAddr, GatewayConfig)> {
+        let mut file_hosts = Vec::new();
+        let mut auth_failures = crate::auth::FailureLimits::default();
+        let mut karpor_file = None;
+        let mut leases_file = None;
+        let mut nats_file = None;
+        let (clusters, file_listen, pipeline, health, connections) = match (
+            &self.config,
+            &self.kubeconfig,
+        ) {
+            (Some(path), _) => {
+                let file = config::load_file(path)?;
+                auth_failures = crate::auth::FailureLimits::from_file(&file.auth_failures);
+                let pipeline = crate::pipeline::PipelineConfig::from_file(&file);
+                let connections = file.connections_file();
+                file_hosts = file.allowed_hosts;
+                karpor_file = file.karpor;
+                leases_file = file.leases;
+                nats_file = file.nats;
+                (
+                    file.clusters,
+                    file.listen,
+                    pipeline,
+                    file.health,
+                    connections,
+                )
+            }
+            (None, Some(path)) => (
+                config::from_kubeconfig(path, &self.contexts)?,
+                None,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ),
+            (None, None) if self.karpor_kubeconfig.is_some() => (
+                Vec::new(),
+                None,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            ),
+            (None, None) => {
+                return Err(Error::Settings(
+                        "serve needs --config FILE, --kubeconfig PATH (or KUBECONFIG) or --karpor-kubeconfig PATH".into(),
+                    ));
+            }
+        };
+        let addr = self
+            .listen
+            .or(file_listen)
+            .unwrap_or(([0, 0, 0, 0], 8080).into());
+        let mut base = GatewayConfig {
+            pipeline,
+            health,
+            ..GatewayConfig::default()
+        };
+        base.auth.failures = auth_failures;
+        let mut gateway = shared_flags(base, addr, &self.push, &self.tasks, &self.security)?;
+        // `--allowed-host` wins over `allowedHosts`.
+        if self.push.allowed_hosts.is_empty() {
+            gateway.transports.allowed_hosts = file_hosts;
+        }
+        gateway.connections =
+            (self.push.connections).to_settings(&connections, self.push.max_connections_per_ip);
+        gateway.members = crate::pipeline::members(&clusters).await?;
+        gateway.karpor = self.karpor(karpor_file.as_ref())?;
+        gateway.leases = self.leases(leases_file.as_ref()).await?;
+        gateway.nats = self.nats(nats_file.as_ref())?;
+        if gateway.nats.is_some() && gateway.leases.is_none() {
+            return Err(Error::Settings(
+                "--nats needs Lease ownership: --lease-kubeconfig PATH or --lease-in-cluster (or leases: in the config file)".into(),
+            ));
+        }
+        Ok((addr, gateway))
+    }
+}
+
+/// Applies the flags `serve` and `demo` share (transports, tasks,
+/// authentication, TLS, replay log) onto `base`, after refusing to serve
+/// `addr` without authentication where that is not allowed.
+fn shared_flags(
+    mut base: GatewayConfig,
+    addr: SocketAddr,
+    push: &PushArgs,
+    tasks: &TaskArgs,
+    security: &SecurityArgs,
+) -> Result<GatewayConfig> {
+    let mut auth = security.auth_settings();
+    auth.check_listener(addr).map_err(Error::Settings)?;
+    auth.failures = security.failure_limits(base.auth.failures);
+    if let Some(bytes) = push.replay_log_bytes {
+        base.pipeline.hub.log_bytes = bytes;
+    }
+    Ok(GatewayConfig {
+        transports: push.to_config(),
+        tasks: tasks.to_settings(),
+        base_path: push.base_path.clone(),
+        auth,
+        tls: security.tls(),
+        connections: (push.connections)
+            .to_settings(&Default::default(), push.max_connections_per_ip),
+        ..base
+    })
+}
+
+#[cfg(feature = "demo")]
+impl DemoArgs {
+    /// The address and demo options these flags describe.
+    pub fn resolve(&self) -> Result<(SocketAddr, crate::demo::DemoOptions)> {
+        let defaults = crate::demo::DemoOptions::default();
+        let options = crate::demo::DemoOptions {
+            clusters: self.clusters.into(),
+            scenario: !self.no_scenario,
+            converge: kube_pulse_sim::ConvergeConfig {
+                tick: std::time::Duration::from_millis(self.tick_ms.max(10)),
+                ..Default::default()
+            },
+            gateway: shared_flags(
+                defaults.gateway,
+                self.listen,
+                &self.push,
+                &self.tasks,
+                &self.security,
+            )?,
+            karpor: self
+                .karpor
+                .then_some(kube_pulse_sim::karpor::KarporOptions {
+                    conditions: self.karpor_conditions,
+                    default_registry: true,
+                }),
+            leases: self.leases,
+            nats: self
+                .nats
+                .as_ref()
+                .map(|url| {
+                    let settings = crate::scale::NatsSettings::new(url.as_str());
+                    settings.validate().map(|()| settings)
+                })
+                .transpose()?,
+        };
+        Ok((self.listen, options))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[tokio::test]
+    async fn nats_comes_from_the_flag_or_the_file_and_needs_leases() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("member");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: m\nclusters:\n- name: m\n  cluster: {server: 'http://127.0.0.1:1'}\ncontexts:\n- name: m\n  context: {cluster: m, user: u}\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let path = kubeconfig.to_str().unwrap();
+        let serve = |extra: &[&str]| {
+            let mut args = vec![
+                "kube-pulse",
+                "serve",
+                "--kubeconfig",
+                path,
+                "--listen",
+                "127.0.0.1:0",
+            ];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("serve expected"),
+            }
+        };
+        assert!(serve(&[]).nats(None).unwrap().is_none());
+        let file = crate::config::NatsFile {
+            url: Some("nats://file:4222".into()),
+            stream: Some("PULSE_A".into()),
+            history_per_topic: Some(4),
+            stream_replicas: Some(3),
+        };
+        let settings = serve(&[]).nats(Some(&file)).unwrap().unwrap();
+        assert_eq!(
+            (
+                settings.url.as_str(),
+                settings.stream.as_str(),
+                settings.history,
+                settings.replicas
+            ),
+            ("nats://file:4222", "PULSE_A", 4, 3)
+        );
+        // The flag wins over streamReplicas; either is validated.
+        let five = serve(&["--nats-stream-replicas", "5"]);
+        assert_eq!(five.nats(Some(&file)).unwrap().unwrap().replicas, 5);
+        let err = serve(&["--nats-stream-replicas", "6"])
+            .nats(Some(&file))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("streamReplicas must be 1 to 5"),
+            "{err}"
+        );
+        let list = serve(&["--nats", "nats://a:4222, tls://b:4222"]);
+        let settings = list.nats(None).unwrap().unwrap();
+        assert_eq!(settings.servers(), ["nats://a:4222", "tls://b:4222"]);
+        assert_eq!(settings.replicas, crate::scale::DEFAULT_REPLICAS);
+        let err = serve(&["--nats", "nats://a:4222,http://b:4222"])
+            .nats(None)
+            .unwrap_err();
+        assert!(err.to_string().contains("\"http://b:4222\""), "{err}");
+        let replicas_alone = crate::config::NatsFile {
+            stream_replicas: Some(3),
+            ..Default::default()
+        };
+        assert!(serve(&[]).nats(Some(&replicas_alone)).is_err());
+        assert!(serve(&["--nats-stream-replicas", "3"]).nats(None).is_err());
+        let flag = serve(&["--nats", "nats://flag:4222"]);
+        assert_eq!(
+            flag.nats(Some(&file)).unwrap().unwrap().url,
+            "nats://flag:4222"
+        );
+        let defaults = flag.nats(None).unwrap().unwrap();
+        assert_eq!(
+            (defaults.stream.as_str(), defaults.history),
+            (crate::scale::DEFAULT_STREAM, crate::scale::DEFAULT_HISTORY)
+        );
+        let err = serve(&["--nats", "http://x:1"]).nats(None).unwrap_err();
+        assert!(err.to_string().contains("nats://HOST:PORT"), "{err}");
+        let orphan = crate::config::NatsFile {
+            stream: Some("S".into()),
+            ..Default::default()
+        };
+        assert!(serve(&[]).nats(Some(&orphan)).is_err());
+        let err = serve(&["--nats", "nats://127.0.0.1:4222"])
+            .resolve()
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("--nats needs Lease ownership"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn lease_flags_win_over_the_file_and_need_a_kubeconfig() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("host");
+        std::fs::write(
+            &kubeconfig,
+            "apiVersion: v1\nkind: Config\ncurrent-context: host\nclusters:\n- name: host\n  cluster: {server: 'http://127.0.0.1:1'}\ncontexts:\n- name: host\n  context: {cluster: host, user: u, namespace: pulse}\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        let serve = |extra: &[&str]| {
+            let mut args = vec![
+                "kube-pulse",
+                "serve",
+                "--kubeconfig",
+                "kc",
+                "--replica-id",
+                "r-1",
+            ];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("serve expected"),
+            }
+        };
+        let path = kubeconfig.to_str().unwrap();
+        assert!(serve(&[]).leases(None).await.unwrap().is_none());
+        let err = serve(&["--lease-namespace", "x"])
+            .leases(None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("need --lease-kubeconfig"), "{err}");
+        // The context's namespace and the default duration.
+        let settings = serve(&["--lease-kubeconfig", path])
+            .leases(None)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (settings.namespace.as_str(), settings.replica.as_str()),
+            ("pulse", "r-1")
+        );
+        assert_eq!(settings.duration, crate::scale::DEFAULT_DURATION);
+        // The file's block, and flags over it.
+        let file = crate::config::LeasesFile {
+            kubeconfig: Some(kubeconfig.clone()),
+            namespace: Some("from-file".into()),
+            duration_seconds: Some(30),
+            ..Default::default()
+        };
+        let settings = serve(&[]).leases(Some(&file)).await.unwrap().unwrap();
+        assert_eq!(settings.namespace, "from-file");
+        assert_eq!(settings.duration.as_secs(), 30);
+        let flags = serve(&["--lease-namespace", "flag", "--lease-duration", "9"]);
+        let settings = flags.leases(Some(&file)).await.unwrap().unwrap();
+        assert_eq!(
+            (settings.namespace.as_str(), settings.duration.as_secs()),
+            ("flag", 9)
+        );
+        let err = serve(&["--lease-kubeconfig", path, "--lease-duration", "1"])
+            .leases(None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("3 to 600 seconds"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn the_lease_host_is_a_kubeconfig_or_the_pods_own_cluster() {
+        use crate::config::LeasesFile;
+        use crate::scale::LeaseHost;
+        let serve = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "serve", "--kubeconfig", "kc"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).map(|c| c.command) {
+                Ok(Command::Serve(args)) => Ok(args),
+                Ok(_) => panic!("serve expected"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let kubeconfig = |p: &str| Some(LeaseHost::Kubeconfig(p.into()));
+        let in_file = LeasesFile {
+            in_cluster: true,
+            ..Default::default()
+        };
+        let path_in_file = LeasesFile {
+            kubeconfig: Some("/file/kc".into()),
+            ..Default::default()
+        };
+        let none = LeasesFile::default();
+        // (flags, file, host)
+        let cases: &[(&[&str], &LeasesFile, Option<LeaseHost>)] = &[
+            (&[], &none, None),
+            (&["--lease-in-cluster"], &none, Some(LeaseHost::InCluster)),
+            (&[], &in_file, Some(LeaseHost::InCluster)),
+            (&[], &path_in_file, kubeconfig("/file/kc")),
+            // Flags win over the file, either way round.
+            (
+                &["--lease-kubeconfig", "/flag/kc"],
+                &in_file,
+                kubeconfig("/flag/kc"),
+            ),
+            (
+                &["--lease-in-cluster"],
+                &path_in_file,
+                Some(LeaseHost::InCluster),
+            ),
+        ];
+        for (flags, file, want) in cases {
+            let got = serve(flags).unwrap().lease_host(file).unwrap();
+            assert_eq!(&got, want, "{flags:?} {file:?}");
+        }
+        // Both at once is a mistake, in the flags and in the file.
+        let err = serve(&["--lease-in-cluster", "--lease-kubeconfig", "kc"]).unwrap_err();
+        assert!(err.contains("cannot be used with"), "{err}");
+        let both = LeasesFile {
+            in_cluster: true,
+            kubeconfig: Some("kc".into()),
+            ..Default::default()
+        };
+        let err = serve(&[]).unwrap().lease_host(&both).unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+        // The namespace-only flags name the in-cluster way too.
+        let err = serve(&["--lease-duration", "9"])
+            .unwrap()
+            .leases(None)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("--lease-in-cluster"), "{err}");
+        // Outside a pod, in-cluster is refused and says why; inside one it
+        // takes the pod's namespace unless the flag names another.
+        let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+            && std::path::Path::new("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                .exists();
+        let settings = serve(&["--lease-in-cluster", "--replica-id", "r-1"])
+            .unwrap()
+            .leases(None)
+            .await;
+        if in_pod {
+            let settings = settings.unwrap().unwrap();
+            let pod =
+                std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                    .unwrap();
+            assert_eq!(settings.namespace, pod.trim());
+        } else {
+            let err = settings.unwrap_err().to_string();
+            assert!(
+                err.contains("lease host cluster in-cluster")
+                    && (err.contains("not running in a pod")
+                        || err.contains("service account is not mounted")),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn connection_flags_win_over_the_file() {
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "serve", "--kubeconfig", "kc"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).map(|c| c.command) {
+                Ok(Command::Serve(args)) => Ok(args),
+                Ok(_) => panic!("serve expected"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let file = config::ConnectionsFile {
+            idle_timeout_seconds: Some(30),
+            max_sockets: Some(500),
+            trusted_proxies: vec!["192.0.2.0/24".parse().unwrap()],
+            ..Default::default()
+        };
+        let args = parse(&["--idle-timeout", "5", "--max-connections-per-ip", "7"]).unwrap();
+        let s = args
+            .push
+            .connections
+            .to_settings(&file, args.push.max_connections_per_ip);
+        assert_eq!(s.idle_timeout, std::time::Duration::from_secs(5));
+        assert_eq!(s.header_read_timeout, std::time::Duration::from_secs(10));
+        assert_eq!((s.max_per_ip, s.max_total), (107, Some(500)));
+        assert!(s.trusted_proxies.contains("192.0.2.9".parse().unwrap()));
+        let args = parse(&[
+            "--trusted-proxy",
+            "10.0.0.0/8",
+            "--trusted-proxy",
+            "fd00::/8",
+        ])
+        .unwrap();
+        let s = args.push.connections.to_settings(&file, 1000);
+        assert!(!s.trusted_proxies.contains("192.0.2.9".parse().unwrap()));
+        assert!(s.trusted_proxies.contains("fd00::1".parse().unwrap()));
+        assert_eq!(s.max_per_ip, 1100);
+        let err = parse(&["--trusted-proxy", "10.0.0.0/40"]).unwrap_err();
+        assert!(err.contains("not an address block"), "{err}");
+        assert!(parse(&["--idle-timeout", "0"]).is_err());
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn demo_nats_needs_leases_and_a_nats_url() {
+        let demo = |extra: &[&str]| -> Result<Box<DemoArgs>, clap::Error> {
+            let mut args = vec!["kube-pulse", "demo"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args)?.command {
+                Command::Demo(args) => Ok(args),
+                _ => panic!("demo expected"),
+            }
+        };
+        let url = "nats://127.0.0.1:4222";
+        assert!(demo(&["--nats", url]).is_err());
+        let (_, options) = demo(&["--leases", "--karpor", "--nats", url])
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert!(options.karpor.is_some() && options.nats.is_some());
+        let (_, options) = demo(&["--leases", "--nats", url])
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(options.nats.unwrap().url, url);
+        let (_, options) = demo(&["--leases"]).unwrap().resolve().unwrap();
+        assert!(options.nats.is_none());
+        let err = demo(&["--leases", "--nats", "http://127.0.0.1:4222"])
+            .unwrap()
+            .resolve()
+            .unwrap_err();
+        assert!(err.to_string().contains("nats://HOST:PORT"), "{err}");
+    }
+
+    #[cfg(feature = "demo")]
+    #[test]
+    fn auth_failure_flags_win_over_the_defaults() {
+        let limits = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "demo"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Demo(args) => args.resolve().unwrap().1.gateway.auth.failures,
+                _ => panic!("demo expected"),
+            }
+        };
+        assert_eq!(limits(&[]), crate::auth::FailureLimits::default());
+        let set = limits(&[
+            "--max-auth-failures-per-ip",
+            "5",
+            "--auth-failure-window",
+            "9",
+        ]);
+        assert_eq!(
+            (set.per_ip, set.window),
+            (5, std::time::Duration::from_secs(9))
+        );
+        let zero = ["kube-pulse", "demo", "--max-auth-failures-per-ip", "0"];
+        assert!(Cli::try_parse_from(zero).is_err());
+    }
+}

@@ -25,7 +25,7 @@ pub(crate) struct TransportLabels {
 }
 
 /// Accepted TCP connections: open, refused and closed by limit or timeout,
-/// failed accepts (src/connections.rs, docs/SECURITY.md "Connections").
+/// failed accepts (src/http/connections.rs, docs/SECURITY.md "Connections").
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionMetrics {
     pub(crate) open: Gauge,

@@ -1,6 +1,6 @@
 //! The Karpor families (`Karpor source, status writer ──events──▶
 //! [metrics] ──▶ registry`): whether Karpor answers and what its Cluster
-//! objects became (src/karpor/source.rs), and the status written back onto
+//! objects became (src/karpor/reader.rs), and the status written back onto
 //! its objects (src/karpor/writer.rs).
 
 use prometheus_client::encoding::EncodeLabelSet;

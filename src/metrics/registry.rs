@@ -50,17 +50,17 @@ pub struct Metrics {
     pub(crate) watch_lists: Family<ResourceLabels, Counter>,
     pub(crate) watch_errors: Family<WatchLabels, Counter>,
     pub(crate) probe_latency: Family<ClusterLabels, Histogram>,
-    /// Accepted TCP connections (src/connections.rs).
+    /// Accepted TCP connections (src/http/connections.rs).
     pub(crate) connections: ConnectionMetrics,
-    /// Reloads of the member configuration (src/members/reload.rs).
+    /// Reloads of the member configuration (src/pipeline/reload.rs).
     pub(crate) reloads: ReloadMetrics,
-    /// The Karpor source (src/karpor/source.rs).
+    /// The Karpor reader (src/karpor/reader.rs).
     pub(crate) karpor: KarporMetrics,
     /// Status writes to Karpor's objects (src/karpor/writer.rs).
     pub(crate) karpor_writer: KarporWriterMetrics,
     /// Member ownership through Leases (src/scale/).
     pub(crate) leases: LeaseMetrics,
-    /// The stream of changes between replicas (src/scale/stream.rs).
+    /// The relay: the stream of changes between replicas (src/scale/relay.rs).
     pub(crate) stream: StreamMetrics,
 }
 

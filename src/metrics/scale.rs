@@ -1,7 +1,7 @@
 //! The scale-out families (`leases, stream of changes ──events──▶ [metrics]
 //! ──▶ registry`): member ownership through Leases (src/scale/ownership.rs)
 //! and the stream of changes between replicas over NATS JetStream
-//! (src/scale/stream.rs). Without Leases or `--nats` their families have no
+//! (src/scale/relay.rs). Without Leases or `--nats` their families have no
 //! series.
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -37,7 +37,6 @@ mod server;
 pub mod status;
 pub mod store;
 pub mod table;
-pub mod testing;
 pub mod typed;
 mod watch;
 

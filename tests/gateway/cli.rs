@@ -2,7 +2,7 @@
 //! stop cleanly on SIGTERM; bad configuration fails with a clear message.
 
 use pulse_testkit::binary::{spawn_binary, terminate, wait_for_url};
-use pulse_testkit::http::{get_json, http};
+use pulse_testkit::http::{get_json, get_text, http};
 use pulse_testkit::poll::eventually;
 use std::process::Command;
 
@@ -172,14 +172,7 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
     let livez = client.get(format!("{url}/livez")).send().await.unwrap();
     assert_eq!(livez.status(), 200);
     assert_eq!(livez.text().await.unwrap(), "OK");
-    let index = client
-        .get(format!("{url}/"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let index = get_text(&format!("{url}/")).await;
     assert!(index.contains("ui/app.js"), "the web UI: {index}");
     let sims = get_json(&format!("{url}/_sim/clusters")).await;
     assert_eq!(sims["items"].as_array().unwrap().len(), 3);
@@ -248,16 +241,6 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         500
     );
     // Metrics are there and move.
-    let scrape = |client: reqwest::Client, url: String| async move {
-        client
-            .get(format!("{url}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
     let value = |text: &str, series: &str| -> f64 {
         text.lines()
             .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
@@ -265,7 +248,7 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no series {series}"))
     };
-    let first = scrape(client.clone(), url.clone()).await;
+    let first = get_text(&format!("{url}/metrics")).await;
     for series in [
         "kube_pulse_cluster_phase{cluster=\"dev\",phase=\"Healthy\"}",
         "kube_pulse_sync_phase{cluster=\"prod\",resource=\"apps/v1/deployments\",phase=\"Syncing\"}",
@@ -277,7 +260,7 @@ async fn demo_starts_clusters_and_stops_on_sigterm() {
         value(&first, series);
     }
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
-    let second = scrape(client.clone(), url.clone()).await;
+    let second = get_text(&format!("{url}/metrics")).await;
     let probes = "kube_pulse_probe_latency_seconds_count{cluster=\"dev\"}";
     assert!(
         value(&second, probes) > value(&first, probes),

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use kube_pulse_sim::ResourceDef;
-use pulse_testkit::http::http;
+use pulse_testkit::http::{get_json, http};
 use pulse_testkit::kubectl::{kubectl, kustomize, ok};
 use pulse_testkit::nats::{free_port, nats_server_or_skip};
 use pulse_testkit::poll::eventually;
@@ -823,14 +823,7 @@ async fn nats_server_accepts_the_components_config() {
         },
     )
     .await;
-    let varz: Value = client
-        .get(format!("{base}/varz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let varz: Value = get_json(&format!("{base}/varz")).await;
     let running = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let _ = child.wait();

@@ -8,16 +8,12 @@
 //! a run.
 
 use pulse_testkit::fleet::{Fleet, app};
-use pulse_testkit::mirror::{Conn, Mirror, Reader, Via};
+use pulse_testkit::load::heavy;
+use pulse_testkit::mirror::{Conn, Mirror, Reader, Via, synced_readers};
 use std::time::{Duration, Instant};
 
 /// Bound of every wait in this suite.
 const WAIT: Duration = Duration::from_secs(30);
-
-/// Held by each test: one fleet (three simulated members, the gateway and
-/// its clients) at a time, so a 2-core machine keeps up with the faults
-/// instead of turning them into timing noise.
-static ONE_FLEET: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Waits (bounded) until every reader's document of each topic has equalled
 /// the gateway's REST answer at least once during the wait (documents that
@@ -79,25 +75,6 @@ async fn all_agree_with_rest(fleet: &Fleet, readers: &[&Reader]) {
     }
 }
 
-/// Opens `count` readers on every status document, alternating WebSocket and SSE, and waits
-/// for their initial snapshots.
-async fn readers(url: &str, count: usize) -> Vec<Reader> {
-    let mut readers = Vec::new();
-    for i in 0..count {
-        let via = if i % 2 == 0 { Via::Ws } else { Via::Sse };
-        readers.push(Reader::spawn(Conn::open(url, via, None, None).await));
-    }
-    let deadline = Instant::now() + WAIT;
-    while !readers.iter().all(Reader::synced) {
-        assert!(
-            Instant::now() < deadline,
-            "readers not synced within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    readers
-}
-
 /// Item 1: subscribers that fell behind get the topics they missed as
 /// catch-up snapshots; one that hangs up right after the first of them and
 /// resumes from its cursor (what `EventSource` and the JS client do) must
@@ -105,11 +82,11 @@ async fn readers(url: &str, count: usize) -> Vec<Reader> {
 /// kept up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     // A write timeout long enough that the stalled readers are not closed
     // as slow consumers while the changes pile up (however slow the machine).
     let fleet = Fleet::start(50, "", &["--write-timeout", "60"]).await;
-    let live = readers(&fleet.url, 20).await;
+    let live = synced_readers(&fleet.url, 20, WAIT).await;
     // Four readers with a small receive buffer stop reading after synced.
     let mut stalled = Vec::new();
     for via in [Via::Ws, Via::Sse, Via::Ws, Via::Sse] {
@@ -189,9 +166,9 @@ async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
 /// during the outage), and no sync document claims `Syncing` meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documents_are_fresh_soon_after_a_member_recovers() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     let fleet = Fleet::start(3, "", &[]).await;
-    let reader = readers(&fleet.url, 1).await.remove(0);
+    let reader = synced_readers(&fleet.url, 1, WAIT).await.remove(0);
     let b = fleet.sim("b");
     b.set_faults(kube_pulse_sim::Faults {
         refuse: true,
@@ -274,9 +251,9 @@ async fn documents_are_fresh_soon_after_a_member_recovers() {
 /// through every retry: no Healthy in between, no new transitions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resource_that_keeps_failing_does_not_make_its_cluster_flap() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     let fleet = Fleet::start(2, "", &[]).await;
-    let reader = readers(&fleet.url, 1).await.remove(0);
+    let reader = synced_readers(&fleet.url, 1, WAIT).await.remove(0);
     let b = fleet.sim("b");
     b.set_deny(["apps/deployments"]);
     b.close_watches();
@@ -342,7 +319,7 @@ async fn a_resource_that_keeps_failing_does_not_make_its_cluster_flap() {
 /// reports, while changes keep coming.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_replay_log_stays_within_its_byte_bound() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     const BOUND: f64 = 256.0 * 1024.0;
     let fleet = Fleet::start(10, "", &["--replay-log-bytes", "262144"]).await;
     let churn = fleet.churn(60, Duration::from_secs(6));
@@ -382,7 +359,7 @@ async fn the_replay_log_stays_within_its_byte_bound() {
 /// without those of a member taken out of the configuration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_closes_sockets_with_1001_and_a_reconnect_storm_rebuilds_the_new_state() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     const CLIENTS: usize = 200;
     // The clients stand for 200 browsers but share one loopback address:
     // the per-address subscribe rate (100/s) would spread the storm over 2 s.
@@ -535,13 +512,13 @@ async fn a_stalled_reader_is_closed(via: Via) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_websocket_is_closed_with_4008() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     a_stalled_reader_is_closed(Via::Ws).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_sse_stream_is_closed() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     a_stalled_reader_is_closed(Via::Sse).await;
 }
 
@@ -550,9 +527,9 @@ async fn a_stalled_sse_stream_is_closed() {
 /// after the retention; subscribers and REST agree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gone_apps_and_a_replaced_member_are_removed() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     let mut fleet = Fleet::start(3, "appRetentionSeconds: 1\n", &[]).await;
-    let readers = readers(&fleet.url, 4).await;
+    let readers = synced_readers(&fleet.url, 4, WAIT).await;
     let api: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(fleet.sim("b").client(), "shop");
     api.delete(&app(1), &Default::default()).await.unwrap();
@@ -607,9 +584,9 @@ async fn gone_apps_and_a_replaced_member_are_removed() {
 /// subscriber ends with the true state, and the member's errors showed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_errors_and_relists_end_with_the_true_state() {
-    let _one = ONE_FLEET.lock().await;
+    let _one = heavy().await;
     let fleet = Fleet::start(3, "", &[]).await;
-    let readers = readers(&fleet.url, 4).await;
+    let readers = synced_readers(&fleet.url, 4, WAIT).await;
     let b = fleet.sim("b");
     let mut reasons = std::collections::BTreeSet::new();
     for (status, prefix) in [(500, None), (401, None), (403, Some("/apis/apps"))] {

@@ -8,8 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use pulse_testkit::fleet::{Fleet, MEMBERS};
-use pulse_testkit::http::http;
-use pulse_testkit::mirror::{Conn, Reader, Via};
+use pulse_testkit::mirror::{Reader, synced_readers};
 use serde_json::Value;
 
 /// Bound of every wait here.
@@ -26,18 +25,6 @@ fn topics_of(m: &str, docs: &BTreeMap<String, Value>) -> BTreeSet<String> {
         .filter(|t| **t == cluster || t.starts_with(&sync) || t.starts_with(&apps))
         .cloned()
         .collect()
-}
-
-/// The gateway's `/metrics` text.
-async fn metrics(fleet: &Fleet) -> String {
-    http()
-        .get(format!("{}/metrics", fleet.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 /// The value of the sample whose line starts with `series` (0 when absent).
@@ -65,19 +52,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// One WebSocket and one SSE reader on `**`, synced.
-async fn readers(fleet: &Fleet) -> Vec<Reader> {
-    let mut readers = Vec::new();
-    for via in [Via::Ws, Via::Sse] {
-        readers.push(Reader::spawn(Conn::open(&fleet.url, via, None, None).await));
-    }
-    until(fleet, "readers synced", || async {
-        readers.iter().all(Reader::synced)
-    })
-    .await;
-    readers
 }
 
 /// Waits until every reader equals REST, without a revision gap.
@@ -135,14 +109,14 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
         settled(&fleet, &["a", "b", "c"], &["d"], apps)
     })
     .await;
-    let readers = readers(&fleet).await;
+    let readers = synced_readers(&fleet.url, 2, WAIT).await;
     agree(&fleet, &readers).await;
     let before = fleet.rest().await;
     let of_c = topics_of("c", &before);
     // The cluster, its five watched resources (deployments, statefulsets,
     // namespaces, pods, warning events) and its apps.
     assert_eq!(of_c.len(), 1 + 5 + apps, "{of_c:?}");
-    assert!(metrics(&fleet).await.contains("cluster=\"c\""));
+    assert!(fleet.metrics().await.contains("cluster=\"c\""));
 
     // c out, d in.
     fleet.configure(&["a", "b", "d"]);
@@ -182,7 +156,7 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
             1 + 5 + apps
         );
     }
-    let text = metrics(&fleet).await;
+    let text = fleet.metrics().await;
     assert!(!text.contains("cluster=\"c\""), "series of c left:\n{text}");
     assert!(text.contains("cluster=\"d\""));
     assert_eq!(
@@ -214,13 +188,13 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
         let refused = (i + 1) as f64;
         until(&fleet, "the reload refused", || async {
             sample(
-                &metrics(&fleet).await,
+                &fleet.metrics().await,
                 "kube_pulse_config_reloads_total{result=\"refused\"}",
             ) == refused
         })
         .await;
         assert!(fleet.alive(), "the gateway survives an invalid file");
-        let text = metrics(&fleet).await;
+        let text = fleet.metrics().await;
         assert_eq!(
             sample(&text, "kube_pulse_config_last_reload_successful"),
             0.0
@@ -243,7 +217,7 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
     fleet.hup();
     until(&fleet, "the reload applied", || async {
         sample(
-            &metrics(&fleet).await,
+            &fleet.metrics().await,
             "kube_pulse_config_last_reload_successful",
         ) == 1.0
     })
@@ -283,7 +257,7 @@ async fn a_changed_token_in_the_file_restarts_the_member_and_it_recovers() {
         },
     )
     .await;
-    let readers = readers(&fleet).await;
+    let readers = synced_readers(&fleet.url, 2, WAIT).await;
     let c = fleet.sim("c").url();
     let (a, b) = (fleet.sim("a").url(), fleet.sim("b").url());
     fleet.write_config(&format!(
@@ -306,7 +280,7 @@ async fn a_changed_token_in_the_file_restarts_the_member_and_it_recovers() {
         // A restart keeps the member's documents: nothing was removed.
         assert!(reader.mirror.lock().removed.is_empty());
     }
-    let text = metrics(&fleet).await;
+    let text = fleet.metrics().await;
     assert_eq!(
         sample(&text, "kube_pulse_config_reloads_total{result=\"applied\"}"),
         1.0

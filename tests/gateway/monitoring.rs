@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pulse_testkit::binary::{spawn_binary, terminate, wait_for_url};
-use pulse_testkit::http::http;
+use pulse_testkit::http::{get_text, http};
 use pulse_testkit::kubectl::{kustomize, overlay};
 use pulse_testkit::nats::nats;
 use pulse_testkit::poll::eventually;
@@ -208,19 +208,7 @@ async fn rules_tests_and_dashboard_name_only_metrics_the_demo_exports() {
         .unwrap();
     assert_eq!(fault.status(), 200);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let scrape_of = |url: String| {
-        let client = client.clone();
-        async move {
-            client
-                .get(format!("{url}/metrics"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
-        }
-    };
+    let scrape_of = |url: String| async move { get_text(&format!("{url}/metrics")).await };
     // Once the --leases demo has listed the Leases and taken both members.
     let settled_leases = [
         "kube_pulse_lease_store_up{namespace=\"default\"} 1",

@@ -16,7 +16,7 @@ use kube_pulse_sim::{Faults, SimCluster};
 use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::{metric, readiness};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::scale::lease_holders;
+use pulse_testkit::scale::{lease_holders, watch_for_two_owners};
 use pulse_testkit::sim::{sim, sim_with};
 use tokio_util::sync::CancellationToken;
 
@@ -120,30 +120,6 @@ async fn settled(
         Some(owners)
     })
     .await
-}
-
-/// The replicas whose hubs are polled, by id.
-type Watched = Arc<parking_lot::Mutex<Vec<(String, Arc<Gateway>)>>>;
-
-/// Polls the hubs of `watched` until stopped; fails the test on any moment
-/// at which a member's topic is on two of them.
-fn watch_for_two_owners(
-    watched: Watched,
-    members: Vec<String>,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<usize> {
-    tokio::spawn(async move {
-        let mut polls = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let replicas = watched.lock().clone();
-            for (member, on) in topics(&replicas, &members) {
-                assert!(on.len() <= 1, "{member} runs on {on:?} at once");
-            }
-            polls += 1;
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        polls
-    })
 }
 
 /// Waits for a round of renewals of the member Leases `holder` holds and
@@ -259,7 +235,16 @@ async fn each_member_runs_on_one_replica_and_moves_when_replicas_stop_die_and_re
             .collect::<Vec<_>>(),
     ));
     let stop_watching = Arc::new(AtomicBool::new(false));
-    let watcher = watch_for_two_owners(watched.clone(), members.clone(), stop_watching.clone());
+    let watcher = watch_for_two_owners(
+        watched.clone(),
+        members.clone(),
+        stop_watching.clone(),
+        |replicas, m| {
+            topics(replicas, &[m.to_string()])
+                .remove(m)
+                .unwrap_or_default()
+        },
+    );
 
     let owners = settled(
         &host,

@@ -8,32 +8,22 @@ use std::time::Duration;
 use kube_pulse::hub::Pattern;
 use kube_pulse::sources::{SyncRegistry, SyncResource};
 use kube_pulse::status::lifecycle::transitions;
-use kube_pulse_sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
+use kube_pulse_sim::{Faults, SimCluster, workload_manifest};
 use pulse_testkit::gateway::{
     doc_where, label, members, pipeline, quick_pipeline, serve, start_gateway,
 };
 use pulse_testkit::http::{get_json, http};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim_with;
+use pulse_testkit::sim::{deployment, sim_with};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn seed(name: &str, replicas: u32) -> WorkloadSeed {
-    WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: name.into(),
-        replicas,
-        image: format!("registry.example/{name}:1"),
-    }
-}
-
 async fn member(name: &str) -> SimCluster {
     sim_with(|c| {
         c.name = name.into();
-        c.workloads = vec![seed("web", 2)];
+        c.workloads = vec![deployment("shop", "web", 2)];
     })
     .await
 }
@@ -503,7 +493,7 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
     let topic = "apps/a/shop/web";
     doc_where(&hub, topic, WAIT, is("Running", "AllReady")).await;
 
-    let mut scaled = workload_manifest(&seed("web", 4));
+    let mut scaled = workload_manifest(&deployment("shop", "web", 4));
     a.apply(&scaled).unwrap();
     doc_where(&hub, topic, WAIT, |d| d["phase"] == "Degraded").await;
     doc_where(&hub, topic, WAIT, |d| {
@@ -521,7 +511,7 @@ async fn apps_follow_their_workloads_through_every_stable_state() {
     // A broken image scaled up: nothing gets ready and the rollout times
     // out; the pods' readiness failing is the cause the reason names.
     a.set_failing_images(["registry.example/web:broken"]);
-    let mut broken = workload_manifest(&seed("web", 2));
+    let mut broken = workload_manifest(&deployment("shop", "web", 2));
     broken["spec"]["template"]["spec"]["containers"][0]["image"] =
         json!("registry.example/web:broken");
     broken["spec"]["progressDeadlineSeconds"] = json!(1);
@@ -652,7 +642,8 @@ async fn documents_are_fresh_within_moments_of_a_member_answering_again() {
         assert_eq!(label(&doc), "Stopped (ClusterUnhealthy)", "{topic}");
     }
     // The member changes while it is unreachable.
-    a.apply(&workload_manifest(&seed("web", 3))).unwrap();
+    a.apply(&workload_manifest(&deployment("shop", "web", 3)))
+        .unwrap();
     let healed = std::time::Instant::now();
     a.heal();
     let bound = Duration::from_millis(2500);
@@ -862,7 +853,9 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
     let started = chrono::Utc::now();
     let a = sim_with(|c| {
         c.name = "a".into();
-        c.workloads = (0..20).map(|i| seed(&format!("w{i}"), 1)).collect();
+        c.workloads = (0..20)
+            .map(|i| deployment("shop", &format!("w{i}"), 1))
+            .collect();
     })
     .await;
     // Every pod exists before the gateway lists: the first count is exact.
@@ -958,7 +951,9 @@ async fn members_come_and_go_live_and_a_removed_one_stays_removed() {
     let a = member("a").await;
     let b = sim_with(|c| {
         c.name = "b".into();
-        c.workloads = (0..10).map(|i| seed(&format!("w{i}"), 1)).collect();
+        c.workloads = (0..10)
+            .map(|i| deployment("shop", &format!("w{i}"), 1))
+            .collect();
     })
     .await;
     let as_member = |sim: &SimCluster| Member {

@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use kube_pulse::sources::PodWatch;
+use kube_pulse_sim::SimCluster;
 use kube_pulse_sim::pods::ImageFault;
-use kube_pulse_sim::{SimCluster, WorkloadSeed, workload_manifest};
 use pulse_testkit::binary::{spawn_binary, terminate, wait_for_url};
 use pulse_testkit::gateway::{doc_where, members, pipeline, quick_pipeline};
-use pulse_testkit::http::http;
+use pulse_testkit::http::{get_json, http};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::{sim, sim_with};
+use pulse_testkit::sim::{deployment_manifest, sim, sim_with};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -21,13 +21,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Deployment `shop/{name}` with `replicas` pods of `image`; a progress
 /// deadline of `deadline` seconds when given.
 fn deploy(sim: &SimCluster, name: &str, replicas: u32, image: &str, deadline: Option<u32>) {
-    let mut manifest = workload_manifest(&WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: name.into(),
-        replicas,
-        image: image.into(),
-    });
+    let mut manifest = deployment_manifest(name, replicas, image);
     if let Some(seconds) = deadline {
         manifest["spec"]["progressDeadlineSeconds"] = seconds.into();
     }
@@ -317,14 +311,7 @@ async fn measure_the_pod_watch_over_10_members_of_200_pods() {
         let window = Duration::from_secs(30);
         tokio::time::sleep(window).await;
         let (cpu_after, peak_kib) = cpu_and_peak(pid);
-        let apps: Value = http
-            .get(format!("{url}/api/v1/apps"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let apps: Value = get_json(&format!("{url}/api/v1/apps")).await;
         let pods: u64 = apps["items"]
             .as_array()
             .unwrap()

@@ -15,7 +15,7 @@ use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{NatsSettings, preferred_owner};
 use kube_pulse_sim::{SimCluster, workload_manifest};
 use pulse_testkit::docs::Replica as Docs;
-use pulse_testkit::http::{http, metric, readiness, rest};
+use pulse_testkit::http::{get_text, http, metric, readiness, rest};
 use pulse_testkit::nats::{Nats, nats, stream_connected_again};
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{Replica, Subscriber, WITHIN, converged, owners, replica, seed};
@@ -115,14 +115,7 @@ async fn a_client_on_one_replica_sees_every_member_and_follows_changes_on_others
         published += metric(&r.url, "kube_pulse_stream_published_total").await;
         let consumed = metric(&r.url, "kube_pulse_stream_consumed_total").await;
         assert!(consumed > 0.0, "{} consumed nothing", r.id);
-        let metrics = http()
-            .get(format!("{}/metrics", r.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = get_text(&format!("{}/metrics", r.url)).await;
         assert!(
             metrics.contains("kube_pulse_stream_consumer_lag_messages{stream=\"KUBE_PULSE\"} "),
             "{}: no lag series",

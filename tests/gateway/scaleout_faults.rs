@@ -22,12 +22,13 @@ use kube_pulse::scale::preferred_owner;
 use kube_pulse_sim::{Faults, SimCluster, workload_manifest};
 use pulse_testkit::binary::wait_for_url;
 use pulse_testkit::http::{get_json, metric, rest, rest_docs};
-use pulse_testkit::mirror::{Conn, Mirror, Reader, Via};
+use pulse_testkit::load::heavy;
+use pulse_testkit::mirror::{Mirror, Reader, synced_readers};
 use pulse_testkit::nats::nats;
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{
-    LEASE, Replica, WITHIN, lease_holders, of_member, owners, replica, replica_for, seed,
-    three_members,
+    LEASE, Replica, WITHIN, Watched, lease_holders, of_member, owners, replica, replica_for, seed,
+    three_members, watch_for_two_owners,
 };
 use pulse_testkit::sim::sim;
 use serde_json::{Value, json};
@@ -36,10 +37,6 @@ use serde_json::{Value, json};
 /// round of the ownership loop, the member's lists and probes, and slack
 /// for a loaded 2-core machine.
 const TAKEOVER: Duration = Duration::from_secs(60);
-
-/// Held by each test: one set of replicas at a time, so that a 2-core
-/// machine keeps renewing Leases instead of turning load into lost ones.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Lists and watches a member's apiserver served, by member and resource.
 type Upstream = BTreeMap<String, BTreeMap<String, (u64, u64)>>;
@@ -159,7 +156,7 @@ async fn upstream(replicas: usize) -> Option<(Upstream, Vec<usize>)> {
 /// lists and watches, resource by resource, with three replicas as with one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_serve_the_same_lists_and_watches_with_one_replica_and_with_three() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = heavy().await;
     let Some((one, open_one)) = upstream(1).await else {
         return;
     };
@@ -270,15 +267,14 @@ fn held(mirror: &Mirror, member: &str) -> BTreeMap<String, (u64, Value)> {
 async fn readers(urls: &[(String, String)]) -> Vec<(String, Reader)> {
     let mut readers = Vec::new();
     for (id, url) in urls {
-        for (via, name) in [(Via::Ws, "ws"), (Via::Sse, "sse")] {
-            let conn = Conn::open(url, via, None, None).await;
-            readers.push((format!("{id} {name}"), Reader::spawn(conn)));
-        }
+        let synced = synced_readers(url, 2, WITHIN).await;
+        readers.extend(
+            ["ws", "sse"]
+                .map(|via| format!("{id} {via}"))
+                .into_iter()
+                .zip(synced),
+        );
     }
-    eventually(WITHIN, "every reader synced", || async {
-        readers.iter().all(|(_, r)| r.synced()).then_some(())
-    })
-    .await;
     readers
 }
 
@@ -336,7 +332,7 @@ fn no_conflict(readers: &[(String, Reader)], strict: bool) {
 /// after the kill) is measured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = heavy().await;
     let Some(nats) = nats().await else {
         return;
     };
@@ -518,9 +514,6 @@ async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
     drop(processes);
 }
 
-/// The replicas whose pipelines are polled, by id.
-type Watched = Arc<parking_lot::Mutex<Vec<(String, Arc<Gateway>)>>>;
-
 /// The replicas of `watched` that run `member`: they hold its Lease and
 /// their pipeline has started it.
 fn running(watched: &[(String, Arc<Gateway>)], member: &str) -> Vec<String> {
@@ -534,28 +527,6 @@ fn running(watched: &[(String, Arc<Gateway>)], member: &str) -> Vec<String> {
         })
         .map(|(id, _)| id.clone())
         .collect()
-}
-
-/// Polls `watched` every 10 ms until `stop`; fails on any moment at which
-/// a member runs on two replicas. Returns the number of polls.
-fn watch_for_two_owners(
-    watched: Watched,
-    members: Vec<String>,
-    stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<usize> {
-    tokio::spawn(async move {
-        let mut polls = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let replicas = watched.lock().clone();
-            for m in &members {
-                let on = running(&replicas, m);
-                assert!(on.len() <= 1, "{m} runs on {on:?} at once");
-            }
-            polls += 1;
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        polls
-    })
 }
 
 /// Waits for `settle`, failing at once with the poller's message when it
@@ -607,7 +578,7 @@ async fn watched_as_by_one(sims: &[SimCluster], url: &str) -> Vec<usize> {
 /// end equal to REST there; each member ends watched as by one replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = heavy().await;
     let Some(nats) = nats().await else {
         return;
     };
@@ -666,7 +637,7 @@ async fn scaling_three_to_two_to_three_moves_members_without_two_owners() {
             .collect(),
     ));
     let stop = Arc::new(AtomicBool::new(false));
-    let mut poller = watch_for_two_owners(watched.clone(), members.clone(), stop.clone());
+    let mut poller = watch_for_two_owners(watched.clone(), members.clone(), stop.clone(), running);
 
     // 3 → 2: a graceful stop (SIGTERM in the binary).
     let at = live.iter().position(|r| r.id == stopping).unwrap();

@@ -18,12 +18,12 @@ use kube_pulse::pipeline::Pipeline;
 use kube_pulse::router::GatewayState;
 use kube_pulse::tasks::{TaskSettings, Tasks};
 use kube_pulse::transports::TransportConfig;
+use kube_pulse_sim::SimCluster;
 use kube_pulse_sim::reviews::{AccessRule, ReviewPolicy, ReviewUser};
-use kube_pulse_sim::{SimCluster, WorkloadSeed};
 use pulse_testkit::gateway::{doc_where, pipeline, serve};
 use pulse_testkit::http::http;
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim_with;
+use pulse_testkit::sim::{deployment, sim_with};
 use pulse_testkit::sse::SseReader;
 use pulse_testkit::ws::{Ws, ws_next, ws_send, ws_until_synced};
 use reqwest::StatusCode;
@@ -35,16 +35,6 @@ const WAIT: Duration = Duration::from_secs(20);
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
 const ROOT: &str = "root-token-0123456789";
-
-fn seed(namespace: &str, name: &str) -> WorkloadSeed {
-    WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        replicas: 1,
-        image: format!("registry.example/{name}:1"),
-    }
-}
 
 /// Members `a` and `b` (shop/web, analytics/ingest each), a pipeline and tasks.
 struct Members {
@@ -61,7 +51,10 @@ impl Members {
         let member = |name: &'static str| {
             sim_with(move |c| {
                 c.name = name.into();
-                c.workloads = vec![seed("shop", "web"), seed("analytics", "ingest")];
+                c.workloads = vec![
+                    deployment("shop", "web", 1),
+                    deployment("analytics", "ingest", 1),
+                ];
             })
         };
         let (a, b) = (member("a").await, member("b").await);

@@ -12,18 +12,10 @@ use pulse_testkit::docs::Replica;
 use pulse_testkit::gateway::{gateway, start_gateway};
 use pulse_testkit::sim::sim_with;
 use pulse_testkit::sse::SseReader;
-use pulse_testkit::ws::{Ws, ws_next_any, ws_send};
+use pulse_testkit::ws::{Ws, ws_connect, ws_next_any, ws_send};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn ws_connect(url: &str) -> Ws {
-    let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
-    tokio_tungstenite::connect_async(ws_url)
-        .await
-        .expect("websocket connects")
-        .0
-}
 
 fn app(phase: &str, ready: u64) -> Value {
     json!({"phase": phase, "reason": "R", "ready": ready, "workloads": {"Deployment/web": {"ready": ready}}})

@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube_pulse::gateway::Gateway;
 use kube_pulse::tasks::TaskSettings;
-use kube_pulse_sim::{ConvergeConfig, SimCluster, WorkloadSeed};
+use kube_pulse_sim::{ConvergeConfig, SimCluster};
 use pulse_testkit::docs::Replica;
 use pulse_testkit::gateway::{doc_where, start_gateway};
 use pulse_testkit::http::{get_json, http};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim_with;
+use pulse_testkit::sim::{sim_with, workload};
 use pulse_testkit::sse::SseReader;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -23,16 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
 const BROKEN: &str = "registry.example/broken:1";
-
-fn seed(kind: &str, namespace: &str, name: &str, replicas: u32) -> WorkloadSeed {
-    WorkloadSeed {
-        kind: kind.into(),
-        namespace: namespace.into(),
-        name: name.into(),
-        replicas,
-        image: format!("registry.example/{name}:1"),
-    }
-}
 
 /// A member `a` with shop/web (4), shop/db (StatefulSet, 1) and
 /// analytics/ingest (2), and the whole gateway on loopback.
@@ -57,9 +47,9 @@ impl Env {
                 pods_per_tick: 1,
             };
             c.workloads = vec![
-                seed("Deployment", "shop", "web", 4),
-                seed("StatefulSet", "shop", "db", 1),
-                seed("Deployment", "analytics", "ingest", 2),
+                workload("Deployment", "shop", "web", 4),
+                workload("StatefulSet", "shop", "db", 1),
+                workload("Deployment", "analytics", "ingest", 2),
             ];
         })
         .await;

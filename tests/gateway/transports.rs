@@ -9,38 +9,21 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use kube_pulse::hub::{Hub, HubConfig};
 use kube_pulse::transports::TransportConfig;
-use kube_pulse_sim::{WorkloadSeed, workload_manifest};
+use kube_pulse_sim::workload_manifest;
 use pulse_testkit::docs::Replica;
 use pulse_testkit::gateway::{doc_where, gateway, gateway_on_own_runtime, pipeline};
 use pulse_testkit::http::http;
 use pulse_testkit::poll::eventually;
+use pulse_testkit::sim::deployment;
 use pulse_testkit::sim::sim_with;
 use pulse_testkit::sse::SseReader;
-use pulse_testkit::ws::{Ws, ws_connect_small, ws_next, ws_send, ws_until_synced};
+use pulse_testkit::ws::{Ws, ws_connect, ws_connect_small, ws_next, ws_send, ws_until_synced};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn ws_connect(url: &str) -> Ws {
-    let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));
-    tokio_tungstenite::connect_async(ws_url)
-        .await
-        .expect("websocket connects")
-        .0
-}
-
-fn seed() -> WorkloadSeed {
-    WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: "web".into(),
-        replicas: 1,
-        image: "registry.example/web:1".into(),
-    }
-}
 
 /// A gateway over a hub holding `t/x` (subscriber queues of `queue`
 /// changes, the given write timeout) with a WebSocket subscribed to `t/**`
@@ -93,7 +76,7 @@ async fn sse_and_ws_get_snapshots_then_patches_from_a_live_cluster() {
     let shutdown = CancellationToken::new();
     let sim = sim_with(|c| {
         c.name = "a".into();
-        c.workloads = vec![seed()];
+        c.workloads = vec![deployment("shop", "web", 1)];
     })
     .await;
     let p = pipeline(&[&sim], vec![], &shutdown).await;
@@ -130,7 +113,7 @@ async fn sse_and_ws_get_snapshots_then_patches_from_a_live_cluster() {
         ws_replica.apply(m);
     }
     // Scale up: the app goes Degraded, then Running with 3 ready; both transports follow.
-    let mut scaled = workload_manifest(&seed());
+    let mut scaled = workload_manifest(&deployment("shop", "web", 1));
     scaled["spec"]["replicas"] = json!(3);
     sim.apply(&scaled).unwrap();
     let done = |r: &Replica| {
@@ -782,7 +765,7 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
     let shutdown = CancellationToken::new();
     let sim = sim_with(|c| {
         c.name = "a".into();
-        c.workloads = vec![seed()];
+        c.workloads = vec![deployment("shop", "web", 1)];
     })
     .await;
     let p = pipeline(&[&sim], vec![], &shutdown).await;

@@ -6,7 +6,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// `kube-pulse demo` with one member and no scenario on 127.0.0.1:0.
-pub const DEMO: [&str; 6] = [
+const DEMO: [&str; 6] = [
     "demo",
     "--listen",
     "127.0.0.1:0",
@@ -15,7 +15,7 @@ pub const DEMO: [&str; 6] = [
     "--no-scenario",
 ];
 
-/// The arguments of [`DEMO`] followed by `extra`.
+/// `kube-pulse demo` with one member and no scenario on 127.0.0.1:0, then `extra`.
 pub fn demo<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     [&DEMO[..], extra].concat()
 }

@@ -271,6 +271,11 @@ impl Fleet {
         crate::http::rest_docs(&self.url).await
     }
 
+    /// The gateway's `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        crate::http::get_text(&format!("{}/metrics", self.url)).await
+    }
+
     /// The sum of a metric's samples in `/metrics` (0 when absent).
     pub async fn metric(&self, name: &str) -> f64 {
         crate::http::metric(&self.url, name).await

@@ -109,6 +109,16 @@ pub fn label(doc: &serde_json::Value) -> String {
     )
 }
 
+/// Health checks that always pass (`/livez` and `/readyz` ping), 1 s timeout.
+pub fn ping_health() -> kube_pulse::health::Health {
+    kube_pulse::health::Health {
+        livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+        readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
+        format: Default::default(),
+        timeout: Duration::from_secs(1),
+    }
+}
+
 /// A gateway over `hub` on 127.0.0.1:0; returns its base URL and the shutdown
 /// token that stops it (push sessions end with it).
 pub async fn gateway(
@@ -121,12 +131,7 @@ pub async fn gateway(
     tokio::task::JoinHandle<()>,
 ) {
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let health = kube_pulse::health::Health {
-        livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
-        readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
-        format: Default::default(),
-        timeout: Duration::from_secs(1),
-    };
+    let health = ping_health();
     let state = kube_pulse::router::GatewayState::new(hub, config, health, shutdown.clone());
     let (url, task) = serve(state.clone(), &shutdown).await;
     (url, shutdown, state, task)
@@ -172,12 +177,7 @@ pub fn gateway_on_own_runtime(
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let health = kube_pulse::health::Health {
-                livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
-                readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
-                format: Default::default(),
-                timeout: Duration::from_secs(1),
-            };
+            let health = ping_health();
             let state = kube_pulse::router::GatewayState::new(hub, config, health, token.clone());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(format!("http://{}", listener.local_addr().unwrap()))

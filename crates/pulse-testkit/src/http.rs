@@ -14,6 +14,11 @@ pub fn http() -> reqwest::Client {
         .unwrap()
 }
 
+/// GETs `url` and returns the body as text (any status).
+pub async fn get_text(url: &str) -> String {
+    http().get(url).send().await.unwrap().text().await.unwrap()
+}
+
 /// GETs `url` and parses the JSON answer (any status).
 pub async fn get_json(url: &str) -> Value {
     http().get(url).send().await.unwrap().json().await.unwrap()
@@ -32,7 +37,7 @@ pub async fn readiness(base: &str, check: &str) -> (u16, String) {
 
 /// The sum of the samples of metric `name` (a name, or a name with its
 /// labels, `kube_pulse_x_total{reason="y"}`) in the Prometheus text `text`: 0 when absent.
-pub fn metric_in(text: &str, name: &str) -> f64 {
+pub(crate) fn metric_in(text: &str, name: &str) -> f64 {
     let name = name.trim_end();
     text.lines()
         .filter(|l| {
@@ -45,15 +50,7 @@ pub fn metric_in(text: &str, name: &str) -> f64 {
 
 /// The sum of the samples of metric `name` ([`metric_in`]) in `{base}/metrics`: 0 when absent.
 pub async fn metric(base: &str, name: &str) -> f64 {
-    let text = http()
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metric_in(&text, name)
+    metric_in(&get_text(&format!("{base}/metrics")).await, name)
 }
 
 /// `GET {url}{path}`: the document, None on 404.

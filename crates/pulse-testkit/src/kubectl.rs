@@ -1,8 +1,10 @@
 //! The real kubectl: commands against a (simulated) apiserver, and
 //! kustomize renders of the deployment manifests.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc::Receiver;
 
 use serde_json::Value;
 
@@ -24,6 +26,27 @@ pub async fn kubectl(server: &str, args: &[&str]) -> Output {
     })
     .await
     .unwrap()
+}
+
+/// Starts kubectl against `server` with `args` (a watch, say): the process,
+/// and its stdout lines as they come.
+pub fn kubectl_lines(server: &str, args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = Command::new("kubectl")
+        .args(["--server", server])
+        .args(args)
+        .env("KUBECONFIG", "/dev/null")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl is installed (scripts/test.sh installs it)");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (child, rx)
 }
 
 /// Asserts kubectl succeeded without anything on stderr and returns stdout.

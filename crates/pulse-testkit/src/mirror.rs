@@ -316,3 +316,19 @@ impl Drop for Reader {
         self.task.abort();
     }
 }
+
+/// Opens `count` readers on every status document of `url`, alternating
+/// WebSocket and SSE (WebSocket first), and waits (bounded by `within`)
+/// until each has its initial snapshots.
+pub async fn synced_readers(url: &str, count: usize, within: Duration) -> Vec<Reader> {
+    let mut readers = Vec::new();
+    for i in 0..count {
+        let via = if i % 2 == 0 { Via::Ws } else { Via::Sse };
+        readers.push(Reader::spawn(Conn::open(url, via, None, None).await));
+    }
+    crate::poll::eventually(within, "every reader synced", || async {
+        readers.iter().all(Reader::synced).then_some(())
+    })
+    .await;
+    readers
+}

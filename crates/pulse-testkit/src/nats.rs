@@ -81,7 +81,7 @@ pub async fn stream_connected_again(url: &str) {
 }
 
 /// The `nats-server` binary: on PATH, or where Debian installs it.
-pub fn nats_server() -> Option<PathBuf> {
+fn nats_server() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])

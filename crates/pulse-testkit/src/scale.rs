@@ -271,3 +271,33 @@ pub async fn lease_holders(
         })
         .collect()
 }
+
+/// Gateway replicas by id.
+pub type Gateways = [(String, Arc<Gateway>)];
+
+/// The replicas whose gateways are polled for a member on two of them, by id.
+pub type Watched = Arc<parking_lot::Mutex<Vec<(String, Arc<Gateway>)>>>;
+
+/// Polls `watched` every 10 ms until `stop`; fails on any moment at which
+/// a member runs on two replicas (`runs_on`: the ids of those running it).
+/// Returns the number of polls.
+pub fn watch_for_two_owners(
+    watched: Watched,
+    members: Vec<String>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    runs_on: fn(&Gateways, &str) -> Vec<String>,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut polls = 0;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let replicas = watched.lock().clone();
+            for m in &members {
+                let on = runs_on(&replicas, m);
+                assert!(on.len() <= 1, "{m} runs on {on:?} at once");
+            }
+            polls += 1;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        polls
+    })
+}

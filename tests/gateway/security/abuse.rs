@@ -5,47 +5,14 @@
 //! Loopback only: other client addresses are 127.0.0.x source addresses.
 
 use std::net::{IpAddr, SocketAddr};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use pulse_testkit::binary::{spawn_binary, terminate, wait_for_url};
-use pulse_testkit::gateway::serve;
+use pulse_testkit::binary::{Binary, demo};
+use pulse_testkit::gateway::{ping_health, serve};
 use pulse_testkit::sim::sim_with;
 use pulse_testkit::ws::{Ws, ws_next, ws_send};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
-/// A `kube-pulse` process, stopped (SIGTERM, bounded) when dropped.
-struct Binary {
-    child: Child,
-    url: String,
-}
-
-impl Binary {
-    fn start(args: &[&str]) -> Self {
-        let mut child = spawn_binary(args);
-        let url = wait_for_url(&mut child);
-        Self { child, url }
-    }
-
-    /// The process's resident set size, in KiB (`VmRSS`).
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS in /proc/PID/status")
-    }
-}
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            terminate(&mut self.child);
-        }
-    }
-}
 
 /// A client whose requests leave from `ip` (a loopback address).
 fn client_from(ip: [u8; 4]) -> reqwest::Client {
@@ -153,16 +120,7 @@ async fn pattern_churn_gives_its_memory_back() {
     const SOCKETS: usize = 5;
     const CYCLES: usize = 30;
     const PATTERNS: usize = 8;
-    let bin = Binary::start(&[
-        "demo",
-        "--listen",
-        "127.0.0.1:0",
-        "--clusters",
-        "1",
-        "--no-scenario",
-        "--replay-log-bytes",
-        "1048576",
-    ]);
+    let bin = Binary::start(&demo(&["--replay-log-bytes", "1048576"]));
     let url = bin.url.clone();
     // Let the demo's clusters sync before the baseline.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -240,18 +198,12 @@ fn tokens_file(name: &str) -> std::path::PathBuf {
 /// `kube-pulse demo --auth tokens` with `extra` flags.
 fn demo_with_tokens(name: &str, extra: &[&str]) -> Binary {
     let tokens = tokens_file(name);
-    let mut args = vec![
-        "demo",
-        "--listen",
-        "127.0.0.1:0",
-        "--clusters",
-        "1",
-        "--no-scenario",
+    let mut args = demo(&[
         "--auth",
         "tokens",
         "--tokens-file",
         tokens.to_str().unwrap(),
-    ];
+    ]);
     args.extend_from_slice(extra);
     Binary::start(&args)
 }
@@ -552,12 +504,7 @@ async fn kubernetes_mode_caches_rejections_apart_and_stops_reviewing_a_guesser()
     // Through the gateway: one address's guesses stop costing reviews at
     // its limit; another address still authenticates.
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let health = kube_pulse::health::Health {
-        livez: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
-        readyz: vec![std::sync::Arc::new(kube_pulse::health::checks::Ping)],
-        format: Default::default(),
-        timeout: Duration::from_secs(1),
-    };
+    let health = ping_health();
     let state = kube_pulse::router::GatewayState::with_auth(
         hub,
         auth,

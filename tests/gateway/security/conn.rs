@@ -21,15 +21,7 @@ fn demo(extra: &[&str], fd_limit: Option<u32>) -> (Child, String) {
 /// [`demo`] with its stderr (`RUST_LOG=warn`) going to `stderr`.
 fn demo_logging_to(extra: &[&str], fd_limit: Option<u32>, stderr: Stdio) -> (Child, String) {
     let binary = env!("CARGO_BIN_EXE_kube-pulse");
-    let mut args = vec![
-        "demo",
-        "--listen",
-        "127.0.0.1:0",
-        "--clusters",
-        "1",
-        "--no-scenario",
-    ];
-    args.extend_from_slice(extra);
+    let args = pulse_testkit::binary::demo(extra);
     let mut command = match fd_limit {
         Some(n) => {
             let mut c = Command::new("sh");

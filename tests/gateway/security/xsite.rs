@@ -3,11 +3,10 @@
 //! simulator's control API behind authentication, and health details
 //! filtered by the caller's read grants.
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use pulse_testkit::binary::{spawn_binary, wait_for_url};
-use pulse_testkit::http::http;
+use pulse_testkit::binary::{Binary, demo};
+use pulse_testkit::http::{get_json, http};
 use pulse_testkit::sim::sim_with;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -16,22 +15,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const WAIT: Duration = Duration::from_secs(30);
 const READER: &str = "reader-token-0123456789";
 const ADMIN: &str = "admin-token-0123456789";
-
-/// A running binary, killed when dropped (a failed assertion leaves nothing behind).
-struct Binary(Child);
-
-impl Drop for Binary {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(args: &[&str]) -> (Binary, String) {
-    let mut child = spawn_binary(args);
-    let url = wait_for_url(&mut child);
-    (Binary(child), url)
-}
 
 fn port_of(url: &str) -> u16 {
     url.rsplit(':').next().unwrap().parse().unwrap()
@@ -126,31 +109,19 @@ async fn post_task(url: &str, headers: &[(&str, &str)], body: &str) -> (StatusCo
 }
 
 async fn task_count(url: &str) -> usize {
-    let list: Value = http()
-        .get(format!("{url}/api/v1/tasks"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = get_json(&format!("{url}/api/v1/tasks")).await;
     list["items"].as_array().expect("a task list").len()
 }
 
 #[tokio::test]
 async fn cross_site_and_rebinding_requests_are_refused_and_legitimate_ones_work() {
-    let (_demo, url) = start(&[
-        "demo",
-        "--listen",
-        "127.0.0.1:0",
-        "--clusters",
-        "1",
-        "--no-scenario",
+    let running = Binary::start(&demo(&[
         "--allow-origin",
         "https://karpor.example.com",
         "--allowed-host",
         "pulse.test",
-    ]);
+    ]));
+    let url = running.url.clone();
     let port = port_of(&url);
     until_ok(&format!("{url}/api/v1/apps/dev/shop/web"), None).await;
     let own = format!("http://127.0.0.1:{port}");
@@ -290,18 +261,8 @@ async fn cross_site_and_rebinding_requests_are_refused_and_legitimate_ones_work(
 async fn the_simulator_control_api_needs_the_admin_grant() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens_file(dir.path(), "dev");
-    let (_demo, url) = start(&[
-        "demo",
-        "--listen",
-        "127.0.0.1:0",
-        "--clusters",
-        "1",
-        "--no-scenario",
-        "--auth",
-        "tokens",
-        "--tokens-file",
-        &tokens,
-    ]);
+    let running = Binary::start(&demo(&["--auth", "tokens", "--tokens-file", &tokens]));
+    let url = running.url.clone();
     let faults = format!("{url}/_sim/clusters/dev/faults");
     let put = |token: Option<&'static str>, content_type: &'static str| {
         let mut request = http()
@@ -342,7 +303,8 @@ async fn the_simulator_control_api_needs_the_admin_grant() {
     assert_eq!(list.status(), StatusCode::OK);
 
     // `sim --token`: its control API needs the token as its Kubernetes API does.
-    let (_sim, sim_url) = start(&["sim", "--listen", "127.0.0.1:0", "--token", "t0k-t0k"]);
+    let sim = Binary::start(&["sim", "--listen", "127.0.0.1:0", "--token", "t0k-t0k"]);
+    let sim_url = sim.url.clone();
     for (method, path) in [
         (reqwest::Method::GET, "/_sim/faults"),
         (reqwest::Method::PUT, "/_sim/faults"),
@@ -396,7 +358,7 @@ async fn health_details_name_only_clusters_the_caller_may_see() {
         ),
     )
     .unwrap();
-    let (_gateway, url) = start(&[
+    let gateway = Binary::start(&[
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -407,6 +369,7 @@ async fn health_details_name_only_clusters_the_caller_may_see() {
         "--tokens-file",
         &tokens,
     ]);
+    let url = gateway.url.clone();
     let details = |token: &'static str| {
         let url = url.clone();
         async move {

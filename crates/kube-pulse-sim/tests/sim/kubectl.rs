@@ -3,12 +3,10 @@
 //! lifecycle, and what a user reads to see why something is wrong (rollout
 //! status, pods, events, descriptions) — all without errors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kube_pulse_sim::{WorkloadSeed, workload_manifest};
-use pulse_testkit::kubectl::{kubectl, ok};
+use pulse_testkit::kubectl::{kubectl, kubectl_lines, ok};
 use pulse_testkit::poll::eventually;
 use pulse_testkit::sim::sim;
 
@@ -118,29 +116,16 @@ async fn kubectl_get_watch_sees_a_change_made_meanwhile() {
         image: "registry.example/web:1".into(),
     };
     sim.apply(&workload_manifest(&seed)).unwrap();
-    let mut child = Command::new("kubectl")
-        .args([
-            "--server",
-            &sim.url(),
-            "get",
-            "deployments",
-            "-n",
-            "shop",
-            "-w",
-            "--request-timeout=30s",
-        ])
-        .env("KUBECONFIG", "/dev/null")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let url = sim.url();
+    let args = [
+        "get",
+        "deployments",
+        "-n",
+        "shop",
+        "-w",
+        "--request-timeout=30s",
+    ];
+    let (mut child, rx) = kubectl_lines(&url, &args);
     // Table output: a header, then one row per object and per change.
     let header = rx
         .recv_timeout(Duration::from_secs(20))

@@ -11,24 +11,13 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::discovery::Discovery;
-use kube_pulse_sim::WorkloadSeed;
 use pulse_testkit::http::http;
 use pulse_testkit::kubectl::{kubectl, ok};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim_with;
+use pulse_testkit::sim::{deployment, sim_with};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-fn seed() -> WorkloadSeed {
-    WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: "web".into(),
-        replicas: 2,
-        image: "registry.example/web:1".into(),
-    }
-}
 
 /// The ReplicaSets of `shop` as (name, spec replicas, ready replicas).
 async fn replica_sets(api: &Api<ReplicaSet>) -> Vec<(String, i32, i32)> {
@@ -52,7 +41,7 @@ async fn replica_sets(api: &Api<ReplicaSet>) -> Vec<(String, i32, i32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_sets_own_the_pods_and_follow_rollouts() {
-    let sim = sim_with(|c| c.workloads = vec![seed()]).await;
+    let sim = sim_with(|c| c.workloads = vec![deployment("shop", "web", 2)]).await;
     let client = sim.client();
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "shop");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "shop");

@@ -3,20 +3,17 @@
 //! in-stream 410), its metadata get and list, client-go's Accept header with
 //! protobuf first, and kubectl's Table requests beside them.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PartialObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
-use kube_pulse_sim::SimCluster;
 use pulse_testkit::http::http;
-use pulse_testkit::kubectl::{kubectl, ok};
+use pulse_testkit::kubectl::{kubectl, kubectl_lines, ok};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim;
+use pulse_testkit::sim::{sim, until_open_watches};
+use pulse_testkit::watch::{Events, next_within, spawn_watcher};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -62,48 +59,14 @@ fn describe(event: &MetaEvent) -> String {
     }
 }
 
-/// The metadata watcher in its own task, so it keeps polling.
-fn spawn_metadata_watcher(
-    api: Api<PartialObjectMeta<ConfigMap>>,
-    config: watcher::Config,
-) -> tokio::sync::mpsc::Receiver<Result<MetaEvent, watcher::Error>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
-    tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, config).boxed();
-        while let Some(event) = stream.next().await {
-            if tx.send(event).await.is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-async fn next(
-    rx: &mut tokio::sync::mpsc::Receiver<Result<MetaEvent, watcher::Error>>,
-) -> Result<MetaEvent, watcher::Error> {
-    tokio::time::timeout(WAIT, rx.recv())
-        .await
-        .expect("a watcher event within the deadline")
-        .expect("the watcher does not end")
-}
-
-async fn take(
-    rx: &mut tokio::sync::mpsc::Receiver<Result<MetaEvent, watcher::Error>>,
-    n: usize,
-) -> Vec<String> {
+async fn take(rx: &mut Events<PartialObjectMeta<ConfigMap>>, n: usize) -> Vec<String> {
     let mut out = Vec::new();
     while out.len() < n {
-        out.push(describe(&next(rx).await.expect("no watcher error")));
+        out.push(describe(
+            &next_within(rx, WAIT).await.expect("no watcher error"),
+        ));
     }
     out
-}
-
-async fn wait_for_watch(sim: &SimCluster) {
-    eventually(WAIT, "an open watch", || async {
-        (sim.stats().open_watches == 1).then_some(())
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -113,7 +76,7 @@ async fn the_metadata_watcher_lists_in_pages_watches_and_relists_after_410() {
     create(&api, &["a", "b", "c"]).await;
     let meta: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(sim.client(), "shop");
     // Pages of two: the continue token survives the metadata conversion.
-    let mut rx = spawn_metadata_watcher(meta, watcher::Config::default().page_size(2));
+    let mut rx = spawn_watcher(meta, watcher::Config::default().page_size(2));
     assert_eq!(
         take(&mut rx, 5).await,
         [
@@ -125,7 +88,7 @@ async fn the_metadata_watcher_lists_in_pages_watches_and_relists_after_410() {
         ]
     );
     assert_eq!(sim.stats().count("core/configmaps", "list"), 2);
-    wait_for_watch(&sim).await;
+    until_open_watches(&sim, 1).await;
     create(&api, &["d"]).await;
     api.replace("a", &PostParams::default(), &{
         let mut cm = configmap("a", "2");
@@ -141,7 +104,7 @@ async fn the_metadata_watcher_lists_in_pages_watches_and_relists_after_410() {
     );
 
     sim.expire_watches();
-    let err = next(&mut rx).await.unwrap_err();
+    let err = next_within(&mut rx, WAIT).await.unwrap_err();
     assert!(
         matches!(&err, watcher::Error::WatchError(s) if s.code == 410),
         "{err:?}"
@@ -156,7 +119,7 @@ async fn the_metadata_watcher_lists_in_pages_watches_and_relists_after_410() {
             "InitDone"
         ]
     );
-    wait_for_watch(&sim).await;
+    until_open_watches(&sim, 1).await;
     create(&api, &["e"]).await;
     assert_eq!(take(&mut rx, 1).await, ["Apply(e)"]);
     sim.shutdown().await;
@@ -252,21 +215,19 @@ async fn kubectl_watch_events_show_each_change() {
     let sim = sim().await;
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
     create(&api, &["a"]).await;
-    let mut child = Command::new("kubectl")
-        .args(["--server", &sim.url(), "get", "configmaps", "-n", "shop"])
-        .args(["-w", "--output-watch-events", "--request-timeout=30s"])
-        .env("KUBECONFIG", "/dev/null")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl is installed");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let url = sim.url();
+    let (mut child, rx) = kubectl_lines(
+        &url,
+        &[
+            "get",
+            "configmaps",
+            "-n",
+            "shop",
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=30s",
+        ],
+    );
     let words = |line: &str| -> Vec<String> {
         line.split_whitespace()
             .take(3)

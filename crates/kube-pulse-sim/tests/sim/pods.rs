@@ -8,25 +8,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_pulse_sim::SimCluster;
 use kube_pulse_sim::pods::ImageFault;
-use kube_pulse_sim::{SimCluster, WorkloadSeed, workload_manifest};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim;
+use pulse_testkit::sim::{deploy, sim};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// Creates Deployment `shop/{name}` with `replicas` pods of `image`.
-fn deploy(sim: &SimCluster, name: &str, replicas: u32, image: &str) {
-    sim.apply(&workload_manifest(&WorkloadSeed {
-        kind: "Deployment".into(),
-        namespace: "shop".into(),
-        name: name.into(),
-        replicas,
-        image: image.into(),
-    }))
-    .unwrap();
-}
 
 /// The pods of `app` (by the workload's selector, as kubectl finds them).
 async fn pods_of(sim: &SimCluster, app: &str) -> Vec<Pod> {

@@ -13,9 +13,10 @@ use kube::api::{
 use kube::runtime::watcher::{self, Event};
 use kube::{Error, ResourceExt};
 use kube_pulse_sim::{Faults, SimCluster, WorkloadSeed, workload_manifest};
-use pulse_testkit::http::http;
+use pulse_testkit::http::{get_json, get_text, http};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::{sim, sim_with};
+use pulse_testkit::sim::{sim, sim_with, until_open_watches};
+use pulse_testkit::watch::{next_within, spawn_watcher};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -36,17 +37,6 @@ async fn create_cms(api: &Api<ConfigMap>, names: &[&str]) {
         .await
         .unwrap();
     }
-}
-
-/// Next event of a watcher stream, failing the test after WAIT.
-async fn next<S, T>(stream: &mut S) -> T
-where
-    S: futures::Stream<Item = T> + Unpin,
-{
-    tokio::time::timeout(WAIT, stream.next())
-        .await
-        .expect("watcher event within the deadline")
-        .expect("watcher stream does not end")
 }
 
 fn describe(event: &Event<ConfigMap>) -> String {
@@ -74,38 +64,11 @@ where
 {
     let mut out = Vec::new();
     while out.len() < n {
-        if let Ok(event) = next(stream).await {
+        if let Ok(event) = next_within(stream, WAIT).await {
             out.push(describe(&event));
         }
     }
     out
-}
-
-/// Runs a watcher in its own task so it keeps polling (and so opens its watch)
-/// while the test does other things; events arrive on the returned stream.
-fn spawn_watcher(
-    api: Api<ConfigMap>,
-    config: watcher::Config,
-) -> tokio_stream::wrappers::ReceiverStream<Result<Event<ConfigMap>, watcher::Error>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(256);
-    tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, config).boxed();
-        while let Some(event) = stream.next().await {
-            if tx.send(event).await.is_err() {
-                return;
-            }
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}
-
-/// Waits until the watcher's watch request is open on the server (InitDone
-/// is emitted before the watch call is made).
-async fn wait_for_watch(sim: &SimCluster) {
-    eventually(WAIT, "an open watch", || async {
-        (sim.stats().open_watches == 1).then_some(())
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -217,7 +180,7 @@ async fn watches_carry_bookmarks() {
     create_cms(&api, &["x"]).await;
     let mut saw_added = false;
     let bookmark_rv = loop {
-        match next(&mut stream).await.unwrap() {
+        match next_within(&mut stream, WAIT).await.unwrap() {
             WatchEvent::Added(o) => {
                 assert_eq!(o.name_any(), "x");
                 saw_added = true;
@@ -263,10 +226,10 @@ async fn expired_watch_makes_the_watcher_relist_and_converge() {
         take_events(&mut stream, 3).await,
         ["Init", "InitApply(a)", "InitDone"]
     );
-    wait_for_watch(&sim).await;
+    until_open_watches(&sim, 1).await;
     sim.expire_watches();
     // The in-stream 410 surfaces as an error, then the watcher lists again.
-    let err = next(&mut stream).await.unwrap_err();
+    let err = next_within(&mut stream, WAIT).await.unwrap_err();
     assert!(
         matches!(&err, watcher::Error::WatchError(s) if s.code == 410),
         "{err:?}"
@@ -656,7 +619,7 @@ async fn closed_watches_are_resumed_without_a_relist() {
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "shop");
     let mut stream = spawn_watcher(api.clone(), watcher::Config::default());
     assert_eq!(take_events(&mut stream, 2).await, ["Init", "InitDone"]);
-    wait_for_watch(&sim).await;
+    until_open_watches(&sim, 1).await;
     sim.close_watches();
     create_cms(&api, &["after-close"]).await;
     assert_eq!(take_events(&mut stream, 1).await, ["Apply(after-close=1)"]);
@@ -1071,14 +1034,7 @@ async fn control_api_over_http() {
         .unwrap()
         .status();
     assert_eq!(status, 200);
-    let stats: serde_json::Value = client
-        .get(format!("{base}/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats: serde_json::Value = get_json(&format!("{base}/stats")).await;
     assert_eq!(stats["requests"]["core/namespaces"]["list"], 1);
     let deny = client
         .put(format!("{base}/deny"))
@@ -1429,7 +1385,7 @@ async fn crds_serve_their_resources_until_deleted() {
         .await
         .unwrap()
         .boxed();
-    wait_for_watch(&sim).await;
+    until_open_watches(&sim, 1).await;
     let mut gear = DynamicObject::new("gear", &resource);
     gear.data = json!({"spec": {"size": 3}});
     gadgets.create(&PostParams::default(), &gear).await.unwrap();
@@ -1455,7 +1411,7 @@ async fn crds_serve_their_resources_until_deleted() {
     assert_eq!(listed.items[0].data["status"]["ready"], true);
     let mut seen = Vec::new();
     while seen.len() < 3 {
-        match next(&mut watch).await.unwrap() {
+        match next_within(&mut watch, WAIT).await.unwrap() {
             WatchEvent::Added(o) => seen.push(format!("Added({})", o.data["spec"]["size"])),
             WatchEvent::Modified(o) => seen.push(format!("Modified({})", o.data["spec"]["size"])),
             WatchEvent::Bookmark(_) => {}
@@ -1470,7 +1426,7 @@ async fn crds_serve_their_resources_until_deleted() {
         .await
         .unwrap();
     loop {
-        match next(&mut watch).await.unwrap() {
+        match next_within(&mut watch, WAIT).await.unwrap() {
             WatchEvent::Deleted(o) => {
                 assert_eq!(o.metadata.name.as_deref(), Some("gear"));
                 break;
@@ -1487,14 +1443,7 @@ async fn crds_serve_their_resources_until_deleted() {
     let err = gadgets.list(&ListParams::default()).await.unwrap_err();
     assert!(matches!(err, Error::Api(ref s) if s.code == 404), "{err:?}");
     assert!(discovery::pinned_kind(&client, &gvk).await.is_err());
-    let groups = http()
-        .get(format!("{}/apis", sim.url()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let groups = get_text(&format!("{}/apis", sim.url())).await;
     assert!(!groups.contains("pulse.example.com"), "{groups}");
     let err = crds.get("gadgets.pulse.example.com").await.unwrap_err();
     assert!(matches!(err, Error::Api(ref s) if s.code == 404), "{err:?}");

@@ -1,7 +1,7 @@
 //! Members that come and go while `kube-pulse serve` runs: the real binary
-//! over simulated members (tests/faults/fleet.rs), its `--config` file
+//! over simulated members (pulse_testkit::fleet), its `--config` file
 //! rewritten and re-read on SIGHUP or when it changes; WebSocket and SSE
-//! clients rebuild every document from the wire (tests/faults/mirror.rs)
+//! clients rebuild every document from the wire (pulse_testkit::mirror)
 //! and must end equal to REST. docs/RELIABILITY.md lists what each shows.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -6,8 +6,8 @@
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the tests
 //! say so and pass, unless `CI` is set: then they fail. The helpers are in
-//! tests/common/scale.rs; the faults of scaling out (an owner killed,
-//! upstream load, scaling down and up) are in tests/scaleout_faults.rs.
+//! pulse_testkit::scale; the faults of scaling out (an owner killed,
+//! upstream load, scaling down and up) are in the scaleout_faults module.
 
 use std::collections::BTreeMap;
 

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube_pulse::gateway::Gateway;
-use kube_pulse::scale::{LeaseSettings, preferred_owner};
+use kube_pulse::scale::preferred_owner;
 use kube_pulse_sim::{Faults, SimCluster};
 use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::{metric, readiness};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::scale::{lease_holders, watch_for_two_owners};
+use pulse_testkit::scale::{Replica, lease_holders, leased_replica, watch_for_two_owners};
 use pulse_testkit::sim::{sim, sim_with};
 use tokio_util::sync::CancellationToken;
 
@@ -25,14 +25,6 @@ const LEASE: Duration = Duration::from_secs(3);
 /// Generous bound for anything a loaded 2-core machine does in "a lease
 /// duration plus a relist".
 const WITHIN: Duration = Duration::from_secs(30);
-
-/// One gateway replica and what stops it.
-struct Replica {
-    id: String,
-    url: String,
-    gateway: Arc<Gateway>,
-    token: CancellationToken,
-}
 
 async fn replica(id: &str, host: &SimCluster, members: &[&SimCluster]) -> Replica {
     replica_for(id, host, members, LEASE).await
@@ -44,20 +36,7 @@ async fn replica_for(
     members: &[&SimCluster],
     duration: Duration,
 ) -> Replica {
-    let token = CancellationToken::new();
-    let settings = LeaseSettings {
-        client: host.kube_config(),
-        namespace: "default".into(),
-        replica: id.into(),
-        duration,
-    };
-    let (url, gateway) = start_gateway(members, |c| c.leases = Some(settings), &token).await;
-    Replica {
-        id: id.into(),
-        url,
-        gateway: Arc::new(gateway),
-        token,
-    }
+    leased_replica(id, host, members, duration, |_| {}).await
 }
 
 /// Which replicas have `clusters/{member}` in their hub, by member.

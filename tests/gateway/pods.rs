@@ -247,7 +247,7 @@ fn cpu_and_peak(pid: u32) -> (f64, u64) {
 /// simulated members of 200 pods each (20 Deployments × 10 replicas; 2 of
 /// the 20 crash-loop, so pods keep changing), with the pod watch on and
 /// off. Bounded: 20 s to settle, then 30 s measured, per run. Run with
-/// `cargo test --release -p kube-pulse --test pods -- --ignored --nocapture`.
+/// `cargo test --release -p kube-pulse --test gateway pods::measure -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a test: about two minutes"]
 async fn measure_the_pod_watch_over_10_members_of_200_pods() {

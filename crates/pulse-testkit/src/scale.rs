@@ -84,6 +84,22 @@ pub async fn replica_on(
     duration: Duration,
     tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
 ) -> Replica {
+    leased_replica(id, host, members, duration, |c| {
+        c.nats = Some(nats);
+        tweak(c);
+    })
+    .await
+}
+
+/// A replica whose Leases last `duration`, without a stream of changes,
+/// its configuration changed by `tweak`.
+pub async fn leased_replica(
+    id: &str,
+    host: &SimCluster,
+    members: &[&SimCluster],
+    duration: Duration,
+    tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
+) -> Replica {
     let token = CancellationToken::new();
     let leases = LeaseSettings {
         client: host.kube_config(),
@@ -95,7 +111,6 @@ pub async fn replica_on(
         members,
         |c| {
             c.leases = Some(leases);
-            c.nats = Some(nats);
             tweak(c);
         },
         &token,

@@ -847,8 +847,8 @@ impl crate::health::Check for KarporStatusCheck {
 mod tests {
     use super::*;
     use crate::hub::HubConfig;
+    use crate::testing::eventually;
     use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
-    use kube_pulse_sim::testing::eventually;
     use serde_json::json;
 
     const WAIT: Duration = Duration::from_secs(10);

@@ -61,7 +61,6 @@ mod shared;
 pub mod status;
 pub mod store;
 pub mod table;
-pub mod testing;
 mod time;
 pub mod typed;
 mod watch;

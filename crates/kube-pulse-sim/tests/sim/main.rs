@@ -1,0 +1,9 @@
+//! The simulator's integration tests, one module per area, in one test
+//! binary (the shared fixtures are the `pulse-testkit` crate).
+
+mod karpor;
+mod kubectl;
+mod members;
+mod metadata;
+mod pods;
+mod sim_kube;

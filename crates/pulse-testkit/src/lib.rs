@@ -1,0 +1,28 @@
+//! The fixtures of kube-pulse's integration tests, shared by the gateway's
+//! test binary (`tests/gateway`) and the simulator's (`crates/kube-pulse-sim/tests/sim`).
+//!
+//! Each module is named for what it provides: simulated clusters ([`sim`]),
+//! polling ([`poll`]), kubectl and kustomize ([`kubectl`]), plain HTTP
+//! ([`http`]), the `kube-pulse` binary ([`binary`]), gateways in this process
+//! ([`gateway`]), clients of each transport ([`ws`], [`sse`], [`docs`],
+//! [`mirror`]), the real binary over three members ([`fleet`]), NATS
+//! ([`nats`]), replicas that share members ([`scale`]), watchers of the
+//! simulator ([`watch`]) and the turns heavy tests take ([`load`]).
+
+#![warn(missing_docs)]
+
+pub mod binary;
+pub mod docs;
+pub mod fleet;
+pub mod gateway;
+pub mod http;
+pub mod kubectl;
+pub mod load;
+pub mod mirror;
+pub mod nats;
+pub mod poll;
+pub mod scale;
+pub mod sim;
+pub mod sse;
+pub mod watch;
+pub mod ws;

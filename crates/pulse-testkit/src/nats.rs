@@ -1,0 +1,349 @@
+//! A real `nats-server` for the tests that need one (the stream of changes,
+//! the NATS deployment, the stream metrics), or three of them in one
+//! JetStream cluster on loopback. Without the binary those tests say so and
+//! pass, unless `CI` is set: then they fail.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::http::{http, metric, readiness};
+use crate::poll::eventually;
+
+/// Generous bound for a server to accept connections on a loaded machine.
+const WITHIN: Duration = Duration::from_secs(120);
+
+/// A `nats-server` with JetStream on a free loopback port, killed on drop.
+#[derive(Debug)]
+pub struct Nats {
+    binary: PathBuf,
+    child: Option<Child>,
+    port: u16,
+    /// `nats://127.0.0.1:PORT`.
+    pub url: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl Nats {
+    /// Starts the server (again: same port, same store) and waits until
+    /// it accepts connections.
+    pub async fn start(&mut self) {
+        let child = Command::new(&self.binary)
+            .args([
+                "-js",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-sd",
+            ])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        self.child = Some(child);
+        let port = self.port;
+        eventually(WITHIN, "nats-server accepts connections", || async {
+            TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
+        })
+        .await;
+    }
+
+    /// Kills the server (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits until the replica at `url` is connected to NATS again: its
+/// `/readyz/Nats` passes and `kube_pulse_stream_connected` is 1.
+pub async fn stream_connected_again(url: &str) {
+    eventually(WITHIN, "/readyz/Nats passes again", || async {
+        (readiness(url, "Nats").await.0 == 200).then_some(())
+    })
+    .await;
+    let connected = r#"kube_pulse_stream_connected{stream="KUBE_PULSE"}"#;
+    eventually(WITHIN, "kube_pulse_stream_connected 1 again", || async {
+        (metric(url, connected).await == 1.0).then_some(())
+    })
+    .await;
+}
+
+/// The `nats-server` binary: on PATH, or where Debian installs it.
+fn nats_server() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("nats-server"))
+        .find(|p| p.is_file())
+}
+
+/// Starts NATS, or None (with a message) when the binary is missing
+/// outside CI; with `CI` set a missing binary fails the test.
+pub async fn nats() -> Option<Nats> {
+    let binary = nats_server_or_skip()?;
+    let port = free_port();
+    let mut nats = Nats {
+        binary,
+        child: None,
+        port,
+        url: format!("nats://127.0.0.1:{port}"),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    nats.start().await;
+    Some(nats)
+}
+
+/// The binary, or None (with a message) when it is missing outside CI;
+/// with `CI` set a missing binary fails the test.
+pub fn nats_server_or_skip() -> Option<PathBuf> {
+    let binary = nats_server();
+    if binary.is_none() {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+        assert!(
+            !ci,
+            "nats-server is not installed (scripts/test.sh installs it: apt-get install nats-server)"
+        );
+        eprintln!(
+            "SKIPPED: nats-server is not installed; `apt-get install nats-server` (or scripts/test.sh) to run the tests that need it"
+        );
+    }
+    binary
+}
+
+/// Where a stream is in a [`NatsCluster`].
+#[derive(Debug)]
+pub struct Placement {
+    /// The server leading it.
+    pub leader: String,
+    /// Every server with a copy, by name.
+    pub servers: Vec<String>,
+    /// Every copy is current with the leader.
+    pub current: bool,
+}
+
+/// One server of a [`NatsCluster`].
+#[derive(Debug)]
+struct Node {
+    /// `server_name`: `n1`, `n2`, `n3`.
+    name: String,
+    client: u16,
+    route: u16,
+    monitor: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+/// Three `nats-server -js` in one JetStream cluster (`kp`) on loopback,
+/// each with its own store, routes to all three, and a monitoring port;
+/// killed on drop.
+#[derive(Debug)]
+pub struct NatsCluster {
+    binary: PathBuf,
+    nodes: Vec<Node>,
+    /// Every server's `nats://127.0.0.1:PORT`, separated by commas.
+    pub url: String,
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// Starts a three-server JetStream cluster and waits until every server
+/// is healthy and JetStream has a meta leader; None (with a message) when
+/// the binary is missing outside CI.
+pub async fn nats_cluster() -> Option<NatsCluster> {
+    let binary = nats_server_or_skip()?;
+    let nodes: Vec<Node> = (1..=3)
+        .map(|n| Node {
+            name: format!("n{n}"),
+            client: free_port(),
+            route: free_port(),
+            monitor: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+            child: None,
+        })
+        .collect();
+    let url = nodes
+        .iter()
+        .map(|n| format!("nats://127.0.0.1:{}", n.client))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut cluster = NatsCluster { binary, nodes, url };
+    for i in 0..3 {
+        cluster.spawn(i);
+    }
+    for i in 0..3 {
+        cluster.wait_healthy(i).await;
+    }
+    cluster.wait_formed().await;
+    Some(cluster)
+}
+
+impl NatsCluster {
+    /// The servers' names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// The position of the server named `name`.
+    pub fn index_of(&self, name: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no server {name}"))
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let routes = self
+            .nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.route))
+            .collect::<Vec<_>>()
+            .join(",");
+        let node = &mut self.nodes[i];
+        let child = Command::new(&self.binary)
+            .args(["-js", "-a", "127.0.0.1", "-p", &node.client.to_string()])
+            .args(["-m", &node.monitor.to_string()])
+            .args(["--cluster", &format!("nats://127.0.0.1:{}", node.route)])
+            .args(["--routes", &routes, "--cluster_name", "kp"])
+            .args(["--server_name", &node.name, "-sd"])
+            .arg(node.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        node.child = Some(child);
+    }
+
+    /// Starts server `i` again (same ports, same store) and waits until it
+    /// is healthy in the cluster.
+    pub async fn start(&mut self, i: usize) {
+        self.spawn(i);
+        self.wait_healthy(i).await;
+    }
+
+    /// Kills server `i` with SIGKILL: nothing is written or handed over.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut child) = self.nodes[i].child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// `GET /path` on server `i`'s monitoring port, as JSON.
+    pub async fn monitor(&self, i: usize, path: &str) -> Option<serde_json::Value> {
+        let url = format!("http://127.0.0.1:{}{path}", self.nodes[i].monitor);
+        let response = http().get(url).send().await.ok()?;
+        response.json().await.ok()
+    }
+
+    /// Waits until server `i` answers `/healthz` with 200 (JetStream on,
+    /// the meta group current) and names a meta leader in `/jsz`.
+    async fn wait_healthy(&self, i: usize) {
+        let url = format!("http://127.0.0.1:{}/healthz", self.nodes[i].monitor);
+        let what = format!(
+            "{} healthy with a JetStream meta leader",
+            self.nodes[i].name
+        );
+        eventually(WITHIN, &what, || async {
+            let healthy = http().get(&url).send().await.ok()?.status() == 200;
+            let jsz = self.monitor(i, "/jsz").await?;
+            let leader = jsz["meta_cluster"]["leader"].as_str().unwrap_or_default();
+            (healthy && !leader.is_empty()).then_some(())
+        })
+        .await;
+    }
+
+    /// Until the JetStream meta leader counts every other server as a
+    /// current peer: before that, a stream with a copy on each server may
+    /// not be placed within the client's request timeout.
+    async fn wait_formed(&self) {
+        let others = self.nodes.len() - 1;
+        eventually(WITHIN, "every server a current JetStream peer", || async {
+            for i in 0..self.nodes.len() {
+                let jsz = self.monitor(i, "/jsz").await?;
+                let meta = &jsz["meta_cluster"];
+                if meta["leader"].as_str() != Some(self.nodes[i].name.as_str()) {
+                    continue;
+                }
+                let peers = meta["replicas"].as_array()?;
+                let current = peers.iter().filter(|p| p["current"] == true).count();
+                return (current == others).then_some(());
+            }
+            None
+        })
+        .await;
+    }
+
+    /// Where `stream` is, as server `i` reports it (`/jsz?streams=true`
+    /// lists the streams a server has a copy of, and the other servers
+    /// with one); None if it has no copy, or it has others and no leader.
+    pub async fn placement(&self, i: usize, stream: &str) -> Option<Placement> {
+        let jsz = self.monitor(i, "/jsz?streams=true").await?;
+        let accounts = jsz["account_details"].as_array()?;
+        let detail = accounts
+            .iter()
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+            .find(|s| s["name"] == stream)?;
+        let cluster = &detail["cluster"];
+        let peers = cluster["replicas"].as_array().cloned().unwrap_or_default();
+        let here = self.nodes[i].name.clone();
+        let leader = match cluster["leader"].as_str().filter(|l| !l.is_empty()) {
+            Some(leader) => leader.to_string(),
+            None if peers.is_empty() => here.clone(),
+            None => return None,
+        };
+        let mut servers = vec![here];
+        let mut current = true;
+        for peer in &peers {
+            servers.push(peer["name"].as_str()?.to_string());
+            current &= peer["current"] == true;
+        }
+        servers.sort();
+        servers.dedup();
+        Some(Placement {
+            leader,
+            servers,
+            current,
+        })
+    }
+
+    /// The names of the client connections of server `i` (`/connz`).
+    pub async fn clients(&self, i: usize) -> Vec<String> {
+        let Some(connz) = self.monitor(i, "/connz").await else {
+            return Vec::new();
+        };
+        connz["connections"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|c| c["name"].as_str().map(String::from))
+            .collect()
+    }
+}
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,873 @@
+//! The deployment manifests: they render with kustomize, validate against
+//! the Kubernetes schemas offline, carry the seed's probes, embed a config
+//! the gateway accepts, and apply to the simulator with kubectl — the base
+//! alone, with the `replicas` component (several replicas sharing the
+//! members through Leases), and with `replicas` and `nats` (the NATS server
+//! of the stream of changes, whose nats.conf the real nats-server accepts).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use kube_pulse_sim::ResourceDef;
+use pulse_testkit::http::{get_json, http};
+use pulse_testkit::kubectl::{kubectl, kustomize, ok};
+use pulse_testkit::nats::{free_port, nats_server_or_skip};
+use pulse_testkit::poll::eventually;
+use pulse_testkit::sim::sim_with;
+use serde_json::{Value, json};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The base, `kubectl apply -k deploy/`.
+fn render() -> (String, Vec<Value>) {
+    kustomize(&Path::new(ROOT).join("deploy"))
+}
+
+/// An overlay outside deploy/ with the base and `components` (kustomize
+/// refuses an overlay inside the base's directory), as
+/// deploy/replicas/kustomization.yaml shows.
+fn overlay(name: &str, components: &[&str]) -> PathBuf {
+    let at = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    pulse_testkit::kubectl::overlay(&at, &Path::new(ROOT).join("deploy"), components)
+}
+
+/// The base with the `replicas` component. Written once: tests run in
+/// parallel.
+fn render_replicas() -> (String, Vec<Value>) {
+    static OVERLAY: OnceLock<PathBuf> = OnceLock::new();
+    kustomize(OVERLAY.get_or_init(|| overlay("with-replicas", &["replicas"])))
+}
+
+/// The base with the `replicas` and `nats` components, in that order
+/// (deploy/nats/kustomization.yaml).
+fn render_nats() -> (String, Vec<Value>) {
+    static OVERLAY: OnceLock<PathBuf> = OnceLock::new();
+    kustomize(OVERLAY.get_or_init(|| overlay("with-replicas-and-nats", &["replicas", "nats"])))
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+fn kinds(docs: &[Value]) -> Vec<&str> {
+    docs.iter().map(|d| d["kind"].as_str().unwrap()).collect()
+}
+
+/// `text` in a file of its own (`name` tells the renders apart).
+fn rendered_file(name: &str, text: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "kube-pulse-rendered-{name}-{}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `kubernetes-validate --strict` against Kubernetes 1.32's schemas.
+fn validate(name: &str, text: &str) {
+    let path = rendered_file(name, text);
+    let out = Command::new("kubernetes-validate")
+        .args(["--strict", "--quiet", "-k", "1.32.0"])
+        .arg(&path)
+        .output()
+        .expect("kubernetes-validate is installed (scripts/test.sh installs it from PyPI)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The `serve` flags of the Deployment's container.
+fn serve_args(docs: &[Value]) -> kube_pulse::cli::ServeArgs {
+    use clap::Parser;
+    let container = &find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let cli = kube_pulse::cli::Cli::try_parse_from(std::iter::once("kube-pulse").chain(args))
+        .expect("the manifest's arguments parse");
+    let kube_pulse::cli::Command::Serve(serve) = cli.command else {
+        panic!("the deployment runs serve");
+    };
+    *serve
+}
+
+#[test]
+fn manifests_validate_against_the_kubernetes_schemas() {
+    let (text, docs) = render();
+    assert_eq!(
+        kinds(&docs),
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Service",
+            "Deployment"
+        ]
+    );
+    validate("base", &text);
+}
+
+#[test]
+fn probes_are_exactly_the_seeds() {
+    let (_, docs) = render();
+    let deployment = find(&docs, "Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["ports"][0],
+        json!({"name": "http", "containerPort": 8080, "protocol": "TCP"})
+    );
+    let probe = |path: &str, success: u8| {
+        json!({
+            "failureThreshold": 3,
+            "httpGet": {"path": path, "port": "http", "scheme": "HTTP"},
+            "initialDelaySeconds": 10,
+            "periodSeconds": 5,
+            "successThreshold": success,
+            "timeoutSeconds": 10,
+        })
+    };
+    assert_eq!(container["livenessProbe"], probe("/livez", 1));
+    assert_eq!(container["readinessProbe"], probe("/readyz", 2));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(pod["terminationGracePeriodSeconds"].as_u64().unwrap() > 30);
+    assert!(container["resources"]["limits"]["memory"].is_string());
+}
+
+#[test]
+fn the_embedded_config_is_accepted() {
+    let (_, docs) = render();
+    let config = find(&docs, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = std::env::temp_dir().join(format!("kube-pulse-config-{}.yaml", std::process::id()));
+    std::fs::write(&path, config).unwrap();
+    let parsed = kube_pulse::config::load_file(&path).unwrap();
+    assert_eq!(parsed.clusters[0].name, "host");
+    assert_eq!(parsed.listen.unwrap().port(), 8080);
+    // In-cluster callers reach it by the Service's names (docs/SECURITY.md).
+    let service = find(&docs, "Service");
+    let namespace = service["metadata"]["namespace"].as_str().unwrap();
+    let name = service["metadata"]["name"].as_str().unwrap();
+    for host in [
+        name.to_string(),
+        format!("{name}.{namespace}"),
+        format!("{name}.{namespace}.svc"),
+        format!("{name}.{namespace}.svc.cluster.local"),
+    ] {
+        assert!(
+            kube_pulse::http::guard::host_allowed(&host, &parsed.allowed_hosts),
+            "{host} is not in allowedHosts"
+        );
+    }
+}
+
+#[test]
+fn the_deployment_runs_with_kubernetes_authentication() {
+    let (_, docs) = render();
+    let serve = serve_args(&docs);
+    // One process per pod, every member, no Leases.
+    assert!(!serve.lease_in_cluster && serve.lease_kubeconfig.is_none());
+    let auth = serve.security.auth_settings();
+    assert_eq!(auth.mode, kube_pulse::auth::ModeName::Kubernetes);
+    // It listens on every address, which `none` would refuse.
+    assert!(auth.check_listener(([0, 0, 0, 0], 8080).into()).is_ok());
+    let none = kube_pulse::auth::AuthSettings::default();
+    assert!(none.check_listener(([0, 0, 0, 0], 8080).into()).is_err());
+    assert!(none.check_listener(([127, 0, 0, 1], 8080).into()).is_ok());
+    // The service account may ask the reviews.
+    let rules = find(&docs, "ClusterRole")["rules"].to_string();
+    assert!(
+        rules.contains("tokenreviews") && rules.contains("subjectaccessreviews"),
+        "{rules}"
+    );
+    // The pod watch may list and watch pods and events.
+    assert!(rules.contains(r#"["pods","events"]"#), "{rules}");
+}
+
+/// The kinds the manifests add to what the simulator serves.
+fn extra_resources() -> Vec<ResourceDef> {
+    let rbac = |plural: &str, kind: &str, namespaced: bool| ResourceDef {
+        namespaced,
+        status_subresource: false,
+        ..ResourceDef::custom("rbac.authorization.k8s.io", "v1", plural, kind)
+    };
+    vec![
+        ResourceDef {
+            namespaced: true,
+            status_subresource: false,
+            ..ResourceDef::custom("", "v1", "serviceaccounts", "ServiceAccount")
+        },
+        ResourceDef {
+            namespaced: true,
+            ..ResourceDef::custom("", "v1", "services", "Service")
+        },
+        rbac("clusterroles", "ClusterRole", false),
+        rbac("clusterrolebindings", "ClusterRoleBinding", false),
+        rbac("roles", "Role", true),
+        rbac("rolebindings", "RoleBinding", true),
+    ]
+}
+
+/// Applies `text` to a fresh simulator and returns the Deployment's
+/// replica count as the simulator stores it, and what `kubectl get` then
+/// lists of `also` in the namespace.
+async fn apply(name: &str, text: &str, also: &str) -> (String, String) {
+    let sim = sim_with(|c| c.extra_resources = extra_resources()).await;
+    let path = rendered_file(name, text);
+    let out = kubectl(&sim.url(), &["apply", "-f", path.to_str().unwrap()]).await;
+    let stdout = ok(&out);
+    assert!(
+        stdout.contains("deployment.apps/kube-pulse created"),
+        "{stdout}"
+    );
+    let out = kubectl(
+        &sim.url(),
+        &[
+            "get",
+            "deployment",
+            "kube-pulse",
+            "-n",
+            "kube-pulse",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ],
+    )
+    .await;
+    let replicas = ok(&out).to_string();
+    let out = kubectl(&sim.url(), &["get", also, "-n", "kube-pulse", "-o", "name"]).await;
+    let listed = ok(&out).to_string();
+    sim.shutdown().await;
+    (replicas, listed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_manifests_to_the_simulator() {
+    let (text, _) = render();
+    let (replicas, listed) = apply("apply-base", &text, "poddisruptionbudgets").await;
+    assert_eq!(replicas, "2");
+    assert_eq!(listed.trim(), "");
+}
+
+// ------------------------------------------------------------- replicas
+
+#[test]
+fn the_replicas_component_validates_against_the_kubernetes_schemas() {
+    let (text, docs) = render_replicas();
+    assert_eq!(
+        kinds(&docs),
+        [
+            "Namespace",
+            "ServiceAccount",
+            "Role",
+            "ClusterRole",
+            "RoleBinding",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget"
+        ]
+    );
+    validate("replicas", &text);
+    // Everything namespaced is in the gateway's namespace, labelled as the base.
+    for doc in &docs {
+        if ["Namespace", "ClusterRole", "ClusterRoleBinding"]
+            .contains(&doc["kind"].as_str().unwrap())
+        {
+            continue;
+        }
+        assert_eq!(doc["metadata"]["namespace"], "kube-pulse", "{doc}");
+        assert_eq!(
+            doc["metadata"]["labels"]["app.kubernetes.io/part-of"], "kube-pulse",
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn the_replicas_share_the_members_through_leases_in_their_own_namespace() {
+    let (_, base) = render();
+    let (_, docs) = render_replicas();
+    let deployment = find(&docs, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    // The probes, ports and everything else of the container stay the base's.
+    let base_container = &find(&base, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    for key in [
+        "livenessProbe",
+        "readinessProbe",
+        "ports",
+        "securityContext",
+        "resources",
+        "image",
+    ] {
+        assert_eq!(container[key], base_container[key], "{key}");
+    }
+    // In-cluster Leases, authentication as the base; nothing else added.
+    let serve = serve_args(&docs);
+    assert!(serve.lease_in_cluster);
+    assert!(serve.lease_kubeconfig.is_none() && serve.lease_namespace.is_none());
+    assert_eq!(
+        serve.security.auth_settings().mode,
+        kube_pulse::auth::ModeName::Kubernetes
+    );
+    let base_args = base_container["args"].as_array().unwrap();
+    let args = container["args"].as_array().unwrap();
+    assert_eq!(&args[..base_args.len()], &base_args[..]);
+    assert_eq!(&args[base_args.len()..], [json!("--lease-in-cluster")]);
+    // The replica id is the pod's name (POD_NAME, the flag's env).
+    let env = container["env"].as_array().unwrap();
+    let pod_name = env
+        .iter()
+        .find(|e| e["name"] == "POD_NAME")
+        .unwrap_or_else(|| panic!("no POD_NAME in {env:?}"));
+    assert_eq!(
+        pod_name["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "metadata.name"}})
+    );
+    assert!(env.iter().any(|e| e["name"] == "RUST_LOG"), "{env:?}");
+    // In-cluster needs the service account's token mounted.
+    let account = pod["serviceAccountName"].as_str().unwrap();
+    let sa = find(&docs, "ServiceAccount");
+    assert_eq!(sa["metadata"]["name"], account);
+    assert_ne!(sa["automountServiceAccountToken"], false);
+    assert_ne!(pod["automountServiceAccountToken"], false);
+    // The Role lets that account do what src/scale/leases.rs does, in the
+    // pods' namespace (the Leases' namespace in-cluster).
+    let namespace = deployment["metadata"]["namespace"].as_str().unwrap();
+    let role = find(&docs, "Role");
+    assert_eq!(role["metadata"]["namespace"], namespace);
+    assert_eq!(
+        role["rules"],
+        json!([{
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "list", "create", "update"],
+        }])
+    );
+    let binding = find(&docs, "RoleBinding");
+    assert_eq!(binding["metadata"]["namespace"], namespace);
+    assert_eq!(
+        binding["roleRef"],
+        json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]})
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": account, "namespace": namespace}])
+    );
+    // One pod at a time through voluntary disruptions, selecting these pods.
+    let pdb = find(&docs, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in pdb["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(&labels[key], value, "{key}");
+    }
+    // The embedded config is the base's: the members are shared, not split.
+    assert_eq!(find(&docs, "ConfigMap"), find(&base, "ConfigMap"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_replicas_component_to_the_simulator() {
+    let (text, _) = render_replicas();
+    let (replicas, listed) = apply("apply-replicas", &text, "poddisruptionbudgets").await;
+    assert_eq!(replicas, "3");
+    assert_eq!(listed.trim(), "poddisruptionbudget.policy/kube-pulse");
+}
+
+// ----------------------------------------------------------------- nats
+
+/// The document of `kind` named `name`.
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// Whether a label selector (`matchLabels`, or a Service's `selector`)
+/// selects pods with `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let selector = selector.as_object().expect("a selector");
+    !selector.is_empty() && selector.iter().all(|(k, v)| &labels[k] == v)
+}
+
+/// `key: value` settings of a nats.conf, in order; a list (`key: [`, one
+/// value a line, `]`) as its values separated by commas.
+type Settings = Vec<(String, String)>;
+
+/// The top-level settings of a nats.conf, and those of each of its blocks
+/// (`jetstream { … }`, `cluster { … }`), by name (the format of what
+/// deploy/nats/nats-config.yaml writes: one setting per line, `#` comments).
+fn nats_conf(text: &str) -> (Settings, BTreeMap<String, Settings>) {
+    let (mut top, mut blocks) = (Vec::new(), BTreeMap::<String, Settings>::new());
+    let mut block: Option<String> = None;
+    let mut list: Option<(String, Vec<String>)> = None;
+    for line in text.lines().map(|l| l.split('#').next().unwrap().trim()) {
+        if line.is_empty() {
+            continue;
+        }
+        let settings = match &block {
+            Some(name) => blocks.get_mut(name).unwrap(),
+            None => &mut top,
+        };
+        if let Some((key, values)) = list.as_mut() {
+            if line == "]" {
+                settings.push((key.clone(), values.join(",")));
+                list = None;
+            } else {
+                values.push(line.to_string());
+            }
+            continue;
+        }
+        if let Some(name) = line.strip_suffix('{') {
+            assert!(block.is_none(), "nested block: {line}");
+            let name = name.trim().to_string();
+            assert!(
+                ["jetstream", "cluster"].contains(&name.as_str()),
+                "an unexpected block: {line}"
+            );
+            blocks.insert(name.clone(), Vec::new());
+            block = Some(name);
+            continue;
+        }
+        if line == "}" {
+            assert!(block.take().is_some(), "unbalanced braces in\n{text}");
+            continue;
+        }
+        let (key, value) = line.split_once(':').unwrap_or_else(|| panic!("{line}"));
+        let (key, value) = (key.trim().to_string(), value.trim().to_string());
+        if value == "[" {
+            list = Some((key, Vec::new()));
+        } else {
+            settings.push((key, value));
+        }
+    }
+    assert!(block.is_none() && list.is_none(), "unbalanced in\n{text}");
+    (top, blocks)
+}
+
+fn setting<'a>(settings: &'a [(String, String)], key: &str) -> &'a str {
+    settings
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_else(|| panic!("no {key} in {settings:?}"))
+}
+
+/// The nats.conf the component's StatefulSet reads.
+fn nats_conf_text(docs: &[Value]) -> String {
+    named(docs, "ConfigMap", "kube-pulse-nats")["data"]["nats.conf"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The container port named `name` of `container`.
+fn container_port(container: &Value, name: &str) -> u64 {
+    container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no port {name} in {container}"))["containerPort"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn the_nats_component_validates_against_the_kubernetes_schemas() {
+    let (text, docs) = render_nats();
+    let mut kinds = kinds(&docs);
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "ConfigMap",
+            "Deployment",
+            "Namespace",
+            "PodDisruptionBudget",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "Service",
+            "Service",
+            "ServiceAccount",
+            "StatefulSet"
+        ]
+    );
+    validate("nats", &text);
+    for doc in &docs {
+        if ["Namespace", "ClusterRole", "ClusterRoleBinding"]
+            .contains(&doc["kind"].as_str().unwrap())
+        {
+            continue;
+        }
+        assert_eq!(doc["metadata"]["namespace"], "kube-pulse", "{doc}");
+        assert_eq!(
+            doc["metadata"]["labels"]["app.kubernetes.io/part-of"], "kube-pulse",
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
+    let (_, replicas) = render_replicas();
+    let (_, docs) = render_nats();
+    // The replicas component's arguments, then --nats URL and
+    // --nats-stream-replicas N.
+    let args = |docs: &[Value]| {
+        find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let (before, after) = (args(&replicas), args(&docs));
+    assert_eq!(&after[..before.len()], &before[..]);
+    assert_eq!(after[before.len()], "--nats");
+    assert_eq!(after[before.len() + 2], "--nats-stream-replicas");
+    assert_eq!(after.len(), before.len() + 4, "{after:?}");
+    // As the gateway reads them, with the embedded config's `nats:` (none).
+    let serve = serve_args(&docs);
+    assert!(serve.lease_in_cluster, "--nats needs Lease ownership");
+    let config = named(&docs, "ConfigMap", "kube-pulse")["data"]["config.yaml"]
+        .as_str()
+        .unwrap();
+    let path = rendered_file("nats-gateway-config", config);
+    let file = kube_pulse::config::load_file(&path).unwrap();
+    let settings = serve.nats(file.nats.as_ref()).unwrap().expect("--nats");
+    assert_eq!(settings.stream, "KUBE_PULSE");
+    // As many copies as servers at most (JetStream places each on its own
+    // server), and an odd count: an even one survives no more failures
+    // than the odd count below it.
+    let servers = named(&docs, "StatefulSet", "kube-pulse-nats")["spec"]["replicas"]
+        .as_u64()
+        .unwrap();
+    let copies = settings.replicas as u64;
+    assert!(copies <= servers, "{copies} copies on {servers} servers");
+    assert_eq!(copies % 2, 1, "streamReplicas {copies} is even");
+    assert_eq!(copies, 3, "the component keeps a copy on each of 3 servers");
+    // nats://SERVICE[.NAMESPACE[.svc…]]:PORT of the client Service.
+    let (host, port) = settings
+        .url
+        .strip_prefix("nats://")
+        .and_then(|rest| rest.rsplit_once(':'))
+        .unwrap_or_else(|| panic!("{}", settings.url));
+    let port: u64 = port.parse().unwrap();
+    let mut labels = host.split('.');
+    let service = named(&docs, "Service", labels.next().unwrap());
+    if let Some(namespace) = labels.next() {
+        assert_eq!(service["metadata"]["namespace"], namespace);
+    }
+    assert_ne!(service["spec"]["clusterIP"], "None", "a headless Service");
+    let service_port = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == port)
+        .unwrap_or_else(|| panic!("{service} has no port {port}"));
+    // … which leads to the NATS pods' client port, the one nats.conf listens on.
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let pod = &statefulset["spec"]["template"];
+    assert!(
+        selects(&service["spec"]["selector"], &pod["metadata"]["labels"]),
+        "{service}"
+    );
+    let nats = &pod["spec"]["containers"][0];
+    let target = service_port["targetPort"].as_str().expect("a named port");
+    let client = container_port(nats, target);
+    let (conf, _) = nats_conf(&nats_conf_text(&docs));
+    assert_eq!(setting(&conf, "port"), client.to_string());
+    // The gateway's Service, PDB and Leases stay the gateway's: neither
+    // selects the NATS pods, and the NATS Services select no gateway pod.
+    let gateway = find(&docs, "Deployment");
+    let gateway_labels = &gateway["spec"]["template"]["metadata"]["labels"];
+    let nats_labels = &pod["metadata"]["labels"];
+    let gateway_service = named(&docs, "Service", "kube-pulse");
+    assert!(!selects(&gateway_service["spec"]["selector"], nats_labels));
+    let gateway_pdb = named(&docs, "PodDisruptionBudget", "kube-pulse");
+    assert!(selects(
+        &gateway_pdb["spec"]["selector"]["matchLabels"],
+        gateway_labels
+    ));
+    assert!(!selects(
+        &gateway_pdb["spec"]["selector"]["matchLabels"],
+        nats_labels
+    ));
+    for name in ["kube-pulse-nats", "kube-pulse-nats-headless"] {
+        let selector = &named(&docs, "Service", name)["spec"]["selector"];
+        assert!(!selects(selector, gateway_labels), "{name}");
+    }
+    assert_eq!(
+        find(&docs, "Role")["rules"][0]["resources"],
+        json!(["leases"])
+    );
+    assert_eq!(find(&docs, "RoleBinding")["roleRef"]["kind"], "Role");
+}
+
+#[test]
+fn the_nats_statefulset_runs_jetstream_on_its_volume() {
+    let (_, docs) = render_nats();
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let spec = &statefulset["spec"];
+    let pod = &spec["template"];
+    let labels = &pod["metadata"]["labels"];
+    assert!(selects(&spec["selector"]["matchLabels"], labels));
+    // Its governing Service is the headless one, which selects its pods.
+    let headless = named(&docs, "Service", spec["serviceName"].as_str().unwrap());
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+    assert!(selects(&headless["spec"]["selector"], labels));
+    // nats-server reads the ConfigMap's nats.conf.
+    let container = &pod["spec"]["containers"][0];
+    let command: Vec<&str> = container["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let config_path = command[command.iter().position(|a| *a == "--config").unwrap() + 1];
+    let mount = |name: &str| {
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no mount {name}"))["mountPath"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["configMap"]["name"] == "kube-pulse-nats")
+        .expect("the ConfigMap as a volume");
+    let config_dir = mount(volume["name"].as_str().unwrap());
+    assert_eq!(config_path, format!("{config_dir}/nats.conf"));
+    // JetStream on, its store on the claim of every pod.
+    let (conf, blocks) = nats_conf(&nats_conf_text(&docs));
+    let jetstream = &blocks["jetstream"];
+    let claim = &spec["volumeClaimTemplates"][0];
+    let data = mount(claim["metadata"]["name"].as_str().unwrap());
+    let store = setting(jetstream, "store_dir");
+    assert!(
+        Path::new(store).starts_with(&data),
+        "{store} is not on the volume at {data}"
+    );
+    assert_eq!(claim["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert!(claim["spec"]["resources"]["requests"]["storage"].is_string());
+    // server_name is the pod's name.
+    assert_eq!(setting(&conf, "server_name"), "$POD_NAME");
+    let env = container["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"] == json!({"fieldRef": {"fieldPath": "metadata.name"}})),
+        "{env:?}"
+    );
+    // Probes on the monitoring port nats.conf opens; liveness needs JetStream.
+    let monitor = container_port(container, "monitor");
+    assert_eq!(setting(&conf, "http_port"), monitor.to_string());
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["port"], "monitor", "{probe}");
+    }
+    assert_eq!(
+        container["livenessProbe"]["httpGet"]["path"],
+        "/healthz?js-enabled-only=true"
+    );
+    // A pinned image, not root, nothing writable but the volume, bounded.
+    let image = container["image"].as_str().unwrap();
+    let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or("");
+    assert!(
+        tag.starts_with(|c: char| c.is_ascii_digit()) && tag.contains('.'),
+        "{image} is not pinned to a version"
+    );
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert!(pod["spec"]["securityContext"]["fsGroup"].is_u64());
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert!(container["resources"]["limits"]["memory"].is_string());
+    assert!(container["resources"]["requests"]["cpu"].is_string());
+    // Its own PDB selects its pods, and lets one server down at a time:
+    // the others keep a quorum of the stream's copies.
+    let pdb = named(&docs, "PodDisruptionBudget", "kube-pulse-nats");
+    assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
+    let servers = spec["replicas"].as_u64().unwrap();
+    assert_eq!(servers, 3);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert!(pdb["spec"]["minAvailable"].is_null());
+    assert!(servers - 1 > servers / 2, "two of three are a quorum");
+    // The servers start together (none is ready without a quorum).
+    assert_eq!(spec["podManagementPolicy"], "Parallel");
+}
+
+/// The servers form one cluster: nats.conf routes to every pod of the
+/// StatefulSet by its name through the headless Service, on the cluster
+/// port that the container and the headless Service expose.
+#[test]
+fn the_nats_servers_route_to_every_pod_through_the_headless_service() {
+    let (_, docs) = render_nats();
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let spec = &statefulset["spec"];
+    let name = statefulset["metadata"]["name"].as_str().unwrap();
+    let headless_name = spec["serviceName"].as_str().unwrap();
+    let headless = named(&docs, "Service", headless_name);
+    let (_, blocks) = nats_conf(&nats_conf_text(&docs));
+    let cluster = blocks.get("cluster").expect("a cluster block");
+    assert!(!setting(cluster, "name").is_empty());
+    let port: u64 = setting(cluster, "port").parse().unwrap();
+    let container = &spec["template"]["spec"]["containers"][0];
+    assert_eq!(container_port(container, "cluster"), port);
+    let service_port = headless["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == port)
+        .unwrap_or_else(|| panic!("{headless} has no port {port}"));
+    assert_eq!(service_port["targetPort"], "cluster");
+    assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
+    let mut routes: Vec<&str> = setting(cluster, "routes").split(',').collect();
+    routes.sort_unstable();
+    let servers = spec["replicas"].as_u64().unwrap();
+    let expected: Vec<String> = (0..servers)
+        .map(|i| format!("nats://{name}-{i}.{headless_name}:{port}"))
+        .collect();
+    assert_eq!(routes, expected, "one route per pod");
+}
+
+/// The real nats-server with the component's nats.conf, its store moved to
+/// a temporary directory and its ports to free loopback ones (flags win
+/// over the file): it accepts the file, and serves JetStream with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_server_accepts_the_components_config() {
+    let Some(binary) = nats_server_or_skip() else {
+        return;
+    };
+    let (_, docs) = render_nats();
+    let text = nats_conf_text(&docs);
+    let (_, blocks) = nats_conf(&text);
+    let store = setting(&blocks["jetstream"], "store_dir").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let local = text.replace(
+        &format!("store_dir: {store}"),
+        &format!("store_dir: {}", dir.path().display()),
+    );
+    assert_ne!(local, text);
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(&conf, &local).unwrap();
+    let out = Command::new(&binary)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-t")
+        .env("POD_NAME", "kube-pulse-nats-0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "nats-server refuses the config: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (port, monitor) = (free_port(), free_port());
+    let cluster_port = free_port();
+    // The routes stay: the pods' names do not resolve here, and the
+    // server goes on trying them while it serves.
+    let mut child = Command::new(&binary)
+        .arg("-c")
+        .arg(&conf)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-m", &monitor.to_string()])
+        .args(["--cluster", &format!("nats://127.0.0.1:{cluster_port}")])
+        .env("POD_NAME", "kube-pulse-nats-0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = http();
+    let base = format!("http://127.0.0.1:{monitor}");
+    let healthy = eventually(
+        std::time::Duration::from_secs(120),
+        "the liveness probe's /healthz?js-enabled-only=true answers",
+        || {
+            let (client, base) = (client.clone(), base.clone());
+            async move {
+                let answer = client
+                    .get(format!("{base}/healthz?js-enabled-only=true"))
+                    .send()
+                    .await
+                    .ok()?;
+                Some(answer.status())
+            }
+        },
+    )
+    .await;
+    let varz: Value = get_json(&format!("{base}/varz")).await;
+    let running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(running, "nats-server stopped with routes it cannot resolve");
+    assert_eq!(healthy, 200);
+    let (_, blocks) = nats_conf(&text);
+    let cluster = &blocks["cluster"];
+    assert_eq!(varz["cluster"]["name"], setting(cluster, "name"), "{varz}");
+    assert_eq!(varz["cluster"]["cluster_port"], cluster_port, "{varz}");
+    let routes = varz["cluster"]["urls"].as_array().map_or(0, Vec::len);
+    assert_eq!(routes, 3, "the routes of nats.conf: {varz}");
+    assert_eq!(varz["server_name"], "kube-pulse-nats-0");
+    assert_eq!(varz["port"], port);
+    let config = &varz["jetstream"]["config"];
+    assert!(
+        config["store_dir"]
+            .as_str()
+            .is_some_and(|d| Path::new(d).starts_with(dir.path())),
+        "{varz}"
+    );
+    assert!(config["max_storage"].as_u64().unwrap() > 0, "{varz}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_nats_component_to_the_simulator() {
+    let (text, _) = render_nats();
+    let (replicas, listed) = apply(
+        "apply-nats",
+        &text,
+        "poddisruptionbudgets,services,statefulsets",
+    )
+    .await;
+    assert_eq!(replicas, "3");
+    let mut listed: Vec<&str> = listed.lines().collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        [
+            "poddisruptionbudget.policy/kube-pulse",
+            "poddisruptionbudget.policy/kube-pulse-nats",
+            "service/kube-pulse",
+            "service/kube-pulse-nats",
+            "service/kube-pulse-nats-headless",
+            "statefulset.apps/kube-pulse-nats"
+        ]
+    );
+}

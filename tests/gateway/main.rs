@@ -1,0 +1,21 @@
+//! The gateway's integration tests, one module per area, in one test binary
+//! (the shared fixtures are the `pulse-testkit` crate).
+
+mod cli;
+mod deploy;
+mod faults;
+mod karpor;
+mod karpor_status;
+mod members;
+mod monitoring;
+mod ownership;
+mod pipeline;
+mod pods;
+mod scaleout;
+mod scaleout_faults;
+mod scaleout_karpor;
+mod scaleout_nats_cluster;
+mod security;
+mod subscriptions;
+mod tasks;
+mod transports;

@@ -4,13 +4,13 @@
 #
 # - `promtool check rules` on the alert rules;
 # - `promtool test rules` on their unit tests (a firing and a non-firing
-#   case per alert; tests/monitoring.rs checks every alert has both);
+#   case per alert; tests/gateway/monitoring.rs checks every alert has both);
 # - every query of the Grafana dashboard parses as PromQL (each becomes a
 #   recording rule in a scratch file for `promtool check rules`, with
 #   Grafana's variables replaced by values).
 #
 # That every metric the rules and the dashboard name is one the binary
-# exports is checked by tests/monitoring.rs against a running demo.
+# exports is checked by tests/gateway/monitoring.rs against a running demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -809,7 +809,7 @@ async fn nats_server_accepts_the_components_config() {
     let base = format!("http://127.0.0.1:{monitor}");
     let healthy = eventually(
         std::time::Duration::from_secs(120),
-        "the liveness probe's /healthz?js-enabled-only=true answers",
+        "the liveness probe's /healthz?js-enabled-only=true answers 200",
         || {
             let (client, base) = (client.clone(), base.clone());
             async move {
@@ -818,7 +818,7 @@ async fn nats_server_accepts_the_components_config() {
                     .send()
                     .await
                     .ok()?;
-                Some(answer.status())
+                (answer.status() == 200).then_some(answer.status())
             }
         },
     )

@@ -178,7 +178,8 @@ pub fn gateway_on_own_runtime(
             .unwrap();
         runtime.block_on(async move {
             let health = ping_health();
-            let state = kube_pulse::http::router::GatewayState::new(hub, config, health, token.clone());
+            let state =
+                kube_pulse::http::router::GatewayState::new(hub, config, health, token.clone());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             tx.send(format!("http://{}", listener.local_addr().unwrap()))
                 .unwrap();

@@ -289,6 +289,34 @@ impl NatsCluster {
             None
         })
         .await;
+        self.wait_placeable().await;
+    }
+
+    /// Waits until the cluster places a stream of three copies: a meta
+    /// leader that counts its peers current may still time out the first
+    /// stream's creation while the peers catch up. A probe stream is made
+    /// and deleted again.
+    async fn wait_placeable(&self) {
+        let servers: Vec<&str> = self.url.split(',').collect();
+        let client = async_nats::connect(servers)
+            .await
+            .expect("a client connects to the cluster");
+        let js = async_nats::jetstream::new(client);
+        eventually(WITHIN, "a stream of three copies is placed", || {
+            let js = js.clone();
+            async move {
+                let config = async_nats::jetstream::stream::Config {
+                    name: "KUBE_PULSE_TESTKIT_READY".into(),
+                    subjects: vec!["kube-pulse-testkit.ready".into()],
+                    num_replicas: 3,
+                    ..Default::default()
+                };
+                js.get_or_create_stream(config).await.ok()?;
+                js.delete_stream("KUBE_PULSE_TESTKIT_READY").await.ok()?;
+                Some(())
+            }
+        })
+        .await;
     }
 
     /// Where `stream` is, as server `i` reports it (`/jsz?streams=true`

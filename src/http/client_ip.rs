@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, Request};
 
-pub use crate::http_settings::{Cidr, ForwardedHeader};
+use crate::http_settings::{Cidr, ForwardedHeader};
 
 /// The TCP peer of a request, kept beside the client address that
 /// `ConnectInfo<SocketAddr>` carries once forwarding headers were honoured.
@@ -156,30 +156,6 @@ mod tests {
             );
         }
         trusted.client(peer.parse().unwrap(), &map).ip().to_string()
-    }
-
-    #[test]
-    fn address_blocks_parse_and_match() {
-        let net: Cidr = "10.1.0.0/16".parse().unwrap();
-        assert!(net.contains("10.1.200.3".parse().unwrap()));
-        assert!(!net.contains("10.2.0.1".parse().unwrap()));
-        assert!(net.contains("::ffff:10.1.0.9".parse().unwrap()));
-        let all: Cidr = "0.0.0.0/0".parse().unwrap();
-        assert!(all.contains("203.0.113.9".parse().unwrap()));
-        let one: Cidr = "2001:db8::1".parse().unwrap();
-        assert!(one.contains("2001:db8::1".parse().unwrap()));
-        assert!(!one.contains("2001:db8::2".parse().unwrap()));
-        for bad in [
-            "10.0.0.0/33",
-            "fd00::/129",
-            "nope",
-            "10.0.0/8",
-            "",
-            "10.0.0.0/x",
-        ] {
-            let err = bad.parse::<Cidr>().unwrap_err();
-            assert!(err.contains("not an address block"), "{bad}: {err}");
-        }
     }
 
     #[test]

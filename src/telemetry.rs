@@ -26,10 +26,18 @@ fn colours(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
     terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
+/// The filter without `RUST_LOG`. kube-client logs answers' bodies and
+/// kube-runtime's watcher each failed list or watch with the member's whole
+/// answer: neither reaches the log by default, as a member's answer may be
+/// another service's page holding secrets. The same failures reach the log
+/// as the engine's transition lines, with a short reason.
+const DEFAULT_FILTER: &str =
+    "info,kube_client=off,kube_runtime=warn,kube_runtime::watcher=error,hyper=warn";
+
 /// Installs the global subscriber; logs go to stderr.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,kube_client=off,kube_runtime=warn,hyper=warn"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let ansi = colours(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR"),

@@ -15,6 +15,25 @@ use crate::classify;
 use crate::engine::Observation;
 use crate::status::cluster::{ClusterInput, ProbeFailure};
 
+/// The most of a probe's answer that is read: an apiserver's `/readyz`,
+/// `/livez` and `/version` answers are a few hundred bytes; an endpoint
+/// that sends more is not an apiserver worth reading further.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// The error for an answer longer than [`MAX_ANSWER_BYTES`], in words of
+/// kube-pulse's own (a `Status`, so its message is shown).
+fn too_long(path: &str, status: http::StatusCode) -> kube::Error {
+    let message = format!(
+        "the answer to {path} is over {} KiB; not read further",
+        MAX_ANSWER_BYTES / 1024
+    );
+    kube::Error::Api(
+        kube::core::Status::failure(&message, "AnswerTooLong")
+            .with_code(status.as_u16())
+            .boxed(),
+    )
+}
+
 async fn get(client: &kube::Client, path: &str) -> Result<String, kube::Error> {
     get_dated(client, path).await.map(|(text, _)| text)
 }
@@ -37,12 +56,16 @@ async fn get_dated(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| DateTime::parse_from_rfc2822(v).ok())
         .map(|d| d.with_timezone(&Utc));
-    let bytes = response
-        .into_body()
+    let bytes = match http_body_util::Limited::new(response.into_body(), MAX_ANSWER_BYTES)
         .collect()
         .await
-        .map_err(|e| kube::Error::Service(e.into()))?
-        .to_bytes();
+    {
+        Ok(body) => body.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(too_long(path, status));
+        }
+        Err(e) => return Err(kube::Error::Service(e)),
+    };
     let text = String::from_utf8_lossy(&bytes).into_owned();
     if status.is_client_error() || status.is_server_error() {
         let api = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {

@@ -6,6 +6,7 @@ mod deploy;
 mod faults;
 mod karpor;
 mod karpor_status;
+mod member_answers;
 mod members;
 mod monitoring;
 mod ownership;

@@ -268,7 +268,8 @@ mod tests {
         let readyz =
             "[+]ping ok\n[-]etcd failed: reason withheld\n[+]log ok\nreadyz check failed\n";
         // (code, body, sync message, probe message, action (reason, message))
-        let cases: [(u16, &str, &str, &str, (&str, &str)); 5] = [
+        type Case<'a> = (u16, &'a str, &'a str, &'a str, (&'a str, &'a str));
+        let cases: [Case; 5] = [
             (
                 403,
                 secret,

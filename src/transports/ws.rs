@@ -502,6 +502,13 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
             Some(&id),
         )),
         ClientOp::Auth { .. } => None,
+        // The answer carries the hub's cursor, which says how busy it is:
+        // only for an authenticated socket.
+        ClientOp::Ping { id } if s.session.principal.is_none() => Some(error(
+            "unauthenticated",
+            "send {\"op\": \"auth\", \"token\": …} before pinging",
+            id.as_deref(),
+        )),
         ClientOp::Ping { id } => {
             let cursor = t.hub.cursor(t.hub.seq());
             let heartbeat = ServerMessage::Heartbeat {

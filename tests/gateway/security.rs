@@ -426,6 +426,15 @@ async fn a_socket_without_a_token_must_authenticate_first() {
     let m = Members::start().await;
     let url = m.gateway(token_auth(), TransportConfig::default()).await;
     let mut ws = ws_connect(&url, None).await.unwrap();
+    // A ping's answer carries the hub's cursor: not before authenticating.
+    ws_send(&mut ws, json!({"op": "ping", "id": "p0"})).await;
+    let refused = ws_next(&mut ws).await.unwrap();
+    assert_eq!(
+        (refused["code"].as_str(), refused["id"].as_str()),
+        (Some("unauthenticated"), Some("p0")),
+        "{refused}"
+    );
+    assert!(refused.get("cursor").is_none(), "{refused}");
     ws_send(
         &mut ws,
         json!({"op": "subscribe", "id": "s", "topics": ["clusters/*"]}),

@@ -84,6 +84,15 @@ fn parse(buf: &[u8]) -> Parsed {
     let (Some("GET"), Some(1), Some(path)) = (head.method, head.version, head.path) else {
         return Parsed::Other;
     };
+    // httparse takes a bare LF as a line end, which hyper refuses: such a
+    // head is hyper's to answer, as is one a proxy might read otherwise.
+    if buf[..len]
+        .iter()
+        .enumerate()
+        .any(|(i, b)| *b == b'\n' && (i == 0 || buf[i - 1] != b'\r'))
+    {
+        return Parsed::Other;
+    }
     // Pipelined bytes after the head, a body or an upgrade: hyper's.
     if len != buf.len() || path.split('?').next() != Some(EVENTS_PATH) {
         return Parsed::Other;
@@ -376,6 +385,12 @@ mod tests {
             "POST /api/v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
             "GET /api/v1/events HTTP/1.0\r\nHost: x\r\n\r\n",
             "GET /api/v1/events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET /api/v1/events HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET /api/v1/events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\nContent-Length: 0\r\n\r\n",
+            // Bare LF line ends, anywhere in the head.
+            "GET /api/v1/events HTTP/1.1\nHost: x\n\n",
+            "GET /api/v1/events HTTP/1.1\r\nHost: x\n\r\n",
+            "GET /api/v1/events HTTP/1.1\r\nHost: x\r\n\n",
             "GET /api/v1/events HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n",
             // A pipelined second request: hyper serves both.
             "GET /api/v1/events HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\n\r\n",

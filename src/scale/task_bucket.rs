@@ -5,7 +5,11 @@
 //! runs the task's member executes it (src/tasks/service.rs). A task's
 //! `revision` is its entry's revision in the bucket, so an update names the
 //! revision it read and JetStream refuses it when another replica wrote in
-//! between ([`StoreError::Stale`]). `docs/SCALE-OUT.md` has the design.
+//! between ([`StoreError::Stale`]). One active task per app holds across
+//! replicas through a claim per app in the same bucket (`app.{cluster}.
+//! {namespace}.{app}`, made only if absent, so two replicas creating a task
+//! for one app at once cannot both succeed). `docs/SCALE-OUT.md` has the
+//! design.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,6 +82,30 @@ fn task_of(entry: &kv::Entry) -> Option<Task> {
     Some(task)
 }
 
+/// Keys of the per-app claims; a task's key (a UUID) never starts so.
+const CLAIM_PREFIX: &str = "app.";
+
+/// How long a claim whose task is not in the bucket yet counts as taken: the
+/// claiming replica writes the task right after its claim; a claim older
+/// than this without its task was left by a replica that stopped between.
+const CLAIM_GRACE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+
+/// The key of the claim of `target`'s app (names are DNS labels, which the
+/// bucket's keys allow as they are).
+fn claim_key(target: &crate::tasks::Target) -> String {
+    format!(
+        "{CLAIM_PREFIX}{}.{}.{}",
+        target.cluster, target.namespace, target.app
+    )
+}
+
+/// A claim's value: the task that holds the app, and since when.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Claim {
+    task: String,
+    claimed: DateTime<Utc>,
+}
+
 impl TaskBucket {
     /// Creates or opens the bucket (file storage, one revision per key,
     /// `replicas` copies: an existing bucket with another count is updated
@@ -148,6 +176,69 @@ impl TaskBucket {
     /// Stops the watch.
     pub fn stop(&self) {
         self.stop.cancel();
+    }
+
+    /// Claims `task`'s app for it: the claim is made if absent, or taken
+    /// over (at the revision read) from a task that is no longer active,
+    /// or one not written within [`CLAIM_GRACE`] of its claim. Refused with
+    /// [`StoreError::ActiveTask`] while another task holds the app.
+    async fn claim(&self, task: &Task) -> Result<(), StoreError> {
+        let key = claim_key(&task.target);
+        let value = |claimed| {
+            serde_json::to_vec(&Claim {
+                task: task.id.clone(),
+                claimed,
+            })
+            .map(Into::into)
+            .map_err(|e| backend("encode", e))
+        };
+        let made = self.kv.create(&key, value(Utc::now())?).await;
+        let Err(e) = made else {
+            return Ok(());
+        };
+        if e.kind() != kv::CreateErrorKind::AlreadyExists {
+            return Err(backend("claim", e));
+        }
+        let entry = self.kv.entry(&key).await.map_err(|e| backend("claim", e))?;
+        let held = entry
+            .as_ref()
+            .filter(|e| e.operation == kv::Operation::Put)
+            .and_then(|e| serde_json::from_slice::<Claim>(&e.value).ok());
+        if let Some(held) = &held {
+            let holder = self
+                .kv
+                .entry(&held.task)
+                .await
+                .map_err(|e| backend("claim", e))?
+                .as_ref()
+                .and_then(task_of);
+            let active = match &holder {
+                Some(holder) => holder.status.is_active(),
+                None => Utc::now() - held.claimed < CLAIM_GRACE,
+            };
+            if active {
+                return Err(StoreError::ActiveTask {
+                    id: held.task.clone(),
+                    status: holder.map_or("Pending".into(), |h| format!("{:?}", h.status)),
+                });
+            }
+        }
+        let read = entry.map_or(0, |e| e.revision);
+        match self.kv.update(&key, value(Utc::now())?, read).await {
+            Ok(_) => Ok(()),
+            // Another replica claimed it in between: its task holds the app.
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                let now = self.kv.entry(&key).await.ok().flatten();
+                let id = now
+                    .and_then(|e| serde_json::from_slice::<Claim>(&e.value).ok())
+                    .map_or_else(|| "unknown".into(), |c| c.task);
+                Err(StoreError::ActiveTask {
+                    id,
+                    status: "Pending".into(),
+                })
+            }
+            Err(e) => Err(backend("claim", e)),
+        }
     }
 
     fn note(&self, task: &Task) {
@@ -227,6 +318,8 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
             backoff = Duration::from_millis(250);
             from = from.max(entry.revision);
             match task_of(&entry) {
+                // A claim (`claim`) is no task: nothing to tell.
+                None if entry.key.starts_with(CLAIM_PREFIX) => {}
                 Some(task) => {
                     store.note(&task);
                     let _ = store.changes.send(TaskChange::Stored(Box::new(task)));
@@ -286,6 +379,7 @@ impl TaskStore for TaskBucket {
                     .map_err(|e| backend("purge", e))?;
                 self.seen.lock().remove(&oldest);
             }
+            self.claim(&task).await?;
             let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
             let revision =
                 self.kv

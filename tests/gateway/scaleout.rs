@@ -477,6 +477,55 @@ async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhe
         })
         .await;
     }
+    // Three requests for one app, one through each replica at once: one
+    // active task per app holds across replicas, so exactly one is accepted.
+    sim_of
+        .apply(&workload_manifest(&pulse_testkit::sim::deployment(
+            "shop", "cart", 1,
+        )))
+        .unwrap();
+    let cart_path = format!("/api/v1/apps/{member}/shop/cart");
+    for r in live {
+        eventually(
+            WITHIN,
+            "every replica has the second app running",
+            || async {
+                let app = rest(&r.url, &cart_path).await?;
+                (app["state"] == "Running").then_some(())
+            },
+        )
+        .await;
+    }
+    let at_once = live.map(|r| {
+        http()
+            .post(format!("{}/api/v1/tasks", r.url))
+            .json(&json!({"type": "Stop", "cluster": member, "namespace": "shop", "app": "cart"}))
+            .send()
+    });
+    let mut answers = Vec::new();
+    let mut cart_id = String::new();
+    for answer in futures::future::join_all(at_once).await {
+        let answer = answer.unwrap();
+        let status = answer.status().as_u16();
+        let body: Value = answer.json().await.unwrap();
+        if status == 201 {
+            cart_id = body["id"].as_str().unwrap().to_string();
+        }
+        answers.push(status);
+    }
+    answers.sort_unstable();
+    assert_eq!(
+        answers,
+        [201, 409, 409],
+        "three requests for one app at once"
+    );
+    // The accepted one runs to its end before the Deployments' patches are counted.
+    eventually(WITHIN, "the second app stopped", || async {
+        let app = rest(&owner.url, &cart_path).await?;
+        (app["state"] == "Stopped" && app.get("task").is_none()).then_some(())
+    })
+    .await;
+
     let patches_before = sim_of.stats().count("apps/deployments", "patch");
     let created = http()
         .post(format!("{}/api/v1/tasks", elsewhere.url))
@@ -605,6 +654,7 @@ async fn a_task_created_on_one_replica_runs_once_on_the_owner_and_shows_everywhe
     assert_eq!(
         statuses,
         BTreeMap::from([
+            (cart_id.as_str(), "Succeeded"),
             (id.as_str(), "Succeeded"),
             (start_id.as_str(), "Cancelled"),
             (again_id.as_str(), "Succeeded"),

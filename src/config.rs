@@ -86,6 +86,14 @@ pub struct KarporFile {
     /// Only read Karpor: write no status onto its objects.
     #[serde(default)]
     pub read_only: bool,
+    /// Address blocks the Clusters' endpoints may reach even if denied
+    /// (`--karpor-allow-endpoint` wins when given).
+    #[serde(default)]
+    pub allow_endpoints: Vec<String>,
+    /// Address blocks the Clusters' endpoints may not reach, besides
+    /// loopback, link-local and unspecified (`--karpor-deny-endpoint` wins).
+    #[serde(default)]
+    pub deny_endpoints: Vec<String>,
 }
 
 /// The `leases:` block of the file (docs/SCALE-OUT.md).
@@ -443,6 +451,18 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
     for (i, cidr) in config.trusted_proxies.iter().enumerate() {
         cidr.parse::<crate::http_settings::Cidr>()
             .map_err(|e| invalid(format!("trustedProxies[{i}]: {e}")))?;
+    }
+    if let Some(karpor) = &config.karpor {
+        let blocks = [
+            ("allowEndpoints", &karpor.allow_endpoints),
+            ("denyEndpoints", &karpor.deny_endpoints),
+        ];
+        for (key, list) in blocks {
+            for (i, cidr) in list.iter().enumerate() {
+                cidr.parse::<crate::http_settings::Cidr>()
+                    .map_err(|e| invalid(format!("karpor.{key}[{i}]: {e}")))?;
+            }
+        }
     }
     for endpoint in &config.health.storage {
         endpoint.validate().map_err(|message| Error::Config {

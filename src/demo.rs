@@ -208,6 +208,8 @@ impl Demo {
                     kubeconfig: demo.kubeconfig.clone(),
                     context: None,
                     allow_exec: false,
+                    // The simulated members listen on loopback.
+                    endpoints: crate::karpor::EndpointPolicy::allowing_loopback(),
                     status: Some(crate::karpor::WriterSettings {
                         replica: "demo".into(),
                         ..Default::default()

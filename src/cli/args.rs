@@ -146,6 +146,26 @@ pub struct ServeArgs {
     /// clusters show `Unhealthy (CredentialsUnsupported)`.
     #[arg(long, env = "KUBE_PULSE_KARPOR_ALLOW_EXEC")]
     pub karpor_allow_exec: bool,
+    /// Address blocks Karpor's Cluster endpoints may reach although denied
+    /// (repeatable): by default loopback, link-local (cloud metadata) and
+    /// unspecified addresses are refused, and such clusters show
+    /// `Unhealthy (EndpointNotAllowed)`.
+    #[arg(
+        long = "karpor-allow-endpoint",
+        value_name = "CIDR",
+        env = "KUBE_PULSE_KARPOR_ALLOW_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub karpor_allow_endpoints: Vec<crate::http_settings::Cidr>,
+    /// Address blocks Karpor's Cluster endpoints may not reach, besides
+    /// the default ones (repeatable; e.g. the cluster's service network).
+    #[arg(
+        long = "karpor-deny-endpoint",
+        value_name = "CIDR",
+        env = "KUBE_PULSE_KARPOR_DENY_ENDPOINTS",
+        value_delimiter = ','
+    )]
+    pub karpor_deny_endpoints: Vec<crate::http_settings::Cidr>,
     /// Only read Karpor: write no status onto its Cluster and SyncRegistry
     /// objects (by default kube-pulse writes what it computes there).
     #[arg(long, env = "KUBE_PULSE_KARPOR_READ_ONLY")]

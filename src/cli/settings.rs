@@ -86,9 +86,15 @@ impl ServeArgs {
     ) -> Result<Option<crate::karpor::KarporSettings>> {
         let file = file.cloned().unwrap_or_default();
         let Some(kubeconfig) = self.karpor_kubeconfig.clone().or(file.kubeconfig) else {
-            if self.karpor_context.is_some() || self.karpor_allow_exec || self.karpor_read_only {
+            let endpoints =
+                !self.karpor_allow_endpoints.is_empty() || !self.karpor_deny_endpoints.is_empty();
+            if self.karpor_context.is_some()
+                || self.karpor_allow_exec
+                || self.karpor_read_only
+                || endpoints
+            {
                 return Err(Error::Settings(
-                    "--karpor-context, --karpor-allow-exec and --karpor-read-only need --karpor-kubeconfig (or karpor.kubeconfig in the config file)".into(),
+                    "--karpor-context, --karpor-allow-exec, --karpor-read-only, --karpor-allow-endpoint and --karpor-deny-endpoint need --karpor-kubeconfig (or karpor.kubeconfig in the config file)".into(),
                 ));
             }
             return Ok(None);
@@ -103,6 +109,10 @@ impl ServeArgs {
             kubeconfig,
             context: self.karpor_context.clone().or(file.context),
             allow_exec: self.karpor_allow_exec || file.allow_exec,
+            endpoints: crate::karpor::EndpointPolicy {
+                allow: blocks(&self.karpor_allow_endpoints, &file.allow_endpoints),
+                deny: blocks(&self.karpor_deny_endpoints, &file.deny_endpoints),
+            },
             status: (!(self.karpor_read_only || file.read_only)).then(|| {
                 crate::karpor::WriterSettings {
                     replica: self
@@ -115,7 +125,19 @@ impl ServeArgs {
             }),
         }))
     }
+}
 
+/// Address blocks from a flag, else from the file (validated by
+/// `config::load_file`).
+fn blocks(flag: &[crate::http_settings::Cidr], file: &[String]) -> Vec<crate::http_settings::Cidr> {
+    if flag.is_empty() {
+        file.iter().filter_map(|c| c.parse().ok()).collect()
+    } else {
+        flag.to_vec()
+    }
+}
+
+impl ServeArgs {
     /// Where the Leases' host cluster is, from the flags over the config
     /// file's `leases:` (flags win); None without one.
     pub fn lease_host(

@@ -4,13 +4,15 @@
 //! or `insecure`, and a service-account token or an X.509 client
 //! certificate. Credentials kube-pulse will not use (OIDC; an exec plugin
 //! unless `--karpor-allow-exec`) and access settings that cannot give a
-//! client make a *held* member: its topic shows `Unhealthy` with the
-//! reason, and no sources run. Only a name that cannot be a topic segment
+//! client, or an endpoint the endpoint policy refuses (src/karpor/
+//! endpoints.rs), make a *held* member: its topic shows `Unhealthy` with
+//! the reason, and no sources run. Only a name that cannot be a topic segment
 //! (not a DNS label) skips the object, with a log line.
 
 use base64::Engine;
 use serde_json::{Value, json};
 
+use super::endpoints::EndpointPolicy;
 use super::types::{Cluster, ClusterAccess, ClusterAccessCredential, ExecConfig};
 use crate::pipeline::{HeldMember, Member};
 
@@ -18,6 +20,8 @@ use crate::pipeline::{HeldMember, Member};
 pub const CREDENTIALS_UNSUPPORTED: &str = "CredentialsUnsupported";
 /// Held reason: endpoint, CA bundle or credential cannot give a client.
 pub const INVALID_ACCESS: &str = "InvalidAccess";
+/// Held reason: the endpoint reaches an address the endpoint policy refuses.
+pub const ENDPOINT_NOT_ALLOWED: &str = "EndpointNotAllowed";
 
 /// What the Cluster objects give.
 #[derive(Debug, Default)]
@@ -30,8 +34,13 @@ pub struct Conversion {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Converts every object; `allow_exec` lets exec plugins run.
-pub async fn convert(clusters: &[Cluster], allow_exec: bool) -> Conversion {
+/// Converts every object; `allow_exec` lets exec plugins run, `endpoints`
+/// says which addresses the objects' endpoints may reach.
+pub async fn convert(
+    clusters: &[Cluster],
+    allow_exec: bool,
+    endpoints: &EndpointPolicy,
+) -> Conversion {
     let mut out = Conversion::default();
     for cluster in clusters {
         let name = cluster.metadata.name.clone().unwrap_or_default();
@@ -44,7 +53,7 @@ pub async fn convert(clusters: &[Cluster], allow_exec: bool) -> Conversion {
             ));
             continue;
         }
-        match member(&name, &cluster.spec.access, allow_exec).await {
+        match member(&name, &cluster.spec.access, allow_exec, endpoints).await {
             Ok(member) => out.members.push(member),
             Err((reason, message)) => out.held.push(HeldMember {
                 name,
@@ -61,8 +70,17 @@ pub async fn convert(clusters: &[Cluster], allow_exec: bool) -> Conversion {
 type Held = (&'static str, String);
 
 /// A member with a working client configuration, or why there is none.
-async fn member(name: &str, access: &ClusterAccess, allow_exec: bool) -> Result<Member, Held> {
+async fn member(
+    name: &str,
+    access: &ClusterAccess,
+    allow_exec: bool,
+    endpoints: &EndpointPolicy,
+) -> Result<Member, Held> {
     let document = kubeconfig(name, access, allow_exec)?;
+    endpoints
+        .check(&access.endpoint)
+        .await
+        .map_err(|message| (ENDPOINT_NOT_ALLOWED, message))?;
     let invalid = |message: String| (INVALID_ACCESS, message);
     let kubeconfig: kube::config::Kubeconfig = serde_json::from_value(document)
         .map_err(|e| invalid(format!("cannot build a client configuration: {e}")))?;
@@ -207,6 +225,41 @@ fn base64_pem(field: &str, value: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The policy of these tests: their endpoints are on loopback.
+    fn loopback() -> EndpointPolicy {
+        EndpointPolicy::allowing_loopback()
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_the_policy_refuses_is_held() {
+        let metadata = ClusterAccess {
+            endpoint: "http://169.254.169.254:80".into(),
+            ..access(None)
+        };
+        let objects = [cluster("local", access(None)), cluster("meta", metadata)];
+        let out = convert(&objects, false, &EndpointPolicy::default()).await;
+        assert!(out.members.is_empty(), "{:?}", out.members);
+        let reasons: Vec<(&str, &str)> = out
+            .held
+            .iter()
+            .map(|h| (h.name.as_str(), h.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("local", ENDPOINT_NOT_ALLOWED),
+                ("meta", ENDPOINT_NOT_ALLOWED)
+            ]
+        );
+        assert!(
+            out.held[1].message.contains("169.254.169.254"),
+            "{:?}",
+            out.held[1]
+        );
+        let allowed = convert(&objects[..1], false, &loopback()).await;
+        assert_eq!(allowed.members.len(), 1);
+    }
     use crate::karpor::types::{ExecEnvVar, X509};
 
     fn b64(text: &str) -> String {
@@ -326,7 +379,7 @@ mod tests {
         ];
         for (object, want, text) in cases {
             let name = object.metadata.name.clone().unwrap();
-            let out = convert(std::slice::from_ref(&object), false).await;
+            let out = convert(std::slice::from_ref(&object), false, &loopback()).await;
             match want {
                 None => {
                     assert_eq!(out.members.len(), 1, "{name}: {:?}", out.held);
@@ -360,7 +413,7 @@ mod tests {
                 }))
             },
         );
-        let out = convert(std::slice::from_ref(&object), false).await;
+        let out = convert(std::slice::from_ref(&object), false, &loopback()).await;
         let config = &out.members[0].config;
         assert_eq!(config.cluster_url.to_string(), "https://127.0.0.1:6443/");
         assert!(config.accept_invalid_certs);
@@ -374,7 +427,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .service_account_token = "t2".into();
-        let again = convert(&[changed], false).await;
+        let again = convert(&[changed], false, &loopback()).await;
         assert_ne!(
             crate::pipeline::fingerprint(config),
             crate::pipeline::fingerprint(&again.members[0].config)
@@ -408,6 +461,7 @@ mod tests {
         let out = convert(
             &[cluster("Prod_1", access(None)), cluster("ok", access(None))],
             false,
+            &loopback(),
         )
         .await;
         assert_eq!(out.members.len(), 1);

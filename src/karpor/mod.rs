@@ -15,6 +15,7 @@
 
 pub mod api;
 pub mod clusters;
+pub mod endpoints;
 pub mod reader;
 pub mod registries;
 mod report;
@@ -23,5 +24,6 @@ pub mod settings;
 pub mod types;
 pub mod writer;
 
+pub use endpoints::EndpointPolicy;
 pub use reader::{KarporCheck, KarporHealth};
 pub use settings::{KarporSettings, Sharing, WriterSettings, default_replica};

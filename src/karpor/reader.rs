@@ -330,7 +330,12 @@ impl Source {
     async fn apply(&mut self) {
         let clusters: Vec<Cluster> = self.clusters.current.values().cloned().collect();
         let objects: Vec<SyncRegistry> = self.registries.current.values().cloned().collect();
-        let converted = clusters::convert(&clusters, self.settings.allow_exec).await;
+        let converted = clusters::convert(
+            &clusters,
+            self.settings.allow_exec,
+            &self.settings.endpoints,
+        )
+        .await;
         let mut converted_registries = registries::convert(&objects, &clusters);
         let mut problems: Vec<String> = converted
             .skipped

@@ -14,6 +14,9 @@ pub struct KarporSettings {
     pub context: Option<String>,
     /// `--karpor-allow-exec`: run exec plugins (else such clusters are held).
     pub allow_exec: bool,
+    /// Which addresses the Clusters' endpoints may reach (else such
+    /// clusters are held).
+    pub endpoints: super::endpoints::EndpointPolicy,
     /// How status is written back onto Karpor's objects; None with
     /// `--karpor-read-only`.
     pub status: Option<WriterSettings>,

@@ -401,7 +401,15 @@ fn serve_rejects_bad_configuration_clearly() {
                 vec!["--karpor-allow-exec".into()],
             ]
             .concat(),
-            "--karpor-context, --karpor-allow-exec and --karpor-read-only need --karpor-kubeconfig",
+            "--karpor-context, --karpor-allow-exec, --karpor-read-only, --karpor-allow-endpoint and --karpor-deny-endpoint need --karpor-kubeconfig",
+        ),
+        (
+            [file(
+                "karpor-endpoints.yaml",
+                "karpor: {kubeconfig: /etc/karpor/config, allowEndpoints: [127.0.0.0/8, nope]}\n",
+            )]
+            .concat(),
+            "karpor.allowEndpoints[1]: \"nope\" is not an address block",
         ),
         (
             [

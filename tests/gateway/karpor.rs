@@ -44,6 +44,7 @@ async fn setup(options: KarporOptions, allow_exec: bool) -> Setup {
         kubeconfig,
         context: None,
         allow_exec,
+        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
         status: None,
     };
     let (url, gateway) = start_gateway(&[], |c| c.karpor = Some(settings), &shutdown).await;
@@ -322,6 +323,7 @@ async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
         kubeconfig: karpor_kubeconfig(dir.path(), &karpor.url()),
         context: None,
         allow_exec: false,
+        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
         status: None,
     };
     let shutdown = CancellationToken::new();
@@ -409,6 +411,10 @@ async fn an_allowed_exec_plugin_runs_and_its_token_is_used() {
         .await;
 }
 
+/// `serve` with only `--karpor-kubeconfig`: Karpor's Clusters are its
+/// members. Endpoints on loopback or link-local addresses (the cloud's
+/// metadata service) are refused with a reason until
+/// `--karpor-allow-endpoint` allows their block.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_takes_its_members_from_karpor_alone() {
     let member = sim().await;
@@ -420,30 +426,76 @@ async fn serve_takes_its_members_from_karpor_alone() {
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = karpor_kubeconfig(dir.path(), &karpor.url());
-    let manifest = dir.path().join("cluster.json");
-    std::fs::write(
-        &manifest,
-        karpor::cluster_manifest("remote", &MemberAccess::to_sim(&member)).to_string(),
-    )
-    .unwrap();
-    ok(&kubectl(&karpor.url(), &["apply", "-f", manifest.to_str().unwrap()]).await);
-    let mut child = spawn_binary(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--karpor-kubeconfig",
-        kubeconfig.to_str().unwrap(),
-    ]);
-    let url = wait_for_url(&mut child);
-    eventually(WAIT, "clusters/remote Healthy over REST", || async {
-        let doc = get_json(&format!("{url}/api/v1/clusters/remote")).await;
-        (doc["phase"] == "Healthy").then_some(())
-    })
-    .await;
-    let status = tokio::task::spawn_blocking(move || terminate(&mut child))
-        .await
+    let metadata = MemberAccess {
+        endpoint: "http://169.254.169.254:80".into(),
+        ..MemberAccess::to_sim(&member)
+    };
+    for (name, access) in [
+        ("remote", MemberAccess::to_sim(&member)),
+        ("metadata", metadata),
+    ] {
+        let manifest = dir.path().join(format!("{name}.json"));
+        std::fs::write(
+            &manifest,
+            karpor::cluster_manifest(name, &access).to_string(),
+        )
         .unwrap();
-    assert!(status.success(), "exit status {status:?}");
+        ok(&kubectl(&karpor.url(), &["apply", "-f", manifest.to_str().unwrap()]).await);
+    }
+    let serve = |extra: &[&str]| {
+        let mut args = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--karpor-kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let mut child = spawn_binary(&args);
+        let url = wait_for_url(&mut child);
+        (child, url)
+    };
+    let phase = |url: &str, name: &str, phase: &'static str| {
+        let at = format!("{url}/api/v1/clusters/{name}");
+        async move {
+            eventually(WAIT, &format!("{at} {phase}"), || async {
+                let doc = get_json(&at).await;
+                (doc["phase"] == phase).then_some(doc)
+            })
+            .await
+        }
+    };
+    let stop = |mut child: std::process::Child| async move {
+        let status = tokio::task::spawn_blocking(move || terminate(&mut child))
+            .await
+            .unwrap();
+        assert!(status.success(), "exit status {status:?}");
+    };
+
+    // By default neither endpoint is reached.
+    let (child, url) = serve(&[]);
+    for (name, address) in [("remote", "127.0.0.1"), ("metadata", "169.254.169.254")] {
+        let doc = phase(&url, name, "Unhealthy").await;
+        assert_eq!(doc["reason"], "EndpointNotAllowed", "{doc}");
+        let message = doc["message"].as_str().unwrap();
+        assert!(
+            message.contains(address) && message.contains("--karpor-allow-endpoint"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        member.stats().count("core/namespaces", "list"),
+        0,
+        "no request reached the member"
+    );
+    stop(child).await;
+
+    // Loopback allowed: the member runs; the metadata address stays refused.
+    let (child, url) = serve(&["--karpor-allow-endpoint", "127.0.0.0/8"]);
+    phase(&url, "remote", "Healthy").await;
+    let doc = phase(&url, "metadata", "Unhealthy").await;
+    assert_eq!(doc["reason"], "EndpointNotAllowed", "{doc}");
+    stop(child).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -55,6 +55,7 @@ async fn karpor_objects_show_health_conditions_and_sync_state_as_members_break_a
         kubeconfig: karpor_kubeconfig(dir.path(), &karpor.url()),
         context: None,
         allow_exec: false,
+        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
         status: Some(WriterSettings {
             replica: "e2e".into(),
             ..Default::default()

@@ -66,6 +66,7 @@ async fn karpor_replica(
         kubeconfig: kubeconfig.to_path_buf(),
         context: None,
         allow_exec: false,
+        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
         status: Some(WriterSettings {
             replica: id.into(),
             min_interval: Duration::from_millis(300),

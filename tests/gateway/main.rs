@@ -8,6 +8,7 @@ mod karpor;
 mod karpor_status;
 mod members;
 mod monitoring;
+mod nats_auth;
 mod ownership;
 mod pipeline;
 mod pods;

@@ -127,6 +127,27 @@ pub struct NatsFile {
     /// Copies of the stream and the task bucket in a JetStream cluster
     /// (default 1, 1 to 5).
     pub stream_replicas: Option<usize>,
+    /// A NATS credentials file (`.creds`: a user JWT and its nkey seed);
+    /// `--nats-credentials` wins. Each way to log in (this, `nkeySeed`,
+    /// `user` with a password, a token) excludes the others.
+    pub credentials: Option<PathBuf>,
+    /// A file holding a user's nkey seed (`SU…`); `--nats-nkey-seed` wins.
+    pub nkey_seed: Option<PathBuf>,
+    /// The NATS user, whose password is in `passwordFile` (or the
+    /// environment variable `KUBE_PULSE_NATS_PASSWORD`); `--nats-user` wins.
+    pub user: Option<String>,
+    /// A file holding the user's password; `--nats-password-file` wins.
+    pub password_file: Option<PathBuf>,
+    /// A file holding a token (or `KUBE_PULSE_NATS_TOKEN`); `--nats-token-file` wins.
+    pub token_file: Option<PathBuf>,
+    /// PEM certificates of the CA that signed the servers' certificates:
+    /// TLS is required; `--nats-ca` wins.
+    pub ca: Option<PathBuf>,
+    /// PEM client certificate for servers that verify clients (mutual
+    /// TLS), with `key`; `--nats-cert` wins.
+    pub cert: Option<PathBuf>,
+    /// PEM private key of `cert`; `--nats-key` wins.
+    pub key: Option<PathBuf>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before
@@ -667,9 +688,33 @@ mod tests {
         let ok = write(
             dir,
             "nats.yaml",
-            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats:\n  url: nats://n1:4222,nats://n2:4222\n  stream: S\n  historyPerTopic: 3\n  streamReplicas: 3\n",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats:\n  url: nats://n1:4222,nats://n2:4222\n  stream: S\n  historyPerTopic: 3\n  streamReplicas: 3\n  user: kube-pulse\n  passwordFile: /run/pw\n  ca: /run/ca.pem\n  cert: /run/tls.crt\n  key: /run/tls.key\n",
         );
         let nats = load_file(&ok).unwrap().nats.unwrap();
+        assert_eq!(
+            (
+                nats.user.as_deref(),
+                nats.password_file.as_deref(),
+                nats.ca.as_deref(),
+                nats.cert.as_deref(),
+                nats.key.as_deref()
+            ),
+            (
+                Some("kube-pulse"),
+                Some(Path::new("/run/pw")),
+                Some(Path::new("/run/ca.pem")),
+                Some(Path::new("/run/tls.crt")),
+                Some(Path::new("/run/tls.key"))
+            )
+        );
+        // A password is a file's, never the config file's.
+        let inline = write(
+            dir,
+            "inline.yaml",
+            "clusters:\n- {name: a, server: 'https://x', token: t}\nnats: {url: 'nats://h:1', user: u, password: p}\n",
+        );
+        let err = load_file(&inline).unwrap_err().to_string();
+        assert!(err.contains("password"), "{err}");
         assert_eq!(
             (
                 nats.url.as_deref(),

@@ -14,7 +14,8 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
     let shutdown = shutdown::on_signals();
-    match run(cli.command, shutdown).await {
+    // Boxed: the gateway's start makes a large future.
+    match Box::pin(run(cli.command, shutdown)).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");

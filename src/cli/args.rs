@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use super::shared::{PushArgs, SecurityArgs, TaskArgs};
+use super::shared::{NatsAuthArgs, NatsUrl, PushArgs, SecurityArgs, TaskArgs};
 #[cfg(feature = "demo")]
 use super::sim;
 use crate::telemetry::LogFormat;
@@ -96,7 +96,10 @@ pub struct DemoArgs {
     /// several replicas would: the stream metrics and `/readyz/Nats` show
     /// (docs/SCALE-OUT.md).
     #[arg(long, value_name = "URL", requires = "leases")]
-    pub nats: Option<String>,
+    pub nats: Option<NatsUrl>,
+    /// With --nats: how the NATS client logs in and checks the server.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,
@@ -200,14 +203,23 @@ pub struct ServeArgs {
     /// `nats://HOST:PORT` of a NATS server with JetStream (or several
     /// servers of one cluster, separated by commas): with Leases, the
     /// owners publish every member's documents there and every replica
-    /// serves them all (docs/SCALE-OUT.md).
-    #[arg(long, value_name = "URL", env = "KUBE_PULSE_NATS")]
-    pub nats: Option<String>,
+    /// serves them all (docs/SCALE-OUT.md). Credentials never go in the
+    /// URL (it is refused): see --nats-user and the other --nats-* flags.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "KUBE_PULSE_NATS",
+        hide_env_values = true
+    )]
+    pub nats: Option<NatsUrl>,
     /// Copies of the stream and of the task bucket on distinct servers of a
     /// JetStream cluster, 1 to 5 (default 1; 3 on three servers survives
     /// one of them down). Wins over `streamReplicas` of the file.
     #[arg(long, value_name = "N", env = "KUBE_PULSE_NATS_STREAM_REPLICAS")]
     pub nats_stream_replicas: Option<usize>,
+    /// How the NATS client logs in and checks the server.
+    #[command(flatten)]
+    pub nats_auth: NatsAuthArgs,
     /// Push transport limits and the base path.
     #[command(flatten)]
     pub push: PushArgs,

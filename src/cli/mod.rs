@@ -14,4 +14,4 @@ pub mod sim;
 #[cfg(not(feature = "demo"))]
 pub use args::NotBuilt;
 pub use args::{Cli, Command, DemoArgs, ServeArgs};
-pub use shared::{ConnectionArgs, PushArgs, SecurityArgs, TaskArgs};
+pub use shared::{ConnectionArgs, NatsAuthArgs, NatsUrl, PushArgs, SecurityArgs, TaskArgs};

@@ -205,20 +205,32 @@ impl ServeArgs {
     }
 
     /// The stream of changes of `--nats` over the config file's `nats:`
-    /// (the flag wins over `url`); None without a URL.
+    /// (the flag wins over `url`), its credentials and TLS files read and
+    /// checked, the secrets of the process's environment taken; None
+    /// without a URL.
     pub fn nats(
         &self,
         file: Option<&crate::config::NatsFile>,
     ) -> Result<Option<crate::scale::NatsSettings>> {
+        self.nats_with_env(file, &process_env)
+    }
+
+    /// As [`ServeArgs::nats`], with the environment's variables from `env`.
+    pub fn nats_with_env(
+        &self,
+        file: Option<&crate::config::NatsFile>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<crate::scale::NatsSettings>> {
         let file = file.cloned().unwrap_or_default();
         let replicas = self.nats_stream_replicas.or(file.stream_replicas);
-        let Some(url) = self.nats.clone().or(file.url) else {
+        let auth = self.nats_auth.sources(&file, env);
+        let Some(url) = self.nats.clone().map(|url| url.0).or(file.url) else {
             if file.stream.is_some() || file.history_per_topic.is_some() || replicas.is_some() {
                 return Err(Error::Settings(
                     "nats: stream, historyPerTopic and streamReplicas (--nats-stream-replicas) need a url (or --nats)".into(),
                 ));
             }
-            return Ok(None);
+            return no_nats_without_url(&auth);
         };
         let mut settings = crate::scale::NatsSettings::new(url);
         if let Some(stream) = file.stream {
@@ -231,6 +243,7 @@ impl ServeArgs {
             settings.replicas = replicas;
         }
         settings.validate()?;
+        settings.auth = auth.resolve()?;
         Ok(Some(settings))
     }
 
@@ -320,6 +333,55 @@ impl ServeArgs {
     }
 }
 
+/// A variable of the process's environment, None when unset or not UTF-8.
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Without a NATS URL there is no client: credentials or TLS settings for
+/// it are a mistake, said rather than ignored.
+fn no_nats_without_url(
+    auth: &crate::scale::NatsAuthSources,
+) -> Result<Option<crate::scale::NatsSettings>> {
+    if auth.is_empty() {
+        return Ok(None);
+    }
+    Err(Error::Settings(format!(
+        "nats: credentials and TLS settings (--nats-credentials, --nats-nkey-seed, --nats-user, --nats-password-file, --nats-token-file, --nats-ca, --nats-cert, --nats-key, their nats: keys, {} and {}) need a NATS URL (--nats, or url in the nats: block)",
+        crate::scale::NATS_PASSWORD_ENV,
+        crate::scale::NATS_TOKEN_ENV
+    )))
+}
+
+impl super::shared::NatsAuthArgs {
+    /// Where the NATS client's credentials and TLS files are: these flags
+    /// over `file`'s keys (each flag wins over its key), with the password
+    /// and token of the environment (`env`; an empty variable counts as
+    /// set, and is refused). Nothing is read yet.
+    pub fn sources(
+        &self,
+        file: &config::NatsFile,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> crate::scale::NatsAuthSources {
+        let secret = |name: &str| env(name).map(crate::scale::Secret::new);
+        crate::scale::NatsAuthSources {
+            credentials: self.nats_credentials.clone().or(file.credentials.clone()),
+            nkey_seed: self.nats_nkey_seed.clone().or(file.nkey_seed.clone()),
+            user: self.nats_user.clone().or(file.user.clone()),
+            password_file: self
+                .nats_password_file
+                .clone()
+                .or(file.password_file.clone()),
+            password: secret(crate::scale::NATS_PASSWORD_ENV),
+            token_file: self.nats_token_file.clone().or(file.token_file.clone()),
+            token: secret(crate::scale::NATS_TOKEN_ENV),
+            ca: self.nats_ca.clone().or(file.ca.clone()),
+            cert: self.nats_cert.clone().or(file.cert.clone()),
+            key: self.nats_key.clone().or(file.key.clone()),
+        }
+    }
+}
+
 /// Applies the flags `serve` and `demo` share (transports, tasks,
 /// authentication, TLS, replay log) onto `base`, after refusing to serve
 /// `addr` without authentication where that is not allowed.
@@ -374,16 +436,25 @@ impl DemoArgs {
                     default_registry: true,
                 }),
             leases: self.leases,
-            nats: self
-                .nats
-                .as_ref()
-                .map(|url| {
-                    let settings = crate::scale::NatsSettings::new(url.as_str());
-                    settings.validate().map(|()| settings)
-                })
-                .transpose()?,
+            nats: self.nats_settings(&process_env)?,
         };
         Ok((self.listen, options))
+    }
+
+    /// The stream of changes of `--nats`, with its credentials and TLS
+    /// files read and checked and the secrets of `env`; None without it.
+    fn nats_settings(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<crate::scale::NatsSettings>> {
+        let auth = self.nats_auth.sources(&Default::default(), env);
+        let Some(url) = &self.nats else {
+            return no_nats_without_url(&auth);
+        };
+        let mut settings = crate::scale::NatsSettings::new(url.0.as_str());
+        settings.validate()?;
+        settings.auth = auth.resolve()?;
+        Ok(Some(settings))
     }
 }
 
@@ -424,6 +495,7 @@ mod tests {
             stream: Some("PULSE_A".into()),
             history_per_topic: Some(4),
             stream_replicas: Some(3),
+            ..Default::default()
         };
         let settings = serve(&[]).nats(Some(&file)).unwrap().unwrap();
         assert_eq!(
@@ -484,6 +556,124 @@ mod tests {
             err.to_string().contains("--nats needs Lease ownership"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn nats_credentials_come_from_flags_keys_and_the_environment() {
+        use crate::scale::{NatsCredentials, Secret};
+        let dir = tempfile::tempdir().unwrap();
+        let password = dir.path().join("password");
+        std::fs::write(&password, "s3cret-pw\n").unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "s3cret-token").unwrap();
+        let (password, token) = (password.to_str().unwrap(), token.to_str().unwrap());
+        let serve = |extra: &[&str]| {
+            let mut args = vec!["kube-pulse", "serve", "--kubeconfig", "kc"];
+            args.extend_from_slice(extra);
+            match Cli::try_parse_from(args).unwrap().command {
+                Command::Serve(args) => args,
+                _ => panic!("serve expected"),
+            }
+        };
+        let no_env = |_: &str| -> Option<String> { None };
+        let url = ["--nats", "nats://h:4222"];
+        let user_password = |user: &str, password: &str| {
+            Some(NatsCredentials::UserPassword {
+                user: user.into(),
+                password: Secret::new(password),
+            })
+        };
+        // Flags.
+        let args = serve(
+            &[
+                &url[..],
+                &["--nats-user", "kp", "--nats-password-file", password],
+            ]
+            .concat(),
+        );
+        let settings = args.nats_with_env(None, &no_env).unwrap().unwrap();
+        assert_eq!(settings.auth.credentials, user_password("kp", "s3cret-pw"));
+        for shown in [format!("{settings:?}"), format!("{args:?}")] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        // The password from the environment.
+        let env = |name: &str| (name == "KUBE_PULSE_NATS_PASSWORD").then(|| "env-pw".to_string());
+        let settings = serve(&[&url[..], &["--nats-user", "kp"]].concat())
+            .nats_with_env(None, &env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(settings.auth.credentials, user_password("kp", "env-pw"));
+        // The file's keys, a flag winning over its key.
+        let file = crate::config::NatsFile {
+            url: Some("nats://file:4222".into()),
+            user: Some("from-file".into()),
+            password_file: Some(password.into()),
+            ..Default::default()
+        };
+        let settings = serve(&[])
+            .nats_with_env(Some(&file), &no_env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            settings.auth.credentials,
+            user_password("from-file", "s3cret-pw")
+        );
+        let settings = serve(&["--nats-user", "flag"])
+            .nats_with_env(Some(&file), &no_env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            settings.auth.credentials,
+            user_password("flag", "s3cret-pw")
+        );
+        // Two ways at once, across flags and keys.
+        let err = serve(&["--nats-token-file", token])
+            .nats_with_env(Some(&file), &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("give one way to log in, not two"), "{err}");
+        // A certificate without its key; settings without a URL.
+        let err = serve(&[&url[..], &["--nats-cert", "c.pem"]].concat())
+            .nats_with_env(None, &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs its private key"), "{err}");
+        let err = serve(&["--nats-ca", "ca.pem"])
+            .nats_with_env(None, &no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("need a NATS URL"), "{err}");
+        let err = serve(&[])
+            .nats_with_env(None, &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("need a NATS URL"), "{err}");
+        // A file that cannot be read is named.
+        let err = serve(
+            &[
+                &url[..],
+                &[
+                    "--nats-user",
+                    "kp",
+                    "--nats-password-file",
+                    "/nonexistent/pw",
+                ],
+            ]
+            .concat(),
+        )
+        .nats_with_env(None, &no_env)
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("cannot read the password file /nonexistent/pw"),
+            "{err}"
+        );
+        // Credentials in the URL: refused, and shown nowhere.
+        let args = serve(&["--nats", "nats://kp:s3cret-url@h:4222"]);
+        assert!(!format!("{args:?}").contains("s3cret"));
+        let err = args.nats_with_env(None, &no_env).unwrap_err().to_string();
+        assert!(err.contains("carries credentials"), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
     }
 
     #[tokio::test]
@@ -711,6 +901,39 @@ mod tests {
             .resolve()
             .unwrap_err();
         assert!(err.to_string().contains("nats://HOST:PORT"), "{err}");
+        // Credentials and TLS, as serve takes them.
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t0ken\n").unwrap();
+        let args = demo(&[
+            "--leases",
+            "--nats",
+            url,
+            "--nats-token-file",
+            token.to_str().unwrap(),
+        ])
+        .unwrap();
+        let nats = args.nats_settings(&|_| None).unwrap().unwrap();
+        assert_eq!(
+            nats.auth.credentials,
+            Some(crate::scale::NatsCredentials::Token(
+                crate::scale::Secret::new("t0ken")
+            ))
+        );
+        let err = demo(&["--nats-user", "kp"])
+            .unwrap()
+            .nats_settings(&|_| None)
+            .unwrap_err();
+        assert!(err.to_string().contains("need a NATS URL"), "{err}");
+        let err = demo(&["--leases", "--nats", "nats://kp:s3cret@h:1"])
+            .unwrap()
+            .resolve()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("carries credentials") && !err.contains("s3cret"),
+            "{err}"
+        );
     }
 
     #[cfg(feature = "demo")]

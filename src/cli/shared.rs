@@ -1,7 +1,7 @@
 //! The flag groups `demo` and `serve` share (`argv, env ──▶ [shared]
 //! ──▶ settings ──▶ gateway`): push transport limits and the base path,
 //! accepted-connection limits and trusted proxies, authentication and TLS,
-//! tasks; and the configuration each group describes on its own. Laying
+//! tasks, the NATS client's credentials and TLS; and the configuration each group describes on its own. Laying
 //! them over `serve`'s config file is settings.rs.
 
 use std::path::PathBuf;
@@ -243,6 +243,66 @@ impl SecurityArgs {
             reload_every: std::time::Duration::from_secs(10),
         })
     }
+}
+
+/// The value of `--nats`: one URL or several separated by commas. Its
+/// `Debug` does not show a URL that carries credentials (which the
+/// settings refuse).
+#[derive(Clone, PartialEq, Eq)]
+pub struct NatsUrl(pub String);
+
+impl From<String> for NatsUrl {
+    fn from(url: String) -> Self {
+        Self(url)
+    }
+}
+
+impl std::fmt::Debug for NatsUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.contains('@') {
+            f.write_str("NatsUrl(a URL with credentials, not shown)")
+        } else {
+            f.debug_tuple("NatsUrl").field(&self.0).finish()
+        }
+    }
+}
+
+/// How the NATS client of `--nats` logs in and checks the server, shared
+/// by `demo` and `serve` (docs/SCALE-OUT.md, "Locking NATS"). Each flag
+/// wins over its key in the config file's `nats:` block. Passwords and
+/// tokens come from files or the environment, never from a flag's value.
+#[derive(Debug, Args)]
+pub struct NatsAuthArgs {
+    /// NATS credentials file (`.creds`: a user JWT and its nkey seed), as
+    /// `nsc` writes for an operator/account setup.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_CREDENTIALS")]
+    pub nats_credentials: Option<PathBuf>,
+    /// File holding a NATS user's nkey seed (`SU…`; the server's config
+    /// names its public key).
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_NKEY_SEED")]
+    pub nats_nkey_seed: Option<PathBuf>,
+    /// NATS user; its password from --nats-password-file or the environment
+    /// variable KUBE_PULSE_NATS_PASSWORD.
+    #[arg(long, value_name = "NAME", env = "KUBE_PULSE_NATS_USER")]
+    pub nats_user: Option<String>,
+    /// File holding the password of --nats-user (one line).
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_PASSWORD_FILE")]
+    pub nats_password_file: Option<PathBuf>,
+    /// File holding a NATS token (one line); or the environment variable
+    /// KUBE_PULSE_NATS_TOKEN.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_TOKEN_FILE")]
+    pub nats_token_file: Option<PathBuf>,
+    /// PEM certificates of the CA that signed the NATS servers'
+    /// certificates, trusted instead of the system's; TLS is then required.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_CA")]
+    pub nats_ca: Option<PathBuf>,
+    /// PEM client certificate for NATS servers that verify clients (mutual
+    /// TLS), with --nats-key; TLS is then required.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_CERT")]
+    pub nats_cert: Option<PathBuf>,
+    /// PEM private key of --nats-cert.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_KEY")]
+    pub nats_key: Option<PathBuf>,
 }
 
 /// Settings of tasks (user actions on apps) shared by `demo` and `serve`.

@@ -134,6 +134,9 @@ impl Gateway {
         if let Some(leases) = &leases {
             leases.validate()?;
         }
+        if let Some(nats) = &nats {
+            nats.validate()?;
+        }
         if nats.is_some() && leases.is_none() {
             return Err(Error::Settings(
                 "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),
@@ -172,7 +175,7 @@ impl Gateway {
         // Subscribed to the hub before any member starts here.
         let relay = match (nats, &leases) {
             (Some(nats), Some(leases)) => {
-                tracing::info!(url = %nats.url, stream = %nats.stream, replicas = nats.replicas, "one stream of changes over NATS JetStream");
+                tracing::info!(url = %nats.shown_url(), stream = %nats.stream, replicas = nats.replicas, login = %nats.auth.describe(), "one stream of changes over NATS JetStream");
                 // Boxed: the relay's settings make a large future.
                 let relay = Arc::new(
                     Box::pin(Relay::start(

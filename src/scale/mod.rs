@@ -11,9 +11,11 @@
 //! probes, watches and status machines. Part 2, with `--nats`: the relay
 //! ([`Relay`]), one JetStream stream of changes over NATS, carries every
 //! owner's documents to every replica, and the task bucket ([`TaskBucket`])
-//! holds the tasks every replica sees. `docs/SCALE-OUT.md` has the design.
+//! holds the tasks every replica sees, both on one client whose credentials
+//! and TLS are [`NatsAuth`]. `docs/SCALE-OUT.md` has the design.
 
 mod leases;
+mod nats_auth;
 mod ownership;
 mod relay;
 mod rendezvous;
@@ -23,6 +25,10 @@ mod task_bucket;
 
 use std::time::Duration;
 
+pub use nats_auth::{
+    ClientCertificate, NatsAuth, NatsAuthError, NatsAuthSources, NatsCredentials, NatsTls,
+    PASSWORD_ENV as NATS_PASSWORD_ENV, Secret, TOKEN_ENV as NATS_TOKEN_ENV,
+};
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
 pub use relay::{
     DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS, NatsCheck, NatsSettings,

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::nats_auth::{NatsAuth, NatsAuthError, has_userinfo};
 use super::subject::{self, Envelope};
 use crate::health::Check;
 use crate::hub::{ChangeKind, Delivery, Hub, Pattern, Topic};
@@ -53,8 +54,8 @@ const STALLED_AFTER: Duration = Duration::from_secs(30);
 /// member before Karpor was read): the newest per topic, this many topics.
 const PARKED_TOPICS: usize = 100_000;
 
-/// Where the stream of changes is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the stream of changes is, and how the client logs in there.
+#[derive(Clone, PartialEq, Eq)]
 pub struct NatsSettings {
     /// `nats://HOST:PORT` of a NATS server with JetStream, or several
     /// servers of one cluster separated by commas (the client connects to
@@ -67,6 +68,20 @@ pub struct NatsSettings {
     /// Copies of the stream and of the task bucket on distinct servers of
     /// a JetStream cluster (`num_replicas`), 1 to 5.
     pub replicas: usize,
+    /// Credentials and TLS of the client (anonymous and plain by default).
+    pub auth: NatsAuth,
+}
+
+impl std::fmt::Debug for NatsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsSettings")
+            .field("url", &self.shown_url())
+            .field("stream", &self.stream)
+            .field("history", &self.history)
+            .field("replicas", &self.replicas)
+            .field("auth", &self.auth)
+            .finish()
+    }
 }
 
 impl NatsSettings {
@@ -77,6 +92,17 @@ impl NatsSettings {
             stream: DEFAULT_STREAM.into(),
             history: DEFAULT_HISTORY,
             replicas: DEFAULT_REPLICAS,
+            auth: NatsAuth::default(),
+        }
+    }
+
+    /// The URL as logs and errors may show it: not at all when it carries
+    /// credentials (which [`NatsSettings::validate`] refuses).
+    pub fn shown_url(&self) -> &str {
+        if has_userinfo(&self.url) {
+            "(a URL with credentials, not shown)"
+        } else {
+            &self.url
         }
     }
 
@@ -86,10 +112,14 @@ impl NatsSettings {
         self.url.split(',').map(str::trim).collect()
     }
 
-    /// Refuses a URL (of the list) that is not `nats://HOST:PORT` or
-    /// `tls://HOST:PORT`, a stream name NATS would refuse, a history outside
-    /// 1 to 1000, and replicas outside 1 to 5.
+    /// Refuses a URL that carries credentials (without showing it), a URL
+    /// (of the list) that is not `nats://HOST:PORT` or `tls://HOST:PORT`, a
+    /// stream name NATS would refuse, a history outside 1 to 1000, and
+    /// replicas outside 1 to 5.
     pub fn validate(&self) -> crate::Result<()> {
+        if has_userinfo(&self.url) {
+            return Err(NatsAuthError::UrlCredentials.into());
+        }
         let refuse = |m: String| Err(crate::Error::Settings(format!("nats: {m}")));
         for url in self.servers() {
             let host = url
@@ -122,6 +152,28 @@ impl NatsSettings {
             ));
         }
         Ok(())
+    }
+
+    /// Connects a client named `name` with these settings' credentials and
+    /// TLS, after [`NatsSettings::validate`]: what the relay's client does,
+    /// without its events.
+    pub async fn connect(&self, name: &str) -> crate::Result<async_nats::Client> {
+        self.validate()?;
+        self.dial(async_nats::ConnectOptions::new().name(name))
+            .await
+    }
+
+    /// Connects with `options` and these settings' credentials and TLS,
+    /// to any server of the list; the error names the URL, no secret.
+    async fn dial(&self, options: async_nats::ConnectOptions) -> crate::Result<async_nats::Client> {
+        let url = self.shown_url();
+        self.auth
+            .apply(options)?
+            // Any server of the list; the client learns the cluster's
+            // others from it, and reconnects to any of them.
+            .connect(self.servers())
+            .await
+            .map_err(|e| crate::Error::Settings(format!("nats: cannot connect to {url}: {e}")))
     }
 }
 
@@ -247,13 +299,14 @@ impl Relay {
         metrics: Arc<Metrics>,
         shutdown: &CancellationToken,
     ) -> crate::Result<Self> {
+        settings.validate()?;
         let Hubs {
             origin: hub,
             served,
         } = hubs;
-        let url = settings.url.clone();
+        let url = settings.shown_url().to_string();
         let (events_metrics, events_stream) = (metrics.clone(), settings.stream.clone());
-        let client = async_nats::ConnectOptions::new()
+        let options = async_nats::ConnectOptions::new()
             .name(format!("kube-pulse {replica}"))
             // `kube_pulse_stream_connected`: the client's events come in order.
             .event_callback(move |event| {
@@ -267,12 +320,8 @@ impl Relay {
                         _ => {}
                     }
                 }
-            })
-            // Any server of the list; the client learns the cluster's
-            // others from it, and reconnects to any of them.
-            .connect(settings.servers())
-            .await
-            .map_err(|e| crate::Error::Settings(format!("nats: cannot connect to {url}: {e}")))?;
+            });
+        let client = settings.dial(options).await?;
         let js = jetstream::new(client.clone());
         js.create_or_update_stream(stream::Config {
             name: settings.stream.clone(),
@@ -811,6 +860,15 @@ mod tests {
             (with("nats://h:1", |s| s.replicas = 3), None),
             (with("nats://h:1", |s| s.replicas = 5), None),
             (with("nats://h:1", |s| s.replicas = 6), Some("not 6")),
+            (
+                with("nats://kube-pulse:s3cret@h:4222", keep),
+                Some("carries credentials"),
+            ),
+            (with("nats://s3cret@h:4222", keep), Some("--nats-user")),
+            (
+                with("nats://a:1,tls://u:s3cret@b:2", keep),
+                Some("carries credentials"),
+            ),
         ];
         for (settings, want) in cases {
             match (settings.validate(), want) {
@@ -822,10 +880,22 @@ mod tests {
                         "{err}"
                     );
                     assert!(err.contains(part), "{settings:?}: {err} lacks {part:?}");
+                    assert!(!err.contains("s3cret"), "{err}");
                 }
                 (got, _) => panic!("{settings:?}: {got:?}, expected {want:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_url_with_credentials_is_never_shown() {
+        let settings = NatsSettings::new("nats://kube-pulse:s3cret@h:4222");
+        for shown in [format!("{settings:?}"), settings.shown_url().to_string()] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        let plain = NatsSettings::new("nats://h:4222");
+        assert_eq!(plain.shown_url(), "nats://h:4222");
+        assert!(format!("{plain:?}").contains("nats://h:4222"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! the gateway accepts, and apply to the simulator with kubectl — the base
 //! alone, with the `replicas` component (several replicas sharing the
 //! members through Leases), and with `replicas` and `nats` (the NATS server
-//! of the stream of changes, whose nats.conf the real nats-server accepts).
+//! of the stream of changes, whose nats.conf the real nats-server accepts,
+//! locked to the gateway's user, and its NetworkPolicy).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -216,6 +217,21 @@ fn extra_resources() -> Vec<ResourceDef> {
             namespaced: true,
             ..ResourceDef::custom("", "v1", "services", "Service")
         },
+        ResourceDef {
+            namespaced: true,
+            status_subresource: false,
+            ..ResourceDef::custom("", "v1", "secrets", "Secret")
+        },
+        ResourceDef {
+            namespaced: true,
+            status_subresource: false,
+            ..ResourceDef::custom(
+                "networking.k8s.io",
+                "v1",
+                "networkpolicies",
+                "NetworkPolicy",
+            )
+        },
         rbac("clusterroles", "ClusterRole", false),
         rbac("clusterrolebindings", "ClusterRoleBinding", false),
         rbac("roles", "Role", true),
@@ -410,55 +426,126 @@ fn selects(selector: &Value, labels: &Value) -> bool {
 /// value a line, `]`) as its values separated by commas.
 type Settings = Vec<(String, String)>;
 
-/// The top-level settings of a nats.conf, and those of each of its blocks
-/// (`jetstream { … }`, `cluster { … }`), by name (the format of what
-/// deploy/nats/nats-config.yaml writes: one setting per line, `#` comments).
-fn nats_conf(text: &str) -> (Settings, BTreeMap<String, Settings>) {
-    let (mut top, mut blocks) = (Vec::new(), BTreeMap::<String, Settings>::new());
-    let mut block: Option<String> = None;
-    let mut list: Option<(String, Vec<String>)> = None;
+/// A value of a nats.conf: a string (quotes dropped), a list or a block.
+#[derive(Debug, Clone)]
+enum Conf {
+    Str(String),
+    List(Vec<Conf>),
+    Block(Vec<(String, Conf)>),
+}
+
+impl Conf {
+    /// The value of `key` in a block.
+    fn get(&self, key: &str) -> &Conf {
+        match self {
+            Conf::Block(entries) => entries
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .unwrap_or_else(|| panic!("no {key} in {self:?}")),
+            _ => panic!("{self:?} is not a block"),
+        }
+    }
+
+    fn has(&self, key: &str) -> bool {
+        matches!(self, Conf::Block(entries) if entries.iter().any(|(k, _)| k == key))
+    }
+
+    fn str(&self) -> &str {
+        match self {
+            Conf::Str(s) => s,
+            _ => panic!("{self:?} is not a string"),
+        }
+    }
+
+    fn list(&self) -> &[Conf] {
+        match self {
+            Conf::List(items) => items,
+            _ => panic!("{self:?} is not a list"),
+        }
+    }
+
+    fn entries(&self) -> &[(String, Conf)] {
+        match self {
+            Conf::Block(entries) => entries,
+            _ => panic!("{self:?} is not a block"),
+        }
+    }
+}
+
+/// A nats.conf as deploy/nats/nats-config.yaml writes it: one setting a
+/// line (`key: value`), blocks (`key {`, `key: {`, or `{` as a list's
+/// item) closed by `}`, lists (`key: [`) of one item a line closed by `]`,
+/// `#` comments.
+fn nats_tree(text: &str) -> Conf {
+    let unquote = |v: &str| v.trim().trim_matches('"').to_string();
+    // Open blocks and lists, each with the key it goes under.
+    let mut stack: Vec<(Option<String>, Conf)> = vec![(None, Conf::Block(Vec::new()))];
     for line in text.lines().map(|l| l.split('#').next().unwrap().trim()) {
         if line.is_empty() {
             continue;
         }
-        let settings = match &block {
-            Some(name) => blocks.get_mut(name).unwrap(),
-            None => &mut top,
-        };
-        if let Some((key, values)) = list.as_mut() {
-            if line == "]" {
-                settings.push((key.clone(), values.join(",")));
-                list = None;
-            } else {
-                values.push(line.to_string());
+        if line == "}" || line == "]" {
+            let (key, done) = stack.pop().expect("balanced");
+            match (&mut stack.last_mut().expect("balanced in\n{text}").1, key) {
+                (Conf::Block(entries), Some(key)) => entries.push((key, done)),
+                (Conf::List(items), None) => items.push(done),
+                (open, key) => panic!("{key:?} closed into {open:?}"),
             }
             continue;
         }
-        if let Some(name) = line.strip_suffix('{') {
-            assert!(block.is_none(), "nested block: {line}");
-            let name = name.trim().to_string();
-            assert!(
-                ["jetstream", "cluster"].contains(&name.as_str()),
-                "an unexpected block: {line}"
-            );
-            blocks.insert(name.clone(), Vec::new());
-            block = Some(name);
+        let open = |head: &str| {
+            let key = head.trim().trim_end_matches([':', '=']).trim();
+            (!key.is_empty()).then(|| key.to_string())
+        };
+        if let Some(head) = line.strip_suffix('{') {
+            stack.push((open(head), Conf::Block(Vec::new())));
             continue;
         }
-        if line == "}" {
-            assert!(block.take().is_some(), "unbalanced braces in\n{text}");
+        if let Some(head) = line.strip_suffix('[') {
+            stack.push((open(head), Conf::List(Vec::new())));
             continue;
         }
-        let (key, value) = line.split_once(':').unwrap_or_else(|| panic!("{line}"));
-        let (key, value) = (key.trim().to_string(), value.trim().to_string());
-        if value == "[" {
-            list = Some((key, Vec::new()));
-        } else {
-            settings.push((key, value));
+        match &mut stack.last_mut().unwrap().1 {
+            Conf::List(items) => items.push(Conf::Str(unquote(line))),
+            Conf::Block(entries) => {
+                let (key, value) = line
+                    .split_once([':', '='])
+                    .unwrap_or_else(|| panic!("{line}"));
+                entries.push((key.trim().to_string(), Conf::Str(unquote(value))));
+            }
+            Conf::Str(_) => unreachable!(),
         }
     }
-    assert!(block.is_none() && list.is_none(), "unbalanced in\n{text}");
-    (top, blocks)
+    assert_eq!(stack.len(), 1, "unbalanced in\n{text}");
+    stack.pop().unwrap().1
+}
+
+/// The top-level settings of a nats.conf, and those of each of its
+/// top-level blocks (`jetstream { … }`, `cluster { … }`), by name: strings,
+/// and lists of strings as their items separated by commas.
+fn nats_conf(text: &str) -> (Settings, BTreeMap<String, Settings>) {
+    let flat = |entries: &[(String, Conf)]| -> Settings {
+        entries
+            .iter()
+            .filter_map(|(k, v)| match v {
+                Conf::Str(s) => Some((k.clone(), s.clone())),
+                Conf::List(items) if items.iter().all(|i| matches!(i, Conf::Str(_))) => Some((
+                    k.clone(),
+                    items.iter().map(Conf::str).collect::<Vec<_>>().join(","),
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    let tree = nats_tree(text);
+    let blocks = tree
+        .entries()
+        .iter()
+        .filter(|(_, v)| matches!(v, Conf::Block(_)))
+        .map(|(k, v)| (k.clone(), flat(v.entries())))
+        .collect();
+    (flat(tree.entries()), blocks)
 }
 
 fn setting<'a>(settings: &'a [(String, String)], key: &str) -> &'a str {
@@ -503,10 +590,12 @@ fn the_nats_component_validates_against_the_kubernetes_schemas() {
             "ConfigMap",
             "Deployment",
             "Namespace",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
+            "Secret",
             "Service",
             "Service",
             "Service",
@@ -533,8 +622,9 @@ fn the_nats_component_validates_against_the_kubernetes_schemas() {
 fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     let (_, replicas) = render_replicas();
     let (_, docs) = render_nats();
-    // The replicas component's arguments, then --nats URL and
-    // --nats-stream-replicas N.
+    // The replicas component's arguments, then --nats URL,
+    // --nats-stream-replicas N, --nats-user NAME and --nats-password-file
+    // PATH.
     let args = |docs: &[Value]| {
         find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
             .as_array()
@@ -545,17 +635,26 @@ fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     assert_eq!(&after[..before.len()], &before[..]);
     assert_eq!(after[before.len()], "--nats");
     assert_eq!(after[before.len() + 2], "--nats-stream-replicas");
-    assert_eq!(after.len(), before.len() + 4, "{after:?}");
-    // As the gateway reads them, with the embedded config's `nats:` (none).
-    let serve = serve_args(&docs);
+    assert_eq!(after[before.len() + 4], "--nats-user");
+    assert_eq!(after[before.len() + 6], "--nats-password-file");
+    assert_eq!(after.len(), before.len() + 8, "{after:?}");
+    // As the gateway reads them, with the embedded config's `nats:` (none)
+    // and a password file here in place of the Secret's.
+    let mut serve = serve_args(&docs);
+    let password = rendered_file("nats-password", "a-password\n");
+    serve.nats_auth.nats_password_file = Some(password);
     assert!(serve.lease_in_cluster, "--nats needs Lease ownership");
     let config = named(&docs, "ConfigMap", "kube-pulse")["data"]["config.yaml"]
         .as_str()
         .unwrap();
     let path = rendered_file("nats-gateway-config", config);
     let file = kube_pulse::config::load_file(&path).unwrap();
-    let settings = serve.nats(file.nats.as_ref()).unwrap().expect("--nats");
+    let settings = serve
+        .nats_with_env(file.nats.as_ref(), &|_| None)
+        .unwrap()
+        .expect("--nats");
     assert_eq!(settings.stream, "KUBE_PULSE");
+    assert_eq!(settings.auth.describe(), "user kube-pulse");
     // As many copies as servers at most (JetStream places each on its own
     // server), and an odd count: an even one survives no more failures
     // than the odd count below it.
@@ -757,6 +856,183 @@ fn the_nats_servers_route_to_every_pod_through_the_headless_service() {
     assert_eq!(routes, expected, "one route per pod");
 }
 
+/// nats.conf locks the server: one account for kube-pulse with JetStream,
+/// one user, the gateway's (`--nats-user`), whose password is the
+/// Secret's key that the servers read from their environment and the
+/// gateway from the file `--nats-password-file` names (the same Secret
+/// mounted there); its permissions are the relay's and the task bucket's,
+/// with nothing that deletes or purges, and nobody else gets in.
+#[test]
+fn the_nats_servers_admit_only_the_gateways_user() {
+    let (_, docs) = render_nats();
+    let tree = nats_tree(&nats_conf_text(&docs));
+    for open in ["authorization", "no_auth_user", "system_account"] {
+        assert!(!tree.has(open), "nats.conf sets {open}");
+    }
+    let accounts = tree.get("accounts").entries();
+    assert_eq!(accounts.len(), 1, "{accounts:?}");
+    let (name, account) = &accounts[0];
+    assert_eq!(name, "KUBE_PULSE");
+    assert_eq!(account.get("jetstream").str(), "enabled");
+    let users = account.get("users").list();
+    assert_eq!(users.len(), 1, "{users:?}");
+    let user = &users[0];
+    // The gateway logs in as that user, with the password file the Secret
+    // is mounted as.
+    let serve = serve_args(&docs);
+    let auth = &serve.nats_auth;
+    assert_eq!(auth.nats_user.as_deref(), Some(user.get("user").str()));
+    let password_file = auth
+        .nats_password_file
+        .clone()
+        .expect("--nats-password-file");
+    let variable = user
+        .get("password")
+        .str()
+        .strip_prefix('$')
+        .expect("the password is an environment variable's");
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let env = statefulset["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap();
+    let from = &env
+        .iter()
+        .find(|e| e["name"] == variable)
+        .unwrap_or_else(|| panic!("no {variable} in {env:?}"))["valueFrom"]["secretKeyRef"];
+    let (secret_name, key) = (
+        from["name"].as_str().unwrap(),
+        from["key"].as_str().unwrap(),
+    );
+    let secret = named(&docs, "Secret", secret_name);
+    assert!(secret["stringData"][key].is_string(), "{secret}");
+    let pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret_name)
+        .expect("the Secret mounted in the gateway's pod");
+    let item = volume["secret"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["key"] == key)
+        .expect("the password's key");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("the volume mounted");
+    assert_eq!(mount["readOnly"], true);
+    assert_eq!(
+        password_file,
+        Path::new(mount["mountPath"].as_str().unwrap()).join(item["path"].as_str().unwrap())
+    );
+    // The pod's group reads it (the container runs as that group, not root).
+    let mode = volume["secret"]["defaultMode"].as_u64().unwrap();
+    assert_eq!(mode & 0o040, 0o040, "{mode:o}");
+    assert_eq!(mode & 0o007, 0, "{mode:o}");
+    assert!(pod["securityContext"]["fsGroup"].is_u64());
+    // Least privilege: the subjects of the relay and the task bucket only.
+    let permissions = user.get("permissions");
+    let allowed = |what: &str| -> Vec<String> {
+        permissions
+            .get(what)
+            .get("allow")
+            .list()
+            .iter()
+            .map(|s| s.str().to_string())
+            .collect()
+    };
+    let publish = allowed("publish");
+    assert!(
+        publish.contains(&"kube-pulse.topics.>".to_string()),
+        "{publish:?}"
+    );
+    assert!(
+        publish.contains(&"$KV.KUBE_PULSE_TASKS.>".to_string()),
+        "{publish:?}"
+    );
+    for subject in &publish {
+        assert!(
+            !subject.contains("DELETE.KUBE_PULSE")
+                || subject.starts_with("$JS.API.CONSUMER.DELETE."),
+            "{subject}"
+        );
+        assert!(!subject.contains("PURGE"), "{subject}");
+        assert!(
+            !["$JS.API.>", ">", "$JS.>"].contains(&subject.as_str()),
+            "{subject}"
+        );
+        if let Some(api) = subject.strip_prefix("$JS.API.") {
+            let named = api.contains("KUBE_PULSE");
+            assert!(named, "{subject} names neither the stream nor the bucket");
+        }
+    }
+    assert_eq!(allowed("subscribe"), ["_INBOX.>"]);
+    assert!(!permissions.has("deny"), "allow-lists only");
+}
+
+/// Only the gateway's pods reach the NATS servers' client port, and only
+/// the NATS pods their route port; nothing else reaches either.
+#[test]
+fn the_network_policy_lets_only_the_gateway_reach_nats() {
+    let (_, docs) = render_nats();
+    let policy = named(&docs, "NetworkPolicy", "kube-pulse-nats");
+    let statefulset = named(&docs, "StatefulSet", "kube-pulse-nats");
+    let nats_pod = &statefulset["spec"]["template"];
+    let nats_labels = &nats_pod["metadata"]["labels"];
+    let gateway_labels = &find(&docs, "Deployment")["spec"]["template"]["metadata"]["labels"];
+    let spec = &policy["spec"];
+    assert!(selects(&spec["podSelector"]["matchLabels"], nats_labels));
+    assert!(!selects(
+        &spec["podSelector"]["matchLabels"],
+        gateway_labels
+    ));
+    assert_eq!(spec["policyTypes"], json!(["Ingress"]));
+    let container = &nats_pod["spec"]["containers"][0];
+    let (client, cluster) = (
+        container_port(container, "client"),
+        container_port(container, "cluster"),
+    );
+    let rules = spec["ingress"].as_array().unwrap();
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    // (port, who may reach it, who may not)
+    for (port, allowed, refused) in [
+        (client, gateway_labels, nats_labels),
+        (cluster, nats_labels, gateway_labels),
+    ] {
+        let rule = rules
+            .iter()
+            .find(|r| {
+                r["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["port"] == port)
+            })
+            .unwrap_or_else(|| panic!("no rule for port {port}: {rules:?}"));
+        assert_eq!(rule["ports"].as_array().unwrap().len(), 1, "{rule}");
+        let from = rule["from"].as_array().expect("a rule names its peers");
+        assert_eq!(from.len(), 1, "{rule}");
+        let peer = &from[0];
+        assert!(
+            peer["namespaceSelector"].is_null() && peer["ipBlock"].is_null(),
+            "pods of this namespace only: {rule}"
+        );
+        let selector = &peer["podSelector"]["matchLabels"];
+        assert!(selects(selector, allowed), "{rule}");
+        assert!(!selects(selector, refused), "{rule}");
+    }
+    // The monitoring port is in no rule (the kubelet's probes come from the node).
+    let monitor = container_port(container, "monitor");
+    assert!(
+        !policy.to_string().contains(&format!(":{monitor}")),
+        "{policy}"
+    );
+}
+
 /// The real nats-server with the component's nats.conf, its store moved to
 /// a temporary directory and its ports to free loopback ones (flags win
 /// over the file): it accepts the file, and serves JetStream with it.
@@ -782,6 +1058,7 @@ async fn nats_server_accepts_the_components_config() {
         .arg(&conf)
         .arg("-t")
         .env("POD_NAME", "kube-pulse-nats-0")
+        .env("KUBE_PULSE_NATS_PASSWORD", "a-password")
         .output()
         .unwrap();
     assert!(
@@ -801,6 +1078,7 @@ async fn nats_server_accepts_the_components_config() {
         .args(["-m", &monitor.to_string()])
         .args(["--cluster", &format!("nats://127.0.0.1:{cluster_port}")])
         .env("POD_NAME", "kube-pulse-nats-0")
+        .env("KUBE_PULSE_NATS_PASSWORD", "a-password")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -824,11 +1102,32 @@ async fn nats_server_accepts_the_components_config() {
     )
     .await;
     let varz: Value = get_json(&format!("{base}/varz")).await;
+    // Clients log in: without the password none gets in, with it the
+    // gateway's user does.
+    let url = format!("nats://127.0.0.1:{port}");
+    let connect = |options: async_nats::ConnectOptions| {
+        let url = url.clone();
+        async move {
+            tokio::time::timeout(std::time::Duration::from_secs(30), options.connect(url))
+                .await
+                .map_err(|_| "no answer".to_string())?
+                .map_err(|e| e.to_string())
+        }
+    };
+    let anonymous = connect(async_nats::ConnectOptions::new()).await;
+    let user = connect(
+        async_nats::ConnectOptions::new()
+            .user_and_password("kube-pulse".into(), "a-password".into()),
+    )
+    .await;
     let running = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let _ = child.wait();
     assert!(running, "nats-server stopped with routes it cannot resolve");
     assert_eq!(healthy, 200);
+    assert_eq!(varz["auth_required"], true, "{varz}");
+    assert!(anonymous.is_err(), "a client without the password got in");
+    assert!(user.is_ok(), "the gateway's user: {user:?}");
     let (_, blocks) = nats_conf(&text);
     let cluster = &blocks["cluster"];
     assert_eq!(varz["cluster"]["name"], setting(cluster, "name"), "{varz}");
@@ -853,7 +1152,7 @@ async fn kubectl_applies_the_nats_component_to_the_simulator() {
     let (replicas, listed) = apply(
         "apply-nats",
         &text,
-        "poddisruptionbudgets,services,statefulsets",
+        "networkpolicies,poddisruptionbudgets,secrets,services,statefulsets",
     )
     .await;
     assert_eq!(replicas, "3");
@@ -862,8 +1161,10 @@ async fn kubectl_applies_the_nats_component_to_the_simulator() {
     assert_eq!(
         listed,
         [
+            "networkpolicy.networking.k8s.io/kube-pulse-nats",
             "poddisruptionbudget.policy/kube-pulse",
             "poddisruptionbudget.policy/kube-pulse-nats",
+            "secret/kube-pulse-nats-auth",
             "service/kube-pulse",
             "service/kube-pulse-nats",
             "service/kube-pulse-nats-headless",

@@ -9,6 +9,7 @@ mod karpor_status;
 mod member_answers;
 mod members;
 mod monitoring;
+mod nats_auth;
 mod ownership;
 mod pipeline;
 mod pods;

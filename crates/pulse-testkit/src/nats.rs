@@ -1,6 +1,7 @@
 //! A real `nats-server` for the tests that need one (the stream of changes,
-//! the NATS deployment, the stream metrics), or three of them in one
-//! JetStream cluster on loopback. Without the binary those tests say so and
+//! the NATS deployment, the stream metrics), one with a configuration of
+//! its own (authorization, TLS) and the certificates such tests make, or
+//! three of them in one JetStream cluster on loopback. Without the binary those tests say so and
 //! pass, unless `CI` is set: then they fail.
 
 use std::net::TcpStream;
@@ -23,6 +24,10 @@ pub struct Nats {
     /// `nats://127.0.0.1:PORT`.
     pub url: String,
     dir: tempfile::TempDir,
+    /// Its configuration file, when it has one.
+    config: Option<PathBuf>,
+    /// Variables of its environment (what the configuration's `$NAME`s read).
+    env: Vec<(String, String)>,
 }
 
 impl Drop for Nats {
@@ -35,7 +40,11 @@ impl Nats {
     /// Starts the server (again: same port, same store) and waits until
     /// it accepts connections.
     pub async fn start(&mut self) {
-        let child = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args([
                 "-js",
                 "-a",
@@ -45,6 +54,7 @@ impl Nats {
                 "-sd",
             ])
             .arg(self.dir.path())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -92,17 +102,110 @@ fn nats_server() -> Option<PathBuf> {
 /// Starts NATS, or None (with a message) when the binary is missing
 /// outside CI; with `CI` set a missing binary fails the test.
 pub async fn nats() -> Option<Nats> {
+    nats_with_config(None, &[]).await
+}
+
+/// Starts NATS with the configuration `conf` (nats.conf's format: its
+/// authorization, accounts, TLS; the port, the address and the store are
+/// given as flags, which win over the file) and `env` in its environment;
+/// None (with a message) when the binary is missing outside CI.
+pub async fn nats_with_config(conf: Option<&str>, env: &[(&str, &str)]) -> Option<Nats> {
     let binary = nats_server_or_skip()?;
     let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = conf.map(|text| {
+        let path = dir.path().join("nats.conf");
+        std::fs::write(&path, text).unwrap();
+        path
+    });
     let mut nats = Nats {
         binary,
         child: None,
         port,
         url: format!("nats://127.0.0.1:{port}"),
-        dir: tempfile::tempdir().unwrap(),
+        dir,
+        config,
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     };
     nats.start().await;
     Some(nats)
+}
+
+/// Certificates for TLS with NATS, made now: a private CA, a server
+/// certificate it signed for `localhost` and 127.0.0.1, and a client
+/// certificate it signed; each as a PEM file in `dir`.
+#[derive(Debug)]
+pub struct TestPki {
+    /// The CA's certificate.
+    pub ca: PathBuf,
+    /// The server's certificate and key.
+    pub server_cert: PathBuf,
+    /// The server's key.
+    pub server_key: PathBuf,
+    /// The client's certificate.
+    pub client_cert: PathBuf,
+    /// The client's key.
+    pub client_key: PathBuf,
+    /// A CA nobody else trusts, for a server certificate the client refuses.
+    pub other_ca: PathBuf,
+    /// Where the files are (removed on drop).
+    pub dir: tempfile::TempDir,
+}
+
+/// Makes a [`TestPki`].
+pub fn test_pki() -> TestPki {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pem).unwrap();
+        path
+    };
+    let ca = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.self_signed(&key).unwrap();
+        (cert.pem(), Issuer::new(params, key))
+    };
+    let (ca_pem, issuer) = ca("kube-pulse test CA");
+    let (other_pem, _) = ca("another CA");
+    let leaf = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    let (server_cert, server_key) = leaf(
+        vec!["localhost".into(), "127.0.0.1".into()],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    let (client_cert, client_key) = leaf(
+        vec!["kube-pulse".into()],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    TestPki {
+        ca: write("ca.pem", ca_pem),
+        server_cert: write("server.pem", server_cert),
+        server_key: write("server-key.pem", server_key),
+        client_cert: write("client.pem", client_cert),
+        client_key: write("client-key.pem", client_key),
+        other_ca: write("other-ca.pem", other_pem),
+        dir,
+    }
 }
 
 /// The binary, or None (with a message) when it is missing outside CI;

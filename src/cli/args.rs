@@ -57,6 +57,7 @@ pub enum Command {
 #[cfg(not(feature = "demo"))]
 #[derive(Debug, Args)]
 pub struct NotBuilt {
+    /// Whatever followed the subcommand: ignored, the build has none.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub args: Vec<String>,
 }

@@ -31,7 +31,8 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
         #[cfg(feature = "demo")]
         Command::Demo(args) => {
             let (addr, options) = args.resolve()?;
-            let demo = kube_pulse::demo::Demo::start(options, &shutdown).await?;
+            // Boxed: the demo's start makes a large future.
+            let demo = Box::pin(kube_pulse::demo::Demo::start(options, &shutdown)).await?;
             let listener = server::bind(addr).await?;
             println!("{}", demo.gateway().listening("kube-pulse demo", &listener));
             if let Some(karpor) = demo.karpor_url() {

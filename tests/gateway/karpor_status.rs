@@ -264,7 +264,7 @@ async fn measure_writes(conditions: bool) {
         }),
         ..DemoOptions::default()
     };
-    let demo = Demo::start(options, &shutdown).await.unwrap();
+    let demo = Box::pin(Demo::start(options, &shutdown)).await.unwrap();
     let karpor = demo.karpor_url().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway = format!("http://{}", listener.local_addr().unwrap());

@@ -220,25 +220,18 @@ async fn a_gateway_with_the_replicas_user_and_password_file_serves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_with_credentials_is_refused_without_showing_them() {
     let url = format!("nats://kube-pulse:{PASSWORD}@127.0.0.1:1");
-    let token = tokio_util::sync::CancellationToken::new();
     let leases = LeaseSettings {
         client: kube::Config::new("http://127.0.0.1:1".parse().unwrap()),
         namespace: "default".into(),
         replica: "r1".into(),
         duration: LEASE,
     };
-    let err = kube_pulse::gateway::Gateway::start(
-        kube_pulse::gateway::GatewayConfig {
-            leases: Some(leases),
-            nats: Some(NatsSettings::new(url.clone())),
-            ..Default::default()
-        },
-        &token,
-    )
-    .await
-    .expect_err("refused")
-    .to_string();
-    token.cancel();
+    let err = pulse_testkit::gateway::start_refused(kube_pulse::gateway::GatewayConfig {
+        leases: Some(leases),
+        nats: Some(NatsSettings::new(url.clone())),
+        ..Default::default()
+    })
+    .await;
     assert!(err.contains("carries credentials"), "{err}");
     assert!(err.contains("--nats-user"), "{err}");
     assert!(!err.contains(PASSWORD), "{err}");

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 
-use kube_pulse::gateway::Gateway;
 use kube_pulse::scale::{NatsSettings, preferred_owner};
 use kube_pulse_sim::{SimCluster, workload_manifest};
 use pulse_testkit::docs::Replica as Docs;
@@ -21,7 +20,6 @@ use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{Replica, Subscriber, WITHIN, converged, owners, replica, seed};
 use pulse_testkit::sim::{sim, sim_with};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// The simulated host cluster, three simulated members `a`, `b` and `c`
 /// (without workloads), their names, and replicas `r1`, `r2`, `r3` sharing
@@ -300,18 +298,11 @@ async fn revisions_continue_on_other_replicas_when_the_owner_stops() {
 #[tokio::test]
 async fn nats_needs_leases() {
     // Refused before anything connects: no NATS server is needed.
-    let token = CancellationToken::new();
-    let err = Gateway::start(
-        kube_pulse::gateway::GatewayConfig {
-            nats: Some(NatsSettings::new("nats://127.0.0.1:1")),
-            ..Default::default()
-        },
-        &token,
-    )
-    .await
-    .expect_err("refused")
-    .to_string();
-    token.cancel();
+    let err = pulse_testkit::gateway::start_refused(kube_pulse::gateway::GatewayConfig {
+        nats: Some(NatsSettings::new("nats://127.0.0.1:1")),
+        ..Default::default()
+    })
+    .await;
     assert!(err.contains("--nats needs Lease ownership"), "{err}");
 }
 

@@ -77,6 +77,18 @@ pub async fn start_gateway(
     (url, gateway)
 }
 
+/// The error `Gateway::start` refuses `config` with, as text (its
+/// start is cancelled in case it does start, and the test then fails).
+pub async fn start_refused(config: kube_pulse::gateway::GatewayConfig) -> String {
+    let token = tokio_util::sync::CancellationToken::new();
+    let refused = kube_pulse::gateway::Gateway::start(config, &token)
+        .await
+        .expect_err("the gateway refuses this configuration")
+        .to_string();
+    token.cancel();
+    refused
+}
+
 /// Waits until the hub document of `topic` satisfies `check`, returning it.
 pub async fn doc_where(
     hub: &kube_pulse::hub::Hub,

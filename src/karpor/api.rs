@@ -121,7 +121,7 @@ impl std::fmt::Debug for KarporApi {
 impl KarporApi {
     /// Connects with `config` and discovers both kinds.
     pub async fn connect(config: kube::Config) -> Result<Self> {
-        let client = Client::try_from(config).map_err(Error::Client)?;
+        let client = crate::sources::bounded::client(config).map_err(Error::Client)?;
         Self::discover(client).await
     }
 

@@ -12,7 +12,7 @@
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::endpoints::EndpointPolicy;
+use super::endpoints::{self, EndpointPolicy};
 use super::types::{Cluster, ClusterAccess, ClusterAccessCredential, ExecConfig};
 use crate::pipeline::{HeldMember, Member};
 
@@ -20,8 +20,7 @@ use crate::pipeline::{HeldMember, Member};
 pub const CREDENTIALS_UNSUPPORTED: &str = "CredentialsUnsupported";
 /// Held reason: endpoint, CA bundle or credential cannot give a client.
 pub const INVALID_ACCESS: &str = "InvalidAccess";
-/// Held reason: the endpoint reaches an address the endpoint policy refuses.
-pub const ENDPOINT_NOT_ALLOWED: &str = "EndpointNotAllowed";
+pub use super::endpoints::{ENDPOINT_NOT_ALLOWED, ENDPOINT_NOT_RESOLVED};
 
 /// What the Cluster objects give.
 #[derive(Debug, Default)]
@@ -77,16 +76,19 @@ async fn member(
     endpoints: &EndpointPolicy,
 ) -> Result<Member, Held> {
     let document = kubeconfig(name, access, allow_exec)?;
-    endpoints
+    let pinned = endpoints
         .check(&access.endpoint)
         .await
-        .map_err(|message| (ENDPOINT_NOT_ALLOWED, message))?;
+        .map_err(|refused| (refused.reason, refused.message))?;
     let invalid = |message: String| (INVALID_ACCESS, message);
     let kubeconfig: kube::config::Kubeconfig = serde_json::from_value(document)
         .map_err(|e| invalid(format!("cannot build a client configuration: {e}")))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .map_err(|e| invalid(format!("cannot build a client configuration: {e}")))?;
+    if let Some(ip) = pinned {
+        endpoints::pin(&mut config, ip).map_err(invalid)?;
+    }
     // A client now (certificates parsed; an allowed exec plugin run), so a
     // bad object is held here instead of refusing every member's change.
     let probe = config.clone();

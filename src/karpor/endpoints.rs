@@ -9,8 +9,15 @@
 //! `--karpor-allow-endpoint` allows blocks again (the demo allows its
 //! loopback members).
 //!
-//! The host is resolved when the object is read: a name that later
-//! resolves elsewhere (DNS rebinding) is not caught here.
+//! A host that is a name is resolved when the object is read, every
+//! address it resolves to is checked, and the member is pinned to the
+//! lowest of them ([`pin`]): it connects to that address, with the name in
+//! the `Host` header and as the TLS server name, so a name that later
+//! resolves elsewhere (DNS rebinding) still reaches only the checked
+//! address. A name that does not resolve holds the member
+//! (`EndpointNotResolved`) until the objects are converted again, at the
+//! latest 30 s later; the member then resolves it anew, as it does on
+//! every conversion (a member whose address moved restarts on it).
 
 use std::net::IpAddr;
 
@@ -73,14 +80,14 @@ impl EndpointPolicy {
     }
 
     /// Checks `endpoint` (an http(s) URL): its host, or every address the
-    /// host resolves to now. A host that does not resolve is let through:
-    /// it reaches nothing, and its member says so.
-    pub async fn check(&self, endpoint: &str) -> Result<(), String> {
+    /// host resolves to now. `Ok(Some(ip))` when the host is a name: the
+    /// address to [`pin`] the member to; `Ok(None)` when it is an address.
+    pub async fn check(&self, endpoint: &str) -> Result<Option<IpAddr>, Refused> {
         let Ok(uri) = endpoint.parse::<http::Uri>() else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(host) = uri.host() else {
-            return Ok(());
+            return Ok(None);
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = uri
@@ -90,22 +97,79 @@ impl EndpointPolicy {
             } else {
                 443
             });
-        let addresses: Vec<IpAddr> = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![ip],
+        let (mut addresses, named): (Vec<IpAddr>, bool) = match host.parse::<IpAddr>() {
+            Ok(ip) => (vec![ip], false),
             Err(_) => match tokio::net::lookup_host((host, port)).await {
-                Ok(found) => found.map(|a| a.ip()).collect(),
-                Err(_) => Vec::new(),
+                Ok(found) => (found.map(|a| a.ip()).collect(), true),
+                Err(e) => (Vec::new(), {
+                    tracing::debug!(host, cause = %e, "no address");
+                    true
+                }),
             },
         };
-        for ip in addresses {
+        if addresses.is_empty() {
+            return Err(Refused {
+                reason: ENDPOINT_NOT_RESOLVED,
+                message: format!(
+                    "spec.access.endpoint {endpoint:?}: {host:?} does not resolve; tried again within 30 s"
+                ),
+            });
+        }
+        addresses.sort();
+        for &ip in &addresses {
             if let Some(what) = self.refusal(ip) {
-                return Err(format!(
-                    "spec.access.endpoint {endpoint:?} reaches {ip}, {what}; kube-pulse connects there only when --karpor-allow-endpoint allows it"
-                ));
+                return Err(Refused {
+                    reason: ENDPOINT_NOT_ALLOWED,
+                    message: format!(
+                        "spec.access.endpoint {endpoint:?} reaches {ip}, {what}; kube-pulse connects there only when --karpor-allow-endpoint allows it"
+                    ),
+                });
             }
         }
-        Ok(())
+        Ok(named.then_some(addresses[0]))
     }
+}
+
+/// Held reason: the endpoint reaches an address the endpoint policy refuses.
+pub const ENDPOINT_NOT_ALLOWED: &str = "EndpointNotAllowed";
+/// Held reason: the endpoint's host is a name that resolves to no address.
+pub const ENDPOINT_NOT_RESOLVED: &str = "EndpointNotResolved";
+
+/// Why an endpoint is not used: a held reason and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The held reason: [`ENDPOINT_NOT_ALLOWED`] or [`ENDPOINT_NOT_RESOLVED`].
+    pub reason: &'static str,
+    /// What the endpoint reaches, or why it reaches nothing.
+    pub message: String,
+}
+
+/// Makes `config` connect to `ip`, the checked address of its server's
+/// name: the URL's host becomes the address; the name stays what the
+/// server sees, in the `Host` header and as the TLS server name (unless
+/// the configuration names one already).
+pub fn pin(config: &mut kube::Config, ip: IpAddr) -> Result<(), String> {
+    let url = config.cluster_url.clone();
+    let (Some(host), Some(authority)) = (url.host(), url.authority()) else {
+        return Err(format!("{url} has no host"));
+    };
+    let host = host.to_string();
+    let authority = authority.to_string();
+    let scheme = url.scheme_str().unwrap_or("https");
+    let port = url
+        .port_u16()
+        .unwrap_or(if scheme == "http" { 80 } else { 443 });
+    let path = url.path_and_query().map_or("/", |p| p.as_str());
+    let address = std::net::SocketAddr::new(ip, port);
+    let pinned = format!("{scheme}://{address}{path}");
+    config.cluster_url = pinned
+        .parse()
+        .map_err(|e| format!("cannot pin {url} to {address}: {e}"))?;
+    config.tls_server_name.get_or_insert(host);
+    let value = http::HeaderValue::from_str(&authority)
+        .map_err(|e| format!("cannot pin {url} to {address}: {e}"))?;
+    config.headers.push((http::header::HOST, value));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -162,10 +226,63 @@ mod tests {
             "https://localhost:6443",
         ] {
             let err = policy.check(refused).await.unwrap_err();
-            assert!(err.contains("--karpor-allow-endpoint"), "{refused}: {err}");
+            assert_eq!(err.reason, ENDPOINT_NOT_ALLOWED, "{refused}");
+            assert!(
+                err.message.contains("--karpor-allow-endpoint"),
+                "{refused}: {err:?}"
+            );
         }
-        assert_eq!(policy.check("https://10.0.0.7:6443").await, Ok(()));
+        assert_eq!(policy.check("https://10.0.0.7:6443").await, Ok(None));
         let loopback = EndpointPolicy::allowing_loopback();
-        assert_eq!(loopback.check("https://localhost:6443").await, Ok(()));
+        assert_eq!(
+            loopback.check("https://localhost:6443").await,
+            Ok(Some("127.0.0.1".parse().unwrap())),
+            "a name is pinned to the lowest address it resolves to"
+        );
+        let unresolved = policy.check("https://no-such-host.invalid:6443").await;
+        assert_eq!(
+            unresolved.map_err(|e| e.reason),
+            Err(ENDPOINT_NOT_RESOLVED),
+            "a name that resolves to nothing is held, not let through"
+        );
+    }
+
+    #[test]
+    fn a_pinned_member_connects_to_the_address_and_names_its_host() {
+        let cases = [
+            (
+                "https://api.example.test:6443/prefix",
+                "10.0.0.7",
+                "https://10.0.0.7:6443/prefix",
+                "api.example.test:6443",
+            ),
+            (
+                "http://api.example.test/",
+                "2001:db8::1",
+                "http://[2001:db8::1]:80/",
+                "api.example.test",
+            ),
+            (
+                "https://api.example.test",
+                "10.0.0.7",
+                "https://10.0.0.7:443/",
+                "api.example.test",
+            ),
+        ];
+        for (server, ip, url, authority) in cases {
+            let mut config = kube::Config::new(server.parse().unwrap());
+            pin(&mut config, ip.parse().unwrap()).unwrap();
+            assert_eq!(config.cluster_url.to_string(), url, "{server}");
+            assert_eq!(
+                config.tls_server_name.as_deref(),
+                Some("api.example.test"),
+                "{server}"
+            );
+            assert_eq!(
+                config.headers,
+                vec![(http::header::HOST, authority.parse().unwrap())],
+                "{server}"
+            );
+        }
     }
 }

@@ -39,6 +39,8 @@ pub const COALESCE: Duration = Duration::from_millis(300);
 const WILDCARD_RETRY: Duration = Duration::from_secs(30);
 /// How long a member's discovered `resource: "*"` expansion is kept.
 const WILDCARD_REFRESH: Duration = Duration::from_secs(600);
+/// How long until an endpoint whose name did not resolve is resolved again.
+const UNRESOLVED_RETRY: Duration = Duration::from_secs(30);
 /// How often Karpor is asked whether it answers again after a watch failed
 /// (a watcher that resumes without relisting says nothing when it does).
 const RECHECK: Duration = Duration::from_secs(2);
@@ -180,7 +182,7 @@ pub fn spawn(
         clusters: Objects::new(),
         registries: Objects::new(),
         discovered: BTreeMap::new(),
-        wildcard_retry: None,
+        convert_again: None,
         reported: BTreeSet::new(),
         down: false,
     };
@@ -196,8 +198,10 @@ struct Source {
     registries: Objects<SyncRegistry>,
     /// `resource: "*"` expansions: cluster → group/version → plurals, and when discovered.
     discovered: BTreeMap<String, (tokio::time::Instant, BTreeMap<String, Vec<String>>)>,
-    /// When wildcards are to be discovered again (a failure's retry, or the refresh).
-    wildcard_retry: Option<tokio::time::Instant>,
+    /// When the objects are converted again: wildcards to discover again
+    /// (a failure's retry, or the refresh), or an endpoint's name that did
+    /// not resolve.
+    convert_again: Option<tokio::time::Instant>,
     /// Problems already logged (each once while it lasts).
     reported: BTreeSet<String>,
     /// A watch failed and Karpor has not answered since.
@@ -260,7 +264,7 @@ impl Source {
         let mut registries = watch(&api.registry_kind().resource).boxed();
         let mut due: Option<tokio::time::Instant> = None;
         loop {
-            let retry = self.wildcard_retry;
+            let retry = self.convert_again;
             let changed = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 Some(event) = clusters.next() => self.on_event("Cluster", event, |s, e| {
@@ -275,7 +279,7 @@ impl Source {
                     false
                 }
                 _ = sleep_until(retry), if due.is_none() => {
-                    self.wildcard_retry = None;
+                    self.convert_again = None;
                     self.apply().await;
                     false
                 }
@@ -345,6 +349,14 @@ impl Source {
         problems.append(&mut converted_registries.problems);
         self.report(problems);
         let running: BTreeSet<String> = converted.members.iter().map(|m| m.name.clone()).collect();
+        let unresolved = converted
+            .held
+            .iter()
+            .any(|held| held.reason == clusters::ENDPOINT_NOT_RESOLVED);
+        if unresolved {
+            let at = tokio::time::Instant::now() + UNRESOLVED_RETRY;
+            self.convert_again = Some(self.convert_again.map_or(at, |due| due.min(at)));
+        }
         self.metrics.karpor.clusters(
             converted.members.len(),
             converted.held.len(),
@@ -372,8 +384,8 @@ impl Source {
         // now, and again when the oldest expansion is due for a refresh.
         let wildcards = !converted_registries.wildcards.is_empty();
         let refresh = tokio::time::Instant::now() + WILDCARD_REFRESH;
-        if wildcards && self.wildcard_retry.is_none_or(|at| at > refresh) {
-            self.wildcard_retry = Some(refresh);
+        if wildcards && self.convert_again.is_none_or(|at| at > refresh) {
+            self.convert_again = Some(refresh);
         }
         if self
             .discover(&converted_registries.wildcards, &running)
@@ -444,11 +456,11 @@ impl Source {
                     }
                     Ok(Err(e)) => {
                         tracing::warn!(cluster = %cluster, group_version = %gv, cause = %e, "cannot expand resource \"*\" of a Karpor sync registry; retrying");
-                        self.wildcard_retry = Some(now + WILDCARD_RETRY);
+                        self.convert_again = Some(now + WILDCARD_RETRY);
                     }
                     Err(_) => {
                         tracing::warn!(cluster = %cluster, group_version = %gv, "discovery for resource \"*\" timed out; retrying");
-                        self.wildcard_retry = Some(now + WILDCARD_RETRY);
+                        self.convert_again = Some(now + WILDCARD_RETRY);
                     }
                 }
             }

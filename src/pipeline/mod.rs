@@ -99,10 +99,11 @@ fn connect(member: &Member) -> crate::Result<Connected> {
     let server = kube_config.cluster_url.to_string();
     let fingerprint = diff::fingerprint(&kube_config);
     let credentials = crate::sources::credentials::expiry(&kube_config);
-    let client = kube::Client::try_from(kube_config).map_err(|e| crate::Error::Cluster {
-        cluster: member.name.clone(),
-        message: format!("cannot build a client: {e}"),
-    })?;
+    let client =
+        crate::sources::bounded::client(kube_config).map_err(|e| crate::Error::Cluster {
+            cluster: member.name.clone(),
+            message: format!("cannot build a client: {e}"),
+        })?;
     Ok((client, server, fingerprint, credentials))
 }
 

@@ -3,6 +3,7 @@
 //! ──Observation──▶ engine`). Sources never know about subscribers: the
 //! number of watches on a member depends on its resources only.
 
+pub mod bounded;
 mod census;
 mod cluster;
 pub(crate) mod credentials;

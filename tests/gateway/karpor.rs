@@ -413,8 +413,10 @@ async fn an_allowed_exec_plugin_runs_and_its_token_is_used() {
 
 /// `serve` with only `--karpor-kubeconfig`: Karpor's Clusters are its
 /// members. Endpoints on loopback or link-local addresses (the cloud's
-/// metadata service) are refused with a reason until
-/// `--karpor-allow-endpoint` allows their block.
+/// metadata service), by address or by a name that resolves there, are
+/// refused with a reason until `--karpor-allow-endpoint` allows their
+/// block; a name is then pinned to the address it was checked at. A name
+/// that resolves to nothing is held with its own reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_takes_its_members_from_karpor_alone() {
     let member = sim().await;
@@ -430,9 +432,19 @@ async fn serve_takes_its_members_from_karpor_alone() {
         endpoint: "http://169.254.169.254:80".into(),
         ..MemberAccess::to_sim(&member)
     };
+    let named = MemberAccess {
+        endpoint: member.url().replace("127.0.0.1", "localhost"),
+        ..MemberAccess::to_sim(&member)
+    };
+    let nowhere = MemberAccess {
+        endpoint: "https://kube-pulse-test.invalid:6443".into(),
+        ..MemberAccess::to_sim(&member)
+    };
     for (name, access) in [
         ("remote", MemberAccess::to_sim(&member)),
         ("metadata", metadata),
+        ("named", named),
+        ("nowhere", nowhere),
     ] {
         let manifest = dir.path().join(format!("{name}.json"));
         std::fs::write(
@@ -474,7 +486,11 @@ async fn serve_takes_its_members_from_karpor_alone() {
 
     // By default neither endpoint is reached.
     let (child, url) = serve(&[]);
-    for (name, address) in [("remote", "127.0.0.1"), ("metadata", "169.254.169.254")] {
+    for (name, address) in [
+        ("remote", "127.0.0.1"),
+        ("metadata", "169.254.169.254"),
+        ("named", "127.0.0.1"),
+    ] {
         let doc = phase(&url, name, "Unhealthy").await;
         assert_eq!(doc["reason"], "EndpointNotAllowed", "{doc}");
         let message = doc["message"].as_str().unwrap();
@@ -488,11 +504,17 @@ async fn serve_takes_its_members_from_karpor_alone() {
         0,
         "no request reached the member"
     );
+    let doc = phase(&url, "nowhere", "Unhealthy").await;
+    assert_eq!(doc["reason"], "EndpointNotResolved", "{doc}");
     stop(child).await;
 
-    // Loopback allowed: the member runs; the metadata address stays refused.
+    // Loopback allowed: the members run, the one by name pinned to the
+    // address it was checked at; the metadata address stays refused.
     let (child, url) = serve(&["--karpor-allow-endpoint", "127.0.0.0/8"]);
     phase(&url, "remote", "Healthy").await;
+    let doc = phase(&url, "named", "Healthy").await;
+    let server = doc["server"].as_str().unwrap();
+    assert!(server.starts_with("http://127.0.0.1:"), "{doc}");
     let doc = phase(&url, "metadata", "Unhealthy").await;
     assert_eq!(doc["reason"], "EndpointNotAllowed", "{doc}");
     stop(child).await;

@@ -4,6 +4,9 @@
 //! body, one answering `/readyz` with a 1 GiB body. No byte of the secret
 //! reaches a document or the log, and the long answer is read no further
 //! than the probe's bound, so the gateway's memory stays where it was.
+//! A third answers every list, watch and discovery request without end:
+//! each is cut at its bound (`sources::bounded`) and the bound is the reason
+//! shown.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -158,4 +161,75 @@ async fn a_members_answer_is_a_short_reason_and_a_long_one_is_not_read() {
     for word in ["INTERNAL-SECRET", "hunter2", "db_password"] {
         assert!(!seen.contains(word), "{word} was shown:\n{seen}");
     }
+}
+
+/// An endpoint that probes well (`/readyz`, `/livez`, `/version`) and answers
+/// every other request 200 with a body of [`HUGE`] bytes without a newline:
+/// discovery, lists and watches alike. `sent` counts the bytes handed to the
+/// socket, `asked` the requests that got the long body.
+fn flood_endpoint(sent: Arc<AtomicU64>, asked: Arc<AtomicU64>) -> Router {
+    let ok = || async { "ok" };
+    Router::new()
+        .route("/readyz", axum::routing::get(ok))
+        .route("/livez", axum::routing::get(ok))
+        .route(
+            "/version",
+            axum::routing::get(|| async {
+                axum::Json(serde_json::json!({
+                    "major": "1", "minor": "31", "gitVersion": "v1.31.0",
+                    "platform": "linux/amd64",
+                }))
+            }),
+        )
+        .fallback(move || {
+            let (sent, asked) = (sent.clone(), asked.clone());
+            async move {
+                asked.fetch_add(1, Ordering::SeqCst);
+                let chunks = futures::stream::iter(0..HUGE / CHUNK as u64).map(move |_| {
+                    sent.fetch_add(CHUNK as u64, Ordering::SeqCst);
+                    Ok::<_, std::convert::Infallible>(Bytes::from(vec![b'x'; CHUNK]))
+                });
+                Response::builder()
+                    .header("content-type", "application/json")
+                    .body(Body::from_stream(chunks))
+                    .unwrap()
+            }
+        })
+}
+
+#[tokio::test]
+async fn lists_watches_and_discovery_are_read_no_further_than_their_bound() {
+    let sent = Arc::new(AtomicU64::new(0));
+    let asked = Arc::new(AtomicU64::new(0));
+    let flood = serve(flood_endpoint(sent.clone(), asked.clone())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("clusters:\n- {{name: flood, server: '{flood}', token: t}}\n"),
+    )
+    .unwrap();
+    let log = dir.path().join("kube-pulse.log");
+    let (mut child, url) = start(&config, &log);
+    let within = Duration::from_secs(90);
+    eventually(within, "three long answers cut", || async {
+        (asked.load(Ordering::SeqCst) >= 3).then_some(())
+    })
+    .await;
+    let shown = eventually(within, "the bound named in a document", || async {
+        let mut shown = String::new();
+        for path in ["/api/v1/clusters/flood", "/api/v1/clusters/flood/sync"] {
+            shown.push_str(&get_text(&format!("{url}{path}")).await);
+        }
+        shown.contains("over 64 MiB").then_some(shown)
+    })
+    .await;
+    let per_answer = sent.load(Ordering::SeqCst) / asked.load(Ordering::SeqCst);
+    pulse_testkit::binary::terminate(&mut child);
+    // What the server pushed ahead into the socket's buffers comes on top
+    // of what the client read.
+    assert!(
+        per_answer < 80 << 20,
+        "{per_answer} bytes sent per answer: read past the bound\n{shown}"
+    );
 }

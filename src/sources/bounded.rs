@@ -1,0 +1,304 @@
+//! Bounded answers from a member's API server: every kube-rs client the
+//! gateway builds for a member (or for Karpor) reads at most a bounded number
+//! of bytes per answer, so an endpoint that answers without end costs an
+//! error with a reason, not memory.
+//!
+//! The bounds follow what Kubernetes sends:
+//! - a watch (`watch=true`) is a stream of events, one per line: each line
+//!   is at most [`MAX_EVENT_BYTES`] (an object is at most 1.5 MiB in etcd by
+//!   default; its JSON, in an event, fits several times over);
+//! - any other answer (a list — kube-rs's watcher pages them, 500 objects a
+//!   page —, discovery, one object, a status write's echo) is at most
+//!   [`MAX_LIST_BYTES`].
+//!
+//! The probe reads its own answers with a tighter bound (`probe.rs`).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+use tower::{Layer, Service};
+
+/// The bound on one watch event.
+pub const MAX_EVENT_BYTES: u64 = 8 << 20;
+/// The bound on any other answer: a page of a list at most.
+pub const MAX_LIST_BYTES: u64 = 64 << 20;
+
+/// A kube-rs client for `config` whose answers are bounded as above.
+pub fn client(config: kube::Config) -> kube::Result<kube::Client> {
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&BoundLayer)
+        .build())
+}
+
+/// What an answer exceeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// Every line (watch event) at most this long.
+    Line(u64),
+    /// The whole answer at most this long.
+    Total(u64),
+}
+
+impl Bound {
+    /// The bound of the answer to a request for `uri`.
+    fn of(uri: &http::Uri) -> Self {
+        let query = uri.query().unwrap_or("");
+        let watch = query
+            .split('&')
+            .any(|pair| pair == "watch=true" || pair == "watch=1");
+        if watch {
+            Bound::Line(MAX_EVENT_BYTES)
+        } else {
+            Bound::Total(MAX_LIST_BYTES)
+        }
+    }
+}
+
+/// The error an answer over its bound ends with.
+#[derive(Debug)]
+pub struct TooLarge(Bound);
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let size = |max: u64| {
+            if max >= 1 << 20 {
+                format!("{} MiB", max >> 20)
+            } else {
+                format!("{max} bytes")
+            }
+        };
+        match self.0 {
+            Bound::Line(max) => write!(f, "a watch event is over {}: not read further", size(max)),
+            Bound::Total(max) => write!(f, "the answer is over {}: not read further", size(max)),
+        }
+    }
+}
+
+impl std::error::Error for TooLarge {}
+
+/// The tower layer that bounds every answer's body.
+#[derive(Debug, Clone, Copy)]
+struct BoundLayer;
+
+impl<S> Layer<S> for BoundLayer {
+    type Service = BoundService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        BoundService { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct BoundService<S> {
+    inner: S,
+}
+
+impl<S, B, Req> Service<http::Request<Req>> for BoundService<S>
+where
+    S: Service<http::Request<Req>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Bounded<B>>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Req>) -> Self::Future {
+        let bound = Bound::of(request.uri());
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let answer = answer.await?;
+            Ok(answer.map(|body| Bounded::new(body, bound)))
+        })
+    }
+}
+
+/// A body that ends with [`TooLarge`] once it passes its bound.
+#[derive(Debug)]
+pub struct Bounded<B> {
+    inner: B,
+    bound: Bound,
+    /// Bytes counted against the bound: since the last newline for
+    /// [`Bound::Line`], in all for [`Bound::Total`].
+    counted: u64,
+    failed: bool,
+}
+
+impl<B> Bounded<B> {
+    fn new(inner: B, bound: Bound) -> Self {
+        Self {
+            inner,
+            bound,
+            counted: 0,
+            failed: false,
+        }
+    }
+
+    /// Counts `data`; false once the bound is passed.
+    fn count(&mut self, data: &[u8]) -> bool {
+        let len = data.len() as u64;
+        match self.bound {
+            Bound::Total(max) => {
+                self.counted += len;
+                self.counted <= max
+            }
+            Bound::Line(max) => {
+                match data.iter().rposition(|&b| b == b'\n') {
+                    // The line before the last newline in this chunk ended
+                    // within it: only its start was counted before.
+                    Some(at) => {
+                        let first = data.iter().position(|&b| b == b'\n').unwrap_or(at);
+                        if self.counted + first as u64 > max {
+                            return false;
+                        }
+                        if !lines_within(&data[first + 1..=at], max) {
+                            return false;
+                        }
+                        self.counted = (data.len() - at - 1) as u64;
+                    }
+                    None => self.counted += len,
+                }
+                self.counted <= max
+            }
+        }
+    }
+}
+
+/// Whether every newline-ended line in `data` is at most `max` bytes.
+fn lines_within(data: &[u8], max: u64) -> bool {
+    data.split(|&b| b == b'\n')
+        .all(|line| line.len() as u64 <= max)
+}
+
+impl<B> Body for Bounded<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.failed {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref()
+                    && !self.count(data)
+                {
+                    self.failed = true;
+                    return Poll::Ready(Some(Err(Box::new(TooLarge(self.bound)))));
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.failed || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt as _;
+
+    fn uri(s: &str) -> http::Uri {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn each_request_gets_the_bound_of_what_it_asks() {
+        let cases = [
+            (
+                "/apis/apps/v1/deployments?watch=true&resourceVersion=5",
+                Bound::Line(MAX_EVENT_BYTES),
+            ),
+            (
+                "/api/v1/pods?limit=500&resourceVersion=0",
+                Bound::Total(MAX_LIST_BYTES),
+            ),
+            ("/api/v1/pods?watch=1", Bound::Line(MAX_EVENT_BYTES)),
+            ("/apis", Bound::Total(MAX_LIST_BYTES)),
+            ("/version", Bound::Total(MAX_LIST_BYTES)),
+            (
+                "/api/v1/namespaces/a/pods/p?watchful=true",
+                Bound::Total(MAX_LIST_BYTES),
+            ),
+            ("/api/v1/pods?watch=false", Bound::Total(MAX_LIST_BYTES)),
+        ];
+        for (path, bound) in cases {
+            assert_eq!(Bound::of(&uri(path)), bound, "{path}");
+        }
+    }
+
+    /// A body of `chunks`, read through the bound.
+    async fn read(chunks: Vec<Vec<u8>>, bound: Bound) -> Result<usize, String> {
+        let stream = futures::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from(c)))),
+        );
+        let body = Bounded::new(http_body_util::StreamBody::new(stream), bound);
+        body.collect()
+            .await
+            .map(|b| b.to_bytes().len())
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn a_whole_answer_is_cut_at_its_bound() {
+        assert_eq!(
+            read(vec![vec![b'x'; 10]; 3], Bound::Total(30)).await,
+            Ok(30)
+        );
+        let over = read(vec![vec![b'x'; 10]; 4], Bound::Total(30)).await;
+        assert_eq!(
+            over,
+            Err("the answer is over 30 bytes: not read further".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watch_is_cut_at_its_first_long_line_whatever_the_chunks() {
+        // Many short lines in all: read to the end.
+        let lines = b"0123456789\n".repeat(100);
+        let in_chunks = |size: usize| lines.chunks(size).map(<[u8]>::to_vec).collect();
+        for size in [1, 7, 11, 64, 2000] {
+            assert_eq!(
+                read(in_chunks(size), Bound::Line(10)).await,
+                Ok(1100),
+                "chunks of {size}"
+            );
+        }
+        // One line too long, wherever the chunks cut it.
+        let mut long = b"0123456789\n".repeat(3);
+        long.extend_from_slice(b"0123456789A\n");
+        long.extend_from_slice(&b"0123456789\n".repeat(3));
+        for size in [1, 5, 11, 12, 30, 2000] {
+            let chunks = long.chunks(size).map(<[u8]>::to_vec).collect();
+            let read = read(chunks, Bound::Line(10)).await;
+            assert!(
+                read.as_ref()
+                    .is_err_and(|e| e.contains("a watch event is over")),
+                "chunks of {size}: {read:?}"
+            );
+        }
+    }
+}

@@ -53,6 +53,10 @@ pub struct FileConfig {
     /// Seconds an app whose workloads or namespace are gone stays
     /// `Stopped`/`NotExisted` before its topic is removed (default 600, at least 1).
     pub app_retention_seconds: Option<u64>,
+    /// Member connections (probes and watches) started per second, after
+    /// a burst of as many (default 500, at least 1): a fleet of thousands
+    /// starts over seconds instead of in one instant.
+    pub member_start_rate: Option<u32>,
     /// Host names the gateway answers for besides IP literals and
     /// `localhost` (`*.example.com`, `*`); `--allowed-host` wins.
     #[serde(default)]
@@ -440,6 +444,11 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
     };
     config.probe.validate().map_err(invalid)?;
     config.auth_failures.validate().map_err(invalid)?;
+    if config.member_start_rate == Some(0) {
+        return Err(invalid(
+            "memberStartRate must be at least 1 connection a second, not 0".into(),
+        ));
+    }
     if config.app_retention_seconds == Some(0) {
         // Zero would drop an app the moment its last workload goes.
         return Err(invalid(

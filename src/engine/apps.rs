@@ -217,7 +217,8 @@ impl Engine {
                 namespace: &ns,
                 app: &app,
             };
-            transitions::log_after(&subject, &topic, &next.lifecycle, before);
+            self.transitions
+                .log_after(&subject, &topic, &next.lifecycle, before);
             self.hub.put(&topic, to_doc(&next));
             model.apps.insert((ns, app), next);
         }

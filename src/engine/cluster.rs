@@ -60,7 +60,8 @@ impl Engine {
             cluster,
             resource: &resource,
         };
-        transitions::log_after(&subject, &topic, &sync.lifecycle, before);
+        self.transitions
+            .log_after(&subject, &topic, &sync.lifecycle, before);
         self.hub.put(&topic, to_doc(&sync));
         model.syncs.insert(gvr.clone(), sync);
     }
@@ -134,7 +135,8 @@ impl Engine {
         if let Some(model) = self.clusters.get_mut(cluster) {
             let lifecycle = &model.status.lifecycle;
             let subject = Subject::Cluster { cluster };
-            transitions::log_after(&subject, &topic::cluster(cluster), lifecycle, model.logged);
+            self.transitions
+                .log_after(&subject, &topic::cluster(cluster), lifecycle, model.logged);
             model.logged = transitions::last(lifecycle);
         }
     }

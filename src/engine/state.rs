@@ -31,6 +31,8 @@ pub(crate) struct Engine {
     /// `expire` removes its topic.
     pub(super) retention: chrono::Duration,
     pub(super) clusters: BTreeMap<String, ClusterModel>,
+    /// The transition lines and their budget.
+    pub(super) transitions: transitions::TransitionLog,
 }
 
 pub(super) fn to_doc<T: serde::Serialize>(value: &T) -> serde_json::Value {
@@ -46,6 +48,7 @@ impl Engine {
             retention: chrono::Duration::from_std(DEFAULT_APP_RETENTION)
                 .expect("the default retention fits"),
             clusters: BTreeMap::new(),
+            transitions: transitions::TransitionLog::default(),
         }
     }
 
@@ -118,7 +121,8 @@ impl Engine {
             .step(ClusterInput::Removed, self.thresholds, now);
         let subject = Subject::Cluster { cluster };
         let lifecycle = &model.status.lifecycle;
-        transitions::log_after(&subject, &topic::cluster(cluster), lifecycle, model.logged);
+        self.transitions
+            .log_after(&subject, &topic::cluster(cluster), lifecycle, model.logged);
         for gvr in model.syncs.keys() {
             self.hub.remove(&topic::sync(cluster, &gvr.path()));
         }

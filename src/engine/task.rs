@@ -27,10 +27,14 @@ pub(crate) async fn run(
     let summaries = tokio::spawn(summaries::run(served, summaries_stop.clone()));
     let mut expiry = tokio::time::interval(engine.expiry_period());
     expiry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A second's transitions past the line budget are summed up as it ends.
+    let mut summing = tokio::time::interval(std::time::Duration::from_secs(1));
+    summing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = expiry.tick() => engine.expire(Utc::now()),
+            _ = summing.tick() => engine.transitions.roll(std::time::Instant::now()),
             o = rx.recv() => match o {
                 Some(o) => engine.apply(o, Utc::now()),
                 None => break,

@@ -12,6 +12,7 @@
 
 mod clients;
 mod diff;
+mod log;
 mod member;
 mod member_source;
 pub mod reload;
@@ -86,7 +87,6 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
-/// A member's client, its server URL (for the cluster document) and fingerprint.
 /// A member's client, server URL, connection fingerprint, and when its
 /// credentials expire (for the cluster's warnings).
 type Connected = (kube::Client, String, Fingerprint, Option<CredentialInfo>);
@@ -97,7 +97,7 @@ fn connect(member: &Member) -> crate::Result<Connected> {
     // retries of 429/503 would only delay what the status shows.
     kube_config.default_retry = false;
     let server = kube_config.cluster_url.to_string();
-    let fingerprint = diff::fingerprint(&kube_config);
+    let fingerprint = diff::fingerprint(&member.config);
     let credentials = crate::sources::credentials::expiry(&kube_config);
     let client =
         crate::sources::bounded::client(kube_config).map_err(|e| crate::Error::Cluster {
@@ -261,24 +261,30 @@ impl Pipeline {
             .filter(|h| !desired.iter().any(|m| m.name == h.name))
             .map(|h| (h.name.clone(), h))
             .collect();
-        let mut connected = BTreeMap::new();
-        for member in &desired {
-            connected.insert(member.name.clone(), connect(member)?);
-        }
+        // Fingerprints first (a digest, no client): only members added or
+        // changed get a client, so a change to one of thousands of members
+        // builds one client, not thousands.
+        let wanted: BTreeMap<String, Fingerprint> = desired
+            .iter()
+            .map(|member| (member.name.clone(), diff::fingerprint(&member.config)))
+            .collect();
         let mut members = self.members.lock().await;
         let running: BTreeMap<String, Fingerprint> = members
             .running
             .iter()
             .map(|(name, r)| (name.clone(), r.fingerprint))
             .collect();
-        let wanted: BTreeMap<String, Fingerprint> = connected
-            .iter()
-            .map(|(name, (_, _, fingerprint, _))| (name.clone(), *fingerprint))
-            .collect();
         let mut diff = diff::diff(&running, &wanted);
+        let mut connected = BTreeMap::new();
+        for member in &desired {
+            if diff.added.contains(&member.name) || diff.changed.contains(&member.name) {
+                connected.insert(member.name.clone(), connect(member)?);
+            }
+        }
+        let mut removed = Vec::new();
         for name in &diff.removed {
             if !held.contains_key(name) {
-                tracing::info!(cluster = %name, "member cluster removed");
+                removed.push(name.clone());
             }
             self.stop_member(&mut members, name, true).await;
         }
@@ -287,23 +293,26 @@ impl Pipeline {
             // Held before: removed, or added below as a running member.
             self.unregister(name).await;
             if !wanted.contains_key(name) {
-                tracing::info!(cluster = %name, "member cluster removed");
+                removed.push(name.clone());
                 diff.removed.push(name.clone());
             }
         }
+        log::removed(&removed);
+        let mut newly_held = Vec::new();
         for (name, member) in &held {
             if was_held.get(name) != Some(member) {
-                tracing::warn!(cluster = %name, server = %member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
                 self.hold(member).await;
+                newly_held.push(member);
                 diff.held.push(name.clone());
             }
         }
+        log::held(&newly_held);
         members.held = held;
         if let Some(registries) = registries {
             members.registries = registries;
         }
+        log::changed(&diff.changed);
         for name in &diff.changed {
-            tracing::info!(cluster = %name, "member cluster settings changed; restarting its sources");
             self.stop_member(&mut members, name, false).await;
         }
         let registries = members.registries.clone();
@@ -311,11 +320,14 @@ impl Pipeline {
             let resources = resources_for(running.source.name(), &registries);
             running.source.set_resources(resources).await;
         }
+        let added: Vec<(&str, &str)> = diff
+            .added
+            .iter()
+            .filter_map(|name| Some((name.as_str(), connected.get(name)?.1.as_str())))
+            .collect();
+        log::added(&added);
         for name in diff.changed.iter().chain(&diff.added) {
             if let Some(connected) = connected.remove(name) {
-                if diff.added.contains(name) {
-                    tracing::info!(cluster = %name, server = %connected.1, "member cluster added");
-                }
                 self.start_member(&mut members, name, connected).await;
             }
         }

@@ -51,6 +51,9 @@ impl PipelineConfig {
             source.app_label = label.clone();
         }
         source.pod_watch = file.pod_watch.clone();
+        if let Some(rate) = file.member_start_rate {
+            source.pacer = std::sync::Arc::new(crate::sources::Pacer::new(rate));
+        }
         Self {
             source,
             thresholds: Thresholds {

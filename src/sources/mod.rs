@@ -7,9 +7,11 @@ pub mod bounded;
 mod census;
 mod cluster;
 pub(crate) mod credentials;
+mod pacer;
 mod probe;
 mod watch;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -18,6 +20,7 @@ use crate::status::app::DEFAULT_APP_LABEL;
 use crate::status::sync::Gvr;
 
 pub(crate) use cluster::ClusterSource;
+pub use pacer::{DEFAULT_START_RATE, Pacer};
 
 /// A resource to keep in sync on a cluster (a sync registry entry).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -103,6 +106,9 @@ pub struct SourceConfig {
     pub page_size: Option<u32>,
     /// Pods and Warning events for the apps' pod-level reasons.
     pub pod_watch: PodWatch,
+    /// The pace at which probes and watches start, shared by every member
+    /// (`memberStartRate`).
+    pub pacer: Arc<Pacer>,
 }
 
 impl Default for SourceConfig {
@@ -113,6 +119,7 @@ impl Default for SourceConfig {
             app_label: DEFAULT_APP_LABEL.into(),
             page_size: None,
             pod_watch: PodWatch::default(),
+            pacer: Arc::new(Pacer::default()),
         }
     }
 }

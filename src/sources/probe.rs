@@ -142,6 +142,11 @@ pub(crate) async fn run(
     recoveries: watch::Sender<u64>,
     shutdown: CancellationToken,
 ) {
+    // Its turn among the connections the gateway starts (src/sources/pacer.rs).
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        _ = config.pacer.turn() => {}
+    }
     let mut ticker = tokio::time::interval(config.probe_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut have_version = false;

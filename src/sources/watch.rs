@@ -313,6 +313,11 @@ pub(crate) async fn run(
             ))
             .await;
     }
+    // Its turn among the connections the gateway starts (src/sources/pacer.rs).
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        _ = config.pacer.turn() => {}
+    }
     let mut watch = Watch {
         cluster: cluster.clone(),
         gvr: gvr.clone(),

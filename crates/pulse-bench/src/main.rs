@@ -9,6 +9,7 @@
 
 mod curves;
 mod load;
+mod members;
 mod objects;
 mod plot;
 mod podwatch;
@@ -37,7 +38,7 @@ struct Cli {
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
     /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry,
-    /// connections, objects, cpu, latency, replicas.
+    /// connections, objects, cpu, latency, replicas, members.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -283,6 +284,13 @@ async fn main() -> anyhow::Result<()> {
             plan.replica_counts, plan.replica_subscribers
         );
         results.replicas = replicas::replicas(&bin, &plan).await;
+    }
+    if wants("members") && servers.contains(&Kind::KubePulse) {
+        eprintln!(
+            "members: {} Karpor Clusters, {} of them live, {:?}",
+            plan.fleet_members, plan.fleet_live, plan.fleet_window
+        );
+        results.members = Some(members::member_fleet(&bin, &plan).await?);
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

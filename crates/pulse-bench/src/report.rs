@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
+use crate::members::MemberFleet;
 use crate::objects::ObjectsCurve;
 use crate::plot::{Axis, Plot, Series};
 use crate::podwatch::PodFleet;
@@ -36,6 +37,7 @@ pub(crate) struct Results {
     pub(crate) cpu: Vec<CpuCurve>,
     pub(crate) latency: Vec<LatencyRound>,
     pub(crate) replicas: Vec<ReplicaRun>,
+    pub(crate) members: Option<MemberFleet>,
 }
 
 /// Each server's colour in every plot.
@@ -124,6 +126,7 @@ impl Results {
             cpu: Vec::new(),
             latency: Vec::new(),
             replicas: Vec::new(),
+            members: None,
         }
     }
 
@@ -286,7 +289,35 @@ impl Results {
             Self::registry_table(&mut out, r);
         }
         self.curve_tables(&mut out);
+        if let Some(f) = &self.members {
+            Self::members_table(&mut out, f);
+        }
         out
+    }
+
+    fn members_table(out: &mut String, f: &MemberFleet) {
+        let seconds =
+            |s: Option<f64>| s.map_or("not within the window".into(), |s| format!("{s:.0} s"));
+        out.push_str(&format!(
+            "\n### 20. A fleet of Karpor members\n\n{} Cluster objects created in one burst, {} of them reaching simulated members, the rest a closed loopback port; {:.0} s measured.\n\n| all members past Initializing | live members Healthy | /livez p99 / max (ms) | /livez over 50 ms | RSS empty → end (MB) | peak RSS (MB) | per member (KiB) | log lines (per s) | gateway CPU (s) | error |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {:.1} / {:.1} | {} of {} | {:.0} → {:.0} | {:.0} | {:.0} | {} ({:.1}) | {:.0} | {} |\n",
+            f.members,
+            f.live,
+            f.window_seconds,
+            seconds(f.all_started_seconds),
+            seconds(f.live_healthy_seconds),
+            f.livez_p99_ms,
+            f.livez_max_ms,
+            f.livez_over_50ms,
+            f.livez_asked,
+            f.rss_empty_mb,
+            f.rss_end_mb,
+            f.peak_rss_mb,
+            f.kib_per_member,
+            f.log_lines,
+            f.log_lines_per_second,
+            f.cpu_seconds,
+            f.error.as_deref().unwrap_or(""),
+        ));
     }
 
     fn curve_tables(&self, out: &mut String) {

@@ -67,6 +67,11 @@ pub(crate) struct Plan {
     pub(crate) replica_subscribers: usize,
     pub(crate) replica_latency_rates: Vec<u32>,
     pub(crate) replica_rounds: usize,
+    /// The Karpor member fleet: Cluster objects, how many reach a
+    /// simulated member, and the measured window after their burst.
+    pub(crate) fleet_members: usize,
+    pub(crate) fleet_live: usize,
+    pub(crate) fleet_window: Duration,
 }
 
 impl Plan {
@@ -111,6 +116,9 @@ impl Plan {
             replica_subscribers: 1000,
             replica_latency_rates: vec![50],
             replica_rounds: 2,
+            fleet_members: 10_000,
+            fleet_live: 1_500,
+            fleet_window: Duration::from_secs(150),
         }
     }
 
@@ -154,6 +162,9 @@ impl Plan {
             replica_subscribers: 20,
             replica_latency_rates: vec![10],
             replica_rounds: 1,
+            fleet_members: 40,
+            fleet_live: 10,
+            fleet_window: Duration::from_secs(8),
         }
     }
 }

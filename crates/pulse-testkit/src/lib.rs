@@ -3,7 +3,7 @@
 //!
 //! Each module is named for what it provides: simulated clusters ([`sim`]),
 //! polling ([`poll`]), kubectl and kustomize ([`kubectl`]), rendered
-//! manifests ([`manifests`]), plain HTTP
+//! manifests ([`manifests`]), Helm's engine ([`helm`]), plain HTTP
 //! ([`http`]), the `kube-pulse` binary ([`binary`]), gateways in this process
 //! ([`gateway`]), clients of each transport ([`ws`], [`sse`], [`docs`],
 //! [`mirror`]), the real binary over three members ([`fleet`]), NATS
@@ -16,6 +16,7 @@ pub mod binary;
 pub mod docs;
 pub mod fleet;
 pub mod gateway;
+pub mod helm;
 pub mod http;
 pub mod kubectl;
 pub mod load;

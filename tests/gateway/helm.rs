@@ -96,6 +96,48 @@ fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "pulse",
             "karpor",
         ),
+        // Every other value away from its default.
+        (
+            "options",
+            json!({
+                "fullnameOverride": "pulse",
+                "image": {"tag": "0.1.1", "pullPolicy": "Always"},
+                "imagePullSecrets": [{"name": "registry"}],
+                "logFormat": "pretty",
+                "logLevel": "kube_pulse=debug",
+                "extraArgs": ["--max-connections", "5000"],
+                "extraEnv": [{"name": "TZ", "value": "UTC"}],
+                "extraVolumes": [{"name": "tokens", "secret": {"secretName": "pulse-tokens"}}],
+                "extraVolumeMounts": [{"name": "tokens", "mountPath": "/etc/pulse-tokens", "readOnly": true}],
+                "podAnnotations": {"example.com/team": "platform"},
+                "podLabels": {"team": "platform"},
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 100,
+                    "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "kube-pulse"}}},
+                }]}},
+                "serviceAccount": {"name": "pulse-gateway", "annotations": {"example.com/role": "pulse"}},
+                "service": {"type": "NodePort", "port": 8080, "sessionAffinity": "None", "annotations": {"example.com/lb": "internal"}},
+                "config": {"health": {"format": "kubernetes"}, "clusters": [], "syncRegistries": []},
+                "karpor": {"enabled": true, "allowExec": true, "kubeconfigConfigMap": "pulse-karpor", "kubeconfigKey": "kubeconfig"},
+                "replicas": {"enabled": true, "count": 2},
+                "nats": {
+                    "enabled": true,
+                    "servers": 5,
+                    "streamReplicas": 3,
+                    "storage": {"size": "20Gi", "storageClassName": "fast"},
+                    "jetstream": {"maxFileStore": "16GB"},
+                    "auth": {"user": "pulse", "existingSecret": "pulse-nats"},
+                },
+                "monitoring": {
+                    "prometheusRule": {"enabled": true, "labels": {"release": "prometheus"}},
+                    "serviceMonitor": {"enabled": true, "interval": "15s", "labels": {"release": "prometheus"}},
+                },
+            }),
+            "kube-pulse",
+            "karpor",
+        ),
         (
             "karpor-read-only",
             json!({"karpor": {"enabled": true, "readOnly": true}, "replicaCount": 2}),
@@ -213,7 +255,7 @@ fn every_render_validates_against_the_kubernetes_schemas() {
     if renders().is_none() {
         return;
     }
-    let expected: [(&str, &[&str]); 6] = [
+    let expected: [(&str, &[&str]); 7] = [
         (
             "default",
             &[
@@ -292,6 +334,28 @@ fn every_render_validates_against_the_kubernetes_schemas() {
                 "Deployment",
                 "ConfigMap",
                 "Secret",
+                "ConfigMap",
+                "NetworkPolicy",
+                "PodDisruptionBudget",
+                "Service",
+                "Service",
+                "StatefulSet",
+                "PodDisruptionBudget",
+                "PrometheusRule",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Service",
+                "ServiceAccount",
+                "ServiceMonitor",
+            ],
+        ),
+        (
+            "options",
+            &[
+                "ConfigMap",
+                "Deployment",
                 "ConfigMap",
                 "NetworkPolicy",
                 "PodDisruptionBudget",
@@ -401,6 +465,128 @@ fn every_render_embeds_a_config_the_gateway_accepts() {
     );
     let rules = find(&docs, "ClusterRole")["rules"].as_array().unwrap();
     assert_eq!(rules.last().unwrap()["resources"], json!(["widgets"]));
+}
+
+/// Each value of the "options" render, away from its default, lands where
+/// values.yaml says.
+#[test]
+fn every_value_reaches_its_place() {
+    let Some((_, docs)) = render("options") else {
+        return;
+    };
+    let deployment = named(&docs, "Deployment", "pulse");
+    let pod = &deployment["spec"]["template"];
+    let spec = &pod["spec"];
+    let gateway = &spec["containers"][0];
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(gateway["image"], "ghcr.io/kube-pulse/kube-pulse:0.1.1");
+    assert_eq!(gateway["imagePullPolicy"], "Always");
+    assert_eq!(spec["imagePullSecrets"], json!([{"name": "registry"}]));
+    let args = gateway["args"].as_array().unwrap();
+    assert_eq!(args[4], "pretty");
+    assert_eq!(
+        &args[args.len() - 2..],
+        [json!("--max-connections"), json!("5000")]
+    );
+    let env = gateway["env"].as_array().unwrap();
+    assert!(env.contains(&json!({"name": "RUST_LOG", "value": "kube_pulse=debug"})));
+    assert!(env.contains(&json!({"name": "TZ", "value": "UTC"})));
+    assert!(
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "tokens", "secret": {"secretName": "pulse-tokens"}}))
+    );
+    assert!(
+        gateway["volumeMounts"].as_array().unwrap().contains(
+            &json!({"name": "tokens", "mountPath": "/etc/pulse-tokens", "readOnly": true})
+        )
+    );
+    assert_eq!(
+        pod["metadata"]["annotations"]["example.com/team"],
+        "platform"
+    );
+    assert_eq!(pod["metadata"]["labels"]["team"], "platform");
+    assert_eq!(spec["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    assert_eq!(spec["tolerations"][0]["key"], "dedicated");
+    assert!(spec["affinity"]["podAntiAffinity"].is_object());
+    // The named ServiceAccount, bound to the roles.
+    assert_eq!(spec["serviceAccountName"], "pulse-gateway");
+    let account = named(&docs, "ServiceAccount", "pulse-gateway");
+    assert_eq!(
+        account["metadata"]["annotations"]["example.com/role"],
+        "pulse"
+    );
+    for binding in ["ClusterRoleBinding", "RoleBinding"] {
+        assert_eq!(find(&docs, binding)["subjects"][0]["name"], "pulse-gateway");
+    }
+    let service = named(&docs, "Service", "pulse")["spec"].clone();
+    assert_eq!(service["type"], "NodePort");
+    assert_eq!(service["ports"][0]["port"], 8080);
+    assert_eq!(service["sessionAffinity"], "None");
+    assert_eq!(
+        named(&docs, "Service", "pulse")["metadata"]["annotations"]["example.com/lb"],
+        "internal"
+    );
+    // The config file: the health format, no members of its own, Karpor's
+    // kubeconfig under its key in the ConfigMap named, exec plugins run.
+    let file = embedded_config("helm-options", named(&docs, "ConfigMap", "pulse"));
+    assert_eq!(
+        config_yaml(&docs, "pulse")["health"]["format"],
+        "kubernetes"
+    );
+    assert!(file.clusters.is_empty() && file.sync_registries.is_empty());
+    let karpor = file.karpor.unwrap();
+    assert_eq!(
+        karpor.kubeconfig.as_deref(),
+        Some(Path::new("/etc/karpor/kubeconfig"))
+    );
+    assert!(karpor.allow_exec);
+    assert!(spec["volumes"].as_array().unwrap().contains(&json!({
+        "name": "karpor-kubeconfig",
+        "configMap": {"name": "pulse-karpor", "items": [{"key": "kubeconfig", "path": "kubeconfig"}]},
+    })));
+    // NATS: five servers, three copies, the claim, the store, the user and
+    // a Secret of the operator's (none rendered).
+    let statefulset = named(&docs, "StatefulSet", "pulse-nats")["spec"].clone();
+    assert_eq!(statefulset["replicas"], 5);
+    let claim = &statefulset["volumeClaimTemplates"][0]["spec"];
+    assert_eq!(claim["storageClassName"], "fast");
+    assert_eq!(claim["resources"]["requests"]["storage"], "20Gi");
+    let conf = named(&docs, "ConfigMap", "pulse-nats")["data"]["nats.conf"]
+        .as_str()
+        .unwrap();
+    assert!(
+        conf.contains("nats://pulse-nats-4.pulse-nats-headless:6222"),
+        "{conf}"
+    );
+    assert!(conf.contains("max_file_store: 16GB"), "{conf}");
+    assert!(conf.contains("user: pulse\n"), "{conf}");
+    let serve = serve_args(&docs);
+    assert_eq!(serve.nats_auth.nats_user.as_deref(), Some("pulse"));
+    assert_eq!(serve.nats_stream_replicas, Some(3));
+    assert!(!kinds(&docs).contains(&"Secret"));
+    let password = &statefulset["template"]["spec"]["containers"][0]["env"][1];
+    assert_eq!(password["valueFrom"]["secretKeyRef"]["name"], "pulse-nats");
+    assert!(
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "pulse-nats")
+    );
+    // Monitoring: the labels Prometheus selects by, the interval.
+    for kind in ["PrometheusRule", "ServiceMonitor"] {
+        assert_eq!(
+            find(&docs, kind)["metadata"]["labels"]["release"],
+            "prometheus",
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        find(&docs, "ServiceMonitor")["spec"]["endpoints"][0]["interval"],
+        "15s"
+    );
 }
 
 // ------------------------------------------------ one source of truth

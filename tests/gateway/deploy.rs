@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use kube_pulse_sim::ResourceDef;
 use pulse_testkit::http::{get_json, http};
-use pulse_testkit::kubectl::{kubectl, kustomize, ok};
+use pulse_testkit::kubectl::kustomize;
+use pulse_testkit::manifests::{
+    self, embedded_config, find, kinds, named, rendered_file, selects, serve_args, validate,
+};
 use pulse_testkit::nats::{free_port, nats_server_or_skip};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::sim_with;
 use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -48,58 +49,12 @@ fn render_nats() -> (String, Vec<Value>) {
     kustomize(OVERLAY.get_or_init(|| overlay("with-replicas-and-nats", &["replicas", "nats"])))
 }
 
-fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind}"))
-}
-
-fn kinds(docs: &[Value]) -> Vec<&str> {
-    docs.iter().map(|d| d["kind"].as_str().unwrap()).collect()
-}
-
-/// `text` in a file of its own (`name` tells the renders apart).
-fn rendered_file(name: &str, text: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "kube-pulse-rendered-{name}-{}.yaml",
-        std::process::id()
-    ));
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// `kubernetes-validate --strict` against Kubernetes 1.32's schemas.
-fn validate(name: &str, text: &str) {
-    let path = rendered_file(name, text);
-    let out = Command::new("kubernetes-validate")
-        .args(["--strict", "--quiet", "-k", "1.32.0"])
-        .arg(&path)
-        .output()
-        .expect("kubernetes-validate is installed (scripts/test.sh installs it from PyPI)");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The `serve` flags of the Deployment's container.
-fn serve_args(docs: &[Value]) -> kube_pulse::cli::ServeArgs {
-    use clap::Parser;
-    let container = &find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
-    let cli = kube_pulse::cli::Cli::try_parse_from(std::iter::once("kube-pulse").chain(args))
-        .expect("the manifest's arguments parse");
-    let kube_pulse::cli::Command::Serve(serve) = cli.command else {
-        panic!("the deployment runs serve");
-    };
-    *serve
+/// Applies `text` to a fresh simulator; returns the Deployment's replica
+/// count as the simulator stores it, and what `kubectl get` then lists of
+/// `also` in the namespace.
+async fn apply(name: &str, text: &str, also: &str) -> (String, String) {
+    let applied = manifests::apply(name, text, "kube-pulse", "kube-pulse", also).await;
+    (applied.replicas, applied.listed)
 }
 
 #[test]
@@ -151,13 +106,7 @@ fn probes_are_exactly_the_seeds() {
 #[test]
 fn the_embedded_config_is_accepted() {
     let (_, docs) = render();
-    let config = find(&docs, "ConfigMap")["data"]["config.yaml"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let path = std::env::temp_dir().join(format!("kube-pulse-config-{}.yaml", std::process::id()));
-    std::fs::write(&path, config).unwrap();
-    let parsed = kube_pulse::config::load_file(&path).unwrap();
+    let parsed = embedded_config("base", find(&docs, "ConfigMap"));
     assert_eq!(parsed.clusters[0].name, "host");
     assert_eq!(parsed.listen.unwrap().port(), 8080);
     // In-cluster callers reach it by the Service's names (docs/SECURITY.md).
@@ -198,77 +147,6 @@ fn the_deployment_runs_with_kubernetes_authentication() {
     );
     // The pod watch may list and watch pods and events.
     assert!(rules.contains(r#"["pods","events"]"#), "{rules}");
-}
-
-/// The kinds the manifests add to what the simulator serves.
-fn extra_resources() -> Vec<ResourceDef> {
-    let rbac = |plural: &str, kind: &str, namespaced: bool| ResourceDef {
-        namespaced,
-        status_subresource: false,
-        ..ResourceDef::custom("rbac.authorization.k8s.io", "v1", plural, kind)
-    };
-    vec![
-        ResourceDef {
-            namespaced: true,
-            status_subresource: false,
-            ..ResourceDef::custom("", "v1", "serviceaccounts", "ServiceAccount")
-        },
-        ResourceDef {
-            namespaced: true,
-            ..ResourceDef::custom("", "v1", "services", "Service")
-        },
-        ResourceDef {
-            namespaced: true,
-            status_subresource: false,
-            ..ResourceDef::custom("", "v1", "secrets", "Secret")
-        },
-        ResourceDef {
-            namespaced: true,
-            status_subresource: false,
-            ..ResourceDef::custom(
-                "networking.k8s.io",
-                "v1",
-                "networkpolicies",
-                "NetworkPolicy",
-            )
-        },
-        rbac("clusterroles", "ClusterRole", false),
-        rbac("clusterrolebindings", "ClusterRoleBinding", false),
-        rbac("roles", "Role", true),
-        rbac("rolebindings", "RoleBinding", true),
-    ]
-}
-
-/// Applies `text` to a fresh simulator and returns the Deployment's
-/// replica count as the simulator stores it, and what `kubectl get` then
-/// lists of `also` in the namespace.
-async fn apply(name: &str, text: &str, also: &str) -> (String, String) {
-    let sim = sim_with(|c| c.extra_resources = extra_resources()).await;
-    let path = rendered_file(name, text);
-    let out = kubectl(&sim.url(), &["apply", "-f", path.to_str().unwrap()]).await;
-    let stdout = ok(&out);
-    assert!(
-        stdout.contains("deployment.apps/kube-pulse created"),
-        "{stdout}"
-    );
-    let out = kubectl(
-        &sim.url(),
-        &[
-            "get",
-            "deployment",
-            "kube-pulse",
-            "-n",
-            "kube-pulse",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ],
-    )
-    .await;
-    let replicas = ok(&out).to_string();
-    let out = kubectl(&sim.url(), &["get", also, "-n", "kube-pulse", "-o", "name"]).await;
-    let listed = ok(&out).to_string();
-    sim.shutdown().await;
-    (replicas, listed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,20 +285,6 @@ async fn kubectl_applies_the_replicas_component_to_the_simulator() {
 }
 
 // ----------------------------------------------------------------- nats
-
-/// The document of `kind` named `name`.
-fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    docs.iter()
-        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-}
-
-/// Whether a label selector (`matchLabels`, or a Service's `selector`)
-/// selects pods with `labels`.
-fn selects(selector: &Value, labels: &Value) -> bool {
-    let selector = selector.as_object().expect("a selector");
-    !selector.is_empty() && selector.iter().all(|(k, v)| &labels[k] == v)
-}
 
 /// `key: value` settings of a nats.conf, in order; a list (`key: [`, one
 /// value a line, `]`) as its values separated by commas.

@@ -4,6 +4,7 @@
 mod cli;
 mod deploy;
 mod faults;
+mod helm;
 mod karpor;
 mod karpor_status;
 mod member_answers;

@@ -2,7 +2,8 @@
 //! test binary (`tests/gateway`) and the simulator's (`crates/kube-pulse-sim/tests/sim`).
 //!
 //! Each module is named for what it provides: simulated clusters ([`sim`]),
-//! polling ([`poll`]), kubectl and kustomize ([`kubectl`]), plain HTTP
+//! polling ([`poll`]), kubectl and kustomize ([`kubectl`]), rendered
+//! manifests ([`manifests`]), Helm's engine ([`helm`]), plain HTTP
 //! ([`http`]), the `kube-pulse` binary ([`binary`]), gateways in this process
 //! ([`gateway`]), clients of each transport ([`ws`], [`sse`], [`docs`],
 //! [`mirror`]), the real binary over three members ([`fleet`]), NATS
@@ -15,9 +16,11 @@ pub mod binary;
 pub mod docs;
 pub mod fleet;
 pub mod gateway;
+pub mod helm;
 pub mod http;
 pub mod kubectl;
 pub mod load;
+pub mod manifests;
 pub mod mirror;
 pub mod nats;
 pub mod poll;

@@ -1,0 +1,121 @@
+{{/*
+Names, labels and the checks every template shares.
+*/}}
+
+{{- define "kube-pulse.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The objects' base name: the release name, followed by the chart's name
+unless it already contains it (release `kube-pulse` gives `kube-pulse`,
+the names deploy/ uses).
+*/}}
+{{- define "kube-pulse.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kube-pulse.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The gateway pods' selector labels. */}}
+{{- define "kube-pulse.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kube-pulse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of every object of the gateway. */}}
+{{- define "kube-pulse.labels" -}}
+{{ include "kube-pulse.selectorLabels" . }}
+app.kubernetes.io/part-of: kube-pulse
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ include "kube-pulse.chart" . }}
+{{- end }}
+
+{{/* The NATS servers: name and selector labels (deploy/nats's). */}}
+{{- define "kube-pulse.natsName" -}}
+{{- printf "%s-nats" (include "kube-pulse.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kube-pulse.natsSelectorLabels" -}}
+app.kubernetes.io/name: nats
+app.kubernetes.io/instance: {{ include "kube-pulse.natsName" . }}
+{{- end }}
+
+{{- define "kube-pulse.natsLabels" -}}
+{{ include "kube-pulse.natsSelectorLabels" . }}
+app.kubernetes.io/part-of: kube-pulse
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ include "kube-pulse.chart" . }}
+{{- end }}
+
+{{/* The NATS password's Secret: yours, or the chart's. */}}
+{{- define "kube-pulse.natsAuthSecret" -}}
+{{- default (printf "%s-auth" (include "kube-pulse.natsName" .)) .Values.nats.auth.existingSecret }}
+{{- end }}
+
+{{- define "kube-pulse.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kube-pulse.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name: the ServiceAccount to use when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Karpor's namespace: the release's unless given. */}}
+{{- define "kube-pulse.karporNamespace" -}}
+{{- default .Release.Namespace .Values.karpor.namespace }}
+{{- end }}
+
+{{/* Where Karpor's kubeconfig is mounted. */}}
+{{- define "kube-pulse.karporDir" -}}
+/etc/karpor
+{{- end }}
+
+{{/*
+Gateway pods: replicas.count with Leases; else replicaCount, whose
+default is 2, or 1 with Karpor (one status writer).
+*/}}
+{{- define "kube-pulse.replicas" -}}
+{{- if .Values.replicas.enabled }}
+{{- .Values.replicas.count }}
+{{- else if not (kindIs "invalid" .Values.replicaCount) }}
+{{- .Values.replicaCount }}
+{{- else if .Values.karpor.enabled }}
+{{- 1 }}
+{{- else }}
+{{- 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Combinations the gateway would refuse or run wrongly, refused at render
+time with the reason.
+*/}}
+{{- define "kube-pulse.checks" -}}
+{{- if and .Values.nats.enabled (not .Values.replicas.enabled) }}
+{{- fail "nats.enabled needs replicas.enabled: --nats needs Lease ownership (docs/SCALE-OUT.md)" }}
+{{- end }}
+{{- if gt (int .Values.nats.streamReplicas) (int .Values.nats.servers) }}
+{{- fail (printf "nats.streamReplicas (%v) exceeds nats.servers (%v): JetStream places each copy on its own server" .Values.nats.streamReplicas .Values.nats.servers) }}
+{{- end }}
+{{- if .Values.karpor.enabled }}
+{{- if ne (include "kube-pulse.karporNamespace" .) .Release.Namespace }}
+{{- fail (printf "karpor.namespace is %s but the release is in %s: a pod mounts ConfigMaps of its own namespace only; install the chart in Karpor's namespace (helm install … -n %s)" .Values.karpor.namespace .Release.Namespace .Values.karpor.namespace) }}
+{{- end }}
+{{- if and (not .Values.replicas.enabled) (not .Values.karpor.readOnly) (gt (int (include "kube-pulse.replicas" .)) 1) }}
+{{- fail "replicaCount > 1 with karpor.enabled: every replica would write Karpor's status and all but one stand by; set replicas.enabled=true (Leases: each writes the Clusters it owns), replicaCount=1, or karpor.readOnly=true" }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,1081 @@
+//! The Helm chart (charts/kube-pulse), rendered by Helm's own engine
+//! (helm-python-sdk, Helm 4's SDK): for the default values and for every
+//! optional block (karpor, replicas, nats, monitoring, all together) it
+//! lints clean, validates against the Kubernetes schemas offline, embeds a
+//! config the gateway accepts and flags it parses, and applies to the
+//! simulator with kubectl; with the default values it is deploy/'s base,
+//! its blocks deploy/'s components (the one source of truth: both must
+//! agree, key for key). The values' contract (schema, every value used and
+//! documented) and the READMEs are in values.rs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use pulse_testkit::helm::{Helm, Render, Rendered};
+use pulse_testkit::kubectl::{kustomize, overlay};
+use pulse_testkit::manifests::{
+    self, documents, embedded_config, find, kinds, named, rendered_file, selects, serve_args,
+    validate,
+};
+use serde_json::{Value, json};
+
+mod values;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn chart() -> PathBuf {
+    Path::new(ROOT).join("charts/kube-pulse")
+}
+
+fn chart_file(name: &str) -> String {
+    std::fs::read_to_string(chart().join(name)).unwrap()
+}
+
+/// Values that turn every monitoring object on.
+fn monitoring_on() -> Value {
+    json!({
+        "prometheusRule": {"enabled": true},
+        "serviceMonitor": {"enabled": true},
+        "grafanaDashboard": {"enabled": true},
+    })
+}
+
+/// The renders every test reads: (name, values, release, namespace).
+fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    vec![
+        ("default", json!({}), "kube-pulse", "kube-pulse"),
+        // The documented install: next to Karpor, in its namespace.
+        (
+            "karpor",
+            json!({"karpor": {"enabled": true}}),
+            "kube-pulse",
+            "karpor",
+        ),
+        (
+            "replicas",
+            json!({"replicas": {"enabled": true}}),
+            "kube-pulse",
+            "kube-pulse",
+        ),
+        (
+            "nats",
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true}}),
+            "kube-pulse",
+            "kube-pulse",
+        ),
+        (
+            "monitoring",
+            json!({"monitoring": monitoring_on()}),
+            "kube-pulse",
+            "kube-pulse",
+        ),
+        // Everything at once, under another release name.
+        (
+            "all",
+            json!({
+                "karpor": {
+                    "enabled": true,
+                    "context": "karpor",
+                    "allowEndpoints": ["10.0.0.0/8"],
+                    "denyEndpoints": ["10.96.0.0/12", "192.168.0.0/16"],
+                },
+                "replicas": {"enabled": true, "count": 4},
+                "nats": {"enabled": true, "auth": {"password": "a-password"}},
+                "monitoring": monitoring_on(),
+                "config": {
+                    "allowedHosts": ["pulse.example.com"],
+                    "extra": {"appRetentionSeconds": 300, "podWatch": {"enabled": false}},
+                },
+                "rbac": {"extraRules": [{
+                    "apiGroups": ["example.com"],
+                    "resources": ["widgets"],
+                    "verbs": ["list", "watch"],
+                }]},
+            }),
+            "pulse",
+            "karpor",
+        ),
+        // Every other value away from its default.
+        (
+            "options",
+            json!({
+                "fullnameOverride": "pulse",
+                "image": {"tag": "0.1.1", "pullPolicy": "Always"},
+                "imagePullSecrets": [{"name": "registry"}],
+                "logFormat": "pretty",
+                "logLevel": "kube_pulse=debug",
+                "extraArgs": ["--max-connections", "5000"],
+                "extraEnv": [{"name": "TZ", "value": "UTC"}],
+                "extraVolumes": [{"name": "tokens", "secret": {"secretName": "pulse-tokens"}}],
+                "extraVolumeMounts": [{"name": "tokens", "mountPath": "/etc/pulse-tokens", "readOnly": true}],
+                "podAnnotations": {"example.com/team": "platform"},
+                "podLabels": {"team": "platform"},
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 100,
+                    "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "kube-pulse"}}},
+                }]}},
+                "serviceAccount": {"name": "pulse-gateway", "annotations": {"example.com/role": "pulse"}},
+                "service": {"type": "NodePort", "port": 8080, "sessionAffinity": "None", "annotations": {"example.com/lb": "internal"}},
+                "config": {"health": {"format": "kubernetes"}, "clusters": [], "syncRegistries": []},
+                "karpor": {"enabled": true, "allowExec": true, "kubeconfigConfigMap": "pulse-karpor", "kubeconfigKey": "kubeconfig"},
+                "replicas": {"enabled": true, "count": 2},
+                "nats": {
+                    "enabled": true,
+                    "servers": 5,
+                    "streamReplicas": 3,
+                    "storage": {"size": "20Gi", "storageClassName": "fast"},
+                    "jetstream": {"maxFileStore": "16GB"},
+                    "auth": {"user": "pulse", "existingSecret": "pulse-nats"},
+                },
+                "monitoring": {
+                    "prometheusRule": {"enabled": true, "labels": {"release": "prometheus"}},
+                    "serviceMonitor": {"enabled": true, "interval": "15s", "labels": {"release": "prometheus"}},
+                },
+            }),
+            "kube-pulse",
+            "karpor",
+        ),
+        (
+            "karpor-read-only",
+            json!({"karpor": {"enabled": true, "readOnly": true}, "replicaCount": 2}),
+            "kube-pulse",
+            "karpor",
+        ),
+    ]
+}
+
+/// Every variant rendered, in one run of Helm's engine; None when it is
+/// not installed (outside CI).
+fn renders() -> Option<&'static BTreeMap<&'static str, Rendered>> {
+    static RENDERS: OnceLock<Option<BTreeMap<&'static str, Rendered>>> = OnceLock::new();
+    RENDERS
+        .get_or_init(|| {
+            let helm = Helm::find_or_skip()?;
+            let variants = variants();
+            let jobs: Vec<Render> = variants
+                .iter()
+                .map(|(_, values, name, namespace)| Render {
+                    values: values.clone(),
+                    name: name.to_string(),
+                    namespace: namespace.to_string(),
+                })
+                .collect();
+            let rendered = helm.render(&chart(), &jobs);
+            Some(
+                variants
+                    .iter()
+                    .zip(rendered)
+                    .map(|((variant, ..), r)| {
+                        (*variant, r.unwrap_or_else(|e| panic!("{variant}: {e}")))
+                    })
+                    .collect(),
+            )
+        })
+        .as_ref()
+}
+
+/// A variant's manifests as text and documents.
+fn render(variant: &str) -> Option<(String, Vec<Value>)> {
+    let rendered = &renders()?[variant];
+    Some((rendered.manifests.clone(), documents(&rendered.manifests)))
+}
+
+fn release_namespace(variant: &str) -> &'static str {
+    variants()
+        .into_iter()
+        .find(|(v, ..)| *v == variant)
+        .unwrap()
+        .3
+}
+
+/// deploy/ with `components` (none: the base), as kustomize renders it.
+fn deploy(components: &[&str]) -> Vec<Value> {
+    let base = Path::new(ROOT).join("deploy");
+    if components.is_empty() {
+        return kustomize(&base).1;
+    }
+    let at = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("helm-{}", components.join("-")));
+    kustomize(&overlay(&at, &base, components)).1
+}
+
+fn container(docs: &[Value]) -> &Value {
+    &find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// The gateway's Service (named as its Deployment; the NATS Services
+/// come first in template order).
+fn gateway_service(docs: &[Value]) -> &Value {
+    let name = find(docs, "Deployment")["metadata"]["name"]
+        .as_str()
+        .unwrap();
+    named(docs, "Service", name)
+}
+
+fn config_yaml(docs: &[Value], name: &str) -> Value {
+    let text = named(docs, "ConfigMap", name)["data"]["config.yaml"]
+        .as_str()
+        .unwrap();
+    serde_yaml_ng::from_str(text).unwrap()
+}
+
+// ------------------------------------------------------------- helm lint
+
+#[test]
+fn the_chart_lints_clean_with_every_block() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    assert!(helm.version.starts_with("v4."), "{}", helm.version);
+    for (variant, values, _, namespace) in variants() {
+        let report = helm.lint(&chart(), &values, namespace);
+        assert_eq!(report["total_charts_linted"], 1, "{variant}: {report}");
+        // Severity 1 is information ("icon is recommended"); warnings and
+        // errors fail.
+        let serious: Vec<&Value> = report["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["severity"].as_u64().unwrap() >= 2)
+            .collect();
+        assert!(serious.is_empty(), "{variant}: {serious:?}");
+        assert_eq!(report["errors"], json!([]), "{variant}");
+    }
+    // Lint runs the schema too: a bad value is an error.
+    let report = helm.lint(&chart(), &json!({"replicas": {"count": "3"}}), "kube-pulse");
+    assert_ne!(report["errors"], json!([]), "{report}");
+}
+
+// ------------------------------------------------- offline validation
+
+#[test]
+fn every_render_validates_against_the_kubernetes_schemas() {
+    if renders().is_none() {
+        return;
+    }
+    let expected: [(&str, &[&str]); 7] = [
+        (
+            "default",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Service",
+                "ServiceAccount",
+            ],
+        ),
+        (
+            "karpor",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Service",
+                "ServiceAccount",
+            ],
+        ),
+        (
+            "replicas",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "PodDisruptionBudget",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Service",
+                "ServiceAccount",
+            ],
+        ),
+        (
+            "nats",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "Secret",
+                "ConfigMap",
+                "NetworkPolicy",
+                "PodDisruptionBudget",
+                "Service",
+                "Service",
+                "StatefulSet",
+                "PodDisruptionBudget",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Service",
+                "ServiceAccount",
+            ],
+        ),
+        (
+            "monitoring",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ConfigMap",
+                "PrometheusRule",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Service",
+                "ServiceAccount",
+                "ServiceMonitor",
+            ],
+        ),
+        (
+            "all",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ConfigMap",
+                "Secret",
+                "ConfigMap",
+                "NetworkPolicy",
+                "PodDisruptionBudget",
+                "Service",
+                "Service",
+                "StatefulSet",
+                "PodDisruptionBudget",
+                "PrometheusRule",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Service",
+                "ServiceAccount",
+                "ServiceMonitor",
+            ],
+        ),
+        (
+            "options",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ConfigMap",
+                "NetworkPolicy",
+                "PodDisruptionBudget",
+                "Service",
+                "Service",
+                "StatefulSet",
+                "PodDisruptionBudget",
+                "PrometheusRule",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Service",
+                "ServiceAccount",
+                "ServiceMonitor",
+            ],
+        ),
+    ];
+    for (variant, kinds_expected) in expected {
+        let (text, docs) = render(variant).unwrap();
+        assert_eq!(kinds(&docs), kinds_expected, "{variant}");
+        validate(&format!("helm-{variant}"), &text);
+        // Everything namespaced is in the release namespace, labelled as
+        // part of kube-pulse.
+        let namespace = release_namespace(variant);
+        for doc in &docs {
+            let kind = doc["kind"].as_str().unwrap();
+            if !["ClusterRole", "ClusterRoleBinding"].contains(&kind) {
+                assert_eq!(doc["metadata"]["namespace"], namespace, "{variant}: {doc}");
+            }
+            assert_eq!(
+                doc["metadata"]["labels"]["app.kubernetes.io/part-of"], "kube-pulse",
+                "{variant}: {doc}"
+            );
+        }
+    }
+}
+
+/// Each variant's embedded config is accepted by the gateway, its flags
+/// parse, and in-cluster callers reach it by its Service's names.
+#[test]
+fn every_render_embeds_a_config_the_gateway_accepts() {
+    if renders().is_none() {
+        return;
+    }
+    for (variant, ..) in variants() {
+        let (_, docs) = render(variant).unwrap();
+        let service = gateway_service(&docs);
+        let name = service["metadata"]["name"].as_str().unwrap();
+        let namespace = service["metadata"]["namespace"].as_str().unwrap();
+        let config = embedded_config(&format!("helm-{variant}"), named(&docs, "ConfigMap", name));
+        assert_eq!(config.listen.unwrap().port(), 8080, "{variant}");
+        for host in [
+            name.to_string(),
+            format!("{name}.{namespace}"),
+            format!("{name}.{namespace}.svc"),
+            format!("{name}.{namespace}.svc.cluster.local"),
+        ] {
+            assert!(
+                kube_pulse::http::guard::host_allowed(&host, &config.allowed_hosts),
+                "{variant}: {host} is not in allowedHosts"
+            );
+        }
+        let serve = serve_args(&docs);
+        assert_eq!(
+            serve.config.as_deref(),
+            Some(Path::new("/etc/kube-pulse/config.yaml")),
+            "{variant}"
+        );
+        assert_eq!(
+            serve.security.auth_settings().mode,
+            kube_pulse::auth::ModeName::Kubernetes,
+            "{variant}"
+        );
+        // The ConfigMap is mounted where --config reads it.
+        let pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["configMap"]["name"] == name)
+            .unwrap_or_else(|| panic!("{variant}: the ConfigMap is no volume"));
+        let mount = container(&docs)["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume["name"])
+            .unwrap();
+        assert_eq!(mount["mountPath"], "/etc/kube-pulse", "{variant}");
+        // The Service reaches the gateway's pods.
+        let labels = &find(&docs, "Deployment")["spec"]["template"]["metadata"]["labels"];
+        assert!(selects(&service["spec"]["selector"], labels), "{variant}");
+    }
+    // `config.extra` reaches the file; `config.allowedHosts` adds to the
+    // Service's names; `rbac.extraRules` to the ClusterRole.
+    let (_, docs) = render("all").unwrap();
+    let config = embedded_config(
+        "helm-all-extra",
+        named(&docs, "ConfigMap", "pulse-kube-pulse"),
+    );
+    assert_eq!(config.app_retention_seconds, Some(300));
+    assert!(!config.pod_watch.enabled);
+    assert!(
+        config
+            .allowed_hosts
+            .contains(&"pulse.example.com".to_string())
+    );
+    let rules = find(&docs, "ClusterRole")["rules"].as_array().unwrap();
+    assert_eq!(rules.last().unwrap()["resources"], json!(["widgets"]));
+}
+
+/// Each value of the "options" render, away from its default, lands where
+/// values.yaml says.
+#[test]
+fn every_value_reaches_its_place() {
+    let Some((_, docs)) = render("options") else {
+        return;
+    };
+    let deployment = named(&docs, "Deployment", "pulse");
+    let pod = &deployment["spec"]["template"];
+    let spec = &pod["spec"];
+    let gateway = &spec["containers"][0];
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(gateway["image"], "ghcr.io/kube-pulse/kube-pulse:0.1.1");
+    assert_eq!(gateway["imagePullPolicy"], "Always");
+    assert_eq!(spec["imagePullSecrets"], json!([{"name": "registry"}]));
+    let args = gateway["args"].as_array().unwrap();
+    assert_eq!(args[4], "pretty");
+    assert_eq!(
+        &args[args.len() - 2..],
+        [json!("--max-connections"), json!("5000")]
+    );
+    let env = gateway["env"].as_array().unwrap();
+    assert!(env.contains(&json!({"name": "RUST_LOG", "value": "kube_pulse=debug"})));
+    assert!(env.contains(&json!({"name": "TZ", "value": "UTC"})));
+    assert!(
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "tokens", "secret": {"secretName": "pulse-tokens"}}))
+    );
+    assert!(
+        gateway["volumeMounts"].as_array().unwrap().contains(
+            &json!({"name": "tokens", "mountPath": "/etc/pulse-tokens", "readOnly": true})
+        )
+    );
+    assert_eq!(
+        pod["metadata"]["annotations"]["example.com/team"],
+        "platform"
+    );
+    assert_eq!(pod["metadata"]["labels"]["team"], "platform");
+    assert_eq!(spec["nodeSelector"], json!({"kubernetes.io/os": "linux"}));
+    assert_eq!(spec["tolerations"][0]["key"], "dedicated");
+    assert!(spec["affinity"]["podAntiAffinity"].is_object());
+    // The named ServiceAccount, bound to the roles.
+    assert_eq!(spec["serviceAccountName"], "pulse-gateway");
+    let account = named(&docs, "ServiceAccount", "pulse-gateway");
+    assert_eq!(
+        account["metadata"]["annotations"]["example.com/role"],
+        "pulse"
+    );
+    for binding in ["ClusterRoleBinding", "RoleBinding"] {
+        assert_eq!(find(&docs, binding)["subjects"][0]["name"], "pulse-gateway");
+    }
+    let service = named(&docs, "Service", "pulse")["spec"].clone();
+    assert_eq!(service["type"], "NodePort");
+    assert_eq!(service["ports"][0]["port"], 8080);
+    assert_eq!(service["sessionAffinity"], "None");
+    assert_eq!(
+        named(&docs, "Service", "pulse")["metadata"]["annotations"]["example.com/lb"],
+        "internal"
+    );
+    // The config file: the health format, no members of its own, Karpor's
+    // kubeconfig under its key in the ConfigMap named, exec plugins run.
+    let file = embedded_config("helm-options", named(&docs, "ConfigMap", "pulse"));
+    assert_eq!(
+        config_yaml(&docs, "pulse")["health"]["format"],
+        "kubernetes"
+    );
+    assert!(file.clusters.is_empty() && file.sync_registries.is_empty());
+    let karpor = file.karpor.unwrap();
+    assert_eq!(
+        karpor.kubeconfig.as_deref(),
+        Some(Path::new("/etc/karpor/kubeconfig"))
+    );
+    assert!(karpor.allow_exec);
+    assert!(spec["volumes"].as_array().unwrap().contains(&json!({
+        "name": "karpor-kubeconfig",
+        "configMap": {"name": "pulse-karpor", "items": [{"key": "kubeconfig", "path": "kubeconfig"}]},
+    })));
+    // NATS: five servers, three copies, the claim, the store, the user and
+    // a Secret of the operator's (none rendered).
+    let statefulset = named(&docs, "StatefulSet", "pulse-nats")["spec"].clone();
+    assert_eq!(statefulset["replicas"], 5);
+    let claim = &statefulset["volumeClaimTemplates"][0]["spec"];
+    assert_eq!(claim["storageClassName"], "fast");
+    assert_eq!(claim["resources"]["requests"]["storage"], "20Gi");
+    let conf = named(&docs, "ConfigMap", "pulse-nats")["data"]["nats.conf"]
+        .as_str()
+        .unwrap();
+    assert!(
+        conf.contains("nats://pulse-nats-4.pulse-nats-headless:6222"),
+        "{conf}"
+    );
+    assert!(conf.contains("max_file_store: 16GB"), "{conf}");
+    assert!(conf.contains("user: pulse\n"), "{conf}");
+    let serve = serve_args(&docs);
+    assert_eq!(serve.nats_auth.nats_user.as_deref(), Some("pulse"));
+    assert_eq!(serve.nats_stream_replicas, Some(3));
+    assert!(!kinds(&docs).contains(&"Secret"));
+    let password = &statefulset["template"]["spec"]["containers"][0]["env"][1];
+    assert_eq!(password["valueFrom"]["secretKeyRef"]["name"], "pulse-nats");
+    assert!(
+        spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "pulse-nats")
+    );
+    // Monitoring: the labels Prometheus selects by, the interval.
+    for kind in ["PrometheusRule", "ServiceMonitor"] {
+        assert_eq!(
+            find(&docs, kind)["metadata"]["labels"]["release"],
+            "prometheus",
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        find(&docs, "ServiceMonitor")["spec"]["endpoints"][0]["interval"],
+        "15s"
+    );
+}
+
+// ------------------------------------------------ one source of truth
+
+/// With the default values (release `kube-pulse` in namespace
+/// `kube-pulse`) the chart is deploy/'s base: the same config file key for
+/// key, the same container (flags, probes, ports, resources, security
+/// context, image), pod settings, RBAC rules and Service. The documented
+/// differences (charts/kube-pulse/README.md, "Same as deploy/"): Helm's
+/// labels (the selector adds `app.kubernetes.io/instance`), the config's
+/// checksum annotation, an explicit imagePullPolicy, and no Namespace
+/// object (`helm install -n NS --create-namespace`).
+#[test]
+fn the_default_render_is_deploys_base() {
+    let Some((_, docs)) = render("default") else {
+        return;
+    };
+    let base = deploy(&[]);
+    assert_eq!(
+        config_yaml(&docs, "kube-pulse"),
+        config_yaml(&base, "kube-pulse"),
+        "the chart's default config.yaml differs from deploy/configmap.yaml's"
+    );
+    let (ours, theirs) = (container(&docs), container(&base));
+    for key in [
+        "name",
+        "image",
+        "args",
+        "env",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+        "volumeMounts",
+    ] {
+        assert_eq!(ours[key], theirs[key], "container {key}");
+    }
+    let pod = |docs: &[Value]| find(docs, "Deployment")["spec"].clone();
+    let (ours, theirs) = (pod(&docs), pod(&base));
+    assert_eq!(ours["replicas"], theirs["replicas"]);
+    for key in [
+        "serviceAccountName",
+        "terminationGracePeriodSeconds",
+        "securityContext",
+        "volumes",
+    ] {
+        assert_eq!(
+            ours["template"]["spec"][key], theirs["template"]["spec"][key],
+            "pod {key}"
+        );
+    }
+    assert_eq!(
+        find(&docs, "ClusterRole")["rules"],
+        find(&base, "ClusterRole")["rules"]
+    );
+    assert_eq!(
+        find(&docs, "ClusterRoleBinding")["subjects"],
+        find(&base, "ClusterRoleBinding")["subjects"]
+    );
+    let service = |docs: &[Value]| find(docs, "Service")["spec"].clone();
+    let (ours, theirs) = (service(&docs), service(&base));
+    assert_eq!(ours["ports"], theirs["ports"]);
+    assert_eq!(ours["sessionAffinity"], theirs["sessionAffinity"]);
+    assert_eq!(
+        find(&docs, "ServiceAccount")["automountServiceAccountToken"],
+        find(&base, "ServiceAccount")["automountServiceAccountToken"]
+    );
+}
+
+/// `replicas.enabled` is deploy/replicas: the same flags and environment
+/// (`--lease-in-cluster`, POD_NAME), the same Role on Leases, a PDB of one
+/// pod at a time over the gateway's pods, and the base's config.
+#[test]
+fn the_replicas_block_is_deploys_replicas_component() {
+    let Some((_, docs)) = render("replicas") else {
+        return;
+    };
+    let theirs = deploy(&["replicas"]);
+    assert_eq!(find(&docs, "Deployment")["spec"]["replicas"], 3);
+    assert_eq!(container(&docs)["args"], container(&theirs)["args"]);
+    assert_eq!(container(&docs)["env"], container(&theirs)["env"]);
+    assert_eq!(find(&docs, "Role")["rules"], find(&theirs, "Role")["rules"]);
+    let binding = find(&docs, "RoleBinding");
+    assert_eq!(
+        binding["roleRef"]["name"],
+        find(&docs, "Role")["metadata"]["name"]
+    );
+    assert_eq!(
+        binding["subjects"],
+        find(&theirs, "RoleBinding")["subjects"]
+    );
+    let pdb = find(&docs, "PodDisruptionBudget");
+    assert_eq!(
+        pdb["spec"]["maxUnavailable"],
+        find(&theirs, "PodDisruptionBudget")["spec"]["maxUnavailable"]
+    );
+    let labels = &find(&docs, "Deployment")["spec"]["template"]["metadata"]["labels"];
+    assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels));
+    assert_eq!(
+        config_yaml(&docs, "kube-pulse"),
+        config_yaml(&deploy(&[]), "kube-pulse")
+    );
+    let serve = serve_args(&docs);
+    assert!(serve.lease_in_cluster && serve.lease_namespace.is_none());
+}
+
+/// `nats.enabled` is deploy/nats: nats.conf byte for byte (so the real
+/// nats-server's acceptance of deploy/'s, tests/gateway/deploy.rs, holds
+/// for the chart's), the same gateway flags, NATS container, volumes and
+/// Services; the Secret the gateway and the servers read is the chart's,
+/// with a random password unless one is given.
+#[test]
+fn the_nats_block_is_deploys_nats_component() {
+    let Some((_, docs)) = render("nats") else {
+        return;
+    };
+    let theirs = deploy(&["replicas", "nats"]);
+    let conf = |docs: &[Value]| {
+        named(docs, "ConfigMap", "kube-pulse-nats")["data"]["nats.conf"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        conf(&docs),
+        conf(&theirs),
+        "the chart's nats.conf differs from deploy/nats/nats-config.yaml's"
+    );
+    assert_eq!(container(&docs)["args"], container(&theirs)["args"]);
+    let pod = |docs: &[Value]| find(docs, "Deployment")["spec"]["template"]["spec"].clone();
+    assert_eq!(pod(&docs)["volumes"], pod(&theirs)["volumes"]);
+    assert_eq!(
+        container(&docs)["volumeMounts"],
+        container(&theirs)["volumeMounts"]
+    );
+    let statefulset =
+        |docs: &[Value]| named(docs, "StatefulSet", "kube-pulse-nats")["spec"].clone();
+    let (ours, deploys) = (statefulset(&docs), statefulset(&theirs));
+    for key in ["replicas", "serviceName", "podManagementPolicy"] {
+        assert_eq!(ours[key], deploys[key], "StatefulSet {key}");
+    }
+    assert_eq!(
+        ours["volumeClaimTemplates"][0]["spec"],
+        deploys["volumeClaimTemplates"][0]["spec"]
+    );
+    let (ours_pod, deploys_pod) = (&ours["template"]["spec"], &deploys["template"]["spec"]);
+    for key in [
+        "automountServiceAccountToken",
+        "terminationGracePeriodSeconds",
+        "securityContext",
+        "volumes",
+    ] {
+        assert_eq!(ours_pod[key], deploys_pod[key], "NATS pod {key}");
+    }
+    let (ours_c, deploys_c) = (&ours_pod["containers"][0], &deploys_pod["containers"][0]);
+    for key in [
+        "image",
+        "command",
+        "env",
+        "ports",
+        "startupProbe",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+        "volumeMounts",
+    ] {
+        assert_eq!(ours_c[key], deploys_c[key], "NATS container {key}");
+    }
+    for name in ["kube-pulse-nats", "kube-pulse-nats-headless"] {
+        let (a, b) = (
+            &named(&docs, "Service", name)["spec"],
+            &named(&theirs, "Service", name)["spec"],
+        );
+        assert_eq!(a["ports"], b["ports"], "{name}");
+        assert_eq!(a["clusterIP"], b["clusterIP"], "{name}");
+        assert!(
+            selects(&a["selector"], &ours["template"]["metadata"]["labels"]),
+            "{name}"
+        );
+    }
+    // The NetworkPolicy: the gateway's pods on the client port, the NATS
+    // pods on the route port.
+    let policy = &named(&docs, "NetworkPolicy", "kube-pulse-nats")["spec"];
+    let gateway_labels = &find(&docs, "Deployment")["spec"]["template"]["metadata"]["labels"];
+    let nats_labels = &ours["template"]["metadata"]["labels"];
+    assert!(selects(&policy["podSelector"]["matchLabels"], nats_labels));
+    let ingress = policy["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 2);
+    assert_eq!(
+        ingress[0]["ports"],
+        json!([{"port": 4222, "protocol": "TCP"}])
+    );
+    assert!(selects(
+        &ingress[0]["from"][0]["podSelector"]["matchLabels"],
+        gateway_labels
+    ));
+    assert!(!selects(
+        &ingress[0]["from"][0]["podSelector"]["matchLabels"],
+        nats_labels
+    ));
+    assert_eq!(
+        ingress[1]["ports"],
+        json!([{"port": 6222, "protocol": "TCP"}])
+    );
+    assert!(selects(
+        &ingress[1]["from"][0]["podSelector"]["matchLabels"],
+        nats_labels
+    ));
+    let pdb = named(&docs, "PodDisruptionBudget", "kube-pulse-nats");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert!(selects(
+        &pdb["spec"]["selector"]["matchLabels"],
+        nats_labels
+    ));
+    // The password: random and long by default, the given one otherwise.
+    let secret = named(&docs, "Secret", "kube-pulse-nats-auth");
+    let password = secret["stringData"]["password"].as_str().unwrap();
+    assert!(password.len() >= 32, "{password}");
+    assert!(!password.contains("REPLACE"), "{password}");
+    let (_, all) = render("all").unwrap();
+    let secret = named(&all, "Secret", "pulse-kube-pulse-nats-auth");
+    assert_eq!(secret["stringData"]["password"], "a-password");
+    // The gateway logs in as the user nats.conf admits, with the mounted
+    // password, to the client Service.
+    let mut serve = serve_args(&docs);
+    serve.nats_auth.nats_password_file = Some(rendered_file("helm-nats-password", "a-password\n"));
+    let settings = serve
+        .nats_with_env(None, &|_| None)
+        .unwrap()
+        .expect("--nats");
+    assert_eq!(settings.url, "nats://kube-pulse-nats:4222");
+    assert_eq!(settings.replicas, 3);
+    assert_eq!(settings.auth.describe(), "user kube-pulse");
+    // Under another release name the names follow it, consistently.
+    let serve = serve_args(&all);
+    assert_eq!(
+        serve.nats.as_ref().map(|u| u.0.as_str()),
+        Some("nats://pulse-kube-pulse-nats:4222")
+    );
+    let conf = named(&all, "ConfigMap", "pulse-kube-pulse-nats")["data"]["nats.conf"]
+        .as_str()
+        .unwrap();
+    assert!(
+        conf.contains("nats://pulse-kube-pulse-nats-2.pulse-kube-pulse-nats-headless:6222"),
+        "{conf}"
+    );
+}
+
+// ------------------------------------------------------------- karpor
+
+/// `karpor.enabled` mounts Karpor's kubeconfig ConfigMap (its chart's
+/// `karpor-kubeconfig`, key `config`) and names the mounted file in the
+/// config's `karpor:` block, which the gateway turns into its Karpor
+/// settings: a status writer, unless `karpor.readOnly`; the endpoint
+/// policy's blocks as given. One replica by default (one status writer).
+#[test]
+fn karpor_mounts_its_kubeconfig_and_turns_the_integration_on() {
+    let Some((_, docs)) = render("karpor") else {
+        return;
+    };
+    assert_eq!(find(&docs, "Deployment")["spec"]["replicas"], 1);
+    let pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["configMap"]["name"] == "karpor-kubeconfig")
+        .expect("Karpor's kubeconfig ConfigMap as a volume");
+    assert_eq!(
+        volume["configMap"]["items"],
+        json!([{"key": "config", "path": "config"}])
+    );
+    let mount = container(&docs)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("mounted");
+    assert_eq!(mount["readOnly"], true);
+    let file = embedded_config("helm-karpor", named(&docs, "ConfigMap", "kube-pulse"));
+    let karpor = file.karpor.clone().expect("a karpor: block");
+    let mounted = Path::new(mount["mountPath"].as_str().unwrap()).join("config");
+    assert_eq!(karpor.kubeconfig.as_deref(), Some(mounted.as_path()));
+    // The gateway's Karpor settings, with a kubeconfig here in place of the
+    // mounted one (the gateway opens it at start).
+    let settings = |docs: &[Value], file: &kube_pulse::config::FileConfig| {
+        let mut karpor = file.karpor.clone().unwrap();
+        karpor.kubeconfig = Some(rendered_file(
+            "helm-karpor-kubeconfig",
+            "apiVersion: v1\nkind: Config\n",
+        ));
+        serve_args(docs)
+            .karpor(Some(&karpor))
+            .unwrap()
+            .expect("Karpor is on")
+    };
+    let on = settings(&docs, &file);
+    assert!(on.status.is_some(), "status is written back");
+    assert!(on.endpoints.allow.is_empty() && on.endpoints.deny.is_empty());
+    assert_eq!(on.context, None);
+    // The host member stays beside Karpor's (config.clusters).
+    assert_eq!(file.clusters[0].name, "host");
+
+    let (_, all) = render("all").unwrap();
+    let file = embedded_config(
+        "helm-all-karpor",
+        named(&all, "ConfigMap", "pulse-kube-pulse"),
+    );
+    let on = settings(&all, &file);
+    let blocks = |b: &[kube_pulse::http_settings::Cidr]| -> Vec<String> {
+        b.iter().map(ToString::to_string).collect()
+    };
+    assert_eq!(blocks(&on.endpoints.allow), ["10.0.0.0/8"]);
+    assert_eq!(
+        blocks(&on.endpoints.deny),
+        ["10.96.0.0/12", "192.168.0.0/16"]
+    );
+    assert_eq!(on.context.as_deref(), Some("karpor"));
+    // With Leases, as many replicas as asked, each writing what it owns.
+    assert_eq!(find(&all, "Deployment")["spec"]["replicas"], 4);
+    assert!(serve_args(&all).lease_in_cluster);
+
+    let (_, read_only) = render("karpor-read-only").unwrap();
+    let file = embedded_config(
+        "helm-karpor-ro",
+        named(&read_only, "ConfigMap", "kube-pulse"),
+    );
+    assert!(
+        settings(&read_only, &file).status.is_none(),
+        "karpor.readOnly writes nothing"
+    );
+    assert_eq!(find(&read_only, "Deployment")["spec"]["replicas"], 2);
+}
+
+// ------------------------------------------------------------- monitoring
+
+/// The PrometheusRule carries deploy/'s rules file unchanged, the
+/// ServiceMonitor scrapes the Service's port under the job KubePulseDown
+/// expects whatever the release is called, and the dashboard is deploy/'s.
+#[test]
+fn the_monitoring_block_is_deploys_rules_and_dashboard() {
+    let monitoring = Path::new(ROOT).join("deploy/monitoring");
+    // The chart's copies (a chart reads only its own files) are deploy/'s.
+    for (ours, theirs) in [
+        ("files/kube-pulse.rules.yaml", "kube-pulse.rules.yaml"),
+        ("files/grafana-dashboard.json", "grafana-dashboard.json"),
+    ] {
+        assert_eq!(
+            chart_file(ours),
+            std::fs::read_to_string(monitoring.join(theirs)).unwrap(),
+            "charts/kube-pulse/{ours} differs from deploy/monitoring/{theirs}: copy it"
+        );
+    }
+    let Some((_, docs)) = render("all") else {
+        return;
+    };
+    let rules: Value = serde_yaml_ng::from_str(&chart_file("files/kube-pulse.rules.yaml")).unwrap();
+    assert_eq!(find(&docs, "PrometheusRule")["spec"], rules);
+    let monitor = find(&docs, "ServiceMonitor");
+    let service = gateway_service(&docs);
+    assert!(selects(
+        &monitor["spec"]["selector"]["matchLabels"],
+        &service["metadata"]["labels"]
+    ));
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["port"],
+        service["spec"]["ports"][0]["name"]
+    );
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+    // The job is the Service's label named by jobLabel: `kube-pulse`, as
+    // the rules' `up{job="kube-pulse"}` expects, though the release (and
+    // the Service) is `pulse-kube-pulse`.
+    assert_eq!(service["metadata"]["name"], "pulse-kube-pulse");
+    let job_label = monitor["spec"]["jobLabel"].as_str().unwrap();
+    let job = service["metadata"]["labels"][job_label].as_str().unwrap();
+    assert!(
+        chart_file("files/kube-pulse.rules.yaml").contains(&format!("up{{job=\"{job}\"}}")),
+        "{job}"
+    );
+    let dashboard = named(&docs, "ConfigMap", "pulse-kube-pulse-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json_text = dashboard["data"]["kube-pulse.json"].as_str().unwrap();
+    let ours: Value = serde_json::from_str(json_text).unwrap();
+    let theirs: Value = serde_json::from_str(&chart_file("files/grafana-dashboard.json")).unwrap();
+    assert_eq!(ours, theirs);
+}
+
+// ------------------------------------------------------------- kubectl
+
+/// Every render applies to the simulator with kubectl (the Prometheus
+/// Operator's kinds served as if their CRDs were installed), into a
+/// namespace made first as `helm install --create-namespace` does, beside
+/// Karpor's kubeconfig ConfigMap for the Karpor variants, as Karpor's
+/// chart leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_every_render_to_the_simulator() {
+    if renders().is_none() {
+        return;
+    }
+    let expected: [(&str, &str, &str, &[&str]); 4] = [
+        (
+            "default",
+            "kube-pulse",
+            "2",
+            &["configmap/kube-pulse", "service/kube-pulse"],
+        ),
+        (
+            "karpor",
+            "kube-pulse",
+            "1",
+            &[
+                "configmap/karpor-kubeconfig",
+                "configmap/kube-pulse",
+                "service/kube-pulse",
+            ],
+        ),
+        (
+            "nats",
+            "kube-pulse",
+            "3",
+            &[
+                "configmap/kube-pulse",
+                "configmap/kube-pulse-nats",
+                "networkpolicy.networking.k8s.io/kube-pulse-nats",
+                "poddisruptionbudget.policy/kube-pulse",
+                "poddisruptionbudget.policy/kube-pulse-nats",
+                "role.rbac.authorization.k8s.io/kube-pulse-leases",
+                "secret/kube-pulse-nats-auth",
+                "service/kube-pulse",
+                "service/kube-pulse-nats",
+                "service/kube-pulse-nats-headless",
+                "statefulset.apps/kube-pulse-nats",
+            ],
+        ),
+        (
+            "all",
+            "pulse-kube-pulse",
+            "4",
+            &[
+                "configmap/karpor-kubeconfig",
+                "configmap/pulse-kube-pulse",
+                "configmap/pulse-kube-pulse-dashboard",
+                "configmap/pulse-kube-pulse-nats",
+                "networkpolicy.networking.k8s.io/pulse-kube-pulse-nats",
+                "poddisruptionbudget.policy/pulse-kube-pulse",
+                "poddisruptionbudget.policy/pulse-kube-pulse-nats",
+                "prometheusrule.monitoring.coreos.com/pulse-kube-pulse",
+                "role.rbac.authorization.k8s.io/pulse-kube-pulse-leases",
+                "secret/pulse-kube-pulse-nats-auth",
+                "service/pulse-kube-pulse",
+                "service/pulse-kube-pulse-nats",
+                "service/pulse-kube-pulse-nats-headless",
+                "servicemonitor.monitoring.coreos.com/pulse-kube-pulse",
+                "statefulset.apps/pulse-kube-pulse-nats",
+            ],
+        ),
+    ];
+    for (variant, deployment, replicas, listed_expected) in expected {
+        let (text, docs) = render(variant).unwrap();
+        let namespace = release_namespace(variant);
+        let mut before =
+            format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n");
+        if config_has_karpor(&docs) {
+            before.push_str(&format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: karpor-kubeconfig\n  namespace: {namespace}\ndata:\n  config: |\n    apiVersion: v1\n    kind: Config\n"
+            ));
+        }
+        let applied = manifests::apply(
+            &format!("helm-apply-{variant}"),
+            &format!("{before}{text}"),
+            namespace,
+            deployment,
+            "configmaps,networkpolicies,poddisruptionbudgets,prometheusrules,roles,secrets,servicemonitors,services,statefulsets",
+        )
+        .await;
+        assert_eq!(applied.replicas, replicas, "{variant}");
+        let mut listed: Vec<&str> = applied.listed.lines().collect();
+        listed.sort_unstable();
+        assert_eq!(listed, listed_expected, "{variant}: {}", applied.output);
+    }
+}
+
+fn config_has_karpor(docs: &[Value]) -> bool {
+    docs.iter().any(|d| {
+        d["kind"] == "ConfigMap"
+            && d["data"]["config.yaml"]
+                .as_str()
+                .is_some_and(|c| c.contains("\nkarpor:"))
+    })
+}

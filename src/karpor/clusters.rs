@@ -9,6 +9,9 @@
 //! the reason, and no sources run. Only a name that cannot be a topic segment
 //! (not a DNS label) skips the object, with a log line.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use base64::Engine;
 use serde_json::{Value, json};
 
@@ -40,29 +43,88 @@ pub async fn convert(
     allow_exec: bool,
     endpoints: &EndpointPolicy,
 ) -> Conversion {
-    let mut out = Conversion::default();
-    for cluster in clusters {
-        let name = cluster.metadata.name.clone().unwrap_or_default();
-        if !crate::names::valid_name(&name) {
-            out.skipped.push((
-                name.clone(),
-                format!(
-                    "Karpor cluster {name:?} is left out: its name must be a DNS label (lower-case letters, digits and '-', at most 63) to name a topic"
-                ),
-            ));
-            continue;
-        }
-        match member(&name, &cluster.spec.access, allow_exec, endpoints).await {
-            Ok(member) => out.members.push(member),
-            Err((reason, message)) => out.held.push(HeldMember {
-                name,
-                server: cluster.spec.access.endpoint.clone(),
-                reason: reason.into(),
-                message,
-            }),
-        }
+    Converted::default()
+        .convert(clusters, allow_exec, endpoints)
+        .await
+}
+
+/// How long a conversion is reused while its object's access settings stay
+/// the same: after that the object is converted again (its endpoint's name
+/// resolved anew, its client built again).
+pub const REUSED_FOR: Duration = Duration::from_secs(300);
+
+/// The conversions of the objects seen last, reused while an object's
+/// access settings stay the same: a change to one of thousands of Clusters
+/// converts one, not thousands (each conversion builds a client).
+#[derive(Default)]
+pub struct Converted {
+    entries: HashMap<String, Entry>,
+}
+
+impl std::fmt::Debug for Converted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Converted")
+            .field("entries", &self.entries.len())
+            .finish()
     }
-    out
+}
+
+struct Entry {
+    access: ClusterAccess,
+    at: Instant,
+    result: Result<Member, (&'static str, String)>,
+}
+
+impl Converted {
+    /// [`convert`], reusing the conversions of objects whose access
+    /// settings did not change in the last [`REUSED_FOR`]. A name that did
+    /// not resolve is never reused: it is resolved on every conversion.
+    pub async fn convert(
+        &mut self,
+        clusters: &[Cluster],
+        allow_exec: bool,
+        endpoints: &EndpointPolicy,
+    ) -> Conversion {
+        let mut out = Conversion::default();
+        let mut seen = HashMap::with_capacity(clusters.len());
+        for cluster in clusters {
+            let name = cluster.metadata.name.clone().unwrap_or_default();
+            if !crate::names::valid_name(&name) {
+                out.skipped.push((
+                    name.clone(),
+                    format!(
+                        "Karpor cluster {name:?} is left out: its name must be a DNS label (lower-case letters, digits and '-', at most 63) to name a topic"
+                    ),
+                ));
+                continue;
+            }
+            let access = &cluster.spec.access;
+            let entry = match self.entries.remove(&name) {
+                Some(entry) if entry.access == *access && entry.at.elapsed() < REUSED_FOR => entry,
+                _ => Entry {
+                    access: access.clone(),
+                    at: Instant::now(),
+                    result: member(&name, access, allow_exec, endpoints).await,
+                },
+            };
+            match &entry.result {
+                Ok(member) => out.members.push(member.clone()),
+                Err((reason, message)) => out.held.push(HeldMember {
+                    name: name.clone(),
+                    server: access.endpoint.clone(),
+                    reason: (*reason).into(),
+                    message: message.clone(),
+                }),
+            }
+            let again =
+                matches!(&entry.result, Err((reason, _)) if *reason == ENDPOINT_NOT_RESOLVED);
+            if !again {
+                seen.insert(name, entry);
+            }
+        }
+        self.entries = seen;
+        out
+    }
 }
 
 /// Why a cluster is held: (reason, message).
@@ -92,7 +154,7 @@ async fn member(
     // A client now (certificates parsed; an allowed exec plugin run), so a
     // bad object is held here instead of refusing every member's change.
     let probe = config.clone();
-    tokio::task::spawn_blocking(move || kube::Client::try_from(probe).map(drop))
+    tokio::task::spawn_blocking(move || crate::sources::bounded::client(probe).map(drop))
         .await
         .map_err(|e| invalid(format!("cannot build a client: {e}")))?
         .map_err(|e| invalid(format!("cannot build a client: {e}")))?;

@@ -183,6 +183,7 @@ pub fn spawn(
         registries: Objects::new(),
         discovered: BTreeMap::new(),
         convert_again: None,
+        converted: clusters::Converted::default(),
         reported: BTreeSet::new(),
         down: false,
     };
@@ -202,6 +203,8 @@ struct Source {
     /// (a failure's retry, or the refresh), or an endpoint's name that did
     /// not resolve.
     convert_again: Option<tokio::time::Instant>,
+    /// The last conversions of the Cluster objects, reused while unchanged.
+    converted: clusters::Converted,
     /// Problems already logged (each once while it lasts).
     reported: BTreeSet<String>,
     /// A watch failed and Karpor has not answered since.
@@ -334,12 +337,14 @@ impl Source {
     async fn apply(&mut self) {
         let clusters: Vec<Cluster> = self.clusters.current.values().cloned().collect();
         let objects: Vec<SyncRegistry> = self.registries.current.values().cloned().collect();
-        let converted = clusters::convert(
-            &clusters,
-            self.settings.allow_exec,
-            &self.settings.endpoints,
-        )
-        .await;
+        let converted = self
+            .converted
+            .convert(
+                &clusters,
+                self.settings.allow_exec,
+                &self.settings.endpoints,
+            )
+            .await;
         let mut converted_registries = registries::convert(&objects, &clusters);
         let mut problems: Vec<String> = converted
             .skipped
@@ -407,7 +412,13 @@ impl Source {
         match self.union.set(Origin::Karpor, part).await {
             Ok(diff) => {
                 if !diff.is_empty() {
-                    tracing::info!(added = ?diff.added, removed = ?diff.removed, restarted = ?diff.changed, held = ?diff.held, "Karpor members applied");
+                    tracing::info!(
+                        added = diff.added.len(),
+                        removed = diff.removed.len(),
+                        restarted = diff.changed.len(),
+                        held = diff.held.len(),
+                        "Karpor members applied (their names on the member lines)"
+                    );
                 }
                 true
             }

@@ -107,6 +107,28 @@ fn connect(member: &Member) -> crate::Result<Connected> {
     Ok((client, server, fingerprint, credentials))
 }
 
+/// Up to this many clients are built on the calling task; more (a fleet's
+/// start) on a blocking thread, so the gateway keeps answering meanwhile.
+const CONNECT_INLINE: usize = 16;
+
+/// Each member's client, by name; the first member that cannot have one
+/// refuses them all.
+async fn connect_all(members: Vec<Member>) -> crate::Result<BTreeMap<String, Connected>> {
+    let inline = members.len() <= CONNECT_INLINE;
+    let build = move || -> crate::Result<BTreeMap<String, Connected>> {
+        members
+            .iter()
+            .map(|member| Ok((member.name.clone(), connect(member)?)))
+            .collect()
+    };
+    if inline {
+        return build();
+    }
+    tokio::task::spawn_blocking(build)
+        .await
+        .map_err(|e| crate::Error::Unavailable(format!("building member clients: {e}")))?
+}
+
 impl Pipeline {
     /// Starts the engine and one source per member, over a new hub.
     pub async fn start(
@@ -275,12 +297,11 @@ impl Pipeline {
             .map(|(name, r)| (name.clone(), r.fingerprint))
             .collect();
         let mut diff = diff::diff(&running, &wanted);
-        let mut connected = BTreeMap::new();
-        for member in &desired {
-            if diff.added.contains(&member.name) || diff.changed.contains(&member.name) {
-                connected.insert(member.name.clone(), connect(member)?);
-            }
-        }
+        let to_connect: Vec<Member> = desired
+            .into_iter()
+            .filter(|m| diff.added.contains(&m.name) || diff.changed.contains(&m.name))
+            .collect();
+        let mut connected = connect_all(to_connect).await?;
         let mut removed = Vec::new();
         for name in &diff.removed {
             if !held.contains_key(name) {

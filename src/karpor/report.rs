@@ -2,9 +2,11 @@
 //! status documents to the `status` of a Karpor `Cluster` and a Karpor
 //! `SyncRegistry` (`hub ──documents──▶ [report] ──status──▶ writer`).
 //!
-//! A `Cluster` gets `healthy` (true while the member is reachable) and two
-//! `metav1.Condition`s: `Ready` (reachability, with kube-pulse's reason) and
-//! `Synced` (its watched resources). A `SyncRegistry` gets Karpor's
+//! A `Cluster` gets `healthy` (true while the member is reachable),
+//! `apiserver`, `version` and `metav1.Condition`s merged by type into the
+//! ones it has (`conditions.rs`): `Ready` (reachability, with kube-pulse's
+//! reason), `Synced` (its watched resources), Karpor's `ClusterHealthy` and
+//! `Validated`, and the warnings `CredentialsValid` and `ClockSynced`. A `SyncRegistry` gets Karpor's
 //! `clusters[].resources[]` with each resource's sync phase. Times are
 //! `metav1.Time` (RFC 3339, seconds), and a condition keeps its
 //! `lastTransitionTime` while its status stays the same, as Kubernetes
@@ -12,6 +14,8 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
+
+use super::conditions::{self, Condition};
 
 /// `metav1.Time`: RFC 3339 in UTC, whole seconds.
 pub(crate) fn meta_time(t: DateTime<Utc>) -> String {
@@ -28,52 +32,25 @@ fn text<'a>(doc: &'a Value, field: &str) -> &'a str {
     doc.get(field).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// A condition as `metav1.Condition` serializes it; its transition time is
-/// the previous one while `status` is unchanged.
-struct Condition<'a> {
-    kind: &'static str,
-    status: &'static str,
-    reason: &'a str,
-    message: String,
-}
-
-impl Condition<'_> {
-    fn to_json(&self, previous: &Value, generation: Option<i64>, now: &str) -> Value {
-        let before = previous
-            .get("conditions")
-            .and_then(Value::as_array)
-            .and_then(|all| all.iter().find(|c| c["type"] == self.kind));
-        let since = match before {
-            Some(c) if c["status"] == self.status => {
-                c["lastTransitionTime"].as_str().unwrap_or(now).to_string()
-            }
-            _ => now.to_string(),
-        };
-        let mut condition = json!({
-            "type": self.kind,
-            "status": self.status,
-            "lastTransitionTime": since,
-            // metav1.Condition requires a reason: CamelCase, not empty.
-            "reason": if self.reason.is_empty() { "Unknown" } else { self.reason },
-            "message": self.message,
-        });
-        if let Some(generation) = generation {
-            condition["observedGeneration"] = json!(generation);
-        }
-        condition
-    }
-}
-
 /// Phases in which the member answered its last probes.
 fn reachable(phase: &str) -> bool {
     matches!(phase, "Healthy" | "Degraded")
 }
 
-/// The `status` of a Karpor `Cluster` from its `clusters/{name}` document.
-/// `previous` is the object's current status (for transition times).
+/// The `status` fields of a Karpor `Cluster` kube-pulse writes; every other
+/// field is left as it is.
+pub(crate) const CLUSTER_FIELDS: &[&str] = &["healthy", "apiserver", "version", "conditions"];
+
+/// The `status` of a Karpor `Cluster` from its `clusters/{name}` document,
+/// merged into `previous` (the object's current status): `healthy`,
+/// `apiserver` (the Cluster's endpoint), `version` (the member's, once
+/// probed) and kube-pulse's conditions set by type
+/// ([`conditions::set_condition`]); every other field and condition type of
+/// `previous` is kept as it is.
 pub(crate) fn cluster_status(
     doc: &Value,
     previous: &Value,
+    endpoint: Option<&str>,
     generation: Option<i64>,
     now: DateTime<Utc>,
 ) -> Value {
@@ -88,28 +65,50 @@ pub(crate) fn cluster_status(
     } else {
         format!("{phase} ({reason}): {message}")
     };
-    let ready = Condition {
-        kind: "Ready",
-        status: match phase {
+    let mut status = match previous {
+        Value::Object(fields) => fields.clone(),
+        _ => Map::new(),
+    };
+    let mut list: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let ready = Condition::new(
+        "Ready",
+        match phase {
             p if reachable(p) => "True",
             "Unhealthy" => "False",
             _ => "Unknown",
         },
         reason,
-        message: summary,
-    };
-    let synced = synced_condition(doc, phase);
-    json!({
-        "healthy": reachable(phase),
-        "conditions": [
-            ready.to_json(previous, generation, &now),
-            synced.to_json(previous, generation, &now),
-        ],
-    })
+        summary.clone(),
+    );
+    let karpor = [
+        Some(ready),
+        Some(synced_condition(doc, phase)),
+        conditions::cluster_healthy(phase, reason, &summary),
+        conditions::validated(phase, reason, message, &list),
+        conditions::credentials_valid(doc),
+        conditions::clock_synced(doc, phase),
+    ];
+    for condition in karpor.iter().flatten() {
+        conditions::set_condition(&mut list, condition, generation, &now);
+    }
+    status.insert("healthy".into(), json!(reachable(phase)));
+    if let Some(endpoint) = endpoint.filter(|e| !e.is_empty()) {
+        status.insert("apiserver".into(), json!(endpoint));
+    }
+    let version = text(&doc["probe"], "serverVersion");
+    if !version.is_empty() {
+        status.insert("version".into(), json!(version));
+    }
+    status.insert("conditions".into(), Value::Array(list));
+    Value::Object(status)
 }
 
 /// `Synced`: whether every resource the member syncs is caught up.
-fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
+fn synced_condition(doc: &Value, phase: &str) -> Condition {
     let count = |field: &str| doc["resources"][field].as_u64().unwrap_or(0);
     let (total, synced, failing) = (count("total"), count("synced"), count("failing"));
     let (status, reason, message) = if !reachable(phase) {
@@ -133,12 +132,7 @@ fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
     } else {
         ("True", "AllSynced", format!("{total} resources syncing"))
     };
-    Condition {
-        kind: "Synced",
-        status,
-        reason,
-        message,
-    }
+    Condition::new("Synced", status, reason, message)
 }
 
 /// One resource of a registry on one cluster, and its sync document (None
@@ -339,6 +333,7 @@ mod tests {
             let status = cluster_status(
                 &cluster_doc(phase, reason, resources),
                 &Value::Null,
+                None,
                 Some(3),
                 t(0),
             );
@@ -366,6 +361,7 @@ mod tests {
             &cluster_doc("Healthy", "Ready", (2, 2, 0)),
             &Value::Null,
             None,
+            None,
             t(0),
         );
         assert_eq!(
@@ -377,6 +373,7 @@ mod tests {
         let degraded = cluster_status(
             &cluster_doc("Degraded", "ResourcesFailing", (2, 1, 1)),
             &up,
+            None,
             None,
             t(10),
         );
@@ -391,6 +388,7 @@ mod tests {
         let down = cluster_status(
             &cluster_doc("Unhealthy", "Disconnected", (2, 1, 1)),
             &degraded,
+            None,
             None,
             t(20),
         );

@@ -272,7 +272,13 @@ async fn measure_writes(conditions: bool) {
     let client = http();
     let writes = || async {
         let stats = get_json(&format!("{karpor}/_sim/stats")).await;
-        let count = |resource: &str| stats["requests"][resource]["update"].as_u64().unwrap_or(0);
+        // Status writes are merge patches (updates before them).
+        let count = |resource: &str| {
+            ["update", "patch"]
+                .iter()
+                .map(|verb| stats["requests"][resource][*verb].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        };
         (
             count("cluster.karpor.io/clusters"),
             count("search.karpor.io/syncclusterresources"),

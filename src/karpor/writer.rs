@@ -1273,12 +1273,13 @@ mod tests {
                 .unwrap_or_else(|| panic!("{api_version} {kind} in {a}"))
         };
         assert_eq!(resource("apps/v1", "Deployment")["status"], "Syncing");
-        let pdb = resource("policy/v1beta1", "poddisruptionbudgets");
+        // The well-known kind, not the plural.
+        let pdb = resource("policy/v1beta1", "PodDisruptionBudget");
         assert_eq!(
             (pdb["status"].as_str(), pdb["reason"].as_str()),
             (Some("Error"), Some("NotServed"))
         );
-        assert_eq!(resource("v1", "services")["reason"], "NotWatched");
+        assert_eq!(resource("v1", "Service")["reason"], "NotWatched");
         assert_eq!(status["lastTransitionTime"], "2026-12-03T10:00:00Z");
         s.shutdown.cancel();
         s.karpor.shutdown().await;

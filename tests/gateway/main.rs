@@ -5,6 +5,7 @@ mod cli;
 mod deploy;
 mod faults;
 mod karpor;
+mod karpor_not_served;
 mod karpor_owned;
 mod karpor_status;
 mod member_answers;

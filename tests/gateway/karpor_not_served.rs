@@ -189,3 +189,74 @@ async fn karpors_default_registry_leaves_a_cluster_healthy_with_a_warning_and_wr
     assert_eq!(cluster["phase"], "Healthy", "{cluster}");
     shutdown.cancel();
 }
+
+/// A resource the member does not serve is not retried: installing its CRD
+/// changes nothing until the next lookup, which comes when the member
+/// answers again after an outage (or after the slow period); then it
+/// lists and syncs, with discovery's kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_not_served_is_looked_up_again_when_the_member_comes_back() {
+    use kube_pulse::sources::{SyncRegistry, SyncResource};
+    use kube_pulse_sim::Faults;
+    use pulse_testkit::gateway::{doc_where, pipeline};
+    use pulse_testkit::sim::sim_with;
+
+    const GADGETS: &str = "clusters/a/sync/pulse.example.com/v1/gadgets";
+    let shutdown = CancellationToken::new();
+    let a = sim_with(|c| c.name = "a".into()).await;
+    let registry = SyncRegistry {
+        name: Some("gadgets".into()),
+        clusters: vec!["a".into()],
+        resources: vec![SyncResource::all("pulse.example.com", "v1", "gadgets")],
+    };
+    let p = pipeline(&[&a], vec![registry], &shutdown).await;
+    let hub = p.hub().clone();
+    let not_served = doc_where(&hub, GADGETS, WAIT, |d| d["phase"] == "NotServed").await;
+    assert!(
+        not_served.get("kind").is_none(),
+        "no kind to tell: {not_served}"
+    );
+    let cluster = doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["phase"] == "Healthy" && d["resources"]["notServed"] == 1
+    })
+    .await;
+    assert_eq!(cluster["warnings"][0]["reason"], "ResourceNotServed");
+
+    // Served now, but not looked up again: nothing changes.
+    a.apply(&serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.pulse.example.com"},
+        "spec": {
+            "group": "pulse.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                          "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    }))
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = hub.get(GADGETS).unwrap().doc.as_ref().clone();
+    assert_eq!(still, not_served, "not retried with a backoff");
+
+    // The member fails a probe and answers again: looked up, listed, synced.
+    a.set_faults(Faults {
+        refuse: true,
+        ..Faults::default()
+    });
+    doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["probe"]["consecutiveFailures"].as_u64() >= Some(1)
+    })
+    .await;
+    a.heal();
+    let synced = doc_where(&hub, GADGETS, WAIT, |d| d["phase"] == "Syncing").await;
+    assert_eq!(synced["kind"], "Gadget");
+    let cluster = doc_where(&hub, "clusters/a", WAIT, |d| {
+        d["phase"] == "Healthy" && d["resources"].get("notServed").is_none()
+    })
+    .await;
+    assert!(cluster.get("warnings").is_none(), "{cluster}");
+    p.stop().await;
+    a.shutdown().await;
+}

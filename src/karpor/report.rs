@@ -96,7 +96,12 @@ pub(crate) fn cluster_status(
     for condition in karpor.iter().flatten() {
         conditions::set_condition(&mut list, condition, generation, &now);
     }
-    status.insert("healthy".into(), json!(reachable(phase)));
+    // Before kube-pulse has judged the member (`Pending`, `Initializing`),
+    // what the object says (Karpor's `healthy: true` on create) stays.
+    let judged = reachable(phase) || phase == "Unhealthy";
+    if judged || !status.contains_key("healthy") {
+        status.insert("healthy".into(), json!(reachable(phase)));
+    }
     if let Some(endpoint) = endpoint.filter(|e| !e.is_empty()) {
         status.insert("apiserver".into(), json!(endpoint));
     }
@@ -430,6 +435,23 @@ mod tests {
         assert_eq!(
             (h["status"].as_str(), h["reason"].as_str()),
             (Some("False"), Some("NotReachable"))
+        );
+        assert_eq!(status["healthy"], false);
+        // Not judged yet: Karpor's `healthy` and `ClusterHealthy` stay.
+        let starting = cluster_status(
+            &cluster_doc("Initializing", "Probing", (0, 0, 0)),
+            &previous,
+            None,
+            None,
+            t(0),
+        );
+        assert_eq!(starting["healthy"], true);
+        assert!(
+            starting["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["type"] != "ClusterHealthy")
         );
     }
 

@@ -83,8 +83,9 @@ pub struct DemoArgs {
     /// (`kubectl --server URL get clusters -o yaml` shows it).
     #[arg(long)]
     pub karpor: bool,
-    /// With --karpor: serve the Cluster status schema that has
-    /// `conditions` (Karpor 0.6 keeps only `healthy`).
+    /// With --karpor: serve Karpor #831's Cluster status schema
+    /// (`apiserver`, `version`, `conditions`; set on create as Karpor does);
+    /// without it, Karpor 0.6's, which keeps only `healthy`.
     #[arg(long, requires = "karpor")]
     pub karpor_conditions: bool,
     /// Own the members through Leases held in the first simulated cluster

@@ -71,8 +71,9 @@ pub struct SimArgs {
     /// Kubernetes cluster's, holding Karpor's default sync registry.
     #[arg(long, conflicts_with_all = ["apps", "statefulsets"])]
     pub karpor: bool,
-    /// With --karpor: the Cluster schema whose status also has `conditions`
-    /// (Karpor 0.6's has only `healthy`).
+    /// With --karpor: Karpor #831's Cluster status schema (`apiserver`,
+    /// `version`, `conditions`; set on create as Karpor does); without it,
+    /// Karpor 0.6's, which keeps only `healthy`.
     #[arg(long, requires = "karpor")]
     pub karpor_conditions: bool,
     /// Write a kubeconfig for this apiserver here once it listens (context

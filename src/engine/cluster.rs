@@ -104,6 +104,7 @@ impl Engine {
         }
         let active = model.syncs.values().filter(|s| !s.is_removed());
         let mut counts = ResourceCounts::default();
+        let mut not_served = Vec::new();
         for s in active {
             counts.total += 1;
             if s.phase() == SyncPhase::Syncing {
@@ -112,6 +113,18 @@ impl Engine {
             if s.is_failing() {
                 counts.failing += 1;
             }
+            if s.is_not_served() {
+                counts.not_served += 1;
+                not_served.push(s.resource.path());
+            }
+        }
+        // The names first, so that the counts' step shows both at once.
+        if not_served != model.status.not_served {
+            model.status =
+                model
+                    .status
+                    .clone()
+                    .step(ClusterInput::NotServed(not_served), thresholds, now);
         }
         if counts != model.status.resources {
             model.status =

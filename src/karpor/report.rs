@@ -2,9 +2,11 @@
 //! status documents to the `status` of a Karpor `Cluster` and a Karpor
 //! `SyncRegistry` (`hub ──documents──▶ [report] ──status──▶ writer`).
 //!
-//! A `Cluster` gets `healthy` (true while the member is reachable) and two
-//! `metav1.Condition`s: `Ready` (reachability, with kube-pulse's reason) and
-//! `Synced` (its watched resources). A `SyncRegistry` gets Karpor's
+//! A `Cluster` gets `healthy` (true while the member is reachable),
+//! `apiserver`, `version` and `metav1.Condition`s merged by type into the
+//! ones it has (`conditions.rs`): `Ready` (reachability, with kube-pulse's
+//! reason), `Synced` (its watched resources), Karpor's `ClusterHealthy` and
+//! `Validated`, and the warnings `CredentialsValid` and `ClockSynced`. A `SyncRegistry` gets Karpor's
 //! `clusters[].resources[]` with each resource's sync phase. Times are
 //! `metav1.Time` (RFC 3339, seconds), and a condition keeps its
 //! `lastTransitionTime` while its status stays the same, as Kubernetes
@@ -12,6 +14,9 @@
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
+
+use super::conditions::{self, Condition};
+use crate::status::sync::well_known_kind;
 
 /// `metav1.Time`: RFC 3339 in UTC, whole seconds.
 pub(crate) fn meta_time(t: DateTime<Utc>) -> String {
@@ -28,52 +33,25 @@ fn text<'a>(doc: &'a Value, field: &str) -> &'a str {
     doc.get(field).and_then(Value::as_str).unwrap_or_default()
 }
 
-/// A condition as `metav1.Condition` serializes it; its transition time is
-/// the previous one while `status` is unchanged.
-struct Condition<'a> {
-    kind: &'static str,
-    status: &'static str,
-    reason: &'a str,
-    message: String,
-}
-
-impl Condition<'_> {
-    fn to_json(&self, previous: &Value, generation: Option<i64>, now: &str) -> Value {
-        let before = previous
-            .get("conditions")
-            .and_then(Value::as_array)
-            .and_then(|all| all.iter().find(|c| c["type"] == self.kind));
-        let since = match before {
-            Some(c) if c["status"] == self.status => {
-                c["lastTransitionTime"].as_str().unwrap_or(now).to_string()
-            }
-            _ => now.to_string(),
-        };
-        let mut condition = json!({
-            "type": self.kind,
-            "status": self.status,
-            "lastTransitionTime": since,
-            // metav1.Condition requires a reason: CamelCase, not empty.
-            "reason": if self.reason.is_empty() { "Unknown" } else { self.reason },
-            "message": self.message,
-        });
-        if let Some(generation) = generation {
-            condition["observedGeneration"] = json!(generation);
-        }
-        condition
-    }
-}
-
 /// Phases in which the member answered its last probes.
 fn reachable(phase: &str) -> bool {
     matches!(phase, "Healthy" | "Degraded")
 }
 
-/// The `status` of a Karpor `Cluster` from its `clusters/{name}` document.
-/// `previous` is the object's current status (for transition times).
+/// The `status` fields of a Karpor `Cluster` kube-pulse writes; every other
+/// field is left as it is.
+pub(crate) const CLUSTER_FIELDS: &[&str] = &["healthy", "apiserver", "version", "conditions"];
+
+/// The `status` of a Karpor `Cluster` from its `clusters/{name}` document,
+/// merged into `previous` (the object's current status): `healthy`,
+/// `apiserver` (the Cluster's endpoint), `version` (the member's, once
+/// probed) and kube-pulse's conditions set by type
+/// ([`conditions::set_condition`]); every other field and condition type of
+/// `previous` is kept as it is.
 pub(crate) fn cluster_status(
     doc: &Value,
     previous: &Value,
+    endpoint: Option<&str>,
     generation: Option<i64>,
     now: DateTime<Utc>,
 ) -> Value {
@@ -88,30 +66,59 @@ pub(crate) fn cluster_status(
     } else {
         format!("{phase} ({reason}): {message}")
     };
-    let ready = Condition {
-        kind: "Ready",
-        status: match phase {
+    let mut status = match previous {
+        Value::Object(fields) => fields.clone(),
+        _ => Map::new(),
+    };
+    let mut list: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let ready = Condition::new(
+        "Ready",
+        match phase {
             p if reachable(p) => "True",
             "Unhealthy" => "False",
             _ => "Unknown",
         },
         reason,
-        message: summary,
-    };
-    let synced = synced_condition(doc, phase);
-    json!({
-        "healthy": reachable(phase),
-        "conditions": [
-            ready.to_json(previous, generation, &now),
-            synced.to_json(previous, generation, &now),
-        ],
-    })
+        summary.clone(),
+    );
+    let karpor = [
+        Some(ready),
+        Some(synced_condition(doc, phase)),
+        conditions::cluster_healthy(phase, reason, &summary),
+        conditions::validated(phase, reason, message, &list),
+        conditions::credentials_valid(doc),
+        conditions::clock_synced(doc, phase),
+    ];
+    for condition in karpor.iter().flatten() {
+        conditions::set_condition(&mut list, condition, generation, &now);
+    }
+    // Before kube-pulse has judged the member (`Pending`, `Initializing`),
+    // what the object says (Karpor's `healthy: true` on create) stays.
+    let judged = reachable(phase) || phase == "Unhealthy";
+    if judged || !status.contains_key("healthy") {
+        status.insert("healthy".into(), json!(reachable(phase)));
+    }
+    if let Some(endpoint) = endpoint.filter(|e| !e.is_empty()) {
+        status.insert("apiserver".into(), json!(endpoint));
+    }
+    let version = text(&doc["probe"], "serverVersion");
+    if !version.is_empty() {
+        status.insert("version".into(), json!(version));
+    }
+    status.insert("conditions".into(), Value::Array(list));
+    Value::Object(status)
 }
 
 /// `Synced`: whether every resource the member syncs is caught up.
-fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
+fn synced_condition(doc: &Value, phase: &str) -> Condition {
     let count = |field: &str| doc["resources"][field].as_u64().unwrap_or(0);
-    let (total, synced, failing) = (count("total"), count("synced"), count("failing"));
+    let (synced, failing, not_served) = (count("synced"), count("failing"), count("notServed"));
+    // Resources the member does not serve are no part of its sync.
+    let total = count("total").saturating_sub(not_served);
     let (status, reason, message) = if !reachable(phase) {
         (
             "Unknown",
@@ -130,15 +137,16 @@ fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
             "Listing",
             format!("{synced} of {total} resources syncing"),
         )
+    } else if not_served > 0 {
+        (
+            "True",
+            "AllSynced",
+            format!("{total} resources syncing, {not_served} not served by the member"),
+        )
     } else {
         ("True", "AllSynced", format!("{total} resources syncing"))
     };
-    Condition {
-        kind: "Synced",
-        status,
-        reason,
-        message,
-    }
+    Condition::new("Synced", status, reason, message)
 }
 
 /// One resource of a registry on one cluster, and its sync document (None
@@ -146,7 +154,8 @@ fn synced_condition<'a>(doc: &'a Value, phase: &str) -> Condition<'a> {
 pub(crate) struct ResourceReport<'a> {
     /// Karpor's `apiVersion` of the resource (`v1`, `apps/v1`).
     pub(crate) api_version: String,
-    /// The plural, for a kind not known yet.
+    /// The plural: its well-known kind stands in for a kind discovery has
+    /// not told, else the message names it.
     pub(crate) resource: String,
     pub(crate) doc: Option<&'a Value>,
 }
@@ -158,12 +167,21 @@ pub(crate) struct ClusterReport<'a> {
 }
 
 /// Sync phases from the best to the worst: a cluster's status in a registry
-/// is the worst of its resources'.
-const PHASE_ORDER: &[&str] = &["Syncing", "Listing", "Pending", "Stopped", "Error"];
+/// is the worst of its resources'. `NotServed` is no failure: a cluster
+/// whose other resources sync shows it.
+const PHASE_ORDER: &[&str] = &[
+    "Syncing",
+    "NotServed",
+    "Listing",
+    "Pending",
+    "Stopped",
+    "Error",
+];
 
 /// A sync phase as Karpor shows it: `Backoff` (waiting to retry after an
 /// error) is `Error` there, as both mean the resource is not synced; the
-/// reason is the error's and the message says when it is retried.
+/// reason and the message are the error's (the retry time is left out, so
+/// that a retry does not change what is written).
 fn karpor_phase(phase: &str) -> &str {
     match phase {
         "Backoff" => "Error",
@@ -201,7 +219,10 @@ pub(crate) fn registry_status(
                         Some(doc) => (
                             karpor_phase(text(doc, "phase")),
                             text(doc, "reason"),
-                            text(doc, "message"),
+                            match text(doc, "phase") {
+                                "Backoff" => text(doc, "lastError"),
+                                _ => text(doc, "message"),
+                            },
                             doc_time(&doc["since"]),
                         ),
                         None => (
@@ -219,18 +240,28 @@ pub(crate) fn registry_status(
                     {
                         latest = Some(since.clone());
                     }
+                    let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
                     let kind = r
                         .doc
                         .and_then(|d| d.get("kind"))
                         .and_then(Value::as_str)
-                        .unwrap_or(&r.resource);
+                        .filter(|k| !k.is_empty())
+                        .or_else(|| well_known_kind(group, &r.resource));
                     let mut entry = Map::new();
                     entry.insert("apiVersion".into(), json!(r.api_version));
-                    entry.insert("kind".into(), json!(kind));
+                    if let Some(kind) = kind {
+                        entry.insert("kind".into(), json!(kind));
+                    }
                     entry.insert("status".into(), json!(status));
                     if !reason.is_empty() {
                         entry.insert("reason".into(), json!(reason));
                     }
+                    // No kind to show: the message names the resource.
+                    let message = match kind {
+                        Some(_) => message.to_string(),
+                        None if message.is_empty() => format!("resource {}", r.resource),
+                        None => format!("resource {}: {message}", r.resource),
+                    };
                     if !message.is_empty() {
                         entry.insert("message".into(), json!(message));
                     }
@@ -339,6 +370,7 @@ mod tests {
             let status = cluster_status(
                 &cluster_doc(phase, reason, resources),
                 &Value::Null,
+                None,
                 Some(3),
                 t(0),
             );
@@ -361,10 +393,74 @@ mod tests {
     }
 
     #[test]
+    fn resources_the_member_does_not_serve_leave_it_synced() {
+        let mut doc = cluster_doc("Healthy", "Ready", (10, 9, 0));
+        doc["resources"]["notServed"] = json!(1);
+        let status = cluster_status(&doc, &Value::Null, None, None, t(0));
+        let s = condition(&status, "Synced");
+        assert_eq!(
+            (s["status"].as_str(), s["reason"].as_str()),
+            (Some("True"), Some("AllSynced"))
+        );
+        assert_eq!(
+            s["message"],
+            "9 resources syncing, 1 not served by the member"
+        );
+    }
+
+    #[test]
+    fn what_kube_pulse_does_not_own_is_kept() {
+        let previous = json!({
+            "healthy": true, "apiserver": "https://10.0.0.1:6443", "custom": {"a": 1},
+            "conditions": [
+                {"type": "Validated", "status": "True", "reason": "Validated", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "BackupsReady", "status": "False", "reason": "Late", "message": "x", "lastTransitionTime": "2026-01-02T00:00:00Z"},
+            ],
+        });
+        let mut doc = cluster_doc("Unhealthy", "Timeout", (1, 1, 0));
+        doc["probe"] = json!({"serverVersion": "v1.31.2"});
+        let status = cluster_status(&doc, &previous, Some("https://10.0.0.1:6443"), None, t(0));
+        assert_eq!(status["custom"], previous["custom"]);
+        assert_eq!(status["apiserver"], previous["apiserver"]);
+        assert_eq!(status["version"], "v1.31.2");
+        assert_eq!(
+            status["conditions"][0], previous["conditions"][0],
+            "Validated stays"
+        );
+        assert_eq!(
+            status["conditions"][1], previous["conditions"][1],
+            "another type stays"
+        );
+        let h = condition(&status, "ClusterHealthy");
+        assert_eq!(
+            (h["status"].as_str(), h["reason"].as_str()),
+            (Some("False"), Some("NotReachable"))
+        );
+        assert_eq!(status["healthy"], false);
+        // Not judged yet: Karpor's `healthy` and `ClusterHealthy` stay.
+        let starting = cluster_status(
+            &cluster_doc("Initializing", "Probing", (0, 0, 0)),
+            &previous,
+            None,
+            None,
+            t(0),
+        );
+        assert_eq!(starting["healthy"], true);
+        assert!(
+            starting["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["type"] != "ClusterHealthy")
+        );
+    }
+
+    #[test]
     fn a_condition_keeps_its_transition_time_while_its_status_holds() {
         let up = cluster_status(
             &cluster_doc("Healthy", "Ready", (2, 2, 0)),
             &Value::Null,
+            None,
             None,
             t(0),
         );
@@ -377,6 +473,7 @@ mod tests {
         let degraded = cluster_status(
             &cluster_doc("Degraded", "ResourcesFailing", (2, 1, 1)),
             &up,
+            None,
             None,
             t(10),
         );
@@ -392,6 +489,7 @@ mod tests {
             &cluster_doc("Unhealthy", "Disconnected", (2, 1, 1)),
             &degraded,
             None,
+            None,
             t(20),
         );
         assert_eq!(
@@ -403,7 +501,9 @@ mod tests {
     #[test]
     fn registries_report_each_resource_and_the_worst_per_cluster() {
         let syncing = json!({"phase": "Syncing", "reason": "Watching", "message": "4 objects", "since": "2026-09-21T10:00:00.250Z", "kind": "Deployment"});
-        let not_served = json!({"phase": "Backoff", "reason": "NotServed", "message": "policy/v1beta1/poddisruptionbudgets is not served by this cluster", "since": "2026-09-21T10:00:05.000Z"});
+        let not_served = json!({"phase": "NotServed", "reason": "NotServed", "message": "policy/v1beta1/poddisruptionbudgets is not served by this cluster", "since": "2026-09-21T10:00:05.000Z"});
+        let forbidden = json!({"phase": "Backoff", "reason": "Forbidden", "message": "widgets is forbidden; retrying at 15:32:15",
+                               "lastError": "widgets is forbidden", "since": "2026-09-21T10:00:03.000Z"});
         let reports = [
             ClusterReport {
                 cluster: "a".into(),
@@ -421,6 +521,21 @@ mod tests {
                 ],
             },
             ClusterReport {
+                cluster: "c".into(),
+                resources: vec![
+                    ResourceReport {
+                        api_version: "policy/v1beta1".into(),
+                        resource: "poddisruptionbudgets".into(),
+                        doc: Some(&not_served),
+                    },
+                    ResourceReport {
+                        api_version: "example.com/v1".into(),
+                        resource: "widgets".into(),
+                        doc: Some(&forbidden),
+                    },
+                ],
+            },
+            ClusterReport {
                 cluster: "b".into(),
                 resources: vec![ResourceReport {
                     api_version: "v1".into(),
@@ -433,20 +548,30 @@ mod tests {
         let a = &status["clusters"][0];
         assert_eq!(
             (a["cluster"].as_str(), a["status"].as_str()),
-            (Some("a"), Some("Error"))
+            (Some("a"), Some("NotServed")),
+            "not served is no failure: the worst phase of a's resources"
         );
         assert_eq!(
             a["resources"][0],
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "status": "Syncing", "reason": "Watching", "message": "4 objects", "lastTransitionTime": "2026-09-21T10:00:00Z"})
         );
-        // No kind known yet: the plural stands in.
-        assert_eq!(a["resources"][1]["kind"], "poddisruptionbudgets");
-        assert_eq!(a["resources"][1]["reason"], "NotServed");
+        // Discovery could not tell the kind: the well-known table does.
         assert_eq!(
-            a["resources"][1]["status"], "Error",
-            "Backoff is an Error to Karpor"
+            a["resources"][1],
+            json!({"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "status": "NotServed",
+                   "reason": "NotServed", "message": "policy/v1beta1/poddisruptionbudgets is not served by this cluster",
+                   "lastTransitionTime": "2026-09-21T10:00:05Z"})
         );
-        let b = &status["clusters"][1];
+        let c = &status["clusters"][1];
+        assert_eq!(c["status"], "Error", "Backoff is an Error to Karpor");
+        // Neither discovery nor the table knows: no kind, the plural in the
+        // message, and no retry time.
+        assert_eq!(
+            c["resources"][1],
+            json!({"apiVersion": "example.com/v1", "status": "Error", "reason": "Forbidden",
+                   "message": "resource widgets: widgets is forbidden", "lastTransitionTime": "2026-09-21T10:00:03Z"})
+        );
+        let b = &status["clusters"][2];
         assert_eq!(
             (b["status"].as_str(), b["resources"][0]["reason"].as_str()),
             (Some("Pending"), Some("NotWatched"))

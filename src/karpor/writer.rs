@@ -1,14 +1,19 @@
 //! Writes kube-pulse's status back onto Karpor's objects
-//! (`hub ──documents──▶ [writer] ──PUT …/status──▶ Karpor apiserver`).
+//! (`hub ──documents──▶ [writer] ──PATCH …/status──▶ Karpor apiserver`).
 //!
 //! The writer watches Karpor's `Cluster` and `SyncRegistry` objects and
 //! subscribes to the hub's cluster and sync documents. A change marks the
 //! objects it concerns dirty; a dirty object is written when its computed
 //! status ([`super::report`]) differs from what was last written, at most
-//! once per `min_interval` per object, through the `/status` subresource
-//! with the object's `resourceVersion`: 409 re-reads the object and
-//! computes again, 404 forgets it, other failures retry with a backoff and
-//! show in `/metrics`, the `KarporStatus` readiness check and the log.
+//! once per `min_interval` per object, as a JSON merge patch of the
+//! `/status` subresource that carries only the fields kube-pulse owns
+//! ([`report::CLUSTER_FIELDS`], [`REGISTRY_FIELDS`]) and the object's
+//! `resourceVersion` as a precondition. The conditions list (which a merge
+//! patch replaces whole) is merged by type into the one just read, so
+//! every other field and condition type stays as it is: 409 re-reads the
+//! object and merges again, 404 forgets it, other failures retry with a
+//! backoff and show in `/metrics`, the `KarporStatus` readiness check and
+//! the log.
 //!
 //! One writer per Karpor: writes carry the field manager
 //! `kube-pulse/{replica}`, which the apiserver records in `managedFields`
@@ -41,7 +46,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
@@ -55,6 +60,13 @@ use super::types;
 use crate::hub::{Delivery, Hub, Pattern, TopicDoc};
 use crate::protocol::TopicKind;
 use crate::status::sync::Gvr;
+
+/// The `status` fields of a Karpor `SyncRegistry` kube-pulse writes.
+const REGISTRY_FIELDS: &[&str] = &["clusters", "lastTransitionTime"];
+
+/// The `status` fields of a Cluster an apiserver may drop (Karpor 0.6's
+/// schema has none of them).
+const DROPPABLE: &[&str] = &["conditions", "version", "apiserver"];
 
 /// A registry resource's `apiVersion`, plural and sync document.
 type SyncDoc = (String, String, Option<TopicDoc>);
@@ -202,9 +214,10 @@ struct Writer {
     /// Other kube-pulse managers seen writing status, and when they last did.
     foreign: BTreeMap<String, DateTime<Utc>>,
     standby: bool,
-    /// Whether the apiserver kept the `conditions` of the last Cluster
-    /// status written (Karpor 0.6 drops them); true until a write says.
-    keeps_conditions: bool,
+    /// The Cluster status fields the apiserver dropped from the last write
+    /// that carried them (Karpor 0.6 keeps only `healthy`); none until a
+    /// write says.
+    dropped: BTreeSet<&'static str>,
 }
 
 /// Starts the writer for the Karpor `karpor` names: it connects (retrying
@@ -316,7 +329,7 @@ impl Writer {
             dirty: BTreeMap::new(),
             foreign: BTreeMap::new(),
             standby: false,
-            keeps_conditions: true,
+            dropped: BTreeSet::new(),
         }
     }
 
@@ -490,7 +503,8 @@ impl Writer {
     fn desired(&self, key: &(Kind, String), object: &DynamicObject) -> Option<Value> {
         let current = object.data.get("status").cloned().unwrap_or(Value::Null);
         // An apiserver that prunes `conditions` returns none: their
-        // transition times live on in what was last sent.
+        // transition times live on in what was last sent. Otherwise the
+        // merge starts from the object as read, whoever wrote it.
         let previous = match self.sent.get(key) {
             Some(sent) if sent.stored == current => &sent.desired,
             _ => &current,
@@ -499,9 +513,11 @@ impl Writer {
         match key.0 {
             Kind::Cluster => {
                 let doc = self.hub.get(&format!("clusters/{}", key.1))?;
+                let endpoint = object.data["spec"]["access"]["endpoint"].as_str();
                 Some(report::cluster_status(
                     &doc.doc,
                     previous,
+                    endpoint,
                     object.metadata.generation,
                     now,
                 ))
@@ -534,7 +550,13 @@ impl Writer {
                             .collect(),
                     })
                     .collect();
-                Some(report::registry_status(&reports, previous, now))
+                let computed = report::registry_status(&reports, previous, now);
+                // Fields of the status kube-pulse does not write stay.
+                let mut merged = previous.as_object().cloned().unwrap_or_default();
+                if let Value::Object(fields) = computed {
+                    merged.extend(fields);
+                }
+                Some(Value::Object(merged))
             }
         }
     }
@@ -738,20 +760,27 @@ impl Writer {
             if unchanged || current == kept(&desired) {
                 return;
             }
-            let mut body = object.clone();
-            body.metadata.managed_fields = None;
-            body.data["status"] = desired.clone();
-            let params = PostParams {
-                dry_run: false,
+            let body = patch_body(key.0, object, &desired);
+            let params = PatchParams {
                 field_manager: Some(self.manager.clone()),
+                ..PatchParams::default()
             };
-            match api.replace_status(&key.1, &params, &body).await {
+            match api
+                .patch_status(&key.1, &params, &Patch::Merge(&body))
+                .await
+            {
                 Ok(stored) => {
                     self.metrics.karpor_writer.record(key.0.name(), "written");
                     self.state.succeeded();
                     let stored_status = stored.data.get("status").cloned().unwrap_or(Value::Null);
-                    if key.0 == Kind::Cluster && desired.get("conditions").is_some() {
-                        self.keeps_conditions = stored_status.get("conditions").is_some();
+                    if key.0 == Kind::Cluster {
+                        for field in DROPPABLE {
+                            if stored_status.get(*field).is_some() {
+                                self.dropped.remove(field);
+                            } else if desired.get(*field).is_some() {
+                                self.dropped.insert(field);
+                            }
+                        }
                     }
                     self.sent.insert(
                         key.clone(),
@@ -796,17 +825,19 @@ impl Writer {
         self.failed(&key, format!("{CONFLICT_ATTEMPTS} conflicts in a row"));
     }
 
-    /// What of `status` the apiserver keeps: all of it, except a Cluster's
-    /// `conditions` on a Karpor whose schema has none (Karpor 0.6), which
-    /// the last write showed. Writes that would change only what is
-    /// dropped are not sent; each write sends everything and checks again.
+    /// What of `status` the apiserver keeps: all of it, except the Cluster
+    /// fields its schema lacks (Karpor 0.6: `conditions`, `version`,
+    /// `apiserver`), which the last write showed. Writes that would change
+    /// only what is dropped are not sent; each write sends everything and
+    /// checks again.
     fn kept(&self, kind: Kind, status: &Value) -> Value {
         let mut kept = status.clone();
         if kind == Kind::Cluster
-            && !self.keeps_conditions
             && let Some(fields) = kept.as_object_mut()
         {
-            fields.remove("conditions");
+            for field in &self.dropped {
+                fields.remove(*field);
+            }
         }
         kept
     }
@@ -824,6 +855,25 @@ impl Writer {
             .failed(format!("{} {}: {error}", key.0.name(), key.1));
         self.dirty.insert(key.clone(), Instant::now() + RETRY_AFTER);
     }
+}
+
+/// The merge patch of one write: the status fields kube-pulse owns, as
+/// `desired` has them (the conditions list whole, merged by type already),
+/// and the `resourceVersion` of the object they were merged into, which
+/// the apiserver checks (409 when someone wrote since).
+fn patch_body(kind: Kind, object: &DynamicObject, desired: &Value) -> Value {
+    let owned = match kind {
+        Kind::Cluster => report::CLUSTER_FIELDS,
+        Kind::SyncRegistry => REGISTRY_FIELDS,
+    };
+    let status: serde_json::Map<String, Value> = owned
+        .iter()
+        .filter_map(|field| Some((field.to_string(), desired.get(*field)?.clone())))
+        .collect();
+    serde_json::json!({
+        "metadata": {"resourceVersion": object.metadata.resource_version},
+        "status": status,
+    })
 }
 
 /// The pause before a failed write is tried again.
@@ -848,6 +898,7 @@ mod tests {
     use super::*;
     use crate::hub::HubConfig;
     use crate::testing::eventually;
+    use kube::api::PostParams;
     use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
     use serde_json::json;
 
@@ -1222,12 +1273,13 @@ mod tests {
                 .unwrap_or_else(|| panic!("{api_version} {kind} in {a}"))
         };
         assert_eq!(resource("apps/v1", "Deployment")["status"], "Syncing");
-        let pdb = resource("policy/v1beta1", "poddisruptionbudgets");
+        // The well-known kind, not the plural.
+        let pdb = resource("policy/v1beta1", "PodDisruptionBudget");
         assert_eq!(
             (pdb["status"].as_str(), pdb["reason"].as_str()),
             (Some("Error"), Some("NotServed"))
         );
-        assert_eq!(resource("v1", "services")["reason"], "NotWatched");
+        assert_eq!(resource("v1", "Service")["reason"], "NotWatched");
         assert_eq!(status["lastTransitionTime"], "2026-12-03T10:00:00Z");
         s.shutdown.cancel();
         s.karpor.shutdown().await;

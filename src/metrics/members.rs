@@ -107,8 +107,14 @@ const CLUSTER_PHASES: [&str; 6] = [
     "Unhealthy",
     "Removed",
 ];
-const SYNC_PHASES: [&str; 6] = [
-    "Pending", "Listing", "Syncing", "Error", "Backoff", "Stopped",
+const SYNC_PHASES: [&str; 7] = [
+    "Pending",
+    "Listing",
+    "Syncing",
+    "Error",
+    "Backoff",
+    "NotServed",
+    "Stopped",
 ];
 
 /// The current phase and reason of every member cluster and cluster x

@@ -39,6 +39,11 @@ use crate::status::sync::{Gvr, SyncInput};
 /// How often sync progress (object counts, last event time) is reported at most.
 const SYNC_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often a resource the member does not serve is looked up again (and
+/// at once when the member answers again after failing: a restart or an
+/// upgrade is when what it serves changes).
+pub(crate) const NOT_SERVED_LOOKUP: Duration = Duration::from_secs(300);
+
 /// What a watch learned besides its sync state.
 pub(crate) enum Step<K> {
     /// A completed (re)list: the whole current set.
@@ -458,8 +463,43 @@ fn namespace_steps(cluster: &str, step: Step<Namespace>) -> Vec<Observation> {
     }
 }
 
+/// Reports a resource the member does not serve (its well-known kind first,
+/// when discovery could not tell it), then waits for the next lookup:
+/// [`NOT_SERVED_LOOKUP`], or the member answering again after failing since
+/// `attempt`. False on shutdown.
+async fn not_served(
+    (cluster, gvr): (&str, &Gvr),
+    message: String,
+    (recoveries, attempt): (&mut Recoveries, u64),
+    tx: &mpsc::Sender<Observation>,
+    shutdown: &CancellationToken,
+) -> bool {
+    let observe = |input| Observation::sync(cluster, gvr, input);
+    if let Some(kind) = crate::status::sync::well_known_kind(&gvr.group, &gvr.resource)
+        && !report(tx, observe(SyncInput::Kind(kind.to_string()))).await
+    {
+        return false;
+    }
+    if !report(tx, observe(SyncInput::NotServed { message })).await {
+        return false;
+    }
+    if *recoveries.borrow_and_update() != attempt {
+        return true;
+    }
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = tokio::time::sleep(NOT_SERVED_LOOKUP) => true,
+        // Err: the probe is gone (shutdown); the branch is then disabled.
+        Ok(()) = recoveries.changed() => true,
+    }
+}
+
 /// Finds the resource through discovery, then watches its objects'
-/// metadata (`PartialObjectMetadata`), counting them.
+/// metadata (`PartialObjectMetadata`), counting them. A resource the member
+/// does not serve is reported `NotServed` (with its well-known kind, if
+/// any) and looked up again after [`NOT_SERVED_LOOKUP`] or when the member
+/// answers again after failing, never retried with a backoff; other
+/// failures of discovery are retried with one.
 async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch) {
     let Watch {
         cluster,
@@ -503,6 +543,14 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
                 (reason.to_string(), message)
             }
         };
+        if reason == "NotServed" {
+            backoff = DefaultBackoff::default();
+            let recovered = (&mut recoveries, attempt);
+            if !not_served((&cluster, &gvr), message, recovered, &tx, &shutdown).await {
+                return;
+            }
+            continue;
+        }
         let observe = |input| Observation::sync(&cluster, &gvr, input);
         let failed = (reason, message);
         let recovered = (&mut recoveries, attempt);

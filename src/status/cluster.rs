@@ -95,8 +95,15 @@ pub struct ResourceCounts {
     pub total: u32,
     /// Resources in `Syncing`.
     pub synced: u32,
-    /// Resources failing with an API error (`Forbidden`, `NotServed`, `Throttled`, …); connectivity errors are the probe's to judge.
+    /// Resources failing with an API error (`Forbidden`, `Throttled`, …); connectivity errors are the probe's to judge.
     pub failing: u32,
+    /// Resources the member does not serve (a warning, not a failure); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_served: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What the gateway holds of a member (`cache` in the document): enough to
@@ -227,10 +234,25 @@ fn shown_clock_skew(message: &str) -> Option<i64> {
     }
 }
 
+/// The warning of a resource a sync registry names and the member does not serve.
+fn not_served_warning(resource: &str) -> Warning {
+    Warning {
+        reason: "ResourceNotServed",
+        message: format!("{resource}{NOT_SERVED_SUFFIX}"),
+    }
+}
+
+const NOT_SERVED_SUFFIX: &str = " is named by a sync registry but not served by this cluster (looked up again every few minutes)";
+
 /// The warnings of a published document whose reasons this machine makes
 /// (others are left out: the next step computes the warnings anew).
 fn restored_warnings(published: Vec<PublishedWarning>) -> Vec<Warning> {
-    const REASONS: [&str; 3] = ["CredentialsExpiring", "CredentialsExpired", "ClockSkew"];
+    const REASONS: [&str; 4] = [
+        "CredentialsExpiring",
+        "CredentialsExpired",
+        "ClockSkew",
+        "ResourceNotServed",
+    ];
     published
         .into_iter()
         .filter_map(|w| {
@@ -284,6 +306,9 @@ pub(crate) struct ClusterStatus {
     /// The member's clock minus ours at the last probe, in seconds.
     #[serde(skip)]
     pub(crate) clock_skew: Option<i64>,
+    /// The resources (`group/version/plural`) the member does not serve.
+    #[serde(skip)]
+    pub(crate) not_served: Vec<String>,
 }
 
 /// What the engine tells the cluster machine.
@@ -311,6 +336,8 @@ pub enum ClusterInput {
     },
     /// The sync states changed: the cluster's resource counts, summed up by the engine.
     Resources(ResourceCounts),
+    /// The resources (`group/version/plural`) the member does not serve changed.
+    NotServed(Vec<String>),
     /// The caches changed: the exact object count and latest completed list, summed up by the engine.
     Cache(CacheInfo),
     /// The cluster was taken out of the configuration (`Removed`, final).
@@ -344,6 +371,7 @@ impl ClusterStatus {
             credentials: None,
             warnings: Vec::new(),
             clock_skew: None,
+            not_served: Vec::new(),
         }
     }
 
@@ -366,6 +394,12 @@ impl ClusterStatus {
             .iter()
             .find(|w| w.reason == "ClockSkew")
             .and_then(|w| shown_clock_skew(&w.message));
+        let not_served = warnings
+            .iter()
+            .filter(|w| w.reason == "ResourceNotServed")
+            .filter_map(|w| w.message.strip_suffix(NOT_SERVED_SUFFIX))
+            .map(str::to_string)
+            .collect();
         Some(Self {
             name: published.name,
             server: published.server,
@@ -376,6 +410,7 @@ impl ClusterStatus {
             credentials: published.credentials,
             warnings,
             clock_skew,
+            not_served,
         })
     }
 
@@ -395,6 +430,18 @@ impl ClusterStatus {
                 ClusterPhase::Degraded,
                 "ResourcesFailing",
                 format!("{} of {} synced resources failing", r.failing, r.total),
+                now,
+            );
+        } else if r.not_served > 0 {
+            self.lifecycle.set(
+                ClusterPhase::Healthy,
+                "Ready",
+                format!(
+                    "apiserver ready, {}/{} resources syncing, {} not served",
+                    r.synced,
+                    r.total - r.not_served,
+                    r.not_served
+                ),
                 now,
             );
         } else {
@@ -422,6 +469,8 @@ impl ClusterStatus {
         }
         self.apply(input, thresholds, now);
         self.warnings = warnings(self.credentials.as_ref(), self.clock_skew, now);
+        self.warnings
+            .extend(self.not_served.iter().map(|r| not_served_warning(r)));
         self
     }
 
@@ -500,6 +549,7 @@ impl ClusterStatus {
                     self.set_up(now);
                 }
             }
+            ClusterInput::NotServed(resources) => self.not_served = resources,
             ClusterInput::Cache(exact) => {
                 self.cache = CacheInfo {
                     objects: shown_objects(self.cache, exact),
@@ -754,7 +804,69 @@ mod tests {
             total,
             synced: total - failing,
             failing,
+            not_served: 0,
         })
+    }
+
+    #[test]
+    fn a_resource_not_served_is_a_warning_and_the_cluster_stays_healthy() {
+        let pdb = "policy/v1beta1/poddisruptionbudgets".to_string();
+        let served = |synced: u32, not_served: u32| {
+            ClusterInput::Resources(ResourceCounts {
+                total: 10,
+                synced,
+                failing: 0,
+                not_served,
+            })
+        };
+        // (inputs after a good probe, phase (reason), message, warnings)
+        let cases = [
+            (
+                vec![served(9, 1), ClusterInput::NotServed(vec![pdb.clone()])],
+                "Healthy (Ready)",
+                "apiserver ready, 9/9 resources syncing, 1 not served",
+                vec!["ResourceNotServed"],
+            ),
+            (
+                vec![
+                    served(9, 1),
+                    ClusterInput::NotServed(vec![pdb.clone()]),
+                    served(10, 0),
+                    ClusterInput::NotServed(vec![]),
+                ],
+                "Healthy (Ready)",
+                "apiserver ready, 10/10 resources syncing",
+                vec![],
+            ),
+        ];
+        for (inputs, phase, message, warned) in cases {
+            let mut s = ClusterStatus::new("c", "http://c", t(0))
+                .step(ClusterInput::Started, Thresholds::default(), t(0))
+                .step(ok(), Thresholds::default(), t(1));
+            for input in inputs {
+                s = s.step(input, Thresholds::default(), t(2));
+            }
+            assert_eq!(s.lifecycle.label(true), phase);
+            assert_eq!(s.lifecycle.message, message);
+            let reasons: Vec<&str> = s.warnings.iter().map(|w| w.reason).collect();
+            assert_eq!(reasons, warned);
+            let doc = serde_json::to_value(&s).unwrap();
+            if warned.is_empty() {
+                assert!(doc["resources"].get("notServed").is_none(), "{doc}");
+            } else {
+                assert_eq!(doc["resources"]["notServed"], 1);
+                assert!(
+                    doc["warnings"][0]["message"].as_str().unwrap().starts_with(
+                        "policy/v1beta1/poddisruptionbudgets is named by a sync registry"
+                    ),
+                    "{doc}"
+                );
+                // A new owner continues the warning.
+                let restored = ClusterStatus::restore(&doc, "c").unwrap();
+                assert_eq!(restored.not_served, vec![pdb.clone()]);
+                assert_eq!(restored.warnings, s.warnings);
+            }
+        }
     }
 
     /// Runs inputs from a fresh cluster and returns "Phase (Reason)" after each.

@@ -1,6 +1,8 @@
 //! The sync status machine, one per cluster × resource (the seed's "pending,
 //! syncing"): `Pending` → `Listing` → `Syncing`; `Error` with a reason →
-//! `Backoff` until the next retry; `Stopped` while the cluster is unhealthy
+//! `Backoff` until the next retry; `NotServed` while the member's discovery
+//! does not list the resource (a fact about the registry, not a failure:
+//! looked up again, never retried); `Stopped` while the cluster is unhealthy
 //! or once the resource leaves the registry. [`SyncStatus::restore`] reads a
 //! published document back, for an owner that takes the member over.
 
@@ -17,6 +19,9 @@ pub(crate) enum SyncPhase {
     Syncing,
     Error,
     Backoff,
+    /// The member does not serve the resource (its discovery does not list
+    /// it): not a failure, not retried with a backoff.
+    NotServed,
     Stopped,
 }
 
@@ -154,6 +159,79 @@ pub enum SyncInput {
     Removed,
     /// The resource's kind, learnt from discovery (or known for built-ins); no phase change.
     Kind(String),
+    /// Discovery says the member does not serve the resource: `NotServed`.
+    /// Looking again and finding it still not served changes nothing.
+    NotServed {
+        /// What discovery said (`policy/v1beta1/poddisruptionbudgets is not served by this cluster`).
+        message: String,
+    },
+}
+
+/// The kinds of well-known resources by group and plural, for a resource
+/// whose kind discovery cannot tell (the member does not serve it): a
+/// Karpor SyncRegistry names resources by `apiVersion` and `kind`, and a
+/// plural is not a kind.
+pub(crate) fn well_known_kind(group: &str, plural: &str) -> Option<&'static str> {
+    const KINDS: &[(&str, &str, &str)] = &[
+        ("", "pods", "Pod"),
+        ("", "services", "Service"),
+        ("", "nodes", "Node"),
+        ("", "namespaces", "Namespace"),
+        ("", "configmaps", "ConfigMap"),
+        ("", "secrets", "Secret"),
+        ("", "serviceaccounts", "ServiceAccount"),
+        ("", "persistentvolumes", "PersistentVolume"),
+        ("", "persistentvolumeclaims", "PersistentVolumeClaim"),
+        ("", "endpoints", "Endpoints"),
+        ("", "events", "Event"),
+        ("", "replicationcontrollers", "ReplicationController"),
+        ("", "resourcequotas", "ResourceQuota"),
+        ("", "limitranges", "LimitRange"),
+        ("apps", "deployments", "Deployment"),
+        ("apps", "statefulsets", "StatefulSet"),
+        ("apps", "daemonsets", "DaemonSet"),
+        ("apps", "replicasets", "ReplicaSet"),
+        ("apps", "controllerrevisions", "ControllerRevision"),
+        ("batch", "jobs", "Job"),
+        ("batch", "cronjobs", "CronJob"),
+        ("policy", "poddisruptionbudgets", "PodDisruptionBudget"),
+        ("policy", "podsecuritypolicies", "PodSecurityPolicy"),
+        (
+            "autoscaling",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+        ),
+        ("networking.k8s.io", "ingresses", "Ingress"),
+        ("networking.k8s.io", "ingressclasses", "IngressClass"),
+        ("networking.k8s.io", "networkpolicies", "NetworkPolicy"),
+        ("extensions", "ingresses", "Ingress"),
+        ("extensions", "deployments", "Deployment"),
+        ("extensions", "daemonsets", "DaemonSet"),
+        ("extensions", "replicasets", "ReplicaSet"),
+        ("discovery.k8s.io", "endpointslices", "EndpointSlice"),
+        ("rbac.authorization.k8s.io", "roles", "Role"),
+        ("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
+        ("rbac.authorization.k8s.io", "clusterroles", "ClusterRole"),
+        (
+            "rbac.authorization.k8s.io",
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+        ),
+        ("storage.k8s.io", "storageclasses", "StorageClass"),
+        ("storage.k8s.io", "csidrivers", "CSIDriver"),
+        ("storage.k8s.io", "volumeattachments", "VolumeAttachment"),
+        ("scheduling.k8s.io", "priorityclasses", "PriorityClass"),
+        ("coordination.k8s.io", "leases", "Lease"),
+        (
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+        ),
+    ];
+    KINDS
+        .iter()
+        .find(|(g, p, _)| *g == group && *p == plural)
+        .map(|(_, _, kind)| *kind)
 }
 
 /// What [`SyncStatus::restore`] reads of a document besides its lifecycle.
@@ -191,7 +269,7 @@ fn listed_in(lifecycle: &Lifecycle<SyncPhase>, published: &PublishedSync) -> boo
 fn retrying_failure_in(lifecycle: &Lifecycle<SyncPhase>) -> bool {
     match lifecycle.phase {
         SyncPhase::Error | SyncPhase::Backoff => is_api_error(&lifecycle.reason),
-        SyncPhase::Syncing => false,
+        SyncPhase::Syncing | SyncPhase::NotServed => false,
         SyncPhase::Pending | SyncPhase::Listing | SyncPhase::Stopped => lifecycle
             .history
             .iter()
@@ -296,8 +374,13 @@ impl SyncStatus {
         match self.phase() {
             SyncPhase::Error | SyncPhase::Backoff => is_api_error(&self.lifecycle.reason),
             SyncPhase::Listing | SyncPhase::Pending => self.retrying_failure,
-            SyncPhase::Syncing | SyncPhase::Stopped => false,
+            SyncPhase::Syncing | SyncPhase::Stopped | SyncPhase::NotServed => false,
         }
+    }
+
+    /// The member does not serve the resource: a warning of the cluster, not a failure.
+    pub(crate) fn is_not_served(&self) -> bool {
+        self.phase() == SyncPhase::NotServed
     }
 
     /// Objects in the cache: what the last completed list and the events
@@ -410,6 +493,8 @@ impl SyncStatus {
                         .set(SyncPhase::Backoff, &reason, message, now);
                 }
             }
+            // What the member serves does not change with its reachability.
+            SyncInput::ClusterDown | SyncInput::ClusterUp if self.is_not_served() => {}
             SyncInput::ClusterDown => {
                 if self.phase() == SyncPhase::Listing {
                     self.objects = self.cached;
@@ -440,6 +525,15 @@ impl SyncStatus {
                 }
             }
             SyncInput::Kind(kind) => self.kind = Some(kind),
+            SyncInput::NotServed { message } => {
+                self.retry_at = None;
+                self.retrying_failure = false;
+                self.resume_syncing = false;
+                self.objects = 0;
+                self.cached = 0;
+                self.lifecycle
+                    .set(SyncPhase::NotServed, "NotServed", message, now);
+            }
             SyncInput::Removed => {
                 self.lifecycle.set(
                     SyncPhase::Stopped,
@@ -705,6 +799,116 @@ mod tests {
                     s.lifecycle.reason
                 );
             }
+        }
+    }
+
+    fn not_served() -> SyncInput {
+        SyncInput::NotServed {
+            message: "policy/v1beta1/poddisruptionbudgets is not served by this cluster".into(),
+        }
+    }
+
+    #[test]
+    fn a_resource_the_member_does_not_serve_is_not_served_not_failing() {
+        // (inputs, expected states after each, failing at the end)
+        let cases: Vec<(&str, Vec<SyncInput>, Vec<&str>, bool)> = vec![
+            (
+                "looked up again and again: one transition",
+                vec![not_served(), not_served(), not_served()],
+                vec!["NotServed (NotServed) 0"; 3],
+                false,
+            ),
+            (
+                "the cluster going down and up leaves it",
+                vec![not_served(), SyncInput::ClusterDown, SyncInput::ClusterUp],
+                vec!["NotServed (NotServed) 0"; 3],
+                false,
+            ),
+            (
+                "served later (a CRD installed, an upgrade): it lists",
+                vec![not_served(), SyncInput::ListStarted, done(4)],
+                vec![
+                    "NotServed (NotServed) 0",
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 4",
+                ],
+                false,
+            ),
+            (
+                "served, then no longer (a CRD deleted)",
+                vec![SyncInput::ListStarted, done(2), not_served()],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 2",
+                    "NotServed (NotServed) 0",
+                ],
+                false,
+            ),
+            (
+                "an API failure before does not linger",
+                vec![failed("Forbidden"), not_served()],
+                vec!["Error (Forbidden) 0", "NotServed (NotServed) 0"],
+                false,
+            ),
+        ];
+        for (case, inputs, expected, failing) in cases {
+            let mut s = SyncStatus::new(
+                "c",
+                Gvr::new("policy", "v1beta1", "poddisruptionbudgets"),
+                t(0),
+            );
+            let mut got = Vec::new();
+            for (i, input) in inputs.into_iter().enumerate() {
+                s = s.step(input, t(i as i64 + 1));
+                got.push(format!(
+                    "{} ({}) {}",
+                    s.phase(),
+                    s.lifecycle.reason,
+                    s.objects
+                ));
+            }
+            assert_eq!(got, expected, "{case}");
+            assert_eq!(s.is_failing(), failing, "{case}");
+            assert!(s.retry_at.is_none(), "{case}: never a retry time");
+        }
+        // Looked up again: no history entry, no change of the document.
+        let once = SyncStatus::new(
+            "c",
+            Gvr::new("policy", "v1beta1", "poddisruptionbudgets"),
+            t(0),
+        )
+        .step(not_served(), t(1));
+        let again = once.clone().step(not_served(), t(300));
+        assert_eq!(again, once);
+        assert_eq!(once.lifecycle.history.len(), 1);
+        let doc = serde_json::to_value(&once).unwrap();
+        assert_eq!(doc["phase"], "NotServed");
+        assert!(doc["retryAt"].is_null());
+        let restored = SyncStatus::restore(
+            &doc,
+            "c",
+            &Gvr::new("policy", "v1beta1", "poddisruptionbudgets"),
+        )
+        .unwrap();
+        assert!(restored.is_not_served() && !restored.is_failing());
+    }
+
+    #[test]
+    fn well_known_kinds() {
+        let cases = [
+            (
+                "policy",
+                "poddisruptionbudgets",
+                Some("PodDisruptionBudget"),
+            ),
+            ("", "persistentvolumeclaims", Some("PersistentVolumeClaim")),
+            ("apps", "replicasets", Some("ReplicaSet")),
+            ("extensions", "ingresses", Some("Ingress")),
+            ("example.com", "widgets", None),
+            ("", "poddisruptionbudgets", None),
+        ];
+        for (group, plural, kind) in cases {
+            assert_eq!(well_known_kind(group, plural), kind, "{group}/{plural}");
         }
     }
 

@@ -214,10 +214,8 @@ async fn karpors_default_registry_gives_per_cluster_sync_documents() {
                 |d| d["reason"] == "NotServed",
             )
             .await;
-        assert!(
-            matches!(pdb["phase"].as_str(), Some("Error" | "Backoff")),
-            "{pdb}"
-        );
+        assert_eq!(pdb["phase"], "NotServed", "{pdb}");
+        assert_eq!(pdb["kind"], "PodDisruptionBudget", "{pdb}");
         let pods = s
             .doc(&format!("clusters/{cluster}/sync/core/v1/pods"), |d| {
                 d["phase"] == "Syncing"

@@ -6,6 +6,8 @@ mod deploy;
 mod faults;
 mod helm;
 mod karpor;
+mod karpor_not_served;
+mod karpor_owned;
 mod karpor_status;
 mod member_answers;
 mod members;

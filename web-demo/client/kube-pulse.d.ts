@@ -45,7 +45,7 @@ export interface ClusterStatus extends Lifecycle<ClusterPhase> {
     consecutiveSuccesses: number;
     consecutiveFailures: number;
   };
-  resources: { total: number; synced: number; failing: number };
+  resources: { total: number; synced: number; failing: number; notServed?: number };
   /**
    * What the gateway holds of the member. `objects` is exact after each
    * completed list and then moves only by more than a tenth (docs/STATUS.md).
@@ -54,10 +54,10 @@ export interface ClusterStatus extends Lifecycle<ClusterPhase> {
   /** When the member's credentials expire, when that can be read. */
   credentials?: { kind: 'ClientCertificate' | 'Token'; expires: string };
   /** What to act on before it fails; absent when nothing. */
-  warnings?: { reason: 'CredentialsExpiring' | 'CredentialsExpired' | 'ClockSkew'; message: string }[];
+  warnings?: { reason: 'CredentialsExpiring' | 'CredentialsExpired' | 'ClockSkew' | 'ResourceNotServed'; message: string }[];
 }
 
-export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' | 'Stopped';
+export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' | 'NotServed' | 'Stopped';
 
 /** `clusters/{cluster}/sync/{group}/{version}/{resource}` */
 export interface SyncStatus extends Lifecycle<SyncPhase> {

@@ -45,6 +45,31 @@ pub fn normalize(def: &ResourceDef, object: &mut Value) -> ApiResult<()> {
     Ok(())
 }
 
+/// The field manager Karpor's own writes carry.
+pub const KARPOR_MANAGER: &str = "karpor";
+
+/// What Karpor #831 writes onto a Cluster it has just created (its
+/// `ClusterManager.CreateCluster`: `meta.SetStatusCondition` of `Validated`
+/// and `ClusterHealthy`, `apiserver` from the endpoint, `healthy`), as
+/// `now`; None for every other kind and for Karpor 0.6's schema.
+pub fn status_on_create(def: &ResourceDef, object: &Value, now: &str) -> Option<Value> {
+    if def.typed != Some(TypedKind::KarporCluster { conditions: true }) {
+        return None;
+    }
+    let condition = |kind: &str, reason: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
+    let mut status = object.get("status").cloned().unwrap_or_else(|| json!({}));
+    status["healthy"] = json!(true);
+    status["apiserver"] = object
+        .pointer("/spec/access/endpoint")
+        .cloned()
+        .unwrap_or(Value::Null);
+    status["conditions"] = json!([
+        condition("Validated", "Validated"),
+        condition("ClusterHealthy", "Healthy"),
+    ]);
+    Some(status)
+}
+
 /// Applies the request's `fieldValidation` to a typed object about to be
 /// written (`body`: the request body, or the result of a patch): with
 /// `Strict`, unknown fields are 400 in the typed apiserver's words; with

@@ -28,8 +28,11 @@ pub const ONLY_METADATA_RULE: &str = "only-metadata";
 /// What a simulated Karpor apiserver serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KarporOptions {
-    /// Serve the Cluster schema whose status also has `conditions`
-    /// (metav1.Condition list); Karpor 0.6's has only `healthy`.
+    /// Serve Karpor #831's ("add cluster status") Cluster schema, whose
+    /// status also has `apiserver`, `version` and `conditions`
+    /// (metav1.Condition list), and act as #831's Karpor does on create
+    /// (set `Validated`, `ClusterHealthy`, `apiserver`, `healthy`); false
+    /// serves Karpor 0.6's, whose status has only `healthy`.
     pub conditions: bool,
     /// Create Karpor's default sync registry (and the transform rule it
     /// names) at start, as a Karpor installation does.

@@ -80,13 +80,17 @@ pub(crate) const CLUSTER: &[Field] = &[
     optional("status", Shape::Struct(&[optional("healthy", Shape::Bool)])),
 ];
 
-/// The Cluster of a Karpor whose status also has `conditions`.
+/// The Cluster of Karpor #831 ("add cluster status"): `status` also has
+/// `apiserver`, `version` and `conditions` (metav1.Condition list), each
+/// `omitempty`.
 pub(crate) const CLUSTER_WITH_CONDITIONS: &[Field] = &[
     field("spec", CLUSTER_SPEC),
     optional(
         "status",
         Shape::Struct(&[
             optional("healthy", Shape::Bool),
+            optional("apiserver", Shape::Str),
+            optional("version", Shape::Str),
             optional("conditions", Shape::List(&Shape::Struct(CONDITION))),
         ]),
     ),

@@ -12,8 +12,9 @@ use super::karpor as karpor_schema;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TypedKind {
-    /// `cluster.karpor.io` Cluster; `conditions` selects the schema whose
-    /// status also has `conditions` (metav1.Condition list).
+    /// `cluster.karpor.io` Cluster; `conditions` selects Karpor #831's
+    /// schema, whose status also has `apiserver`, `version` and
+    /// `conditions` (metav1.Condition list).
     KarporCluster { conditions: bool },
     /// `search.karpor.io` SyncRegistry, served as `syncclusterresources`.
     KarporSyncRegistry,

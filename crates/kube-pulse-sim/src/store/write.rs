@@ -15,6 +15,7 @@ use crate::object::{
 };
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
+use crate::typed;
 
 /// Result of a delete.
 #[derive(Debug)]
@@ -97,6 +98,28 @@ impl Store {
         let created = self.commit(&mut inner, def, key, EventType::Added, Some(obj));
         if let Some(defs) = custom {
             self.serve_crd(&created, defs);
+        }
+        drop(inner);
+        // Karpor #831 writes status right after it creates a Cluster.
+        if let Some(status) = typed::status_on_create(def, &created, &timestamp(now)) {
+            let karpor = Writer {
+                manager: typed::KARPOR_MANAGER.to_string(),
+                operation: managed::Operation::Update,
+                subresource: Some("status"),
+            };
+            return self.mutate_by(
+                def,
+                namespace,
+                &name,
+                UpdateScope::Status,
+                false,
+                Some(&karpor),
+                |current| {
+                    let mut next = current.clone();
+                    next["status"] = status;
+                    Ok(next)
+                },
+            );
         }
         Ok(created)
     }

@@ -437,8 +437,18 @@ async fn status_writes_keep_what_the_schema_has_and_record_their_writer() {
             .as_array()
             .unwrap()
             .clone();
-        assert_eq!(entries.len(), 1, "{entries:?}");
-        let entry = &entries[0];
+        // Under #831 Karpor wrote status on create, as `karpor`.
+        let managers: Vec<&str> = entries
+            .iter()
+            .filter_map(|e| e["manager"].as_str())
+            .collect();
+        let expected: &[&str] = if conditions {
+            &["karpor", "kube-pulse"]
+        } else {
+            &["kube-pulse"]
+        };
+        assert_eq!(managers, expected, "{entries:?}");
+        let entry = entries.last().unwrap();
         assert_eq!(entry["manager"], "kube-pulse");
         assert_eq!(entry["operation"], "Update");
         assert_eq!(entry["subresource"], "status");
@@ -529,5 +539,81 @@ async fn a_kubeconfig_reaches_a_karpor_apiserver_that_needs_a_token() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), 401);
+    karpor.shutdown().await;
+}
+
+/// Under #831's schema Karpor sets `Validated`, `ClusterHealthy`,
+/// `apiserver` and `healthy` when a Cluster is created, and keeps
+/// `version`; a JSON merge patch of `/status` changes only what it names
+/// (the conditions list whole), and one carrying a stale resourceVersion is
+/// refused with 409.
+#[tokio::test]
+async fn under_831_a_created_cluster_has_karpors_status_and_merge_patches_keep_the_rest() {
+    let member = sim().await;
+    let karpor = karpor::start(KarporOptions {
+        conditions: true,
+        default_registry: false,
+    })
+    .await
+    .unwrap();
+    let access = MemberAccess::to_sim(&member);
+    let (resource, _) = discover(&karpor.client(), karpor::CLUSTER_GROUP, "Cluster").await;
+    let clusters: Api<DynamicObject> = Api::all_with(karpor.client(), &resource);
+    let created = clusters
+        .create(
+            &PostParams::default(),
+            &object(&karpor::cluster_manifest("prod", &access)),
+        )
+        .await
+        .unwrap();
+    let status = body(&created)["status"].clone();
+    assert_eq!(status["healthy"], true);
+    assert_eq!(status["apiserver"], access.endpoint.as_str());
+    let types: Vec<(&str, &str, &str)> = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap(),
+                c["status"].as_str().unwrap(),
+                c["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("Validated", "True", "Validated"),
+            ("ClusterHealthy", "True", "Healthy")
+        ]
+    );
+    let params = PatchParams {
+        field_manager: Some("kube-pulse".into()),
+        ..PatchParams::default()
+    };
+    let patch = json!({
+        "metadata": {"resourceVersion": created.metadata.resource_version},
+        "status": {"version": "v1.32.0", "healthy": false},
+    });
+    let patched = body(
+        &clusters
+            .patch_status("prod", &params, &Patch::Merge(&patch))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(patched["status"]["version"], "v1.32.0");
+    assert_eq!(patched["status"]["conditions"], status["conditions"]);
+    assert_eq!(patched["status"]["apiserver"], status["apiserver"]);
+    assert!(patched["status"].get("healthy").is_none(), "omitempty");
+    // The same resourceVersion again is stale now.
+    let stale = clusters
+        .patch_status("prod", &params, &Patch::Merge(&patch))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&stale, kube::Error::Api(e) if e.code == 409),
+        "{stale:?}"
+    );
     karpor.shutdown().await;
 }

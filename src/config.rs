@@ -148,6 +148,12 @@ pub struct NatsFile {
     pub cert: Option<PathBuf>,
     /// PEM private key of `cert`; `--nats-key` wins.
     pub key: Option<PathBuf>,
+    /// The file of the key that signs what replicas write to NATS;
+    /// `--nats-signing-key-file` wins.
+    pub signing_key_file: Option<PathBuf>,
+    /// Accept changes and tasks no replica signed (default false);
+    /// `--nats-insecure-unsigned` also sets it.
+    pub insecure_unsigned: Option<bool>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before

@@ -303,6 +303,16 @@ pub struct NatsAuthArgs {
     /// PEM private key of --nats-cert.
     #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_KEY")]
     pub nats_key: Option<PathBuf>,
+    /// File holding the key (at least 32 bytes, the same on every replica)
+    /// that signs the changes and task entries replicas write to NATS:
+    /// what no replica signed is neither served nor run. `serve --nats`
+    /// needs it or --nats-insecure-unsigned; `demo` makes one up without.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_SIGNING_KEY_FILE")]
+    pub nats_signing_key_file: Option<PathBuf>,
+    /// Accept changes and task entries that no replica signed: anyone who
+    /// may publish on the stream or write the task bucket is believed.
+    #[arg(long, conflicts_with = "nats_signing_key_file")]
+    pub nats_insecure_unsigned: bool,
 }
 
 /// Settings of tasks (user actions on apps) shared by `demo` and `serve`.

@@ -23,6 +23,8 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::signing::{Rejection, RejectionLog, SigningKey};
+use crate::metrics::Metrics;
 use crate::tasks::{StoreError, Task, TaskChange, TaskStore};
 
 /// The bucket of the tasks beside the stream `stream`: `{stream}_TASKS`
@@ -41,6 +43,11 @@ pub struct TaskBucket {
     seen: Arc<Mutex<BTreeMap<String, Task>>>,
     /// Every task revision the watch reads (this replica's own included).
     changes: broadcast::Sender<TaskChange>,
+    /// Seals every value written and opens every value read (None:
+    /// `--nats-insecure-unsigned`, values are plain JSON).
+    signing: Option<SigningKey>,
+    metrics: Arc<Metrics>,
+    rejections: Mutex<RejectionLog>,
     stop: CancellationToken,
 }
 
@@ -71,15 +78,16 @@ fn backend(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("{what}: {e}"))
 }
 
-/// The task an entry holds, with the entry's revision; None for a deletion
-/// or a value that is not a task.
-fn task_of(entry: &kv::Entry) -> Option<Task> {
-    if entry.operation != kv::Operation::Put {
-        return None;
-    }
-    let mut task: Task = serde_json::from_slice(&entry.value).ok()?;
-    task.revision = entry.revision;
-    Some(task)
+/// What an entry of the bucket holds.
+#[derive(Debug)]
+enum Read {
+    /// A task, with the entry's revision.
+    Task(Box<Task>),
+    /// A deletion or purge, or a value that is not a task (a claim).
+    Gone,
+    /// A value no replica sealed (or not a task although sealed): neither
+    /// shown nor run, and what was there before stays.
+    Rejected,
 }
 
 /// Keys of the per-app claims; a task's key (a UUID) never starts so.
@@ -112,12 +120,13 @@ impl TaskBucket {
     /// to it) and starts watching it; returns once the watch has read every
     /// task there is, so lists are complete from the start.
     pub async fn open(
-        js: &jetstream::Context,
-        bucket: &str,
-        replicas: usize,
+        relay: &super::Relay,
         capacity: usize,
+        metrics: Arc<Metrics>,
         shutdown: &CancellationToken,
     ) -> crate::Result<Arc<Self>> {
+        let (js, replicas) = (relay.jetstream(), relay.replicas());
+        let bucket = &bucket_of(relay.name());
         let settings = |e: &dyn std::fmt::Display| {
             crate::Error::Settings(format!(
                 "nats: the task bucket {bucket}: {e}{}",
@@ -161,6 +170,9 @@ impl TaskBucket {
             capacity: capacity.max(1),
             seen: Arc::new(Mutex::new(BTreeMap::new())),
             changes,
+            signing: relay.signing().cloned(),
+            metrics,
+            rejections: Mutex::new(RejectionLog::default()),
             stop: shutdown.child_token(),
         });
         let (current, read) = tokio::sync::oneshot::channel();
@@ -189,7 +201,7 @@ impl TaskBucket {
                 task: task.id.clone(),
                 claimed,
             })
-            .map(Into::into)
+            .map(|v| self.seal(&key, v))
             .map_err(|e| backend("encode", e))
         };
         let made = self.kv.create(&key, value(Utc::now())?).await;
@@ -200,10 +212,8 @@ impl TaskBucket {
             return Err(backend("claim", e));
         }
         let entry = self.kv.entry(&key).await.map_err(|e| backend("claim", e))?;
-        let held = entry
-            .as_ref()
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice::<Claim>(&e.value).ok());
+        // A claim no replica sealed holds nothing: it is taken over.
+        let held = entry.as_ref().and_then(|e| self.claim_of(e));
         if let Some(held) = &held {
             let holder = self
                 .kv
@@ -211,7 +221,7 @@ impl TaskBucket {
                 .await
                 .map_err(|e| backend("claim", e))?
                 .as_ref()
-                .and_then(task_of);
+                .and_then(|e| self.task_of(e));
             let active = match &holder {
                 Some(holder) => holder.status.is_active(),
                 None => Utc::now() - held.claimed < CLAIM_GRACE,
@@ -230,7 +240,7 @@ impl TaskBucket {
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                 let now = self.kv.entry(&key).await.ok().flatten();
                 let id = now
-                    .and_then(|e| serde_json::from_slice::<Claim>(&e.value).ok())
+                    .and_then(|e| self.claim_of(&e))
                     .map_or_else(|| "unknown".into(), |c| c.task);
                 Err(StoreError::ActiveTask {
                     id,
@@ -239,6 +249,77 @@ impl TaskBucket {
             }
             Err(e) => Err(backend("claim", e)),
         }
+    }
+
+    /// `value` as stored under `key`: sealed with the replicas' key.
+    fn seal(&self, key: &str, value: Vec<u8>) -> bytes::Bytes {
+        match &self.signing {
+            Some(signing) => signing.seal_entry(&self.bucket, key, &value).into(),
+            None => value.into(),
+        }
+    }
+
+    /// The value stored under `key`, if a replica sealed it there; a
+    /// rejection is counted and logged (without the value).
+    fn unseal<'a>(&self, key: &str, value: &'a [u8]) -> Option<&'a [u8]> {
+        let Some(signing) = &self.signing else {
+            return Some(value);
+        };
+        match signing.open_entry(&self.bucket, key, value) {
+            Ok(value) => Some(value),
+            Err(why) => {
+                self.rejected(key, why);
+                None
+            }
+        }
+    }
+
+    fn rejected(&self, key: &str, why: Rejection) {
+        self.metrics.stream.rejected("bucket", why.label());
+        if let Some(more) = self.rejections.lock().note(std::time::Instant::now()) {
+            tracing::warn!(bucket = %self.bucket, %key, reason = why.label(), rejected_since_last_line = more, "an entry of the task bucket was rejected: not sealed by a kube-pulse replica; neither shown nor run");
+        }
+    }
+
+    /// What `entry` holds; a task only if a replica sealed it.
+    fn read(&self, entry: &kv::Entry) -> Read {
+        if entry.operation != kv::Operation::Put {
+            return Read::Gone;
+        }
+        let Some(value) = self.unseal(&entry.key, &entry.value) else {
+            return Read::Rejected;
+        };
+        if entry.key.starts_with(CLAIM_PREFIX) {
+            return Read::Gone;
+        }
+        match serde_json::from_slice::<Task>(value) {
+            Ok(mut task) if task.id == entry.key => {
+                task.revision = entry.revision;
+                Read::Task(Box::new(task))
+            }
+            _ if self.signing.is_some() => {
+                self.rejected(&entry.key, Rejection::Malformed);
+                Read::Rejected
+            }
+            _ => Read::Gone,
+        }
+    }
+
+    /// The task `entry` holds, if any (and sealed).
+    fn task_of(&self, entry: &kv::Entry) -> Option<Task> {
+        match self.read(entry) {
+            Read::Task(task) => Some(*task),
+            Read::Gone | Read::Rejected => None,
+        }
+    }
+
+    /// The claim `entry` holds, if a replica sealed it.
+    fn claim_of(&self, entry: &kv::Entry) -> Option<Claim> {
+        if entry.operation != kv::Operation::Put {
+            return None;
+        }
+        let value = self.unseal(&entry.key, &entry.value)?;
+        serde_json::from_slice(value).ok()
     }
 
     fn note(&self, task: &Task) {
@@ -317,14 +398,16 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
             };
             backoff = Duration::from_millis(250);
             from = from.max(entry.revision);
-            match task_of(&entry) {
-                // A claim (`claim`) is no task: nothing to tell.
-                None if entry.key.starts_with(CLAIM_PREFIX) => {}
-                Some(task) => {
+            match store.read(&entry) {
+                // A claim (`claim`) is no task: nothing to tell; nor is a
+                // value no replica sealed.
+                Read::Gone if entry.key.starts_with(CLAIM_PREFIX) => {}
+                Read::Rejected => {}
+                Read::Task(task) => {
                     store.note(&task);
-                    let _ = store.changes.send(TaskChange::Stored(Box::new(task)));
+                    let _ = store.changes.send(TaskChange::Stored(task));
                 }
-                None => {
+                Read::Gone => {
                     store.seen.lock().remove(&entry.key);
                     let _ = store.changes.send(TaskChange::Gone(entry.key.clone()));
                 }
@@ -383,7 +466,7 @@ impl TaskStore for TaskBucket {
             let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
             let revision =
                 self.kv
-                    .create(&key, value.into())
+                    .create(&key, self.seal(&key, value))
                     .await
                     .map_err(|e| match e.kind() {
                         kv::CreateErrorKind::AlreadyExists => StoreError::Exists(key.clone()),
@@ -401,7 +484,7 @@ impl TaskStore for TaskBucket {
                 return Ok(None);
             };
             let entry = self.kv.entry(key).await.map_err(|e| backend("get", e))?;
-            let task = entry.as_ref().and_then(task_of);
+            let task = entry.as_ref().and_then(|e| self.task_of(e));
             if let Some(task) = &task {
                 self.note(task);
             }
@@ -422,7 +505,7 @@ impl TaskStore for TaskBucket {
             let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
             let revision = self
                 .kv
-                .update(&key, value.into(), read)
+                .update(&key, self.seal(&key, value), read)
                 .await
                 .map_err(|e| match e.kind() {
                     kv::UpdateErrorKind::WrongLastRevision => StoreError::Stale(key.clone()),

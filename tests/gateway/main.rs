@@ -10,6 +10,7 @@ mod member_answers;
 mod members;
 mod monitoring;
 mod nats_auth;
+mod nats_integrity;
 mod ownership;
 mod pipeline;
 mod pods;

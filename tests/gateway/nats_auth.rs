@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The password of the user `kube-pulse` in these tests.
-const PASSWORD: &str = "kp-test-s3cret-pw";
+pub(crate) const PASSWORD: &str = "kp-test-s3cret-pw";
 /// Bound of one connection attempt's answer.
 const CONNECT: Duration = Duration::from_secs(30);
 
@@ -57,7 +57,7 @@ fn deployed_conf() -> String {
 }
 
 /// The component's server with the test password, or None without the binary.
-async fn locked_nats() -> Option<Nats> {
+pub(crate) async fn locked_nats() -> Option<Nats> {
     nats_with_config(
         Some(&deployed_conf()),
         &[
@@ -173,7 +173,8 @@ async fn a_gateway_with_the_replicas_user_and_password_file_serves() {
     let dir = tempfile::tempdir().unwrap();
     let password_file = dir.path().join("password");
     std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let mut settings = NatsSettings::new(nats.url.clone());
+    let mut settings =
+        NatsSettings::new(nats.url.clone()).signed_with(pulse_testkit::nats::signing_key());
     settings.auth = NatsAuthSources {
         user: Some("kube-pulse".into()),
         password_file: Some(password_file),

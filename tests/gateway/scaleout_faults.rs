@@ -208,6 +208,8 @@ impl Process {
             .args(["--lease-namespace", "default"])
             .args(["--lease-duration", &LEASE.as_secs().to_string()])
             .args(["--replica-id", id, "--nats", nats])
+            .arg("--nats-signing-key-file")
+            .arg(pulse_testkit::nats::signing_key_file(dir))
             .env("RUST_LOG", "warn,kube_pulse::scale=info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())

@@ -37,6 +37,9 @@ pub fn bucket_of(stream: &str) -> String {
 /// kept current by a watch (for lists, and to tell the replica of changes).
 pub struct TaskBucket {
     kv: kv::Store,
+    /// To make the bucket again when it was deleted.
+    js: jetstream::Context,
+    replicas: usize,
     bucket: String,
     capacity: usize,
     /// Every task the watch has seen, by id.
@@ -90,6 +93,24 @@ enum Read {
     Rejected,
 }
 
+/// The bucket's stream, made as a key-value bucket's is (one value per
+/// key, rollups, no deletes through the stream API, direct gets).
+fn stream_config(bucket: &str, replicas: usize) -> jetstream::stream::Config {
+    jetstream::stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some("kube-pulse: tasks, shared by every replica".into()),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        storage: jetstream::stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: jetstream::stream::DiscardPolicy::New,
+        num_replicas: replicas,
+        ..Default::default()
+    }
+}
+
 /// Keys of the per-app claims; a task's key (a UUID) never starts so.
 const CLAIM_PREFIX: &str = "app.";
 
@@ -139,19 +160,7 @@ impl TaskBucket {
         // account query NATS servers before 2.10 answer in a form the
         // client does not read.
         let mut stream = js
-            .get_or_create_stream(jetstream::stream::Config {
-                name: format!("KV_{bucket}"),
-                description: Some("kube-pulse: tasks, shared by every replica".into()),
-                subjects: vec![format!("$KV.{bucket}.>")],
-                max_messages_per_subject: 1,
-                storage: jetstream::stream::StorageType::File,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                discard: jetstream::stream::DiscardPolicy::New,
-                num_replicas: replicas,
-                ..Default::default()
-            })
+            .get_or_create_stream(stream_config(bucket, replicas))
             .await
             .map_err(|e| settings(&e))?;
         // Made earlier with another count (one, before `streamReplicas`):
@@ -166,6 +175,8 @@ impl TaskBucket {
         let (changes, _) = broadcast::channel(1024);
         let store = Arc::new(Self {
             kv,
+            js: js.clone(),
+            replicas,
             bucket: bucket.to_owned(),
             capacity: capacity.max(1),
             seen: Arc::new(Mutex::new(BTreeMap::new())),
@@ -322,6 +333,48 @@ impl TaskBucket {
         serde_json::from_slice(value).ok()
     }
 
+    /// When the bucket's stream is missing (deleted): makes it again and
+    /// puts back every task this replica knows (a replica that finds one
+    /// there already leaves it), so that the tasks of every replica come
+    /// back without a restart. True when it was missing.
+    async fn remake_if_missing(&self) -> bool {
+        let name = format!("KV_{}", self.bucket);
+        if !super::relay::stream_missing(&self.js, &name).await {
+            return false;
+        }
+        let made = self
+            .js
+            .get_or_create_stream(stream_config(&self.bucket, self.replicas))
+            .await;
+        if let Err(e) = made {
+            tracing::warn!(bucket = %self.bucket, cause = %e, "the task bucket is missing and cannot be made again; trying again");
+            return false;
+        }
+        // Their revisions were the old stream's: each comes back with the
+        // revision of its entry in the new one.
+        let known: Vec<Task> = std::mem::take(&mut *self.seen.lock())
+            .into_values()
+            .collect();
+        let mut put = 0;
+        for mut task in known {
+            let Ok(value) = serde_json::to_vec(&task) else {
+                continue;
+            };
+            match self.kv.create(&task.id, self.seal(&task.id, value)).await {
+                Ok(revision) => {
+                    task.revision = revision;
+                    put += 1;
+                }
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    tracing::warn!(bucket = %self.bucket, task = %task.id, cause = %e, "a task could not be put back into the task bucket");
+                }
+            }
+        }
+        tracing::warn!(bucket = %self.bucket, tasks = put, "the task bucket was missing (deleted?): made again, with the tasks this replica knew");
+        true
+    }
+
     fn note(&self, task: &Task) {
         let mut seen = self.seen.lock();
         let newer = seen
@@ -350,6 +403,10 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
         let opened = store.kv.watch_all_from_revision(from + 1).await;
         let mut entries = match opened {
             Ok(entries) => entries,
+            Err(_) if store.remake_if_missing().await => {
+                from = 0;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(bucket = %store.bucket, cause = %e, "the task bucket cannot be watched; trying again");
                 tokio::select! {
@@ -375,6 +432,10 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
                 entry = entries.next() => entry,
                 _ = check.tick() => {
                     let last = store.kv.stream.get_info().await.map(|i| i.state.last_sequence);
+                    if last.is_err() && store.remake_if_missing().await {
+                        from = 0;
+                        break;
+                    }
                     match last {
                         Ok(last) if last > from => {
                             if behind_at == Some(from) {

@@ -18,6 +18,7 @@ mod scaleout;
 mod scaleout_faults;
 mod scaleout_karpor;
 mod scaleout_nats_cluster;
+mod scaleout_repair;
 mod security;
 mod subscriptions;
 mod tasks;

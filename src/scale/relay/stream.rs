@@ -47,6 +47,23 @@ fn intact(held: &stream::Config, want: &stream::Config) -> bool {
         && !held.sealed
 }
 
+/// Whether JetStream says the stream `name` does not exist (not merely
+/// that it cannot be asked).
+pub(crate) async fn stream_missing(js: &jetstream::Context, name: &str) -> bool {
+    match js.get_stream(name).await {
+        Ok(_) => false,
+        Err(e) => not_found(&e),
+    }
+}
+
+fn not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(ref j)
+            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}
+
 /// What [`ensure_stream`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Found {
@@ -93,12 +110,7 @@ async fn check(
         }
         Ok(_) => Found::Repaired,
         Err(e) => {
-            let missing = matches!(
-                e.kind(),
-                jetstream::context::GetStreamErrorKind::JetStream(ref j)
-                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-            );
-            if !missing {
+            if !not_found(&e) {
                 return Err(format!("stream {name}: {e}"));
             }
             Found::Made

@@ -19,6 +19,7 @@ mod scaleout_faults;
 mod scaleout_karpor;
 mod scaleout_nats_cluster;
 mod scaleout_repair;
+mod scaleout_resume;
 mod security;
 mod subscriptions;
 mod tasks;

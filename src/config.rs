@@ -50,6 +50,9 @@ pub struct FileConfig {
     /// Bytes the replay log may hold (default 64 MiB); the
     /// `--replay-log-bytes` flag wins when both are given.
     pub replay_log_bytes: Option<usize>,
+    /// Seconds of changes the replay log keeps, however many, within its
+    /// bytes (default 120); the `--replay-log-age` flag wins.
+    pub replay_log_age_seconds: Option<u64>,
     /// Seconds an app whose workloads or namespace are gone stays
     /// `Stopped`/`NotExisted` before its topic is removed (default 600, at least 1).
     pub app_retention_seconds: Option<u64>,

@@ -406,6 +406,9 @@ fn shared_flags(
     if let Some(bytes) = push.replay_log_bytes {
         base.pipeline.hub.log_bytes = bytes;
     }
+    if let Some(seconds) = push.replay_log_age {
+        base.pipeline.hub.log_age = std::time::Duration::from_secs(seconds);
+    }
     Ok(GatewayConfig {
         transports: push.to_config(),
         tasks: tasks.to_settings(),

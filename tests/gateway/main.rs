@@ -14,6 +14,7 @@ mod nats_integrity;
 mod ownership;
 mod pipeline;
 mod pods;
+mod replay_window;
 mod scaleout;
 mod scaleout_faults;
 mod scaleout_karpor;

@@ -9,12 +9,15 @@
 
 use std::time::{Duration, Instant};
 
-use pulse_testkit::fleet::Fleet;
+use futures::StreamExt;
+use pulse_testkit::fleet::{Fleet, MEMBERS, app};
 use pulse_testkit::load::heavy;
 use pulse_testkit::mirror::{Conn, Mirror, Reader, Via};
 
 /// Generous bound for one wait on a loaded 2-core machine.
 const WAIT: Duration = Duration::from_secs(120);
+/// Deployments per member.
+const APPS: usize = 10;
 /// How long the reader is away.
 const AWAY: Duration = Duration::from_secs(60);
 /// The longest it is away, whatever the machine's load.
@@ -25,7 +28,7 @@ const RATE: f64 = 200.0;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_away_60_s_at_200_changes_per_second_resumes_without_snapshots() {
     let _one = heavy().await;
-    let fleet = Fleet::start(10, "", &[]).await;
+    let fleet = Fleet::start(APPS, "", &[]).await;
     let mut conn = Conn::open(&fleet.url, Via::Ws, None, None).await;
     let mut mirror = Mirror::default();
     while !mirror.synced {
@@ -42,9 +45,27 @@ async fn a_reader_away_60_s_at_200_changes_per_second_resumes_without_snapshots(
     let away = Instant::now();
     // At least 60 s and 12 000 changes (a loaded machine takes longer),
     // at most 110 s: within the log's 120 s.
-    let mut scales_per_second = 10u32;
+    let mut scales_per_second = 10usize;
+    let mut made_scales = 0usize;
     loop {
-        fleet.churn(scales_per_second, Duration::from_secs(1)).await;
+        let slice = tokio::time::Instant::now() + Duration::from_secs(1);
+        // Round robin over the 30 Deployments, 1 → 10 → 1 … by rounds.
+        let batch: Vec<(&str, String, i32)> = (made_scales..made_scales + scales_per_second)
+            .map(|n| {
+                let member = MEMBERS[n % MEMBERS.len()];
+                let i = (n / MEMBERS.len()) % APPS;
+                let round = n / (MEMBERS.len() * APPS);
+                (member, app(i), if round.is_multiple_of(2) { 10 } else { 1 })
+            })
+            .collect();
+        made_scales += batch.len();
+        futures::stream::iter(batch)
+            .for_each_concurrent(8, |(member, name, replicas)| {
+                let fleet = &fleet;
+                async move { fleet.scale(member, &name, replicas).await }
+            })
+            .await;
+        tokio::time::sleep_until(slice).await;
         let made = changes().await - before;
         let elapsed = away.elapsed();
         let enough = elapsed >= AWAY && made >= RATE * AWAY.as_secs_f64();
@@ -53,7 +74,7 @@ async fn a_reader_away_60_s_at_200_changes_per_second_resumes_without_snapshots(
         }
         let due = RATE * elapsed.as_secs_f64();
         scales_per_second = if made < due {
-            (scales_per_second + 2).min(60)
+            (scales_per_second + 2).min(40)
         } else {
             scales_per_second.saturating_sub(2).max(2)
         };

@@ -40,6 +40,9 @@ pub struct TaskBucket {
     /// To make the bucket again when it was deleted.
     js: jetstream::Context,
     replicas: usize,
+    /// When the bucket's stream this replica reads was made (ns since the
+    /// epoch): another time is a bucket made again.
+    created: Mutex<Option<i128>>,
     bucket: String,
     capacity: usize,
     /// Every task the watch has seen, by id.
@@ -166,6 +169,7 @@ impl TaskBucket {
         // Made earlier with another count (one, before `streamReplicas`):
         // JetStream adds or removes copies of the stream as it stands.
         let info = stream.info().await.map_err(|e| settings(&e))?;
+        let created = Mutex::new(Some(info.created.unix_timestamp_nanos()));
         if info.config.num_replicas != replicas {
             let mut config = info.config.clone();
             config.num_replicas = replicas;
@@ -177,6 +181,7 @@ impl TaskBucket {
             kv,
             js: js.clone(),
             replicas,
+            created,
             bucket: bucket.to_owned(),
             capacity: capacity.max(1),
             seen: Arc::new(Mutex::new(BTreeMap::new())),
@@ -333,46 +338,66 @@ impl TaskBucket {
         serde_json::from_slice(value).ok()
     }
 
-    /// When the bucket's stream is missing (deleted): makes it again and
-    /// puts back every task this replica knows (a replica that finds one
-    /// there already leaves it), so that the tasks of every replica come
-    /// back without a restart. True when it was missing.
-    async fn remake_if_missing(&self) -> bool {
+    /// When the bucket's stream is missing (deleted), makes it again; when
+    /// it is another one than this replica last read (made again, here or
+    /// by another replica), puts back every task this replica knows (a
+    /// replica that finds one there already leaves it), so that the tasks
+    /// of every replica come back without a restart. True when the watch
+    /// must read the new bucket from its start.
+    async fn repair(&self) -> bool {
         let name = format!("KV_{}", self.bucket);
-        if !super::relay::stream_missing(&self.js, &name).await {
-            return false;
+        let mut now = match super::relay::stream_created(&self.js, &name).await {
+            Ok(now) => now,
+            Err(_) => return false,
+        };
+        if now.is_none() {
+            let made = self
+                .js
+                .get_or_create_stream(stream_config(&self.bucket, self.replicas))
+                .await;
+            if let Err(e) = made {
+                tracing::warn!(bucket = %self.bucket, cause = %e, "the task bucket is missing and cannot be made again; trying again");
+                return false;
+            }
+            tracing::warn!(bucket = %self.bucket, "the task bucket was missing (deleted?): made again");
+            now = super::relay::stream_created(&self.js, &name)
+                .await
+                .ok()
+                .flatten();
         }
-        let made = self
-            .js
-            .get_or_create_stream(stream_config(&self.bucket, self.replicas))
-            .await;
-        if let Err(e) = made {
-            tracing::warn!(bucket = %self.bucket, cause = %e, "the task bucket is missing and cannot be made again; trying again");
-            return false;
+        {
+            let mut created = self.created.lock();
+            if now.is_none() || *created == now {
+                return false;
+            }
+            *created = now;
         }
+        self.put_back().await;
+        true
+    }
+
+    /// Puts every task this replica knows into a bucket made again.
+    async fn put_back(&self) {
         // Their revisions were the old stream's: each comes back with the
         // revision of its entry in the new one.
         let known: Vec<Task> = std::mem::take(&mut *self.seen.lock())
             .into_values()
             .collect();
         let mut put = 0;
-        for mut task in known {
+        for task in known {
             let Ok(value) = serde_json::to_vec(&task) else {
                 continue;
             };
             match self.kv.create(&task.id, self.seal(&task.id, value)).await {
-                Ok(revision) => {
-                    task.revision = revision;
-                    put += 1;
-                }
+                // The watch brings it back, with its new revision.
+                Ok(_) => put += 1,
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
                 Err(e) => {
                     tracing::warn!(bucket = %self.bucket, task = %task.id, cause = %e, "a task could not be put back into the task bucket");
                 }
             }
         }
-        tracing::warn!(bucket = %self.bucket, tasks = put, "the task bucket was missing (deleted?): made again, with the tasks this replica knew");
-        true
+        tracing::warn!(bucket = %self.bucket, tasks = put, "the task bucket was made again: the tasks this replica knew are put back");
     }
 
     fn note(&self, task: &Task) {
@@ -403,7 +428,7 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
         let opened = store.kv.watch_all_from_revision(from + 1).await;
         let mut entries = match opened {
             Ok(entries) => entries,
-            Err(_) if store.remake_if_missing().await => {
+            Err(_) if store.repair().await => {
                 from = 0;
                 continue;
             }
@@ -432,7 +457,7 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
                 entry = entries.next() => entry,
                 _ = check.tick() => {
                     let last = store.kv.stream.get_info().await.map(|i| i.state.last_sequence);
-                    if last.is_err() && store.remake_if_missing().await {
+                    if store.repair().await {
                         from = 0;
                         break;
                     }

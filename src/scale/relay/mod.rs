@@ -36,7 +36,7 @@ use consume::{ConsumerState, consume};
 use publish::{Shared, member_patterns, publish};
 pub(crate) use settings::replicas_hint;
 pub use settings::{DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, MAX_REPLICAS, NatsSettings};
-pub(crate) use stream::stream_missing;
+pub(crate) use stream::stream_created;
 
 /// A consumer with messages pending that has read none for this long is stalled.
 const STALLED_AFTER: Duration = Duration::from_secs(30);

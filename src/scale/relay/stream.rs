@@ -47,12 +47,17 @@ fn intact(held: &stream::Config, want: &stream::Config) -> bool {
         && !held.sealed
 }
 
-/// Whether JetStream says the stream `name` does not exist (not merely
-/// that it cannot be asked).
-pub(crate) async fn stream_missing(js: &jetstream::Context, name: &str) -> bool {
+/// When the stream `name` was made (nanoseconds since the epoch: a stream
+/// made again has another); Ok(None) when JetStream says it does not
+/// exist, Err when it cannot be asked.
+pub(crate) async fn stream_created(
+    js: &jetstream::Context,
+    name: &str,
+) -> Result<Option<i128>, String> {
     match js.get_stream(name).await {
-        Ok(_) => false,
-        Err(e) => not_found(&e),
+        Ok(stream) => Ok(Some(stream.cached_info().created.unix_timestamp_nanos())),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
 }
 

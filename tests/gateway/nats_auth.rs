@@ -32,7 +32,7 @@ const CONNECT: Duration = Duration::from_secs(30);
 /// here), its monitoring port (tests run in parallel) and its store (the
 /// fixture's, a flag nats-server will not take twice): its accounts, user
 /// and permissions exactly as deployed.
-fn deployed_conf() -> String {
+pub(crate) fn deployed_conf() -> String {
     let path = Path::new(ROOT).join("deploy/nats/nats-config.yaml");
     let doc: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let conf = doc["data"]["nats.conf"].as_str().unwrap();

@@ -6,7 +6,9 @@
 //! a forged task into the bucket. None is served over REST or WebSocket,
 //! the task is neither listed nor run, each is counted in
 //! `kube_pulse_relay_rejected_total`, and the replica's real changes and
-//! tasks still flow afterwards. Loopback only, every wait bounded.
+//! tasks still flow afterwards. A client with another role's credentials
+//! (a second user allowed only to read the stream's state) publishes, puts
+//! and deletes nothing. Loopback only, every wait bounded.
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the tests
 //! say so and pass, unless `CI` is set: then they fail.
@@ -214,4 +216,95 @@ async fn forgeries_from_the_replicas_own_user_are_neither_served_nor_run() {
     sub.task.abort();
     r1.token.cancel();
     r1.gateway.stop().await;
+}
+
+/// A client with another role's credentials (a second user of the
+/// kube-pulse account that may only read the stream's state) gets in, but
+/// can neither publish a change, nor put a task, nor delete the stream:
+/// the stream and the bucket hold nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_roles_credentials_publish_put_and_delete_nothing() {
+    let reader = r#"
+          {
+            user: reader
+            password: "reader-pw"
+            permissions: {
+              publish: { allow: ["$JS.API.STREAM.INFO.KUBE_PULSE"] }
+              subscribe: { allow: ["_INBOX.>"] }
+            }
+          }"#;
+    let conf = super::nats_auth::deployed_conf();
+    assert!(conf.contains("users: ["), "{conf}");
+    let conf = conf.replacen("users: [", &format!("users: [{reader}"), 1);
+    let Some(nats) = pulse_testkit::nats::nats_with_config(
+        Some(&conf),
+        &[
+            ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
+            ("POD_NAME", "kube-pulse-nats-0"),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let connect = |user: &str, password: &str| {
+        async_nats::ConnectOptions::new()
+            .user_and_password(user.into(), password.into())
+            .request_timeout(Some(Duration::from_secs(3)))
+            .connect(nats.url.clone())
+    };
+    // The replicas' user makes the stream and the bucket.
+    let replicas = async_nats::jetstream::new(connect("kube-pulse", PASSWORD).await.unwrap());
+    replicas
+        .create_or_update_stream(async_nats::jetstream::stream::Config {
+            name: "KUBE_PULSE".into(),
+            subjects: vec!["kube-pulse.topics.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    replicas
+        .get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: "KV_KUBE_PULSE_TASKS".into(),
+            subjects: vec!["$KV.KUBE_PULSE_TASKS.>".into()],
+            max_messages_per_subject: 1,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: async_nats::jetstream::stream::DiscardPolicy::New,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let other = async_nats::jetstream::new(connect("reader", "reader-pw").await.unwrap());
+    let info = other.get_stream("KUBE_PULSE").await;
+    assert!(info.is_ok(), "the other role reads the stream's state");
+    let envelope =
+        json!({"topic": "clusters/x", "rev": 1, "replica": "r9", "doc": {"phase": "Forged"}});
+    let published = match other
+        .publish("kube-pulse.topics.clusters.x", envelope.to_string().into())
+        .await
+    {
+        Ok(ack) => ack.await.map(drop).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    assert!(published.is_err(), "the other role published a change");
+    let kv = other.get_key_value("KUBE_PULSE_TASKS").await;
+    if let Ok(kv) = kv {
+        assert!(kv.put("t1", "{}".into()).await.is_err(), "a task put");
+    }
+    assert!(
+        other.delete_stream("KUBE_PULSE").await.is_err(),
+        "the stream deleted"
+    );
+    assert!(
+        other.delete_stream("KV_KUBE_PULSE_TASKS").await.is_err(),
+        "the bucket deleted"
+    );
+    // Nothing of it is there.
+    let mut stream = replicas.get_stream("KUBE_PULSE").await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 0);
+    let mut bucket = replicas.get_stream("KV_KUBE_PULSE_TASKS").await.unwrap();
+    assert_eq!(bucket.info().await.unwrap().state.messages, 0);
 }

@@ -50,6 +50,9 @@ pub struct FileConfig {
     /// Bytes the replay log may hold (default 64 MiB); the
     /// `--replay-log-bytes` flag wins when both are given.
     pub replay_log_bytes: Option<usize>,
+    /// Seconds of changes the replay log keeps, however many, within its
+    /// bytes (default 120); the `--replay-log-age` flag wins.
+    pub replay_log_age_seconds: Option<u64>,
     /// Seconds an app whose workloads or namespace are gone stays
     /// `Stopped`/`NotExisted` before its topic is removed (default 600, at least 1).
     pub app_retention_seconds: Option<u64>,
@@ -152,6 +155,12 @@ pub struct NatsFile {
     pub cert: Option<PathBuf>,
     /// PEM private key of `cert`; `--nats-key` wins.
     pub key: Option<PathBuf>,
+    /// The file of the key that signs what replicas write to NATS;
+    /// `--nats-signing-key-file` wins.
+    pub signing_key_file: Option<PathBuf>,
+    /// Accept changes and tasks no replica signed (default false);
+    /// `--nats-insecure-unsigned` also sets it.
+    pub insecure_unsigned: Option<bool>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before

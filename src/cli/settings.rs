@@ -244,6 +244,14 @@ impl ServeArgs {
         }
         settings.validate()?;
         settings.auth = auth.resolve()?;
+        let key_file =
+            (self.nats_auth.nats_signing_key_file.as_ref()).or(file.signing_key_file.as_ref());
+        if let Some(path) = key_file {
+            settings.signing = Some(crate::scale::SigningKey::from_file(path)?);
+        }
+        settings.insecure_unsigned = self.nats_auth.nats_insecure_unsigned
+            || (key_file.is_none() && file.insecure_unsigned == Some(true));
+        // Neither: refused by the gateway's start (`check_integrity`).
         Ok(Some(settings))
     }
 
@@ -398,6 +406,9 @@ fn shared_flags(
     if let Some(bytes) = push.replay_log_bytes {
         base.pipeline.hub.log_bytes = bytes;
     }
+    if let Some(seconds) = push.replay_log_age {
+        base.pipeline.hub.log_age = std::time::Duration::from_secs(seconds);
+    }
     Ok(GatewayConfig {
         transports: push.to_config(),
         tasks: tasks.to_settings(),
@@ -454,6 +465,14 @@ impl DemoArgs {
         let mut settings = crate::scale::NatsSettings::new(url.0.as_str());
         settings.validate()?;
         settings.auth = auth.resolve()?;
+        // One process: without a key file, a key of its own.
+        settings.insecure_unsigned = self.nats_auth.nats_insecure_unsigned;
+        if !settings.insecure_unsigned {
+            settings.signing = Some(match &self.nats_auth.nats_signing_key_file {
+                Some(path) => crate::scale::SigningKey::from_file(path)?,
+                None => crate::scale::SigningKey::generate(),
+            });
+        }
         Ok(Some(settings))
     }
 }
@@ -543,6 +562,36 @@ mod tests {
         );
         let err = serve(&["--nats", "http://x:1"]).nats(None).unwrap_err();
         assert!(err.to_string().contains("nats://HOST:PORT"), "{err}");
+        // The signing key: from the flag over the file's key; without
+        // either, refused at start unless insecure.
+        assert!(defaults.signing.is_none() && defaults.check_integrity().is_err());
+        let (a, b) = (dir.path().join("a.key"), dir.path().join("b.key"));
+        std::fs::write(&a, "a".repeat(64)).unwrap();
+        std::fs::write(&b, "b".repeat(64)).unwrap();
+        let keyed = crate::config::NatsFile {
+            signing_key_file: Some(a.clone()),
+            ..file.clone()
+        };
+        let from_file = serve(&[]).nats(Some(&keyed)).unwrap().unwrap();
+        let key_a = crate::scale::SigningKey::from_file(&a).unwrap();
+        assert_eq!(from_file.signing.as_ref(), Some(&key_a));
+        assert!(from_file.check_integrity().is_ok());
+        let from_flag = serve(&["--nats-signing-key-file", b.to_str().unwrap()])
+            .nats(Some(&keyed))
+            .unwrap()
+            .unwrap();
+        assert_ne!(from_flag.signing.as_ref(), Some(&key_a));
+        let insecure = serve(&["--nats", "nats://h:1", "--nats-insecure-unsigned"])
+            .nats(None)
+            .unwrap()
+            .unwrap();
+        assert!(insecure.insecure_unsigned && insecure.check_integrity().is_ok());
+        std::fs::write(&a, "short").unwrap();
+        let err = serve(&[]).nats(Some(&keyed)).unwrap_err().to_string();
+        assert!(
+            err.contains("signing key file") && err.contains("at least 32"),
+            "{err}"
+        );
         let orphan = crate::config::NatsFile {
             stream: Some("S".into()),
             ..Default::default()

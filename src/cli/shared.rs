@@ -44,8 +44,9 @@ pub struct PushArgs {
     #[arg(long, default_value_t = 100)]
     pub max_subscribes_per_client: u32,
     /// Seconds a session's write may stay blocked before the client counts
-    /// as a slow consumer and is closed (WebSocket 4008).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = seconds())]
+    /// as a slow consumer and is closed (WebSocket 4008); long enough that a
+    /// reader pausing gets catch-up snapshots rather than a close.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = seconds())]
     pub write_timeout: u64,
     /// Serve everything (API, streams, health, UI) under this path, e.g.
     /// `/pulse` behind another app's origin.
@@ -55,6 +56,11 @@ pub struct PushArgs {
     /// `serve` takes `replayLogBytes` from its config file otherwise).
     #[arg(long, value_name = "BYTES")]
     pub replay_log_bytes: Option<usize>,
+    /// Seconds of changes kept for resume however many they are, within
+    /// the bytes (default 120; `serve` takes `replayLogAgeSeconds` from its
+    /// config file otherwise).
+    #[arg(long, value_name = "SECONDS")]
+    pub replay_log_age: Option<u64>,
     /// Connection timeouts and limits, trusted proxies.
     #[command(flatten)]
     pub connections: ConnectionArgs,
@@ -303,6 +309,16 @@ pub struct NatsAuthArgs {
     /// PEM private key of --nats-cert.
     #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_KEY")]
     pub nats_key: Option<PathBuf>,
+    /// File holding the key (at least 32 bytes, the same on every replica)
+    /// that signs the changes and task entries replicas write to NATS:
+    /// what no replica signed is neither served nor run. `serve --nats`
+    /// needs it or --nats-insecure-unsigned; `demo` makes one up without.
+    #[arg(long, value_name = "FILE", env = "KUBE_PULSE_NATS_SIGNING_KEY_FILE")]
+    pub nats_signing_key_file: Option<PathBuf>,
+    /// Accept changes and task entries that no replica signed: anyone who
+    /// may publish on the stream or write the task bucket is believed.
+    #[arg(long, conflicts_with = "nats_signing_key_file")]
+    pub nats_insecure_unsigned: bool,
 }
 
 /// Settings of tasks (user actions on apps) shared by `demo` and `serve`.

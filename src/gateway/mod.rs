@@ -142,6 +142,9 @@ impl Gateway {
                 "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),
             ));
         }
+        if let Some(nats) = &nats {
+            nats.check_integrity()?;
+        }
         for member in &members {
             tracing::info!(cluster = %member.name, server = %member.config.cluster_url, "member cluster registered");
         }
@@ -175,7 +178,12 @@ impl Gateway {
         // Subscribed to the hub before any member starts here.
         let relay = match (nats, &leases) {
             (Some(nats), Some(leases)) => {
-                tracing::info!(url = %nats.shown_url(), stream = %nats.stream, replicas = nats.replicas, login = %nats.auth.describe(), "one stream of changes over NATS JetStream");
+                tracing::info!(url = %nats.shown_url(), stream = %nats.stream, replicas = nats.replicas, login = %nats.auth.describe(), integrity = %nats.describe_integrity(), "one stream of changes over NATS JetStream");
+                if nats.signing.is_none() {
+                    tracing::warn!(
+                        "--nats-insecure-unsigned: changes and tasks are not signed; anyone who may publish on the stream or write the task bucket is believed, and the member's owner runs such tasks with its credentials"
+                    );
+                }
                 // Boxed: the relay's settings make a large future.
                 let relay = Arc::new(
                     Box::pin(Relay::start(
@@ -203,10 +211,9 @@ impl Gateway {
                 let bucket = crate::scale::task_bucket_of(relay.name());
                 // Boxed: opening the bucket makes a large future.
                 let store = Box::pin(crate::scale::TaskBucket::open(
-                    relay.jetstream(),
-                    &bucket,
-                    relay.replicas(),
+                    relay,
                     tasks.capacity,
+                    pipeline.metrics().clone(),
                     shutdown,
                 ))
                 .await?;

@@ -38,12 +38,19 @@ impl Hub {
 
 impl Inner {
     /// Logs `logged` (a published change's slim copy), then lets go of the
-    /// oldest changes while the log is over either bound.
+    /// oldest changes while the log is over its bytes, or over its count
+    /// with the oldest published longer than `log_age` before this one (the
+    /// changes' own publication times: no clock is read here).
     pub(super) fn log_change(&mut self, logged: Change, config: &HubConfig) {
         let bytes = logged_bytes(&logged);
+        let window = chrono::TimeDelta::from_std(config.log_age).unwrap_or(chrono::TimeDelta::MAX);
+        let keep_from = logged.at.checked_sub_signed(window);
         self.log.push_back((Arc::new(logged), bytes));
         self.log_bytes += bytes;
-        while self.log.len() > config.log_size || self.log_bytes > config.log_bytes {
+        let aged = |oldest: &Change| keep_from.is_none_or(|from| oldest.at < from);
+        while self.log_bytes > config.log_bytes
+            || (self.log.len() > config.log_size && self.log.front().is_some_and(|(c, _)| aged(c)))
+        {
             let Some((gone, bytes)) = self.log.pop_front() else {
                 break;
             };

@@ -29,7 +29,7 @@ mod tests;
 pub use crate::protocol::topic::Topic;
 pub use change::{Change, ChangeKind, EncodeCache};
 pub use pattern::Pattern;
-pub use settings::{DEFAULT_LOG_BYTES, HubConfig};
+pub use settings::{DEFAULT_LOG_AGE, DEFAULT_LOG_BYTES, HubConfig};
 pub use state::{Hub, TopicDoc};
 pub use stats::HubStats;
 pub use subscription::{Delivery, Replayed, Subscription};

@@ -184,6 +184,7 @@ fn a_resume_from_a_cursor_still_in_a_byte_bounded_log_is_exact() {
         log_size: 100_000,
         log_bytes: 48 * 1024,
         subscriber_queue: 100_000,
+        ..HubConfig::default()
     });
     let topics = ["apps/a/s/w0", "apps/a/s/w1", "apps/a/s/w2", "clusters/a"];
     let mut sub = hub.subscribe(vec![Pattern::parse("**").unwrap()]);
@@ -411,6 +412,7 @@ fn resume_elsewhere(seed: u64) {
 fn a_stream_position_is_resumed_only_while_the_log_covers_it() {
     let hub = Hub::new(HubConfig {
         log_size: 4,
+        log_age: std::time::Duration::ZERO,
         subscriber_queue: 8,
         ..HubConfig::default()
     });

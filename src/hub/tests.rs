@@ -40,6 +40,7 @@ fn revisions_patches_and_no_op_puts() {
 fn revisions_continue_across_a_removal_while_it_is_in_the_log() {
     let hub = Hub::new(HubConfig {
         log_size: 4,
+        log_age: std::time::Duration::ZERO,
         subscriber_queue: 8,
         ..HubConfig::default()
     });
@@ -112,6 +113,7 @@ fn remote_changes_keep_the_owners_revisions() {
 fn replay_log_is_bounded() {
     let hub = Hub::new(HubConfig {
         log_size: 3,
+        log_age: std::time::Duration::ZERO,
         subscriber_queue: 8,
         ..HubConfig::default()
     });
@@ -125,12 +127,37 @@ fn replay_log_is_bounded() {
 }
 
 #[test]
+fn replay_log_keeps_its_time_window_beyond_its_count() {
+    let hub = Hub::new(HubConfig {
+        log_size: 2,
+        log_age: std::time::Duration::from_millis(300),
+        subscriber_queue: 8,
+        ..HubConfig::default()
+    });
+    for i in 0..50 {
+        hub.put("apps/a/s/w", json!({"i": i}));
+    }
+    // All 50 within the window: every one is kept, whatever the count.
+    assert!(
+        hub.changes_since(0).is_some(),
+        "the window kept every change"
+    );
+    assert_eq!(hub.stats().log_len, 50);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    hub.put("apps/a/s/w", json!({"i": 50}));
+    // Older than the window: down to the count.
+    assert_eq!(hub.stats().log_len, 2);
+    assert!(hub.changes_since(0).is_none());
+}
+
+#[test]
 fn replay_log_is_bounded_in_bytes() {
     let budget = 64 * 1024;
     let hub = Hub::new(HubConfig {
         log_size: 10_000,
         log_bytes: budget,
         subscriber_queue: 8,
+        ..HubConfig::default()
     });
     for i in 0..100 {
         let pad = format!("{i:04}").repeat(1024);

@@ -60,7 +60,7 @@ pub struct Metrics {
     pub(crate) karpor_writer: KarporWriterMetrics,
     /// Member ownership through Leases (src/scale/).
     pub(crate) leases: LeaseMetrics,
-    /// The relay: the stream of changes between replicas (src/scale/relay.rs).
+    /// The relay: the stream of changes between replicas (src/scale/relay/).
     pub(crate) stream: StreamMetrics,
 }
 

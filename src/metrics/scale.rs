@@ -1,7 +1,7 @@
 //! The scale-out families (`leases, stream of changes ──events──▶ [metrics]
 //! ──▶ registry`): member ownership through Leases (src/scale/ownership.rs)
 //! and the stream of changes between replicas over NATS JetStream
-//! (src/scale/relay.rs). Without Leases or `--nats` their families have no
+//! (src/scale/relay/). Without Leases or `--nats` their families have no
 //! series.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -91,7 +91,25 @@ pub(crate) struct StreamMetrics {
     consumed: Family<StreamLabels, Counter>,
     lag: Family<StreamLabels, Gauge>,
     connected: Family<StreamLabels, Gauge>,
+    rejected: Family<RejectedLabels, Counter>,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectedLabels {
+    /// `stream` (a change) or `bucket` (a task entry).
+    source: &'static str,
+    /// `unsigned`, `bad-mac`, `malformed`, `wrong-subject`.
+    reason: &'static str,
+}
+
+/// What may be rejected, and why, in the order they are exported.
+const REJECTED: [(&str, &[&str]); 2] = [
+    (
+        "stream",
+        &["unsigned", "bad-mac", "malformed", "wrong-subject"],
+    ),
+    ("bucket", &["unsigned", "bad-mac", "malformed"]),
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StreamLabels {
@@ -125,6 +143,11 @@ impl StreamMetrics {
             "1 while this replica is connected to the NATS server of the stream of changes (as the connection part of /readyz/Nats), else 0",
             self.connected.clone(),
         );
+        registry.register(
+            "relay_rejected",
+            "Messages of the stream of changes (source stream) and entries of the task bucket (source bucket) not accepted: without the replicas' MAC (unsigned), with a MAC that does not match (bad-mac), not a change or task (malformed), or a change on another topic's subject (wrong-subject); neither served nor run",
+            self.rejected.clone(),
+        );
     }
 
     fn labels(stream: &str) -> StreamLabels {
@@ -140,6 +163,20 @@ impl StreamMetrics {
         self.publish_errors.get_or_create(&labels).inc_by(0);
         self.consumed.get_or_create(&labels).inc_by(0);
         self.lag.get_or_create(&labels).set(0);
+        for (source, reasons) in REJECTED {
+            for reason in reasons {
+                self.rejected
+                    .get_or_create(&RejectedLabels { source, reason })
+                    .inc_by(0);
+            }
+        }
+    }
+
+    /// A change (`stream`) or task entry (`bucket`) was not accepted.
+    pub(crate) fn rejected(&self, source: &'static str, reason: &'static str) {
+        self.rejected
+            .get_or_create(&RejectedLabels { source, reason })
+            .inc();
     }
 
     /// The client connected to the server, or lost it.

@@ -65,6 +65,9 @@ impl PipelineConfig {
                 log_bytes: file
                     .replay_log_bytes
                     .unwrap_or(crate::hub::DEFAULT_LOG_BYTES),
+                log_age: file
+                    .replay_log_age_seconds
+                    .map_or(crate::hub::DEFAULT_LOG_AGE, std::time::Duration::from_secs),
                 ..Default::default()
             },
             app_retention: file.app_retention_seconds.map_or(

@@ -19,6 +19,7 @@ mod nats_auth;
 mod ownership;
 mod relay;
 mod rendezvous;
+mod signing;
 mod subject;
 mod table;
 mod task_bucket;
@@ -32,7 +33,10 @@ pub use nats_auth::{
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
 pub use relay::{
     DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS, NatsCheck, NatsSettings,
-    Relay,
+    Relay, START_PATIENCE,
+};
+pub use signing::{
+    HEADER as SIGNATURE_HEADER, MIN_KEY_BYTES as MIN_SIGNING_KEY_BYTES, Rejection, SigningKey,
 };
 pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
 pub use task_bucket::{TaskBucket, bucket_of as task_bucket_of};

@@ -23,6 +23,8 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::signing::{Rejection, RejectionLog, SigningKey};
+use crate::metrics::Metrics;
 use crate::tasks::{StoreError, Task, TaskChange, TaskStore};
 
 /// The bucket of the tasks beside the stream `stream`: `{stream}_TASKS`
@@ -35,12 +37,23 @@ pub fn bucket_of(stream: &str) -> String {
 /// kept current by a watch (for lists, and to tell the replica of changes).
 pub struct TaskBucket {
     kv: kv::Store,
+    /// To make the bucket again when it was deleted.
+    js: jetstream::Context,
+    replicas: usize,
+    /// When the bucket's stream this replica reads was made (ns since the
+    /// epoch): another time is a bucket made again.
+    created: Mutex<Option<i128>>,
     bucket: String,
     capacity: usize,
     /// Every task the watch has seen, by id.
     seen: Arc<Mutex<BTreeMap<String, Task>>>,
     /// Every task revision the watch reads (this replica's own included).
     changes: broadcast::Sender<TaskChange>,
+    /// Seals every value written and opens every value read (None:
+    /// `--nats-insecure-unsigned`, values are plain JSON).
+    signing: Option<SigningKey>,
+    metrics: Arc<Metrics>,
+    rejections: Mutex<RejectionLog>,
     stop: CancellationToken,
 }
 
@@ -71,15 +84,34 @@ fn backend(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("{what}: {e}"))
 }
 
-/// The task an entry holds, with the entry's revision; None for a deletion
-/// or a value that is not a task.
-fn task_of(entry: &kv::Entry) -> Option<Task> {
-    if entry.operation != kv::Operation::Put {
-        return None;
+/// What an entry of the bucket holds.
+#[derive(Debug)]
+enum Read {
+    /// A task, with the entry's revision.
+    Task(Box<Task>),
+    /// A deletion or purge, or a value that is not a task (a claim).
+    Gone,
+    /// A value no replica sealed (or not a task although sealed): neither
+    /// shown nor run, and what was there before stays.
+    Rejected,
+}
+
+/// The bucket's stream, made as a key-value bucket's is (one value per
+/// key, rollups, no deletes through the stream API, direct gets).
+fn stream_config(bucket: &str, replicas: usize) -> jetstream::stream::Config {
+    jetstream::stream::Config {
+        name: format!("KV_{bucket}"),
+        description: Some("kube-pulse: tasks, shared by every replica".into()),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        storage: jetstream::stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: jetstream::stream::DiscardPolicy::New,
+        num_replicas: replicas,
+        ..Default::default()
     }
-    let mut task: Task = serde_json::from_slice(&entry.value).ok()?;
-    task.revision = entry.revision;
-    Some(task)
 }
 
 /// Keys of the per-app claims; a task's key (a UUID) never starts so.
@@ -112,12 +144,13 @@ impl TaskBucket {
     /// to it) and starts watching it; returns once the watch has read every
     /// task there is, so lists are complete from the start.
     pub async fn open(
-        js: &jetstream::Context,
-        bucket: &str,
-        replicas: usize,
+        relay: &super::Relay,
         capacity: usize,
+        metrics: Arc<Metrics>,
         shutdown: &CancellationToken,
     ) -> crate::Result<Arc<Self>> {
+        let (js, replicas) = (relay.jetstream(), relay.replicas());
+        let bucket = &bucket_of(relay.name());
         let settings = |e: &dyn std::fmt::Display| {
             crate::Error::Settings(format!(
                 "nats: the task bucket {bucket}: {e}{}",
@@ -130,24 +163,13 @@ impl TaskBucket {
         // account query NATS servers before 2.10 answer in a form the
         // client does not read.
         let mut stream = js
-            .get_or_create_stream(jetstream::stream::Config {
-                name: format!("KV_{bucket}"),
-                description: Some("kube-pulse: tasks, shared by every replica".into()),
-                subjects: vec![format!("$KV.{bucket}.>")],
-                max_messages_per_subject: 1,
-                storage: jetstream::stream::StorageType::File,
-                allow_rollup: true,
-                deny_delete: true,
-                allow_direct: true,
-                discard: jetstream::stream::DiscardPolicy::New,
-                num_replicas: replicas,
-                ..Default::default()
-            })
+            .get_or_create_stream(stream_config(bucket, replicas))
             .await
             .map_err(|e| settings(&e))?;
         // Made earlier with another count (one, before `streamReplicas`):
         // JetStream adds or removes copies of the stream as it stands.
         let info = stream.info().await.map_err(|e| settings(&e))?;
+        let created = Mutex::new(Some(info.created.unix_timestamp_nanos()));
         if info.config.num_replicas != replicas {
             let mut config = info.config.clone();
             config.num_replicas = replicas;
@@ -157,10 +179,16 @@ impl TaskBucket {
         let (changes, _) = broadcast::channel(1024);
         let store = Arc::new(Self {
             kv,
+            js: js.clone(),
+            replicas,
+            created,
             bucket: bucket.to_owned(),
             capacity: capacity.max(1),
             seen: Arc::new(Mutex::new(BTreeMap::new())),
             changes,
+            signing: relay.signing().cloned(),
+            metrics,
+            rejections: Mutex::new(RejectionLog::default()),
             stop: shutdown.child_token(),
         });
         let (current, read) = tokio::sync::oneshot::channel();
@@ -189,7 +217,7 @@ impl TaskBucket {
                 task: task.id.clone(),
                 claimed,
             })
-            .map(Into::into)
+            .map(|v| self.seal(&key, v))
             .map_err(|e| backend("encode", e))
         };
         let made = self.kv.create(&key, value(Utc::now())?).await;
@@ -200,10 +228,8 @@ impl TaskBucket {
             return Err(backend("claim", e));
         }
         let entry = self.kv.entry(&key).await.map_err(|e| backend("claim", e))?;
-        let held = entry
-            .as_ref()
-            .filter(|e| e.operation == kv::Operation::Put)
-            .and_then(|e| serde_json::from_slice::<Claim>(&e.value).ok());
+        // A claim no replica sealed holds nothing: it is taken over.
+        let held = entry.as_ref().and_then(|e| self.claim_of(e));
         if let Some(held) = &held {
             let holder = self
                 .kv
@@ -211,7 +237,7 @@ impl TaskBucket {
                 .await
                 .map_err(|e| backend("claim", e))?
                 .as_ref()
-                .and_then(task_of);
+                .and_then(|e| self.task_of(e));
             let active = match &holder {
                 Some(holder) => holder.status.is_active(),
                 None => Utc::now() - held.claimed < CLAIM_GRACE,
@@ -230,7 +256,7 @@ impl TaskBucket {
             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                 let now = self.kv.entry(&key).await.ok().flatten();
                 let id = now
-                    .and_then(|e| serde_json::from_slice::<Claim>(&e.value).ok())
+                    .and_then(|e| self.claim_of(&e))
                     .map_or_else(|| "unknown".into(), |c| c.task);
                 Err(StoreError::ActiveTask {
                     id,
@@ -239,6 +265,139 @@ impl TaskBucket {
             }
             Err(e) => Err(backend("claim", e)),
         }
+    }
+
+    /// `value` as stored under `key`: sealed with the replicas' key.
+    fn seal(&self, key: &str, value: Vec<u8>) -> bytes::Bytes {
+        match &self.signing {
+            Some(signing) => signing.seal_entry(&self.bucket, key, &value).into(),
+            None => value.into(),
+        }
+    }
+
+    /// The value stored under `key`, if a replica sealed it there; a
+    /// rejection is counted and logged (without the value).
+    fn unseal<'a>(&self, key: &str, value: &'a [u8]) -> Option<&'a [u8]> {
+        let Some(signing) = &self.signing else {
+            return Some(value);
+        };
+        match signing.open_entry(&self.bucket, key, value) {
+            Ok(value) => Some(value),
+            Err(why) => {
+                self.rejected(key, why);
+                None
+            }
+        }
+    }
+
+    fn rejected(&self, key: &str, why: Rejection) {
+        self.metrics.stream.rejected("bucket", why.label());
+        if let Some(more) = self.rejections.lock().note(std::time::Instant::now()) {
+            tracing::warn!(bucket = %self.bucket, %key, reason = why.label(), rejected_since_last_line = more, "an entry of the task bucket was rejected: not sealed by a kube-pulse replica; neither shown nor run");
+        }
+    }
+
+    /// What `entry` holds; a task only if a replica sealed it.
+    fn read(&self, entry: &kv::Entry) -> Read {
+        if entry.operation != kv::Operation::Put {
+            return Read::Gone;
+        }
+        let Some(value) = self.unseal(&entry.key, &entry.value) else {
+            return Read::Rejected;
+        };
+        if entry.key.starts_with(CLAIM_PREFIX) {
+            return Read::Gone;
+        }
+        match serde_json::from_slice::<Task>(value) {
+            Ok(mut task) if task.id == entry.key => {
+                task.revision = entry.revision;
+                Read::Task(Box::new(task))
+            }
+            _ if self.signing.is_some() => {
+                self.rejected(&entry.key, Rejection::Malformed);
+                Read::Rejected
+            }
+            _ => Read::Gone,
+        }
+    }
+
+    /// The task `entry` holds, if any (and sealed).
+    fn task_of(&self, entry: &kv::Entry) -> Option<Task> {
+        match self.read(entry) {
+            Read::Task(task) => Some(*task),
+            Read::Gone | Read::Rejected => None,
+        }
+    }
+
+    /// The claim `entry` holds, if a replica sealed it.
+    fn claim_of(&self, entry: &kv::Entry) -> Option<Claim> {
+        if entry.operation != kv::Operation::Put {
+            return None;
+        }
+        let value = self.unseal(&entry.key, &entry.value)?;
+        serde_json::from_slice(value).ok()
+    }
+
+    /// When the bucket's stream is missing (deleted), makes it again; when
+    /// it is another one than this replica last read (made again, here or
+    /// by another replica), puts back every task this replica knows (a
+    /// replica that finds one there already leaves it), so that the tasks
+    /// of every replica come back without a restart. True when the watch
+    /// must read the new bucket from its start.
+    async fn repair(&self) -> bool {
+        let name = format!("KV_{}", self.bucket);
+        let mut now = match super::relay::stream_created(&self.js, &name).await {
+            Ok(now) => now,
+            Err(_) => return false,
+        };
+        if now.is_none() {
+            let made = self
+                .js
+                .get_or_create_stream(stream_config(&self.bucket, self.replicas))
+                .await;
+            if let Err(e) = made {
+                tracing::warn!(bucket = %self.bucket, cause = %e, "the task bucket is missing and cannot be made again; trying again");
+                return false;
+            }
+            tracing::warn!(bucket = %self.bucket, "the task bucket was missing (deleted?): made again");
+            now = super::relay::stream_created(&self.js, &name)
+                .await
+                .ok()
+                .flatten();
+        }
+        {
+            let mut created = self.created.lock();
+            if now.is_none() || *created == now {
+                return false;
+            }
+            *created = now;
+        }
+        self.put_back().await;
+        true
+    }
+
+    /// Puts every task this replica knows into a bucket made again.
+    async fn put_back(&self) {
+        // Their revisions were the old stream's: each comes back with the
+        // revision of its entry in the new one.
+        let known: Vec<Task> = std::mem::take(&mut *self.seen.lock())
+            .into_values()
+            .collect();
+        let mut put = 0;
+        for task in known {
+            let Ok(value) = serde_json::to_vec(&task) else {
+                continue;
+            };
+            match self.kv.create(&task.id, self.seal(&task.id, value)).await {
+                // The watch brings it back, with its new revision.
+                Ok(_) => put += 1,
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    tracing::warn!(bucket = %self.bucket, task = %task.id, cause = %e, "a task could not be put back into the task bucket");
+                }
+            }
+        }
+        tracing::warn!(bucket = %self.bucket, tasks = put, "the task bucket was made again: the tasks this replica knew are put back");
     }
 
     fn note(&self, task: &Task) {
@@ -269,6 +428,10 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
         let opened = store.kv.watch_all_from_revision(from + 1).await;
         let mut entries = match opened {
             Ok(entries) => entries,
+            Err(_) if store.repair().await => {
+                from = 0;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(bucket = %store.bucket, cause = %e, "the task bucket cannot be watched; trying again");
                 tokio::select! {
@@ -294,6 +457,10 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
                 entry = entries.next() => entry,
                 _ = check.tick() => {
                     let last = store.kv.stream.get_info().await.map(|i| i.state.last_sequence);
+                    if store.repair().await {
+                        from = 0;
+                        break;
+                    }
                     match last {
                         Ok(last) if last > from => {
                             if behind_at == Some(from) {
@@ -317,14 +484,16 @@ async fn watch(store: Arc<TaskBucket>, current: tokio::sync::oneshot::Sender<()>
             };
             backoff = Duration::from_millis(250);
             from = from.max(entry.revision);
-            match task_of(&entry) {
-                // A claim (`claim`) is no task: nothing to tell.
-                None if entry.key.starts_with(CLAIM_PREFIX) => {}
-                Some(task) => {
+            match store.read(&entry) {
+                // A claim (`claim`) is no task: nothing to tell; nor is a
+                // value no replica sealed.
+                Read::Gone if entry.key.starts_with(CLAIM_PREFIX) => {}
+                Read::Rejected => {}
+                Read::Task(task) => {
                     store.note(&task);
-                    let _ = store.changes.send(TaskChange::Stored(Box::new(task)));
+                    let _ = store.changes.send(TaskChange::Stored(task));
                 }
-                None => {
+                Read::Gone => {
                     store.seen.lock().remove(&entry.key);
                     let _ = store.changes.send(TaskChange::Gone(entry.key.clone()));
                 }
@@ -383,7 +552,7 @@ impl TaskStore for TaskBucket {
             let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
             let revision =
                 self.kv
-                    .create(&key, value.into())
+                    .create(&key, self.seal(&key, value))
                     .await
                     .map_err(|e| match e.kind() {
                         kv::CreateErrorKind::AlreadyExists => StoreError::Exists(key.clone()),
@@ -401,7 +570,7 @@ impl TaskStore for TaskBucket {
                 return Ok(None);
             };
             let entry = self.kv.entry(key).await.map_err(|e| backend("get", e))?;
-            let task = entry.as_ref().and_then(task_of);
+            let task = entry.as_ref().and_then(|e| self.task_of(e));
             if let Some(task) = &task {
                 self.note(task);
             }
@@ -422,7 +591,7 @@ impl TaskStore for TaskBucket {
             let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
             let revision = self
                 .kv
-                .update(&key, value.into(), read)
+                .update(&key, self.seal(&key, value), read)
                 .await
                 .map_err(|e| match e.kind() {
                     kv::UpdateErrorKind::WrongLastRevision => StoreError::Stale(key.clone()),

@@ -55,7 +55,7 @@ impl Default for TransportConfig {
     fn default() -> Self {
         Self {
             heartbeat: Duration::from_secs(15),
-            write_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(60),
             ws_idle_timeout: Duration::from_secs(60),
             sse_retry: Duration::from_secs(2),
             max_connections: 10_000,

@@ -460,6 +460,7 @@ fn the_nats_component_validates_against_the_kubernetes_schemas() {
             "Role",
             "RoleBinding",
             "Secret",
+            "Secret",
             "Service",
             "Service",
             "Service",
@@ -501,12 +502,38 @@ fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
     assert_eq!(after[before.len() + 2], "--nats-stream-replicas");
     assert_eq!(after[before.len() + 4], "--nats-user");
     assert_eq!(after[before.len() + 6], "--nats-password-file");
-    assert_eq!(after.len(), before.len() + 8, "{after:?}");
+    assert_eq!(after[before.len() + 8], "--nats-signing-key-file");
+    assert_eq!(after.len(), before.len() + 10, "{after:?}");
+    // The signing key: the Secret's key, mounted where the flag points, in
+    // the gateway's pods and not in the NATS servers'.
+    let key_path = after[before.len() + 9].as_str().unwrap();
+    assert_eq!(key_path, "/etc/kube-pulse/nats-signing/signing.key");
+    let pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| Some(m["mountPath"].as_str().unwrap()) == key_path.rsplit_once('/').map(|p| p.0))
+        .expect("the signing key is mounted");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "kube-pulse-nats-signing");
+    assert_eq!(volume["secret"]["items"][0]["key"], "signing.key");
+    let secret = named(&docs, "Secret", "kube-pulse-nats-signing");
+    assert!(secret["stringData"]["signing.key"].is_string(), "{secret}");
+    let nats_pod = named(&docs, "StatefulSet", "kube-pulse-nats").to_string();
+    assert!(!nats_pod.contains("kube-pulse-nats-signing"), "{nats_pod}");
     // As the gateway reads them, with the embedded config's `nats:` (none)
-    // and a password file here in place of the Secret's.
+    // and a password file and a key file here in place of the Secrets'.
     let mut serve = serve_args(&docs);
     let password = rendered_file("nats-password", "a-password\n");
     serve.nats_auth.nats_password_file = Some(password);
+    let key = rendered_file("nats-signing-key", &"k".repeat(64));
+    serve.nats_auth.nats_signing_key_file = Some(key);
     assert!(serve.lease_in_cluster, "--nats needs Lease ownership");
     let config = named(&docs, "ConfigMap", "kube-pulse")["data"]["config.yaml"]
         .as_str()
@@ -519,6 +546,7 @@ fn the_gateway_reaches_nats_through_its_service_and_keeps_its_leases() {
         .expect("--nats");
     assert_eq!(settings.stream, "KUBE_PULSE");
     assert_eq!(settings.auth.describe(), "user kube-pulse");
+    assert!(settings.check_integrity().is_ok(), "{settings:?}");
     // As many copies as servers at most (JetStream places each on its own
     // server), and an odd count: an even one survives no more failures
     // than the odd count below it.
@@ -1029,6 +1057,7 @@ async fn kubectl_applies_the_nats_component_to_the_simulator() {
             "poddisruptionbudget.policy/kube-pulse",
             "poddisruptionbudget.policy/kube-pulse-nats",
             "secret/kube-pulse-nats-auth",
+            "secret/kube-pulse-nats-signing",
             "service/kube-pulse",
             "service/kube-pulse-nats",
             "service/kube-pulse-nats-headless",

@@ -83,9 +83,9 @@ async fn all_agree_with_rest(fleet: &Fleet, readers: &[&Reader]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_from_a_catch_up_snapshot_loses_nothing() {
     let _one = heavy().await;
-    // A write timeout long enough that the stalled readers are not closed
-    // as slow consumers while the changes pile up (however slow the machine).
-    let fleet = Fleet::start(50, "", &["--write-timeout", "60"]).await;
+    // The default write timeout (60 s) is long enough that the stalled
+    // readers are not closed as slow consumers while the changes pile up.
+    let fleet = Fleet::start(50, "", &[]).await;
     let live = synced_readers(&fleet.url, 20, WAIT).await;
     // Four readers with a small receive buffer stop reading after synced.
     let mut stalled = Vec::new();

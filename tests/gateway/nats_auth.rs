@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The password of the user `kube-pulse` in these tests.
-const PASSWORD: &str = "kp-test-s3cret-pw";
+pub(crate) const PASSWORD: &str = "kp-test-s3cret-pw";
 /// Bound of one connection attempt's answer.
 const CONNECT: Duration = Duration::from_secs(30);
 
@@ -32,7 +32,7 @@ const CONNECT: Duration = Duration::from_secs(30);
 /// here), its monitoring port (tests run in parallel) and its store (the
 /// fixture's, a flag nats-server will not take twice): its accounts, user
 /// and permissions exactly as deployed.
-fn deployed_conf() -> String {
+pub(crate) fn deployed_conf() -> String {
     let path = Path::new(ROOT).join("deploy/nats/nats-config.yaml");
     let doc: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let conf = doc["data"]["nats.conf"].as_str().unwrap();
@@ -57,7 +57,7 @@ fn deployed_conf() -> String {
 }
 
 /// The component's server with the test password, or None without the binary.
-async fn locked_nats() -> Option<Nats> {
+pub(crate) async fn locked_nats() -> Option<Nats> {
     nats_with_config(
         Some(&deployed_conf()),
         &[
@@ -173,7 +173,8 @@ async fn a_gateway_with_the_replicas_user_and_password_file_serves() {
     let dir = tempfile::tempdir().unwrap();
     let password_file = dir.path().join("password");
     std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let mut settings = NatsSettings::new(nats.url.clone());
+    let mut settings =
+        NatsSettings::new(nats.url.clone()).signed_with(pulse_testkit::nats::signing_key());
     settings.auth = NatsAuthSources {
         user: Some("kube-pulse".into()),
         password_file: Some(password_file),

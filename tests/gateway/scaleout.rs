@@ -1,4 +1,4 @@
-//! One stream of changes over NATS JetStream (src/scale/relay.rs): a real
+//! One stream of changes over NATS JetStream (src/scale/relay/): a real
 //! `nats-server -js` on loopback, a simulated host cluster holding the
 //! Leases, three simulated members and three gateway replicas. A client on
 //! any replica sees every member's documents, equal to what the owner

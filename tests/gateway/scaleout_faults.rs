@@ -180,10 +180,10 @@ async fn members_serve_the_same_lists_and_watches_with_one_replica_and_with_thre
 }
 
 /// A `kube-pulse serve` process, one replica.
-struct Process {
-    id: String,
-    url: String,
-    child: Child,
+pub(crate) struct Process {
+    pub(crate) id: String,
+    pub(crate) url: String,
+    pub(crate) child: Child,
     log: PathBuf,
 }
 
@@ -198,7 +198,7 @@ impl Process {
     /// Starts replica `id` with the members of `dir/config.yaml`, the
     /// Leases of `dir/host.kubeconfig` and the stream on `nats`; its log
     /// goes to `dir/{id}.log`.
-    fn start(id: &str, dir: &Path, nats: &str) -> Self {
+    pub(crate) fn start(id: &str, dir: &Path, nats: &str) -> Self {
         let log = dir.join(format!("{id}.log"));
         let mut child = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
@@ -208,6 +208,8 @@ impl Process {
             .args(["--lease-namespace", "default"])
             .args(["--lease-duration", &LEASE.as_secs().to_string()])
             .args(["--replica-id", id, "--nats", nats])
+            .arg("--nats-signing-key-file")
+            .arg(pulse_testkit::nats::signing_key_file(dir))
             .env("RUST_LOG", "warn,kube_pulse::scale=info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -223,7 +225,7 @@ impl Process {
     }
 
     /// The end of its log, for assertion messages.
-    fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         log[log.len().saturating_sub(3000)..].to_string()
     }

@@ -1,4 +1,4 @@
-//! A replicated stream of changes (`streamReplicas: 3`, src/scale/relay.rs)
+//! A replicated stream of changes (`streamReplicas: 3`, src/scale/relay/)
 //! on a three-server JetStream cluster: three real `nats-server -js` routed
 //! to each other on loopback, a simulated host cluster holding the Leases,
 //! three simulated members and three gateway replicas given the list of the
@@ -109,7 +109,7 @@ async fn the_stream_goes_on_when_a_nats_server_of_three_is_killed() {
     let members: Vec<String> = sims.iter().map(|s| s.name().to_string()).collect();
     let settings = NatsSettings {
         replicas: REPLICAS,
-        ..NatsSettings::new(cluster.url.clone())
+        ..NatsSettings::new(cluster.url.clone()).signed_with(pulse_testkit::nats::signing_key())
     };
     let mut replicas = Vec::new();
     for id in ["r1", "r2", "r3"] {

@@ -154,6 +154,12 @@ impl Target {
             format!("clusters:\n- name: bench\n  server: {}\n", sim.url()),
         )?;
         let nats_port = free_port();
+        // The replicas sign what they write to NATS with one key.
+        let signing_key = dir.path().join("signing.key");
+        std::fs::write(
+            &signing_key,
+            "kube-pulse bench signing key, 32 bytes or more\n",
+        )?;
         let store = dir.path().join("nats");
         let nats = Command::new(nats_server()?)
             .args([
@@ -181,6 +187,8 @@ impl Target {
                 .args(["--lease-duration", &LEASE.as_secs().to_string()])
                 .args(["--replica-id", &format!("r{i}")])
                 .args(["--nats", &format!("nats://127.0.0.1:{nats_port}")])
+                .arg("--nats-signing-key-file")
+                .arg(&signing_key)
                 .spawn()?;
             children.push(child);
             addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));

@@ -99,6 +99,23 @@ fn nats_server() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The key the replicas of a test sign their changes and task entries
+/// with (`--nats-signing-key-file`): the same for every replica.
+pub const SIGNING_KEY: &str = "kube-pulse test signing key: 32 bytes or more of it";
+
+/// [`SIGNING_KEY`] as the gateway's library takes it.
+pub fn signing_key() -> kube_pulse::scale::SigningKey {
+    kube_pulse::scale::SigningKey::from_bytes(SIGNING_KEY.as_bytes()).expect("a long enough key")
+}
+
+/// Writes [`SIGNING_KEY`] into `dir/signing.key`, for the binary's
+/// `--nats-signing-key-file`.
+pub fn signing_key_file(dir: &std::path::Path) -> PathBuf {
+    let path = dir.join("signing.key");
+    std::fs::write(&path, format!("{SIGNING_KEY}\n")).unwrap();
+    path
+}
+
 /// Starts NATS, or None (with a message) when the binary is missing
 /// outside CI; with `CI` set a missing binary fails the test.
 pub async fn nats() -> Option<Nats> {

@@ -69,7 +69,7 @@ pub async fn replica_with(
     duration: Duration,
     tweak: impl FnOnce(&mut kube_pulse::gateway::GatewayConfig),
 ) -> Replica {
-    let nats = NatsSettings::new(nats.url.clone());
+    let nats = NatsSettings::new(nats.url.clone()).signed_with(crate::nats::signing_key());
     replica_on(id, host, members, nats, duration, tweak).await
 }
 

@@ -1,0 +1,187 @@
+//! The JetStream stream of the relay (`settings ──▶ [stream] ◀── consumer,
+//! guard`): its configuration, and keeping it there. A stream that is
+//! missing (deleted) is made again, and one whose configuration was changed
+//! is set back, by whichever replica notices first; every replica then
+//! publishes its members' current documents again (src/scale/relay/).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream};
+use tokio_util::sync::CancellationToken;
+
+use super::publish::Shared;
+use super::settings::{NatsSettings, replicas_hint};
+use crate::scale::subject;
+
+/// How often each replica looks at the stream's configuration.
+const GUARD_EVERY: Duration = Duration::from_secs(5);
+
+/// The stream's configuration: every topic's subject, file storage, the
+/// last `history` messages of each.
+pub(super) fn config(settings: &NatsSettings) -> stream::Config {
+    stream::Config {
+        name: settings.stream.clone(),
+        description: Some("kube-pulse: the last documents of every topic".into()),
+        subjects: vec![format!("{}.>", subject::PREFIX)],
+        max_messages_per_subject: settings.history,
+        storage: stream::StorageType::File,
+        discard: stream::DiscardPolicy::Old,
+        num_replicas: settings.replicas,
+        ..Default::default()
+    }
+}
+
+/// Whether `held` is still the stream `want` describes, in what the relay
+/// relies on.
+fn intact(held: &stream::Config, want: &stream::Config) -> bool {
+    held.subjects == want.subjects
+        && held.max_messages_per_subject == want.max_messages_per_subject
+        && held.storage == want.storage
+        && held.discard == want.discard
+        && held.num_replicas == want.num_replicas
+        && held.max_messages == want.max_messages
+        && held.max_bytes == want.max_bytes
+        && held.max_age == want.max_age
+        && held.max_message_size == want.max_message_size
+        && !held.sealed
+}
+
+/// When the stream `name` was made (nanoseconds since the epoch: a stream
+/// made again has another); Ok(None) when JetStream says it does not
+/// exist, Err when it cannot be asked.
+pub(crate) async fn stream_created(
+    js: &jetstream::Context,
+    name: &str,
+) -> Result<Option<i128>, String> {
+    match js.get_stream(name).await {
+        Ok(stream) => Ok(Some(stream.cached_info().created.unix_timestamp_nanos())),
+        Err(e) if not_found(&e) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(ref j)
+            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
+}
+
+/// What [`ensure_stream`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
+    /// The stream as configured.
+    Intact,
+    /// No stream: made again.
+    Made,
+    /// Another configuration: set back.
+    Repaired,
+}
+
+/// Creates or updates the stream (at start).
+pub(super) async fn create(js: &jetstream::Context, settings: &NatsSettings) -> Result<(), String> {
+    js.create_or_update_stream(config(settings))
+        .await
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "nats: cannot create or update the stream {}: {e}{}",
+                settings.stream,
+                replicas_hint(settings.replicas)
+            )
+        })
+}
+
+/// The stream, made again when missing and set back when its
+/// configuration was changed.
+pub(super) async fn ensure_stream(
+    js: &jetstream::Context,
+    settings: &NatsSettings,
+) -> Result<stream::Stream, String> {
+    check(js, settings).await.map(|(stream, _)| stream)
+}
+
+async fn check(
+    js: &jetstream::Context,
+    settings: &NatsSettings,
+) -> Result<(stream::Stream, Found), String> {
+    let want = config(settings);
+    let name = &settings.stream;
+    let found = match js.get_stream(name).await {
+        Ok(stream) if intact(&stream.cached_info().config, &want) => {
+            return Ok((stream, Found::Intact));
+        }
+        Ok(_) => Found::Repaired,
+        Err(e) => {
+            if !not_found(&e) {
+                return Err(format!("stream {name}: {e}"));
+            }
+            Found::Made
+        }
+    };
+    js.create_or_update_stream(want).await.map_err(|e| {
+        format!(
+            "stream {name}: cannot make it again: {e}{}",
+            replicas_hint(settings.replicas)
+        )
+    })?;
+    match found {
+        Found::Made => {
+            tracing::warn!(stream = %name, "the stream of changes was missing (deleted?): made again");
+        }
+        _ => {
+            tracing::warn!(stream = %name, "the stream of changes had another configuration: set back");
+        }
+    }
+    let stream = js
+        .get_stream(name)
+        .await
+        .map_err(|e| format!("stream {name}: {e}"))?;
+    Ok((stream, found))
+}
+
+/// Looks at the stream every [`GUARD_EVERY`]: one deleted is made again
+/// (the consumers notice the new stream and every replica publishes
+/// again), one whose configuration changed is set back, and this replica
+/// publishes its documents again (messages may have been lost).
+pub(super) async fn guard(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(GUARD_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match check(&shared.js, &shared.settings).await {
+            Ok((_, Found::Repaired)) => shared.republish.notify_one(),
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, "the stream of changes could not be checked"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_configuration_is_not_intact() {
+        let settings = NatsSettings::new("nats://h:1");
+        let want = config(&settings);
+        assert!(intact(&want.clone(), &want));
+        let changes: [fn(&mut stream::Config); 5] = [
+            |c| c.subjects = vec!["other.>".into()],
+            |c| c.max_messages_per_subject = 1,
+            |c| c.storage = stream::StorageType::Memory,
+            |c| c.max_age = Duration::from_secs(1),
+            |c| c.sealed = true,
+        ];
+        for change in changes {
+            let mut held = want.clone();
+            change(&mut held);
+            assert!(!intact(&held, &want), "{held:?}");
+        }
+    }
+}

@@ -32,6 +32,9 @@ fn chart_file(name: &str) -> String {
     std::fs::read_to_string(chart().join(name)).unwrap()
 }
 
+/// The signing key the "all" render gives (`nats.signing.key`).
+const GIVEN_SIGNING_KEY: &str = "a signing key of the operator's, 32 bytes or more";
+
 /// Values that turn every monitoring object on.
 fn monitoring_on() -> Value {
     json!({
@@ -81,7 +84,11 @@ fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
                     "denyEndpoints": ["10.96.0.0/12", "192.168.0.0/16"],
                 },
                 "replicas": {"enabled": true, "count": 4},
-                "nats": {"enabled": true, "auth": {"password": "a-password"}},
+                "nats": {
+                    "enabled": true,
+                    "auth": {"password": "a-password"},
+                    "signing": {"key": GIVEN_SIGNING_KEY},
+                },
                 "monitoring": monitoring_on(),
                 "config": {
                     "allowedHosts": ["pulse.example.com"],
@@ -129,6 +136,7 @@ fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
                     "storage": {"size": "20Gi", "storageClassName": "fast"},
                     "jetstream": {"maxFileStore": "16GB"},
                     "auth": {"user": "pulse", "existingSecret": "pulse-nats"},
+                    "signing": {"existingSecret": "pulse-nats-signing"},
                 },
                 "monitoring": {
                     "prometheusRule": {"enabled": true, "labels": {"release": "prometheus"}},
@@ -303,6 +311,7 @@ fn every_render_validates_against_the_kubernetes_schemas() {
                 "PodDisruptionBudget",
                 "Service",
                 "Service",
+                "Secret",
                 "StatefulSet",
                 "PodDisruptionBudget",
                 "ClusterRole",
@@ -339,6 +348,7 @@ fn every_render_validates_against_the_kubernetes_schemas() {
                 "PodDisruptionBudget",
                 "Service",
                 "Service",
+                "Secret",
                 "StatefulSet",
                 "PodDisruptionBudget",
                 "PrometheusRule",
@@ -575,6 +585,21 @@ fn every_value_reaches_its_place() {
             .iter()
             .any(|v| v["secret"]["secretName"] == "pulse-nats")
     );
+    // The operator's signing key Secret, mounted where the flag reads it.
+    let signing = spec["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["secret"]["secretName"] == "pulse-nats-signing")
+        .expect("the operator's signing key Secret as a volume");
+    assert_eq!(
+        signing["secret"]["items"],
+        json!([{"key": "signing.key", "path": "signing.key"}])
+    );
+    assert_eq!(
+        serve.nats_auth.nats_signing_key_file.as_deref(),
+        Some(Path::new("/etc/kube-pulse/nats-signing/signing.key"))
+    );
     // Monitoring: the labels Prometheus selects by, the interval.
     for kind in ["PrometheusRule", "ServiceMonitor"] {
         assert_eq!(
@@ -697,8 +722,10 @@ fn the_replicas_block_is_deploys_replicas_component() {
 /// `nats.enabled` is deploy/nats: nats.conf byte for byte (so the real
 /// nats-server's acceptance of deploy/'s, tests/gateway/deploy.rs, holds
 /// for the chart's), the same gateway flags, NATS container, volumes and
-/// Services; the Secret the gateway and the servers read is the chart's,
-/// with a random password unless one is given.
+/// Services; the Secrets the gateway and the servers read are the chart's,
+/// with a random password and signing key unless they are given, and the
+/// key is mounted where `--nats-signing-key-file` reads it, in the
+/// gateway's pods only.
 #[test]
 fn the_nats_block_is_deploys_nats_component() {
     let Some((_, docs)) = render("nats") else {
@@ -811,10 +838,59 @@ fn the_nats_block_is_deploys_nats_component() {
     let (_, all) = render("all").unwrap();
     let secret = named(&all, "Secret", "pulse-kube-pulse-nats-auth");
     assert_eq!(secret["stringData"]["password"], "a-password");
+    // The signing key: random and long by default, the given one otherwise.
+    let key = named(&docs, "Secret", "kube-pulse-nats-signing")["stringData"]["signing.key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(key.len() >= 64, "{key}");
+    assert!(!key.contains("REPLACE"), "{key}");
+    let secret = named(&all, "Secret", "pulse-kube-pulse-nats-signing");
+    assert_eq!(secret["stringData"]["signing.key"], GIVEN_SIGNING_KEY);
+    // It is mounted where the flag points (0440, the pod's group reads
+    // it), from the chart's Secret, in the gateway's pods and not in the
+    // NATS servers'.
+    let serve = serve_args(&docs);
+    let key_file = serve
+        .nats_auth
+        .nats_signing_key_file
+        .clone()
+        .expect("--nats-signing-key-file");
+    assert_eq!(
+        key_file,
+        Path::new("/etc/kube-pulse/nats-signing/signing.key")
+    );
+    let gateway_pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
+    let mount = container(&docs)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| Path::new(m["mountPath"].as_str().unwrap()) == key_file.parent().unwrap())
+        .expect("the signing key is mounted");
+    assert_eq!(mount["readOnly"], true);
+    let volume = gateway_pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(
+        volume["secret"],
+        json!({
+            "secretName": "kube-pulse-nats-signing",
+            "items": [{"key": "signing.key", "path": "signing.key"}],
+            "defaultMode": 0o440,
+        })
+    );
+    let nats_pod = named(&docs, "StatefulSet", "kube-pulse-nats").to_string();
+    assert!(!nats_pod.contains("nats-signing"), "{nats_pod}");
     // The gateway logs in as the user nats.conf admits, with the mounted
-    // password, to the client Service.
-    let mut serve = serve_args(&docs);
-    serve.nats_auth.nats_password_file = Some(rendered_file("helm-nats-password", "a-password\n"));
+    // password, to the client Service, and signs with the mounted key: its
+    // own parsers take the rendered flags, with files here in place of the
+    // Secrets' (the chart's own key and password).
+    let mut serve = serve;
+    serve.nats_auth.nats_password_file = Some(rendered_file("helm-nats-password", password));
+    serve.nats_auth.nats_signing_key_file = Some(rendered_file("helm-nats-signing", &key));
     let settings = serve
         .nats_with_env(None, &|_| None)
         .unwrap()
@@ -822,6 +898,26 @@ fn the_nats_block_is_deploys_nats_component() {
     assert_eq!(settings.url, "nats://kube-pulse-nats:4222");
     assert_eq!(settings.replicas, 3);
     assert_eq!(settings.auth.describe(), "user kube-pulse");
+    assert!(settings.check_integrity().is_ok(), "{settings:?}");
+    assert_eq!(
+        settings.signing,
+        Some(kube_pulse::scale::SigningKey::from_bytes(key.as_bytes()).unwrap())
+    );
+    assert!(!settings.insecure_unsigned);
+    // The given key, in the "all" render's Secret, is the one it signs with.
+    let mut serve = serve_args(&all);
+    serve.nats_auth.nats_password_file =
+        Some(rendered_file("helm-all-nats-password", "a-password"));
+    serve.nats_auth.nats_signing_key_file =
+        Some(rendered_file("helm-all-nats-signing", GIVEN_SIGNING_KEY));
+    let settings = serve
+        .nats_with_env(None, &|_| None)
+        .unwrap()
+        .expect("--nats");
+    assert_eq!(
+        settings.signing,
+        Some(kube_pulse::scale::SigningKey::from_bytes(GIVEN_SIGNING_KEY.as_bytes()).unwrap())
+    );
     // Under another release name the names follow it, consistently.
     let serve = serve_args(&all);
     assert_eq!(
@@ -1017,6 +1113,7 @@ async fn kubectl_applies_every_render_to_the_simulator() {
                 "poddisruptionbudget.policy/kube-pulse-nats",
                 "role.rbac.authorization.k8s.io/kube-pulse-leases",
                 "secret/kube-pulse-nats-auth",
+                "secret/kube-pulse-nats-signing",
                 "service/kube-pulse",
                 "service/kube-pulse-nats",
                 "service/kube-pulse-nats-headless",
@@ -1038,6 +1135,7 @@ async fn kubectl_applies_every_render_to_the_simulator() {
                 "prometheusrule.monitoring.coreos.com/pulse-kube-pulse",
                 "role.rbac.authorization.k8s.io/pulse-kube-pulse-leases",
                 "secret/pulse-kube-pulse-nats-auth",
+                "secret/pulse-kube-pulse-nats-signing",
                 "service/pulse-kube-pulse",
                 "service/pulse-kube-pulse-nats",
                 "service/pulse-kube-pulse-nats-headless",

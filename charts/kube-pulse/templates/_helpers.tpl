@@ -65,6 +65,11 @@ helm.sh/chart: {{ include "kube-pulse.chart" . }}
 {{- default (printf "%s-auth" (include "kube-pulse.natsName" .)) .Values.nats.auth.existingSecret }}
 {{- end }}
 
+{{/* The NATS signing key's Secret: yours, or the chart's. */}}
+{{- define "kube-pulse.natsSigningSecret" -}}
+{{- default (printf "%s-signing" (include "kube-pulse.natsName" .)) .Values.nats.signing.existingSecret }}
+{{- end }}
+
 {{- define "kube-pulse.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "kube-pulse.fullname" .) .Values.serviceAccount.name }}
@@ -106,6 +111,11 @@ time with the reason.
 {{- define "kube-pulse.checks" -}}
 {{- if and .Values.nats.enabled (not .Values.replicas.enabled) }}
 {{- fail "nats.enabled needs replicas.enabled: --nats needs Lease ownership (docs/SCALE-OUT.md)" }}
+{{- end }}
+{{- with .Values.nats.signing.key }}
+{{- if lt (len (trimSuffix "\r" (trimSuffix "\n" .))) 32 }}
+{{- fail "nats.signing.key is shorter than 32 bytes: the gateway refuses a shorter signing key (e.g. `openssl rand -hex 32`)" }}
+{{- end }}
 {{- end }}
 {{- if gt (int .Values.nats.streamReplicas) (int .Values.nats.servers) }}
 {{- fail (printf "nats.streamReplicas (%v) exceeds nats.servers (%v): JetStream places each copy on its own server" .Values.nats.streamReplicas .Values.nats.servers) }}

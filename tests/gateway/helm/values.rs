@@ -68,6 +68,16 @@ fn bad_values_are_refused() {
             "nats.streamReplicas (5) exceeds nats.servers (3)",
         ),
         (
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "signing": {"key": format!("{}\n", "k".repeat(31))}}}),
+            "kube-pulse",
+            "nats.signing.key is shorter than 32 bytes",
+        ),
+        (
+            json!({"nats": {"signing": {"keyFile": "/etc/key"}}}),
+            "kube-pulse",
+            "'keyFile' not allowed",
+        ),
+        (
             json!({"karpor": {"enabled": true, "namespace": "karpor"}}),
             "kube-pulse",
             "karpor.namespace is karpor but the release is in kube-pulse",

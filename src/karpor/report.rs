@@ -196,6 +196,45 @@ fn rank(phase: &str) -> usize {
         .unwrap_or(PHASE_ORDER.len())
 }
 
+/// The most bytes of `clusters` written into a SyncRegistry's status: an
+/// object Karpor stores whole (etcd keeps at most 1.5 MiB of one object,
+/// an apiserver takes at most 3 MiB of one request), whatever the number
+/// of clusters the registry applies to.
+pub(crate) const MAX_REGISTRY_STATUS_BYTES: usize = 1 << 20;
+
+/// `clusters` cut to `budget` bytes of JSON: past it, clusters whose every
+/// resource is `Syncing` are left out first, from the last name back, then
+/// others the same way, so that what needs attention stays listed. Each
+/// kept entry keeps its place (name order).
+fn within_budget(clusters: Vec<Value>, budget: usize) -> Vec<Value> {
+    let sizes: Vec<usize> = clusters
+        .iter()
+        .map(|c| serde_json::to_vec(c).map_or(0, |b| b.len() + 1))
+        .collect();
+    let mut total: usize = sizes.iter().sum();
+    if total <= budget {
+        return clusters;
+    }
+    let mut keep = vec![true; clusters.len()];
+    for quiet_first in [true, false] {
+        for i in (0..clusters.len()).rev() {
+            if total <= budget {
+                break;
+            }
+            let quiet = clusters[i]["status"] == "Syncing";
+            if keep[i] && (quiet || !quiet_first) {
+                keep[i] = false;
+                total -= sizes[i];
+            }
+        }
+    }
+    clusters
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, kept)| kept.then_some(c))
+        .collect()
+}
+
 /// The `status` of a Karpor `SyncRegistry`: per cluster it applies to, each
 /// resource's sync phase, reason, message and when the phase last changed.
 /// `lastTransitionTime` is the latest of those (the previous one, or `now`,
@@ -275,6 +314,7 @@ pub(crate) fn registry_status(
             json!({"cluster": c.cluster, "status": worst, "resources": resources})
         })
         .collect();
+    let clusters = within_budget(clusters, MAX_REGISTRY_STATUS_BYTES);
     let last = latest
         .or_else(|| previous["lastTransitionTime"].as_str().map(str::to_string))
         .unwrap_or(now);
@@ -284,6 +324,66 @@ pub(crate) fn registry_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_past_its_budget_leaves_out_syncing_clusters_first() {
+        let entry =
+            |name: &str, status: &str| json!({"cluster": name, "status": status, "resources": []});
+        let size = serde_json::to_vec(&entry("c0", "Syncing")).unwrap().len() + 1;
+        // (statuses, budget in entries, names kept)
+        let cases: &[(&[&str], usize, &[&str])] = &[
+            (&["Syncing", "Error", "Syncing"], 3, &["c0", "c1", "c2"]),
+            (&["Syncing", "Error", "Syncing"], 2, &["c0", "c1"]),
+            (&["Syncing", "Error", "Syncing"], 1, &["c1"]),
+            (&["Error", "Syncing", "Pending"], 2, &["c0", "c2"]),
+            (&["Error", "Error", "Error"], 2, &["c0", "c1"]),
+            (&["Error", "Error", "Error"], 0, &[]),
+        ];
+        for (statuses, entries, kept) in cases {
+            let clusters: Vec<Value> = statuses
+                .iter()
+                .enumerate()
+                .map(|(i, s)| entry(&format!("c{i}"), s))
+                .collect();
+            let out = within_budget(clusters, entries * size);
+            let names: Vec<&str> = out.iter().map(|c| c["cluster"].as_str().unwrap()).collect();
+            assert_eq!(&names, kept, "{statuses:?} within {entries}");
+        }
+    }
+
+    #[test]
+    fn ten_thousand_clusters_stay_under_the_limit_with_the_failing_ones_listed() {
+        let docs: Vec<Value> = (0..10_000)
+            .map(|i| {
+                let phase = if i % 1000 == 7 { "Error" } else { "Syncing" };
+                json!({"phase": phase, "reason": "Watching", "message": "watching 1200 objects",
+                       "since": "2026-12-04T10:00:00.000Z", "kind": "ConfigMap"})
+            })
+            .collect();
+        let reports: Vec<ClusterReport<'_>> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, doc)| ClusterReport {
+                cluster: format!("member-{i:05}"),
+                resources: vec![ResourceReport {
+                    api_version: "v1".into(),
+                    resource: "configmaps".into(),
+                    doc: Some(doc),
+                }],
+            })
+            .collect();
+        let status = registry_status(&reports, &Value::Null, t(0));
+        let bytes = serde_json::to_vec(&status).unwrap().len();
+        assert!(bytes <= MAX_REGISTRY_STATUS_BYTES + 100, "{bytes} bytes");
+        let listed = status["clusters"].as_array().unwrap();
+        assert!(
+            listed.len() > 1000 && listed.len() < 10_000,
+            "{}",
+            listed.len()
+        );
+        let failing = listed.iter().filter(|c| c["status"] == "Error").count();
+        assert_eq!(failing, 10, "every failing cluster stays listed");
+    }
 
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_790_000_000 + s, 0).unwrap()

@@ -99,17 +99,29 @@ pub(crate) async fn run(hub: Arc<Hub>, shutdown: CancellationToken) {
         }
     }
     publish(&hub, std::mem::take(&mut dirty));
+    let mut published = tokio::time::Instant::now();
     loop {
         let delivery = tokio::select! {
             _ = shutdown.cancelled() => return,
             d = subscription.next() => d,
         };
         dirty.mark(&delivery);
-        // What is queued already is folded in the same pass (bounded by
+        // At most one fold per FOLD_EVERY: folding the clusters' summary
+        // reads every topic of the hub, which a fleet of thousands of
+        // members changing at once would otherwise do per change.
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(published + FOLD_EVERY) => {}
+        }
+        // What is queued meanwhile is folded in the same pass (bounded by
         // the subscription's queue).
         while let Some(more) = subscription.try_next() {
             dirty.mark(&more);
         }
         publish(&hub, std::mem::take(&mut dirty));
+        published = tokio::time::Instant::now();
     }
 }
+
+/// The shortest time between two folds of the summaries.
+const FOLD_EVERY: std::time::Duration = std::time::Duration::from_millis(200);

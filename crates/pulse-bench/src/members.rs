@@ -9,9 +9,9 @@
 //!
 //! The gateway starts over an empty Karpor; then every Cluster object is
 //! created in one burst. Measured over the window: `/livez` latency (every
-//! 100 ms), RSS (every second), how many members are past `Initializing`
+//! 100 ms, from a thread of its own), RSS (every second), how many members are past `Initializing`
 //! and how many live ones are `Healthy` (every 5 s), and the gateway's log
-//! lines (at its default filter). Bounded: counts from the plan; every wait
+//! lines (at its default filter; `PULSE_BENCH_FLEET_LOG=FILE` keeps them). Bounded: counts from the plan; every wait
 //! has a deadline.
 
 use std::io::BufRead as _;
@@ -140,20 +140,20 @@ pub(crate) async fn member_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<Memb
                 .map_err(|e| anyhow::anyhow!("creating a Cluster: {e:?}"))?;
         }
         let burst = Instant::now();
+        // `/livez` from a thread of its own, with a blocking socket: this
+        // process's runtime is busy serving the simulated members, and its
+        // delays are not the gateway's.
+        let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let prober = {
+            let probing = probing.clone();
+            std::thread::spawn(move || livez_thread(addr, &probing))
+        };
         let mut latencies = Vec::new();
         let mut next_count = burst;
         let mut next_rss = burst;
-        let livez = format!("http://{addr}/livez");
         let clusters = format!("http://{addr}/api/v1/clusters");
         while burst.elapsed() < window {
             let asked = Instant::now();
-            let ok = tokio::time::timeout(Duration::from_secs(10), get(&http, &livez)).await;
-            let ms = asked.elapsed().as_secs_f64() * 1e3;
-            latencies.push(if matches!(ok, Ok(Ok(_))) {
-                ms
-            } else {
-                10_000.0
-            });
             if asked >= next_rss {
                 next_rss += Duration::from_secs(1);
                 let rss = proc::peak_rss(&proc::tree(&[pid])) as f64 / 1e6;
@@ -188,6 +188,8 @@ pub(crate) async fn member_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<Memb
             }
             tokio::time::sleep(Duration::from_millis(100).saturating_sub(asked.elapsed())).await;
         }
+        probing.store(false, Ordering::Relaxed);
+        latencies.extend(prober.join().unwrap_or_default());
         let pids = proc::tree(&[pid]);
         run.rss_end_mb = proc::rss(&pids) as f64 / 1e6;
         run.peak_rss_mb = run.peak_rss_mb.max(proc::peak_rss(&pids) as f64 / 1e6);
@@ -212,4 +214,59 @@ pub(crate) async fn member_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<Memb
         run.error = Some(e.to_string());
     }
     Ok(run)
+}
+
+/// `GET /livez` every 100 ms over one kept-alive connection while
+/// `probing`; each answer's time in ms (10 s for a failed one, after which
+/// the connection is made again).
+fn livez_thread(addr: SocketAddr, probing: &std::sync::atomic::AtomicBool) -> Vec<f64> {
+    use std::io::{Read as _, Write as _};
+    let mut out = Vec::new();
+    let mut stream: Option<std::net::TcpStream> = None;
+    while probing.load(Ordering::Relaxed) {
+        let asked = Instant::now();
+        let answered = (|| -> std::io::Result<()> {
+            if stream.is_none() {
+                let s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                s.set_nodelay(true)?;
+                stream = Some(s);
+            }
+            let s = stream.as_mut().expect("connected");
+            s.write_all(b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+            // Headers, then Content-Length bytes of body.
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                got.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&got);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if got.len() >= end + 4 + length {
+                        return Ok(());
+                    }
+                }
+            }
+        })();
+        match answered {
+            Ok(()) => out.push(asked.elapsed().as_secs_f64() * 1e3),
+            Err(_) => {
+                out.push(10_000.0);
+                stream = None;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100).saturating_sub(asked.elapsed()));
+    }
+    out
 }

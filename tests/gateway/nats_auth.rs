@@ -4,9 +4,10 @@
 //! replicas' password, and lets the replicas' user do only what the relay
 //! and the task bucket do; a gateway with that user and its password from a
 //! file connects and serves, stream and tasks; a URL with credentials is
-//! refused without showing them; TLS with a private CA works, and a server
-//! that verifies clients takes the client certificate and refuses a client
-//! without one. Loopback only, every wait bounded.
+//! refused without showing them; a token and an nkey seed log in; TLS with
+//! a private CA works, and a server that verifies clients takes the client
+//! certificate and refuses a client without one. Loopback only, every wait
+//! bounded.
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the tests
 //! say so and pass, unless `CI` is set: then they fail.
@@ -300,6 +301,47 @@ async fn a_token_logs_in() {
     let err = err.to_string();
     assert!(err.starts_with("nats: cannot connect to"), "{err}");
     assert!(!err.contains(PASSWORD) && !err.contains("another"), "{err}");
+}
+
+/// An nkey seed from a file (`--nats-nkey-seed`) logs in to a server that
+/// knows the user's public key; another user's seed does not, and the
+/// error shows no seed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nkey_seed_logs_in() {
+    let user = nkeys::KeyPair::new_user();
+    let stranger = nkeys::KeyPair::new_user();
+    let conf = format!(
+        "authorization {{\n  users = [ {{ nkey: {} }} ]\n}}\n",
+        user.public_key()
+    );
+    let Some(nats) = nats_with_config(Some(&conf), &[]).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let with = |pair: &nkeys::KeyPair, name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, pair.seed().unwrap()).unwrap();
+        let mut settings = NatsSettings::new(nats.url.clone());
+        settings.auth = NatsAuthSources {
+            nkey_seed: Some(path),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        settings
+    };
+    let client = with(&user, "user.nk")
+        .connect("kube-pulse test")
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let err = with(&stranger, "stranger.nk")
+        .connect("kube-pulse test")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.starts_with("nats: cannot connect to"), "{err}");
+    assert!(!err.contains(&stranger.seed().unwrap()), "{err}");
 }
 
 /// TLS settings over the certificates of `pki`: `ca` and a client

@@ -27,8 +27,8 @@ use pulse_testkit::mirror::{Mirror, Reader, synced_readers};
 use pulse_testkit::nats::nats;
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{
-    LEASE, Replica, WITHIN, Watched, lease_holders, of_member, owners, replica, replica_for, seed,
-    three_members, watch_for_two_owners,
+    LEASE, Replica, WITHIN, Watched, lease_holders, of_member, owners, preferred_holders, replica,
+    replica_for, seed, three_members, watch_for_two_owners,
 };
 use pulse_testkit::sim::sim;
 use serde_json::{Value, json};
@@ -361,15 +361,7 @@ async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
         WITHIN,
         "each member held by its preferred replica, served Healthy with its app Running everywhere",
         || async {
-            let holders = lease_holders(&host).await;
-            let mut owners = BTreeMap::new();
-            for m in &members {
-                let holder = holders.get(m)?.clone()?;
-                if preferred_owner(m, &ids) != Some(&holder) {
-                    return None;
-                }
-                owners.insert(m.clone(), holder);
-            }
+            let owners = preferred_holders(&host, &members, &ids).await?;
             for p in &processes {
                 for m in &members {
                     let cluster = rest(&p.url, &format!("/api/v1/clusters/{m}")).await?;

@@ -11,14 +11,15 @@
 
 use std::collections::BTreeMap;
 
-use kube_pulse::scale::preferred_owner;
 use kube_pulse_sim::workload_manifest;
 use pulse_testkit::docs::Replica as Docs;
 use pulse_testkit::http::{rest, rest_docs};
 use pulse_testkit::load::heavy;
 use pulse_testkit::nats::nats;
 use pulse_testkit::poll::eventually;
-use pulse_testkit::scale::{Subscriber, WITHIN, lease_holders, seed, three_members};
+use pulse_testkit::scale::{
+    Subscriber, WITHIN, lease_holders, preferred_holders, seed, three_members,
+};
 use pulse_testkit::sim::sim;
 use serde_json::{Value, json};
 
@@ -76,15 +77,7 @@ async fn a_cursor_resumes_exactly_on_a_new_replica_after_a_failover() {
         WITHIN,
         "each member held by its preferred replica",
         || async {
-            let holders = lease_holders(&host).await;
-            let mut owners = BTreeMap::new();
-            for m in &members {
-                let holder = holders.get(m)?.clone()?;
-                if preferred_owner(m, &ids) != Some(&holder) {
-                    return None;
-                }
-                owners.insert(m.clone(), holder);
-            }
+            let owners = preferred_holders(&host, &members, &ids).await?;
             for p in &processes {
                 for m in &members {
                     let app = rest(&p.url, &format!("/api/v1/apps/{m}/shop/web")).await?;

@@ -287,6 +287,25 @@ pub async fn lease_holders(
         .collect()
 }
 
+/// Each member's Lease holder, when every one of `members` is held by its
+/// preferred replica among `ids`; None while one is not.
+pub async fn preferred_holders(
+    host: &SimCluster,
+    members: &[String],
+    ids: &[String],
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let holders = lease_holders(host).await;
+    let mut owners = std::collections::BTreeMap::new();
+    for m in members {
+        let holder = holders.get(m)?.clone()?;
+        if kube_pulse::scale::preferred_owner(m, ids) != Some(&holder) {
+            return None;
+        }
+        owners.insert(m.clone(), holder);
+    }
+    Some(owners)
+}
+
 /// Gateway replicas by id.
 pub type Gateways = [(String, Arc<Gateway>)];
 

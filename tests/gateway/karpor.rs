@@ -13,7 +13,7 @@ use pulse_testkit::gateway::{doc_where, start_gateway};
 use pulse_testkit::http::{get_json, http, metric};
 use pulse_testkit::kubectl::{kubectl, ok};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::{karpor_kubeconfig, sim, sim_with};
+use pulse_testkit::sim::{karpor_kubeconfig, karpor_settings, sim, sim_with};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -317,13 +317,7 @@ async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let settings = KarporSettings {
-        kubeconfig: karpor_kubeconfig(dir.path(), &karpor.url()),
-        context: None,
-        allow_exec: false,
-        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
-        status: None,
-    };
+    let settings = karpor_settings(dir.path(), &karpor.url(), false);
     let shutdown = CancellationToken::new();
     let (url, gateway) =
         start_gateway(&[&file_member], |c| c.karpor = Some(settings), &shutdown).await;

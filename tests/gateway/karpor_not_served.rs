@@ -7,13 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use kube_pulse::karpor::{KarporSettings, WriterSettings};
 use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
 use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::get_json;
 use pulse_testkit::kubectl::{kubectl, ok};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::{karpor_kubeconfig, sim};
+use pulse_testkit::sim::{karpor_settings, sim};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -95,16 +94,7 @@ async fn karpors_default_registry_leaves_a_cluster_healthy_with_a_warning_and_wr
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let shutdown = CancellationToken::new();
-    let settings = KarporSettings {
-        kubeconfig: karpor_kubeconfig(dir.path(), &server),
-        context: None,
-        allow_exec: false,
-        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
-        status: Some(WriterSettings {
-            replica: "e2e".into(),
-            ..Default::default()
-        }),
-    };
+    let settings = karpor_settings(dir.path(), &server, true);
     let (url, _gateway) = start_gateway(&[], |c| c.karpor = Some(settings), &shutdown).await;
 
     // Healthy, with a warning naming the resource; the sync is NotServed.

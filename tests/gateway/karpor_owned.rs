@@ -9,14 +9,13 @@
 
 use std::time::Duration;
 
-use kube_pulse::karpor::{KarporSettings, WriterSettings};
 use kube_pulse_sim::Faults;
 use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
 use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::get_json;
 use pulse_testkit::kubectl::{kubectl, ok};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::{karpor_kubeconfig, sim};
+use pulse_testkit::sim::{karpor_settings, sim};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -102,16 +101,7 @@ async fn fault_and_heal(schema_831: bool) {
     let before = status_of(&server, "west").await;
 
     let shutdown = CancellationToken::new();
-    let settings = KarporSettings {
-        kubeconfig: karpor_kubeconfig(dir.path(), &server),
-        context: None,
-        allow_exec: false,
-        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
-        status: Some(WriterSettings {
-            replica: "e2e".into(),
-            ..Default::default()
-        }),
-    };
+    let settings = karpor_settings(dir.path(), &server, true);
     let (_url, _gateway) = start_gateway(&[], |c| c.karpor = Some(settings), &shutdown).await;
     let version = get_json(&format!("{}/version", west.url())).await["gitVersion"]
         .as_str()

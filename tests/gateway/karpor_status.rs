@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use kube_pulse::karpor::KarporSettings;
-use kube_pulse::karpor::WriterSettings;
 use kube_pulse_sim::Faults;
 use kube_pulse_sim::karpor::{self, KarporOptions, MemberAccess};
 use pulse_testkit::binary::terminate;
@@ -14,7 +12,7 @@ use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::{get_json, http};
 use pulse_testkit::kubectl::{kubectl, ok};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::sim::{karpor_kubeconfig, sim};
+use pulse_testkit::sim::{karpor_settings, sim};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -51,16 +49,7 @@ async fn karpor_objects_show_health_conditions_and_sync_state_as_members_break_a
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let shutdown = CancellationToken::new();
-    let settings = KarporSettings {
-        kubeconfig: karpor_kubeconfig(dir.path(), &karpor.url()),
-        context: None,
-        allow_exec: false,
-        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
-        status: Some(WriterSettings {
-            replica: "e2e".into(),
-            ..Default::default()
-        }),
-    };
+    let settings = karpor_settings(dir.path(), &karpor.url(), true);
     let (url, _gateway) = start_gateway(&[], |c| c.karpor = Some(settings), &shutdown).await;
     for (name, member) in [("east", &east), ("west", &west)] {
         let path = dir.path().join(format!("{name}.json"));

@@ -69,6 +69,27 @@ pub fn karpor_kubeconfig(dir: &Path, server: &str) -> PathBuf {
     path
 }
 
+/// Settings of a gateway reading the Karpor at `server` through a
+/// kubeconfig written in `dir`, its members' loopback endpoints allowed;
+/// with `writes`, it also writes status back onto Karpor's objects, as
+/// replica `e2e`.
+pub fn karpor_settings(
+    dir: &Path,
+    server: &str,
+    writes: bool,
+) -> kube_pulse::karpor::KarporSettings {
+    kube_pulse::karpor::KarporSettings {
+        kubeconfig: karpor_kubeconfig(dir, server),
+        context: None,
+        allow_exec: false,
+        endpoints: kube_pulse::karpor::EndpointPolicy::allowing_loopback(),
+        status: writes.then(|| kube_pulse::karpor::WriterSettings {
+            replica: "e2e".into(),
+            ..Default::default()
+        }),
+    }
+}
+
 /// Waits (20 s at most) until `sim` holds `count` open watches.
 pub async fn until_open_watches(sim: &SimCluster, count: usize) {
     crate::poll::eventually(Duration::from_secs(20), "an open watch", || async {

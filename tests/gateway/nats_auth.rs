@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use kube_pulse::scale::{LeaseSettings, NatsAuthSources, NatsSettings, Secret};
 use pulse_testkit::http::{http, readiness, rest};
-use pulse_testkit::nats::{Nats, nats_with_config, test_pki};
+use pulse_testkit::nats::{Nats, nats_with_config, task_bucket_stream, test_pki};
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{LEASE, WITHIN, replica_on, seed};
 use pulse_testkit::sim::{sim, sim_with};
@@ -125,18 +125,9 @@ async fn a_locked_server_lets_in_only_the_replicas_user_and_only_for_its_work() 
         .await
         .expect("the replicas' user publishes envelopes");
     // The bucket's stream as src/scale/task_bucket.rs makes it.
-    js.get_or_create_stream(async_nats::jetstream::stream::Config {
-        name: "KV_KUBE_PULSE_TASKS".into(),
-        subjects: vec!["$KV.KUBE_PULSE_TASKS.>".into()],
-        max_messages_per_subject: 1,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        discard: async_nats::jetstream::stream::DiscardPolicy::New,
-        ..Default::default()
-    })
-    .await
-    .expect("the replicas' user creates the bucket");
+    js.get_or_create_stream(task_bucket_stream())
+        .await
+        .expect("the replicas' user creates the bucket");
     let kv = js.get_key_value("KUBE_PULSE_TASKS").await.unwrap();
     kv.put("t1", "{}".into())
         .await

@@ -16,7 +16,8 @@
 use std::time::Duration;
 
 use kube_pulse::scale::{NatsAuthSources, NatsSettings};
-use pulse_testkit::http::{get_text, http, rest};
+use pulse_testkit::http::{create_task, get_text, rest};
+use pulse_testkit::nats::task_bucket_stream;
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{LEASE, Subscriber, WITHIN, replica_on, seed};
 use pulse_testkit::sim::{sim, sim_with};
@@ -37,15 +38,7 @@ async fn rejected(url: &str, source: &str, reason: &str) -> f64 {
 
 /// Creates a task on `url` and waits until it succeeds; its JSON.
 async fn task_succeeds(url: &str, request: Value) -> Value {
-    let created = http()
-        .post(format!("{url}/api/v1/tasks"))
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201, "{request}");
-    let task: Value = created.json().await.unwrap();
-    let path = format!("/api/v1/tasks/{}", task["id"].as_str().unwrap());
+    let path = format!("/api/v1/tasks/{}", create_task(url, request).await);
     eventually(WITHIN, "the task succeeds", || async {
         let task = rest(url, &path).await?;
         (task["status"] == "Succeeded").then_some(task)
@@ -264,16 +257,7 @@ async fn another_roles_credentials_publish_put_and_delete_nothing() {
         .await
         .unwrap();
     replicas
-        .get_or_create_stream(async_nats::jetstream::stream::Config {
-            name: "KV_KUBE_PULSE_TASKS".into(),
-            subjects: vec!["$KV.KUBE_PULSE_TASKS.>".into()],
-            max_messages_per_subject: 1,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            discard: async_nats::jetstream::stream::DiscardPolicy::New,
-            ..Default::default()
-        })
+        .get_or_create_stream(task_bucket_stream())
         .await
         .unwrap();
 

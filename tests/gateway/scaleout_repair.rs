@@ -14,25 +14,12 @@
 use std::time::Duration;
 
 use kube_pulse::scale::NatsSettings;
-use pulse_testkit::http::{http, readiness, rest};
+use pulse_testkit::http::{create_task, http, readiness, rest};
 use pulse_testkit::nats::{nats, signing_key};
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{LEASE, WITHIN, owners, replica, replica_on, seed};
 use pulse_testkit::sim::{sim, sim_with};
 use serde_json::{Value, json};
-
-/// Creates a task on `url`; its id.
-async fn task(url: &str, request: Value) -> String {
-    let created = http()
-        .post(format!("{url}/api/v1/tasks"))
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201, "{request}");
-    let task: Value = created.json().await.unwrap();
-    task["id"].as_str().unwrap().to_string()
-}
 
 /// `GET {url}{path}` as JSON when it answers 200 (the task store may
 /// answer 503 for a moment while its bucket is made again).
@@ -87,7 +74,7 @@ async fn a_deleted_stream_and_bucket_are_made_again_and_refilled_without_a_resta
             app_is(&r.url, m, "Running").await;
         }
     }
-    let before = task(
+    let before = create_task(
         &r1.url,
         json!({"type": "Stop", "cluster": "a", "namespace": "shop", "app": "web"}),
     )
@@ -151,12 +138,12 @@ async fn a_deleted_stream_and_bucket_are_made_again_and_refilled_without_a_resta
         .iter()
         .find(|r| r.id != owners["b"])
         .unwrap_or(&live[0]);
-    let stop_b = task(
+    let stop_b = create_task(
         &not_b.url,
         json!({"type": "Stop", "cluster": "b", "namespace": "shop", "app": "web"}),
     )
     .await;
-    let start_a = task(
+    let start_a = create_task(
         &r2.url,
         json!({"type": "Start", "cluster": "a", "namespace": "shop", "app": "web", "replicas": 1}),
     )

@@ -105,3 +105,17 @@ pub async fn rest_docs(url: &str) -> BTreeMap<String, Value> {
     }
     docs
 }
+
+/// Creates a task through `POST {url}/api/v1/tasks` with `request`,
+/// asserting 201; the task's id.
+pub async fn create_task(url: &str, request: Value) -> String {
+    let created = http()
+        .post(format!("{url}/api/v1/tasks"))
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201, "{request}");
+    let task: Value = created.json().await.unwrap();
+    task["id"].as_str().unwrap().to_string()
+}

@@ -495,3 +495,18 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The task bucket's stream as src/scale/task_bucket.rs makes it, for
+/// tests that make it as another user would.
+pub fn task_bucket_stream() -> async_nats::jetstream::stream::Config {
+    async_nats::jetstream::stream::Config {
+        name: "KV_KUBE_PULSE_TASKS".into(),
+        subjects: vec!["$KV.KUBE_PULSE_TASKS.>".into()],
+        max_messages_per_subject: 1,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        discard: async_nats::jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    }
+}

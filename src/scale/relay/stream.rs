@@ -142,21 +142,31 @@ async fn check(
     Ok((stream, found))
 }
 
-/// Looks at the stream every [`GUARD_EVERY`]: one deleted is made again
-/// (the consumers notice the new stream and every replica publishes
-/// again), one whose configuration changed is set back, and this replica
-/// publishes its documents again (messages may have been lost).
+/// Looks at the stream every [`GUARD_EVERY`]: one deleted is made again,
+/// one whose configuration changed is set back. This replica publishes its
+/// documents again whenever the stream it finds is another than the one it
+/// found last (made again, by whichever replica noticed first) or was set
+/// back (messages may have been lost) — besides its consumer, which
+/// notices a new stream when it reads again, so that a consumer that has
+/// not failed yet delays nothing.
 pub(super) async fn guard(shared: Arc<Shared>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(GUARD_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen: Option<i128> = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
         match check(&shared.js, &shared.settings).await {
-            Ok((_, Found::Repaired)) => shared.republish.notify_one(),
-            Ok(_) => {}
+            Ok((stream, found)) => {
+                let created = stream.cached_info().created.unix_timestamp_nanos();
+                let another = seen.is_some_and(|seen| seen != created);
+                if another || matches!(found, Found::Repaired) {
+                    shared.republish.notify_one();
+                }
+                seen = Some(created);
+            }
             Err(error) => tracing::debug!(%error, "the stream of changes could not be checked"),
         }
     }

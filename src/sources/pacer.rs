@@ -6,7 +6,6 @@
 //! instant, so the gateway keeps answering (`/livez`, subscribers) while it
 //! starts them. A member waiting its turn shows `Initializing (Probing)`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -23,7 +22,6 @@ pub struct Pacer {
     burst: Duration,
     /// When the turn after the last one given is free.
     next: Mutex<Option<Instant>>,
-    waiting: AtomicUsize,
 }
 
 impl Pacer {
@@ -35,7 +33,6 @@ impl Pacer {
             interval,
             burst: interval * (rate - 1),
             next: Mutex::new(None),
-            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -49,15 +46,8 @@ impl Pacer {
             (at - now).saturating_sub(self.burst)
         };
         if !wait.is_zero() {
-            self.waiting.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(wait).await;
-            self.waiting.fetch_sub(1, Ordering::Relaxed);
         }
-    }
-
-    /// Tasks waiting for their turn now.
-    pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
     }
 }
 

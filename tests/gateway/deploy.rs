@@ -14,7 +14,8 @@ use std::sync::OnceLock;
 use pulse_testkit::http::{get_json, http};
 use pulse_testkit::kubectl::kustomize;
 use pulse_testkit::manifests::{
-    self, embedded_config, find, kinds, named, rendered_file, selects, serve_args, validate,
+    self, embedded_config, find, kinds, named, rendered_file, selects, serve_args, service_hosts,
+    validate,
 };
 use pulse_testkit::nats::{free_port, nats_server_or_skip};
 use pulse_testkit::poll::eventually;
@@ -113,12 +114,7 @@ fn the_embedded_config_is_accepted() {
     let service = find(&docs, "Service");
     let namespace = service["metadata"]["namespace"].as_str().unwrap();
     let name = service["metadata"]["name"].as_str().unwrap();
-    for host in [
-        name.to_string(),
-        format!("{name}.{namespace}"),
-        format!("{name}.{namespace}.svc"),
-        format!("{name}.{namespace}.svc.cluster.local"),
-    ] {
+    for host in service_hosts(name, namespace) {
         assert!(
             kube_pulse::http::guard::host_allowed(&host, &parsed.allowed_hosts),
             "{host} is not in allowedHosts"

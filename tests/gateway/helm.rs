@@ -16,7 +16,7 @@ use pulse_testkit::helm::{Helm, Render, Rendered};
 use pulse_testkit::kubectl::{kustomize, overlay};
 use pulse_testkit::manifests::{
     self, documents, embedded_config, find, kinds, named, rendered_file, selects, serve_args,
-    validate,
+    service_hosts, validate,
 };
 use serde_json::{Value, json};
 
@@ -418,12 +418,7 @@ fn every_render_embeds_a_config_the_gateway_accepts() {
         let namespace = service["metadata"]["namespace"].as_str().unwrap();
         let config = embedded_config(&format!("helm-{variant}"), named(&docs, "ConfigMap", name));
         assert_eq!(config.listen.unwrap().port(), 8080, "{variant}");
-        for host in [
-            name.to_string(),
-            format!("{name}.{namespace}"),
-            format!("{name}.{namespace}.svc"),
-            format!("{name}.{namespace}.svc.cluster.local"),
-        ] {
+        for host in service_hosts(name, namespace) {
             assert!(
                 kube_pulse::http::guard::host_allowed(&host, &config.allowed_hosts),
                 "{variant}: {host} is not in allowedHosts"

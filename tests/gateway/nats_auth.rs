@@ -69,6 +69,24 @@ pub(crate) async fn locked_nats() -> Option<Nats> {
     .await
 }
 
+/// The replicas' NATS settings for [`locked_nats`]: the user
+/// `kube-pulse`, its password from a file in `dir` (with the line end a
+/// Secret's file may have), the replicas' signing key.
+pub(crate) fn replicas_settings(nats: &Nats, dir: &Path) -> NatsSettings {
+    let password_file = dir.join("password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let mut settings =
+        NatsSettings::new(nats.url.clone()).signed_with(pulse_testkit::nats::signing_key());
+    settings.auth = NatsAuthSources {
+        user: Some("kube-pulse".into()),
+        password_file: Some(password_file),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    settings
+}
+
 /// Connects with `options`, bounded; the client or the error's text.
 async fn try_connect(
     options: async_nats::ConnectOptions,
@@ -163,17 +181,7 @@ async fn a_gateway_with_the_replicas_user_and_password_file_serves() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let password_file = dir.path().join("password");
-    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let mut settings =
-        NatsSettings::new(nats.url.clone()).signed_with(pulse_testkit::nats::signing_key());
-    settings.auth = NatsAuthSources {
-        user: Some("kube-pulse".into()),
-        password_file: Some(password_file),
-        ..Default::default()
-    }
-    .resolve()
-    .unwrap();
+    let settings = replicas_settings(&nats, dir.path());
     assert!(!format!("{settings:?}").contains(PASSWORD));
     let host = sim().await;
     let member = sim_with(|c| {

@@ -15,7 +15,6 @@
 
 use std::time::Duration;
 
-use kube_pulse::scale::{NatsAuthSources, NatsSettings};
 use pulse_testkit::http::{create_task, get_text, rest};
 use pulse_testkit::nats::task_bucket_stream;
 use pulse_testkit::poll::eventually;
@@ -23,7 +22,7 @@ use pulse_testkit::scale::{LEASE, Subscriber, WITHIN, replica_on, seed};
 use pulse_testkit::sim::{sim, sim_with};
 use serde_json::{Value, json};
 
-use super::nats_auth::{PASSWORD, locked_nats};
+use super::nats_auth::{PASSWORD, locked_nats, replicas_settings};
 
 /// `kube_pulse_relay_rejected_total{source, reason}` on `url`.
 async fn rejected(url: &str, source: &str, reason: &str) -> f64 {
@@ -52,17 +51,7 @@ async fn forgeries_from_the_replicas_own_user_are_neither_served_nor_run() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let password_file = dir.path().join("password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
-    let mut settings =
-        NatsSettings::new(nats.url.clone()).signed_with(pulse_testkit::nats::signing_key());
-    settings.auth = NatsAuthSources {
-        user: Some("kube-pulse".into()),
-        password_file: Some(password_file),
-        ..Default::default()
-    }
-    .resolve()
-    .unwrap();
+    let settings = replicas_settings(&nats, dir.path());
     let host = sim().await;
     let member = sim_with(|c| {
         c.name = "a".into();

@@ -30,7 +30,7 @@ use pulse_testkit::scale::{
     LEASE, Replica, WITHIN, Watched, lease_holders, of_member, owners, preferred_holders, replica,
     replica_for, seed, three_members, watch_for_two_owners,
 };
-use pulse_testkit::sim::sim;
+use pulse_testkit::sim::{clusters_yaml, sim};
 use serde_json::{Value, json};
 
 /// Bound of a takeover after the owner was killed: the lease duration, a
@@ -341,10 +341,7 @@ async fn subscribers_on_the_survivors_follow_a_member_whose_owner_is_killed() {
     let host = sim().await;
     let sims = three_members().await;
     let dir = tempfile::tempdir().unwrap();
-    let clusters: String = sims
-        .iter()
-        .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
-        .collect();
+    let clusters = clusters_yaml(sims.iter());
     std::fs::write(
         dir.path().join("config.yaml"),
         format!("clusters:\n{clusters}probe: {{intervalSeconds: 1, timeoutSeconds: 1}}\n"),

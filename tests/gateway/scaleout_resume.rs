@@ -20,7 +20,7 @@ use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{
     Subscriber, WITHIN, lease_holders, preferred_holders, seed, three_members,
 };
-use pulse_testkit::sim::sim;
+use pulse_testkit::sim::{clusters_yaml, sim};
 use serde_json::{Value, json};
 
 use super::scaleout_faults::Process;
@@ -53,10 +53,7 @@ async fn a_cursor_resumes_exactly_on_a_new_replica_after_a_failover() {
     let host = sim().await;
     let sims = three_members().await;
     let dir = tempfile::tempdir().unwrap();
-    let clusters: String = sims
-        .iter()
-        .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
-        .collect();
+    let clusters = clusters_yaml(sims.iter());
     // Every change of the test stays in the stream (probes change cluster
     // documents every second): the condition of an exact replay.
     std::fs::write(

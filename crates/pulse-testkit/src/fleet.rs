@@ -92,12 +92,8 @@ impl Fleet {
     /// Writes the gateway's configuration with the members named (it
     /// takes effect when the gateway starts, or reloads).
     pub fn configure(&self, members: &[&str]) {
-        let members: String = self
-            .sims
-            .iter()
-            .filter(|s| members.contains(&s.name()))
-            .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
-            .collect();
+        let members =
+            crate::sim::clusters_yaml(self.sims.iter().filter(|s| members.contains(&s.name())));
         self.write_config(&format!("clusters:\n{members}"));
     }
 

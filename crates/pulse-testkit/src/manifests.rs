@@ -103,6 +103,17 @@ pub fn embedded_config(name: &str, config_map: &Value) -> kube_pulse::config::Fi
     kube_pulse::config::load_file(&path).expect("the gateway accepts the embedded config")
 }
 
+/// The names a client in the cluster reaches the Service `name` in
+/// `namespace` by: each must be among the gateway's allowed hosts.
+pub fn service_hosts(name: &str, namespace: &str) -> [String; 4] {
+    [
+        name.to_string(),
+        format!("{name}.{namespace}"),
+        format!("{name}.{namespace}.svc"),
+        format!("{name}.{namespace}.svc.cluster.local"),
+    ]
+}
+
 /// The kinds the manifests add to what the simulator serves: RBAC,
 /// Services, Secrets, NetworkPolicies, and the Prometheus Operator's
 /// ServiceMonitor and PrometheusRule (as if its CRDs were installed).

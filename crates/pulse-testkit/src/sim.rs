@@ -58,6 +58,14 @@ pub fn deploy(sim: &SimCluster, name: &str, replicas: u32, image: &str) {
         .unwrap();
 }
 
+/// The `clusters:` entries of a gateway's configuration file for `sims`
+/// (`  - {name, server}` lines, the list's items only).
+pub fn clusters_yaml<'a>(sims: impl IntoIterator<Item = &'a SimCluster>) -> String {
+    sims.into_iter()
+        .map(|s| format!("  - {{name: {}, server: \"{}\"}}\n", s.name(), s.url()))
+        .collect()
+}
+
 /// A kubeconfig in `dir` for a (simulated) Karpor apiserver at `server`,
 /// as the `karpor-kubeconfig` ConfigMap holds one.
 pub fn karpor_kubeconfig(dir: &Path, server: &str) -> PathBuf {

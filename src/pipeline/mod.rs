@@ -297,9 +297,11 @@ impl Pipeline {
             .map(|(name, r)| (name.clone(), r.fingerprint))
             .collect();
         let mut diff = diff::diff(&running, &wanted);
+        let starting: std::collections::BTreeSet<&String> =
+            diff.added.iter().chain(&diff.changed).collect();
         let to_connect: Vec<Member> = desired
             .into_iter()
-            .filter(|m| diff.added.contains(&m.name) || diff.changed.contains(&m.name))
+            .filter(|m| starting.contains(&m.name))
             .collect();
         let mut connected = connect_all(to_connect).await?;
         let mut removed = Vec::new();

@@ -13,11 +13,12 @@ use std::sync::OnceLock;
 
 use pulse_testkit::http::{get_json, http};
 use pulse_testkit::kubectl::kustomize;
+use pulse_testkit::manifests::nats_conf_with_agents;
 use pulse_testkit::manifests::{
     self, embedded_config, find, kinds, named, rendered_file, selects, serve_args, service_hosts,
     validate,
 };
-use pulse_testkit::nats::{free_port, nats_server_or_skip};
+use pulse_testkit::nats::{check_config, free_port, nats_server_or_skip};
 use pulse_testkit::poll::eventually;
 use serde_json::{Value, json};
 
@@ -860,6 +861,105 @@ fn the_nats_servers_admit_only_the_gateways_user() {
     }
     assert_eq!(allowed("subscribe"), ["_INBOX.>"]);
     assert!(!permissions.has("deny"), "allow-lists only");
+    // The agents' part (docs/AGENT-DEPLOY.md): task requests to every
+    // agent, the agents' stream made and read; never publishing as an
+    // agent.
+    for subject in [
+        "kube-pulse.agentctl.>",
+        "$JS.API.STREAM.CREATE.KUBE_PULSE_AGENTS",
+        "$JS.API.STREAM.UPDATE.KUBE_PULSE_AGENTS",
+        "$JS.API.STREAM.INFO.KUBE_PULSE_AGENTS",
+        "$JS.API.CONSUMER.CREATE.KUBE_PULSE_AGENTS",
+        "$JS.API.CONSUMER.CREATE.KUBE_PULSE_AGENTS.>",
+        "$JS.API.CONSUMER.INFO.KUBE_PULSE_AGENTS.>",
+        "$JS.API.CONSUMER.DELETE.KUBE_PULSE_AGENTS.>",
+        "$JS.API.CONSUMER.MSG.NEXT.KUBE_PULSE_AGENTS.>",
+    ] {
+        assert!(publish.contains(&subject.to_string()), "{subject}");
+    }
+    assert!(
+        !publish.iter().any(|s| s.starts_with("kube-pulse.agents")),
+        "{publish:?}"
+    );
+}
+
+/// Agent users inserted into the component's nats.conf (as
+/// `manifests::nats_conf_with_agents` writes them, the chart's
+/// `nats.agents` too): each is an nkey with its own subjects and
+/// `allow_responses`, after the replicas' user, and the real nats-server
+/// accepts the file; it refuses an agent whose key is not a user's.
+#[test]
+fn nats_conf_takes_one_user_per_agent() {
+    let (_, docs) = render_nats();
+    let text = nats_conf_text(&docs);
+    let keys = [nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user()];
+    let agents = [
+        ("edge-1", keys[0].public_key()),
+        ("edge-2", keys[1].public_key()),
+    ];
+    let pairs: Vec<(&str, &str)> = agents.iter().map(|(m, k)| (*m, k.as_str())).collect();
+    let with_agents = nats_conf_with_agents(&text, &pairs);
+    let tree = nats_tree(&with_agents);
+    let users = tree.get("accounts").get("KUBE_PULSE").get("users").list();
+    assert_eq!(users.len(), 3, "{users:?}");
+    assert_eq!(users[0].get("user").str(), "kube-pulse");
+    for (user, (member, key)) in users[1..].iter().zip(&agents) {
+        assert_eq!(user.get("nkey").str(), key);
+        assert!(!user.has("user") && !user.has("password"), "{user:?}");
+        let permissions = user.get("permissions");
+        let allowed = |what: &str| -> Vec<&str> {
+            permissions
+                .get(what)
+                .get("allow")
+                .list()
+                .iter()
+                .map(Conf::str)
+                .collect()
+        };
+        assert_eq!(
+            allowed("publish"),
+            [format!("kube-pulse.agents.{member}.>")]
+        );
+        assert_eq!(
+            allowed("subscribe"),
+            [
+                format!("_INBOX_{member}.>"),
+                format!("kube-pulse.agentctl.{member}.>")
+            ]
+        );
+        assert_eq!(permissions.get("allow_responses").str(), "true");
+    }
+    // Nothing else changed: without agents the text is the same, and the
+    // lines with them are the text's with the entries inserted.
+    assert_eq!(nats_conf_with_agents(&text, &[]), text);
+    let mut kept = with_agents.lines().collect::<Vec<_>>();
+    let first = kept
+        .iter()
+        .position(|l| l.trim() == "# The agent of member edge-1.")
+        .unwrap();
+    let entry = kept
+        .iter()
+        .skip(first + 1)
+        .position(|l| l.trim() == "# The agent of member edge-2.")
+        .unwrap()
+        + 1;
+    kept.drain(first..first + 2 * entry);
+    assert_eq!(kept, text.lines().collect::<Vec<_>>());
+    let env = [
+        ("POD_NAME", "kube-pulse-nats-0"),
+        ("KUBE_PULSE_NATS_PASSWORD", "a-password"),
+    ];
+    let Some(checked) = check_config(&with_agents, &env) else {
+        return;
+    };
+    checked.expect("nats-server accepts nats.conf with two agents");
+    let account_key = nkeys::KeyPair::new_account().public_key();
+    let refused = check_config(
+        &nats_conf_with_agents(&text, &[("edge-3", &account_key)]),
+        &env,
+    )
+    .unwrap();
+    assert!(refused.is_err(), "an account's key taken as an agent's");
 }
 
 /// Only the gateway's pods reach the NATS servers' client port, and only

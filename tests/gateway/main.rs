@@ -12,6 +12,7 @@ mod karpor_status;
 mod member_answers;
 mod members;
 mod monitoring;
+mod nats_agents;
 mod nats_auth;
 mod nats_integrity;
 mod ownership;

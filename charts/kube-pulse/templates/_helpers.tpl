@@ -117,6 +117,21 @@ time with the reason.
 {{- fail "nats.signing.key is shorter than 32 bytes: the gateway refuses a shorter signing key (e.g. `openssl rand -hex 32`)" }}
 {{- end }}
 {{- end }}
+{{- if and .Values.nats.agents (not .Values.nats.enabled) }}
+{{- fail "nats.agents needs nats.enabled: the agents log in to the chart's NATS" }}
+{{- end }}
+{{- $members := list }}
+{{- $keys := list }}
+{{- range .Values.nats.agents }}
+{{- if has .member $members }}
+{{- fail (printf "nats.agents: member %s twice: one agent user per member" .member) }}
+{{- end }}
+{{- if has .publicKey $keys }}
+{{- fail (printf "nats.agents: the key of %s is another agent's too: one nkey per agent" .member) }}
+{{- end }}
+{{- $members = append $members .member }}
+{{- $keys = append $keys .publicKey }}
+{{- end }}
 {{- if gt (int .Values.nats.streamReplicas) (int .Values.nats.servers) }}
 {{- fail (printf "nats.streamReplicas (%v) exceeds nats.servers (%v): JetStream places each copy on its own server" .Values.nats.streamReplicas .Values.nats.servers) }}
 {{- end }}

@@ -114,6 +114,73 @@ pub fn service_hosts(name: &str, namespace: &str) -> [String; 4] {
     ]
 }
 
+/// One agent's user entry in nats.conf (`MEMBER` and `KEY` replaced).
+const AGENT_USER: &str = r#"# The agent of member MEMBER.
+{
+  nkey: KEY
+  permissions: {
+    publish: {
+      allow: [
+        "kube-pulse.agents.MEMBER.>"
+      ]
+    }
+    subscribe: {
+      allow: [
+        "_INBOX_MEMBER.>"
+        "kube-pulse.agentctl.MEMBER.>"
+      ]
+    }
+    allow_responses: true
+  }
+}"#;
+
+/// `conf` (a nats.conf as deploy/nats/nats-config.yaml or the chart's
+/// `nats.agents` write it) with one user entry per agent, `(member, its
+/// nkey public key U…)`, appended to the users of the account `users: [`
+/// opens: each may publish on `kube-pulse.agents.{member}.>` only,
+/// receive on its inbox prefix `_INBOX_{member}` and on
+/// `kube-pulse.agentctl.{member}.>`, and answer requests. Written exactly
+/// as the chart writes `nats.agents` (tests/gateway/helm/agent.rs compares
+/// them), so that the agents' tests and the deployment's run one text.
+pub fn nats_conf_with_agents(conf: &str, agents: &[(&str, &str)]) -> String {
+    let lines: Vec<&str> = conf.lines().collect();
+    let code = |line: &str| {
+        line.split('#')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let open = lines
+        .iter()
+        .position(|l| code(l).starts_with("users") && code(l).ends_with('['))
+        .unwrap_or_else(|| panic!("no `users: [` in\n{conf}"));
+    let mut depth = 0i64;
+    let mut close = None;
+    for (i, line) in lines.iter().enumerate().skip(open) {
+        let code = code(line);
+        depth += code.matches(['[', '{']).count() as i64;
+        depth -= code.matches([']', '}']).count() as i64;
+        if depth == 0 {
+            close = Some(i);
+            break;
+        }
+    }
+    let close = close.unwrap_or_else(|| panic!("the users list is not closed in\n{conf}"));
+    let indent = " ".repeat(lines[open].len() - lines[open].trim_start().len() + 2);
+    let mut out: Vec<String> = lines[..close].iter().map(|l| l.to_string()).collect();
+    for (member, key) in agents {
+        let entry = AGENT_USER.replace("MEMBER", member).replace("KEY", key);
+        out.extend(entry.lines().map(|l| format!("{indent}{l}")));
+    }
+    out.extend(lines[close..].iter().map(|l| l.to_string()));
+    let mut text = out.join("\n");
+    if conf.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
 /// The kinds the manifests add to what the simulator serves: RBAC,
 /// Services, Secrets, NetworkPolicies, and the Prometheus Operator's
 /// ServiceMonitor and PrometheusRule (as if its CRDs were installed).

@@ -510,3 +510,39 @@ pub fn task_bucket_stream() -> async_nats::jetstream::stream::Config {
         ..Default::default()
     }
 }
+
+/// `nats-server -t` on the nats.conf `text` (its `store_dir` moved to a
+/// temporary directory, `env` in the server's environment for the
+/// `$NAME`s it reads): Ok, or the server's complaint; None (with a
+/// message) when the binary is missing outside CI.
+pub fn check_config(text: &str, env: &[(&str, &str)]) -> Option<Result<(), String>> {
+    let binary = nats_server_or_skip()?;
+    let dir = tempfile::tempdir().unwrap();
+    let local: String = text
+        .lines()
+        .map(|line| match line.split_once("store_dir:") {
+            Some((indent, _)) if indent.trim().is_empty() => {
+                format!("{indent}store_dir: {}\n", dir.path().display())
+            }
+            _ => format!("{line}\n"),
+        })
+        .collect();
+    let conf = dir.path().join("nats.conf");
+    std::fs::write(&conf, local).unwrap();
+    let out = Command::new(binary)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-t")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    Some(if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    })
+}

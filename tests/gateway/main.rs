@@ -3,6 +3,7 @@
 
 mod cli;
 mod deploy;
+mod deploy_agent;
 mod faults;
 mod helm;
 mod karpor;

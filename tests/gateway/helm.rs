@@ -20,6 +20,7 @@ use pulse_testkit::manifests::{
 };
 use serde_json::{Value, json};
 
+mod agent;
 mod values;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");

@@ -135,6 +135,30 @@ time with the reason.
 {{- if gt (int .Values.nats.streamReplicas) (int .Values.nats.servers) }}
 {{- fail (printf "nats.streamReplicas (%v) exceeds nats.servers (%v): JetStream places each copy on its own server" .Values.nats.streamReplicas .Values.nats.servers) }}
 {{- end }}
+{{- if .Values.agent.enabled }}
+{{- range $block := list "replicas" "nats" "karpor" }}
+{{- if (index $.Values $block).enabled }}
+{{- fail (printf "%s.enabled with agent.enabled: the agent mode installs the agent only (the hub's chart has the gateway's blocks)" $block) }}
+{{- end }}
+{{- end }}
+{{- range $name, $block := .Values.monitoring }}
+{{- if $block.enabled }}
+{{- fail (printf "monitoring.%s.enabled with agent.enabled: the rules, scraping and dashboard are the gateway's" $name) }}
+{{- end }}
+{{- end }}
+{{- if not .Values.agent.member }}
+{{- fail "agent.member: the member's name on the hub is required with agent.enabled" }}
+{{- end }}
+{{- if not .Values.agent.nats.url }}
+{{- fail "agent.nats.url: the hub's NATS is required with agent.enabled" }}
+{{- end }}
+{{- if and (not .Values.agent.seed) (not .Values.agent.existingSecret) }}
+{{- fail "agent.seed or agent.existingSecret: the agent's nkey seed is required with agent.enabled (its public key is the hub's nats.agents entry)" }}
+{{- end }}
+{{- if and .Values.agent.tasks (not .Values.agent.hubKey) }}
+{{- fail "agent.tasks needs agent.hubKey: without the hub's key the agent refuses every task" }}
+{{- end }}
+{{- end }}
 {{- if .Values.karpor.enabled }}
 {{- if ne (include "kube-pulse.karporNamespace" .) .Release.Namespace }}
 {{- fail (printf "karpor.namespace is %s but the release is in %s: a pod mounts ConfigMaps of its own namespace only; install the chart in Karpor's namespace (helm install … -n %s)" .Values.karpor.namespace .Release.Namespace .Values.karpor.namespace) }}
@@ -143,4 +167,9 @@ time with the reason.
 {{- fail "replicaCount > 1 with karpor.enabled: every replica would write Karpor's status and all but one stand by; set replicas.enabled=true (Leases: each writes the Clusters it owns), replicaCount=1, or karpor.readOnly=true" }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/* The agent's seed Secret: yours, or the chart's. */}}
+{{- define "kube-pulse.agentSeedSecret" -}}
+{{- default (include "kube-pulse.fullname" .) .Values.agent.existingSecret }}
 {{- end }}

@@ -1,0 +1,524 @@
+//! The chart's agent mode (`agent.enabled`: `kube-pulse agent` in a member
+//! cluster, nothing of the gateway) and the hub's `nats.agents`: rendered
+//! by Helm's engine, linted, validated offline and applied to the
+//! simulator; the agent is deploy/agent/'s (flags, environment, probes,
+//! volumes, RBAC, the `tasks` rules), its seed Secret and ConfigMap hold
+//! the given values; bad agent values are refused with the reason; the
+//! hub's nats.conf with two agents is `manifests::nats_conf_with_agents`
+//! of deploy/nats's, byte for byte, and the real nats-server accepts it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::OnceLock;
+
+use pulse_testkit::helm::{Helm, Render, Rendered};
+use pulse_testkit::kubectl::{kustomize, overlay};
+use pulse_testkit::manifests::{
+    self, documents, find, kinds, named, nats_conf_with_agents, rendered_file, validate,
+};
+use pulse_testkit::nats::check_config;
+use serde_json::{Value, json};
+
+use super::{ROOT, chart, deploy};
+
+const NAMESPACE: &str = "kube-pulse-agent";
+const HUB_KEY: &str = "HUBKEY-AS-kube-pulse-hub-key-PRINTS-IT";
+
+/// Keys made once for every render: the agent's seed, two agents' public
+/// keys for the hub.
+struct Keys {
+    seed: String,
+    agents: [(String, String); 2],
+}
+
+fn keys() -> &'static Keys {
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    KEYS.get_or_init(|| Keys {
+        seed: nkeys::KeyPair::new_user().seed().unwrap(),
+        agents: [
+            ("edge-1".into(), nkeys::KeyPair::new_user().public_key()),
+            ("edge-2".into(), nkeys::KeyPair::new_user().public_key()),
+        ],
+    })
+}
+
+/// The renders of this file: (name, values, release, namespace).
+fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    let keys = keys();
+    let agents: Vec<Value> = keys
+        .agents
+        .iter()
+        .map(|(member, key)| json!({"member": member, "publicKey": key}))
+        .collect();
+    vec![
+        // The documented install: every value, tasks on.
+        (
+            "agent",
+            json!({"agent": {
+                "enabled": true,
+                "member": "edge-1",
+                "nats": {"url": "tls://nats.hub.example.com:4222"},
+                "hubKey": HUB_KEY,
+                "seed": format!("{}\n", keys.seed),
+                "tasks": true,
+            }}),
+            "kube-pulse-agent",
+            NAMESPACE,
+        ),
+        // The least: the seed from a Secret of the operator's, no hub key
+        // (no tasks), a config file, more flags and a CA mounted.
+        (
+            "agent-minimal",
+            json!({
+                "agent": {
+                    "enabled": true,
+                    "member": "edge-2",
+                    "nats": {"url": "nats://nats.hub.example.com:4222"},
+                    "existingSecret": "edge-2-seed",
+                    "config": {
+                        "syncRegistries": [{"name": "config", "clusters": ["*"], "resources": [{"group": "", "version": "v1", "resource": "configmaps"}]}],
+                        "podWatch": {"enabled": false},
+                    },
+                    "extraArgs": ["--nats-ca", "/etc/hub-ca/ca.crt"],
+                },
+                "extraVolumes": [{"name": "hub-ca", "configMap": {"name": "hub-ca"}}],
+                "extraVolumeMounts": [{"name": "hub-ca", "mountPath": "/etc/hub-ca", "readOnly": true}],
+                "rbac": {"extraRules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]},
+            }),
+            "edge",
+            "agents",
+        ),
+        // The hub: NATS with two agents.
+        (
+            "hub",
+            json!({
+                "replicas": {"enabled": true},
+                "nats": {"enabled": true, "agents": agents},
+            }),
+            "kube-pulse",
+            "kube-pulse",
+        ),
+    ]
+}
+
+fn renders() -> Option<&'static BTreeMap<&'static str, Rendered>> {
+    static RENDERS: OnceLock<Option<BTreeMap<&'static str, Rendered>>> = OnceLock::new();
+    RENDERS
+        .get_or_init(|| {
+            let helm = Helm::find_or_skip()?;
+            let variants = variants();
+            let jobs: Vec<Render> = variants
+                .iter()
+                .map(|(_, values, name, namespace)| Render {
+                    values: values.clone(),
+                    name: name.to_string(),
+                    namespace: namespace.to_string(),
+                })
+                .collect();
+            let rendered = helm.render(&chart(), &jobs);
+            Some(
+                variants
+                    .iter()
+                    .zip(rendered)
+                    .map(|((v, ..), r)| (*v, r.unwrap_or_else(|e| panic!("{v}: {e}"))))
+                    .collect(),
+            )
+        })
+        .as_ref()
+}
+
+fn render(variant: &str) -> Option<(String, Vec<Value>)> {
+    let rendered = &renders()?[variant];
+    Some((rendered.manifests.clone(), documents(&rendered.manifests)))
+}
+
+/// deploy/agent/ with the `tasks` component.
+fn deploy_agent() -> Vec<Value> {
+    let at = Path::new(env!("CARGO_TARGET_TMPDIR")).join("helm-agent-tasks");
+    kustomize(&overlay(
+        &at,
+        &Path::new(ROOT).join("deploy/agent"),
+        &["tasks"],
+    ))
+    .1
+}
+
+fn container(docs: &[Value]) -> &Value {
+    &find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+}
+
+#[test]
+fn the_agent_mode_lints_and_validates_and_has_nothing_of_the_gateway() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    for (variant, values, _, namespace) in variants() {
+        let report = helm.lint(&chart(), &values, namespace);
+        let serious: Vec<&Value> = report["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["severity"].as_u64().unwrap() >= 2)
+            .collect();
+        assert!(serious.is_empty(), "{variant}: {serious:?}");
+        assert_eq!(report["errors"], json!([]), "{variant}");
+        let (text, _) = render(variant).unwrap();
+        validate(&format!("helm-{variant}"), &text);
+    }
+    let (_, docs) = render("agent").unwrap();
+    assert_eq!(
+        kinds(&docs),
+        [
+            "ConfigMap",
+            "Deployment",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Secret",
+            "ServiceAccount"
+        ]
+    );
+    let (_, minimal) = render("agent-minimal").unwrap();
+    assert_eq!(
+        kinds(&minimal),
+        [
+            "ConfigMap",
+            "Deployment",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ServiceAccount"
+        ]
+    );
+    for (variant, docs) in [("agent", &docs), ("agent-minimal", &minimal)] {
+        assert_eq!(
+            docs.iter().filter(|d| d["kind"] == "Deployment").count(),
+            1,
+            "{variant}"
+        );
+        let text = serde_json::to_string(docs).unwrap();
+        assert!(!text.contains("\"serve\""), "{variant}: the gateway runs");
+        assert!(!text.contains("config.yaml\":\"listen"), "{variant}");
+    }
+}
+
+/// With release `kube-pulse-agent` in namespace `kube-pulse-agent` the
+/// agent is deploy/agent/'s (with `tasks`): the container's flags,
+/// environment, ports, probes, mounts, security context and resources,
+/// the pod's volumes and security context, every RBAC rule and binding,
+/// the ConfigMap's and the Secret's keys.
+#[test]
+fn the_agent_mode_is_deploys_agent() {
+    let Some((_, docs)) = render("agent") else {
+        return;
+    };
+    let theirs = deploy_agent();
+    let (ours_c, theirs_c) = (container(&docs), container(&theirs));
+    for key in [
+        "name",
+        "image",
+        "args",
+        "env",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+        "volumeMounts",
+    ] {
+        assert_eq!(ours_c[key], theirs_c[key], "container {key}");
+    }
+    let spec = |docs: &[Value]| find(docs, "Deployment")["spec"].clone();
+    let (ours, deploys) = (spec(&docs), spec(&theirs));
+    assert_eq!(ours["replicas"], deploys["replicas"]);
+    for key in [
+        "serviceAccountName",
+        "terminationGracePeriodSeconds",
+        "securityContext",
+        "volumes",
+    ] {
+        assert_eq!(
+            ours["template"]["spec"][key], deploys["template"]["spec"][key],
+            "pod {key}"
+        );
+    }
+    for (kind, name) in [
+        ("ClusterRole", "kube-pulse-agent"),
+        ("ClusterRole", "kube-pulse-agent-tasks"),
+        ("Role", "kube-pulse-agent-leases"),
+    ] {
+        assert_eq!(
+            named(&docs, kind, name)["rules"],
+            named(&theirs, kind, name)["rules"],
+            "{kind} {name}"
+        );
+    }
+    for (kind, name) in [
+        ("ClusterRoleBinding", "kube-pulse-agent"),
+        ("ClusterRoleBinding", "kube-pulse-agent-tasks"),
+        ("RoleBinding", "kube-pulse-agent-leases"),
+    ] {
+        let (a, b) = (named(&docs, kind, name), named(&theirs, kind, name));
+        assert_eq!(a["subjects"], b["subjects"], "{kind} {name}");
+        assert_eq!(a["roleRef"], b["roleRef"], "{kind} {name}");
+    }
+    let keys_of = |doc: &Value, field: &str| -> Vec<String> {
+        doc[field].as_object().unwrap().keys().cloned().collect()
+    };
+    let (ours_cm, theirs_cm) = (
+        named(&docs, "ConfigMap", "kube-pulse-agent"),
+        named(&theirs, "ConfigMap", "kube-pulse-agent"),
+    );
+    assert_eq!(keys_of(ours_cm, "data"), keys_of(theirs_cm, "data"));
+    // The given values, the seed without its line end.
+    assert_eq!(
+        ours_cm["data"],
+        json!({"member": "edge-1", "nats-url": "tls://nats.hub.example.com:4222", "hub-key": HUB_KEY})
+    );
+    let secret = named(&docs, "Secret", "kube-pulse-agent");
+    assert_eq!(secret["stringData"], json!({"seed": keys().seed}));
+    assert_eq!(
+        keys_of(secret, "stringData"),
+        keys_of(named(&theirs, "Secret", "kube-pulse-agent"), "stringData")
+    );
+    assert_eq!(
+        find(&docs, "ServiceAccount")["automountServiceAccountToken"],
+        true
+    );
+}
+
+/// Without `agent.hubKey` neither the flag nor its variable; the seed from
+/// the operator's Secret; `agent.config` mounted where `--config` reads
+/// it, a file the gateway's parser takes; extraArgs after the chart's
+/// flags, extraVolumes and extraVolumeMounts in the pod, extraRules in the
+/// ClusterRole; no tasks' ClusterRole.
+#[test]
+fn the_agent_modes_options_reach_their_place() {
+    let Some((_, docs)) = render("agent-minimal") else {
+        return;
+    };
+    let container = container(&docs);
+    assert_eq!(
+        container["args"],
+        json!([
+            "agent",
+            "--member",
+            "$(MEMBER)",
+            "--nats",
+            "$(NATS_URL)",
+            "--nats-nkey-seed",
+            "/etc/kube-pulse-agent/seed",
+            "--config",
+            "/etc/kube-pulse/config.yaml",
+            "--nats-ca",
+            "/etc/hub-ca/ca.crt"
+        ])
+    );
+    let env: Vec<&str> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(env, ["RUST_LOG", "MEMBER", "NATS_URL", "POD_NAMESPACE"]);
+    let pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
+    let volumes = pod["volumes"].as_array().unwrap();
+    assert_eq!(volumes[0]["secret"]["secretName"], "edge-2-seed");
+    let config_map = find(&docs, "ConfigMap");
+    assert_eq!(config_map["metadata"]["name"], "edge-kube-pulse");
+    assert!(config_map["data"]["hub-key"].is_null());
+    assert_eq!(volumes[1]["configMap"]["name"], "edge-kube-pulse");
+    assert_eq!(volumes[2]["name"], "hub-ca");
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert_eq!(mounts[1]["mountPath"], "/etc/kube-pulse");
+    assert_eq!(mounts[2]["mountPath"], "/etc/hub-ca");
+    // The gateway's parser checks the keys the agent reads; it wants a
+    // member besides, which the agent's file has no need of.
+    let text = format!(
+        "{}clusters:\n  - {{name: member, server: \"https://127.0.0.1:6443\", token: t}}\n",
+        config_map["data"]["config.yaml"].as_str().unwrap()
+    );
+    let file = kube_pulse::config::load_file(&rendered_file("helm-agent-config", &text))
+        .expect("the gateway's parser takes the agent's config file");
+    assert_eq!(file.sync_registries.len(), 1);
+    assert!(!file.pod_watch.enabled);
+    let rules = find(&docs, "ClusterRole")["rules"].as_array().unwrap();
+    assert_eq!(rules.last().unwrap()["resources"], json!(["configmaps"]));
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["metadata"]["name"] == "edge-kube-pulse-tasks"),
+        "tasks without agent.tasks"
+    );
+}
+
+/// Values the agent mode refuses, each with its reason.
+#[test]
+fn bad_agent_values_are_refused() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    let agent = |extra: Value| {
+        let mut values = json!({"agent": {
+            "enabled": true,
+            "member": "edge-1",
+            "nats": {"url": "nats://hub:4222"},
+            "seed": keys().seed,
+        }});
+        for (key, value) in extra.as_object().unwrap() {
+            if key == "agent" {
+                for (k, v) in value.as_object().unwrap() {
+                    values["agent"][k] = v.clone();
+                }
+            } else {
+                values[key] = value.clone();
+            }
+        }
+        values
+    };
+    let public = &keys().agents[0].1;
+    let cases: Vec<(Value, &str)> = vec![
+        (agent(json!({"agent": {"member": ""}})), "agent.member"),
+        (
+            agent(json!({"agent": {"member": "Edge_1"}})),
+            "/agent/member",
+        ),
+        (
+            agent(json!({"agent": {"nats": {"url": ""}}})),
+            "agent.nats.url",
+        ),
+        (
+            agent(json!({"agent": {"nats": {"url": "nats://u:p@hub:4222"}}})),
+            "/agent/nats/url",
+        ),
+        (
+            agent(json!({"agent": {"seed": ""}})),
+            "agent.seed or agent.existingSecret",
+        ),
+        (agent(json!({"agent": {"seed": public}})), "/agent/seed"),
+        (
+            agent(json!({"agent": {"tasks": true}})),
+            "agent.tasks needs agent.hubKey",
+        ),
+        (
+            agent(json!({"replicas": {"enabled": true}})),
+            "replicas.enabled with agent.enabled",
+        ),
+        (
+            agent(json!({"karpor": {"enabled": true}})),
+            "karpor.enabled with agent.enabled",
+        ),
+        (
+            agent(json!({"monitoring": {"serviceMonitor": {"enabled": true}}})),
+            "monitoring.serviceMonitor.enabled with agent.enabled",
+        ),
+        (
+            agent(json!({"agent": {"config": {"clusters": []}}})),
+            "'clusters' not allowed",
+        ),
+        (
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "agents": [{"member": "edge-1", "publicKey": keys().seed}]}}),
+            "/nats/agents/0/publicKey",
+        ),
+        (
+            json!({"nats": {"agents": [{"member": "edge-1", "publicKey": public}]}}),
+            "nats.agents needs nats.enabled",
+        ),
+        (
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "agents": [
+                {"member": "edge-1", "publicKey": public},
+                {"member": "edge-1", "publicKey": keys().agents[1].1},
+            ]}}),
+            "nats.agents: member edge-1 twice",
+        ),
+        (
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "agents": [
+                {"member": "edge-1", "publicKey": public},
+                {"member": "edge-2", "publicKey": public},
+            ]}}),
+            "the key of edge-2 is another agent's too",
+        ),
+    ];
+    let jobs: Vec<Render> = cases
+        .iter()
+        .map(|(values, _)| Render {
+            values: values.clone(),
+            name: "kube-pulse".into(),
+            namespace: "kube-pulse".into(),
+        })
+        .collect();
+    for ((values, expected), result) in cases.iter().zip(helm.render(&chart(), &jobs)) {
+        match result {
+            Ok(_) => panic!("{values} rendered"),
+            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
+        }
+    }
+}
+
+/// The hub's `nats.agents` is `nats_conf_with_agents` of deploy/nats's
+/// nats.conf, byte for byte (the agents' own tests use that helper), and
+/// the real nats-server accepts it.
+#[test]
+fn the_hubs_nats_agents_are_one_user_each() {
+    let Some((_, docs)) = render("hub") else {
+        return;
+    };
+    let conf = |docs: &[Value]| {
+        named(docs, "ConfigMap", "kube-pulse-nats")["data"]["nats.conf"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let agents: Vec<(&str, &str)> = keys()
+        .agents
+        .iter()
+        .map(|(m, k)| (m.as_str(), k.as_str()))
+        .collect();
+    let ours = conf(&docs);
+    assert_eq!(
+        ours,
+        nats_conf_with_agents(&conf(&deploy(&["replicas", "nats"])), &agents)
+    );
+    let env = [
+        ("POD_NAME", "kube-pulse-nats-0"),
+        ("KUBE_PULSE_NATS_PASSWORD", "a-password"),
+    ];
+    if let Some(checked) = check_config(&ours, &env) {
+        checked.expect("nats-server accepts the chart's nats.conf with two agents");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_the_agent_mode_to_the_simulator() {
+    let Some((text, _)) = render("agent") else {
+        return;
+    };
+    let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n");
+    let applied = manifests::apply(
+        "helm-apply-agent",
+        &format!("{namespace}---\n{text}"),
+        NAMESPACE,
+        "kube-pulse-agent",
+        "configmaps,secrets,roles,rolebindings,serviceaccounts,services",
+    )
+    .await;
+    assert_eq!(applied.replicas, "1");
+    let mut listed: Vec<&str> = applied.listed.lines().collect();
+    listed.sort_unstable();
+    assert_eq!(
+        listed,
+        [
+            "configmap/kube-pulse-agent",
+            "role.rbac.authorization.k8s.io/kube-pulse-agent-leases",
+            "rolebinding.rbac.authorization.k8s.io/kube-pulse-agent-leases",
+            "secret/kube-pulse-agent",
+            "serviceaccount/kube-pulse-agent"
+        ],
+        "{}",
+        applied.output
+    );
+}

@@ -161,6 +161,9 @@ pub struct NatsFile {
     /// Accept changes and tasks no replica signed (default false);
     /// `--nats-insecure-unsigned` also sets it.
     pub insecure_unsigned: Option<bool>,
+    /// Seconds a push member's agent may be silent before the member is
+    /// `Unknown (AgentLost)` (default 40); `--agent-grace` wins.
+    pub agent_grace_seconds: Option<u64>,
 }
 
 /// `authFailures`: rejected tokens one address may send per window before
@@ -331,13 +334,46 @@ pub struct ClusterSpec {
         alias = "insecureSkipTlsVerify"
     )]
     pub insecure_skip_tls_verify: bool,
+    /// `pull` (default: kube-pulse probes and watches the member) or `push`
+    /// (the member's agent publishes its status over NATS; docs/AGENT.md).
+    #[serde(default)]
+    pub mode: MemberMode,
+    /// With `mode: push`: the public nkey (`U…`) of the member's agent.
+    pub agent: Option<String>,
+}
+
+/// How a member's status reaches the gateway.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberMode {
+    /// The gateway probes and watches the member's apiserver.
+    #[default]
+    Pull,
+    /// The member's agent pushes its status (the gateway never reaches it).
+    Push,
 }
 
 impl ClusterSpec {
+    /// A push member's agent key (`U…`); None for a pulled member.
+    pub fn pushed_by(&self) -> Option<&str> {
+        (self.mode == MemberMode::Push)
+            .then_some(self.agent.as_deref())
+            .flatten()
+    }
+
     fn validate(&self) -> std::result::Result<(), String> {
         if !valid_name(&self.name) {
             return Err(format!(
                 "cluster name {:?} must be a DNS label (lower-case letters, digits and '-', at most 63)",
+                self.name
+            ));
+        }
+        if self.mode == MemberMode::Push {
+            return self.validate_push();
+        }
+        if self.agent.is_some() {
+            return Err(format!(
+                "cluster {:?}: agent is for push members (mode: push)",
                 self.name
             ));
         }
@@ -360,6 +396,33 @@ impl ClusterSpec {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// A push member names its agent and nothing to reach it by.
+    fn validate_push(&self) -> std::result::Result<(), String> {
+        let name = &self.name;
+        let reaching = [
+            ("kubeconfig", self.kubeconfig.is_some()),
+            ("context", self.context.is_some()),
+            ("server", self.server.is_some()),
+            ("token", self.token.is_some()),
+            ("tokenFile", self.token_file.is_some()),
+            ("caFile", self.ca_file.is_some()),
+            ("insecureSkipTLSVerify", self.insecure_skip_tls_verify),
+        ];
+        if let Some((key, _)) = reaching.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "cluster {name:?}: a push member is reached by its agent only; {key} is not for it"
+            ));
+        }
+        let Some(agent) = &self.agent else {
+            return Err(format!(
+                "cluster {name:?}: mode: push needs agent: the public nkey (U…) of its agent (`kube-pulse agent-key`)"
+            ));
+        };
+        crate::names::agent_public_key(agent)
+            .map(drop)
+            .map_err(|e| format!("cluster {name:?}: agent: {e}"))
     }
 
     /// Every file the member names exists and can be read now, rather than
@@ -405,6 +468,8 @@ impl std::fmt::Debug for ClusterSpec {
             .field("token_file", &self.token_file)
             .field("ca_file", &self.ca_file)
             .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("mode", &self.mode)
+            .field("agent", &self.agent)
             .finish()
     }
 }
@@ -424,6 +489,26 @@ fn check_unique(clusters: &[ClusterSpec], path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Reads the `--config` file of `kube-pulse agent`: the gateway's format,
+/// of which the agent reads `syncRegistries`, `appLabel`, `podWatch`,
+/// `probe` and `health` (its `clusters` and every other block are the
+/// hub's, and ignored here).
+pub fn load_agent_file(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let config: FileConfig = serde_yaml_ng::from_str(&text).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    config.probe.validate().map_err(|message| Error::Config {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    Ok(config)
 }
 
 /// Reads and validates a `--config` file.
@@ -558,6 +643,8 @@ pub fn from_kubeconfig(path: &Path, contexts: &[String]) -> Result<Vec<ClusterSp
             token_file: None,
             ca_file: None,
             insecure_skip_tls_verify: false,
+            mode: MemberMode::Pull,
+            agent: None,
         });
     }
     check_unique(&clusters, path)?;
@@ -606,6 +693,56 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("allowExecs"), "{err}");
+    }
+
+    #[test]
+    fn a_push_member_names_its_agent_and_nothing_to_reach_it_by() {
+        let dir = tempdir();
+        let agent = nkeys::KeyPair::new_user().public_key();
+        let server = nkeys::KeyPair::new_server().public_key();
+        let good = format!("clusters:\n- {{name: edge, mode: push, agent: {agent}}}\n");
+        let config = load_file(&write(&dir, "push.yaml", &good)).unwrap();
+        assert_eq!(config.clusters[0].pushed_by(), Some(agent.as_str()));
+        let cases = [
+            (
+                "clusters:\n- {name: edge, mode: push}\n".to_string(),
+                "mode: push needs agent",
+            ),
+            (
+                format!(
+                    "clusters:\n- {{name: edge, mode: push, agent: {agent}, server: 'https://x'}}\n"
+                ),
+                "server is not for it",
+            ),
+            (
+                format!(
+                    "clusters:\n- {{name: edge, mode: push, agent: {agent}, kubeconfig: /k}}\n"
+                ),
+                "kubeconfig is not for it",
+            ),
+            (
+                format!("clusters:\n- {{name: edge, mode: push, agent: {server}}}\n"),
+                "not a user's public key",
+            ),
+            (
+                "clusters:\n- {name: edge, mode: push, agent: hello}\n".to_string(),
+                "not an nkey public key",
+            ),
+            (
+                format!("clusters:\n- {{name: edge, server: 'https://x', agent: {agent}}}\n"),
+                "agent is for push members",
+            ),
+            (
+                "clusters:\n- {name: edge, mode: pushed, server: 'https://x'}\n".to_string(),
+                "unknown variant `pushed`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = load_file(&write(&dir, "bad.yaml", &text))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]
@@ -791,6 +928,8 @@ mod tests {
             token_file: None,
             ca_file: None,
             insecure_skip_tls_verify: false,
+            mode: MemberMode::Pull,
+            agent: None,
         };
         let shown = format!("{spec:?}");
         assert!(!shown.contains("s3cret-token"), "{shown}");

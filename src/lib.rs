@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod auth;
 mod classify;
 pub mod cli;

@@ -61,5 +61,26 @@ async fn run(command: Command, shutdown: CancellationToken) -> kube_pulse::Resul
             println!("{}", gateway.listening("kube-pulse", &listener));
             gateway.serve(listener, axum::Router::new()).await
         }
+        Command::Agent(args) => {
+            let (addr, settings) = args.resolve().await?;
+            let agent = Box::pin(kube_pulse::agent::Agent::start(settings, &shutdown)).await?;
+            let listener = server::bind(addr).await?;
+            println!(
+                "kube-pulse agent (livez, readyz, metrics) listening on http://{}/",
+                listener
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            );
+            agent.serve(listener).await
+        }
+        Command::AgentKey(args) => {
+            print!("{}", args.run()?);
+            Ok(())
+        }
+        Command::HubKey(args) => {
+            println!("{}", args.run()?);
+            Ok(())
+        }
     }
 }

@@ -51,6 +51,15 @@ pub enum Command {
     Demo(NotBuilt),
     /// Run the gateway against real member clusters.
     Serve(Box<ServeArgs>),
+    /// Run inside a member cluster the hub cannot reach: watch it and push
+    /// its status to the hub over NATS (docs/AGENT.md).
+    Agent(Box<super::agent::AgentArgs>),
+    /// Make a new identity for an agent: writes its nkey seed and prints
+    /// the hub config and NATS user entries that trust it.
+    AgentKey(super::agent::AgentKeyArgs),
+    /// Print the replicas' public hub key (agents' --hub-key) from their
+    /// signing key.
+    HubKey(super::agent::HubKeyArgs),
 }
 
 /// The arguments of a subcommand this build leaves out, whatever they are.
@@ -219,6 +228,12 @@ pub struct ServeArgs {
     /// one of them down). Wins over `streamReplicas` of the file.
     #[arg(long, value_name = "N", env = "KUBE_PULSE_NATS_STREAM_REPLICAS")]
     pub nats_stream_replicas: Option<usize>,
+    /// Seconds a push member's agent may send no heartbeat before the
+    /// member is `Unknown (AgentLost)` (default 40; docs/AGENT.md). Wins
+    /// over `agentGraceSeconds` of the file.
+    #[arg(long, value_name = "SECONDS", env = "KUBE_PULSE_AGENT_GRACE",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub agent_grace: Option<u64>,
     /// How the NATS client logs in and checks the server.
     #[command(flatten)]
     pub nats_auth: NatsAuthArgs,

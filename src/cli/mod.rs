@@ -5,12 +5,14 @@
 //! share, `settings.rs` what flags and the config file become, `sim.rs`
 //! the `sim` command whole.
 
+mod agent;
 mod args;
 mod settings;
 mod shared;
 #[cfg(feature = "demo")]
 pub mod sim;
 
+pub use agent::{AgentArgs, AgentKeyArgs, HubKeyArgs};
 #[cfg(not(feature = "demo"))]
 pub use args::NotBuilt;
 pub use args::{Cli, Command, DemoArgs, ServeArgs};

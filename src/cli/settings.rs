@@ -251,6 +251,14 @@ impl ServeArgs {
         }
         settings.insecure_unsigned = self.nats_auth.nats_insecure_unsigned
             || (key_file.is_none() && file.insecure_unsigned == Some(true));
+        if let Some(grace) = self.agent_grace.or(file.agent_grace_seconds) {
+            if !(1..=3600).contains(&grace) {
+                return Err(Error::Settings(format!(
+                    "nats: agentGraceSeconds must be 1 to 3600, not {grace}"
+                )));
+            }
+            settings.agent_grace = std::time::Duration::from_secs(grace);
+        }
         // Neither: refused by the gateway's start (`check_integrity`).
         Ok(Some(settings))
     }
@@ -329,6 +337,7 @@ impl ServeArgs {
         gateway.connections =
             (self.push.connections).to_settings(&connections, self.push.max_connections_per_ip);
         gateway.members = crate::pipeline::members(&clusters).await?;
+        gateway.pushed = crate::pipeline::pushed(&clusters);
         gateway.karpor = self.karpor(karpor_file.as_ref())?;
         gateway.leases = self.leases(leases_file.as_ref()).await?;
         gateway.nats = self.nats(nats_file.as_ref())?;
@@ -517,6 +526,24 @@ mod tests {
             ..Default::default()
         };
         let settings = serve(&[]).nats(Some(&file)).unwrap().unwrap();
+        assert_eq!(settings.agent_grace, crate::scale::DEFAULT_AGENT_GRACE);
+        let graced = crate::config::NatsFile {
+            agent_grace_seconds: Some(90),
+            ..file.clone()
+        };
+        let grace =
+            |args: &[&str], file| serve(args).nats(Some(file)).unwrap().unwrap().agent_grace;
+        assert_eq!(grace(&[], &graced), std::time::Duration::from_secs(90));
+        assert_eq!(
+            grace(&["--agent-grace", "7"], &graced),
+            std::time::Duration::from_secs(7)
+        );
+        let zero = crate::config::NatsFile {
+            agent_grace_seconds: Some(0),
+            ..file.clone()
+        };
+        let err = serve(&[]).nats(Some(&zero)).unwrap_err().to_string();
+        assert!(err.contains("agentGraceSeconds must be 1 to 3600"), "{err}");
         assert_eq!(
             (
                 settings.url.as_str(),

@@ -19,6 +19,8 @@ mod apps;
 mod cluster;
 mod model;
 mod observation;
+mod pushed;
+mod pushed_model;
 mod retention;
 mod state;
 mod summaries;
@@ -27,6 +29,6 @@ mod task;
 mod tests;
 mod transitions;
 
-pub use observation::Observation;
+pub use observation::{Observation, PushedInput};
 pub(crate) use state::{DEFAULT_APP_RETENTION, Engine};
 pub(crate) use task::run;

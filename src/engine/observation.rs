@@ -3,6 +3,11 @@
 //! engine`). It lives beside the engine that consumes it, so producers
 //! import it from below the engine instead of from each other.
 
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
 use crate::status::app::{ActiveTask, Workload};
 use crate::status::cluster::ClusterInput;
 use crate::status::pods::{EventKey, PodSummary, Warning};
@@ -134,6 +139,14 @@ pub enum Observation {
         /// The event's namespace and name.
         key: EventKey,
     },
+    /// From the link of a member pushed by an agent, not from sources
+    /// (docs/AGENT.md).
+    Pushed {
+        /// The member cluster.
+        cluster: String,
+        /// What the link heard, or that it heard nothing for too long.
+        input: PushedInput,
+    },
     /// From tasks, not sources: an app's active task (None: it ended).
     Task {
         /// The member cluster of the app.
@@ -144,6 +157,43 @@ pub enum Observation {
         app: String,
         /// The active task; absent when the task ended, so the stable state shows again.
         task: Option<ActiveTask>,
+    },
+}
+
+/// What the link of a push member tells the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PushedInput {
+    /// The member runs here, pushed by its agent: its cluster document
+    /// shows it, `Pending (AwaitingAgent)` until the agent reports.
+    Attached,
+    /// One of the agent's documents, checked as the agent's own.
+    Document {
+        /// Its topic, one of the member's.
+        topic: String,
+        /// The whole document; None when the agent removed the topic.
+        doc: Option<Value>,
+        /// The agent's session that sent it (its start, in milliseconds).
+        session: u64,
+    },
+    /// The agent runs.
+    Heartbeat {
+        /// When the heartbeat reached the stream (the broker's clock).
+        at: DateTime<Utc>,
+        /// The agent's kube-pulse version.
+        version: String,
+        /// The agent's session.
+        session: u64,
+        /// The agent had sent every document it holds before this heartbeat.
+        synced: bool,
+    },
+    /// No heartbeat for longer than the grace period.
+    Lost {
+        /// How long the agent has been silent.
+        silent_for: Duration,
+        /// The grace period.
+        grace: Duration,
+        /// When the last heartbeat reached the stream, if one did.
+        last_heartbeat_at: Option<DateTime<Utc>>,
     },
 }
 
@@ -167,6 +217,7 @@ impl Observation {
             | Observation::WarningsListed { cluster, .. }
             | Observation::WarningApplied { cluster, .. }
             | Observation::WarningDeleted { cluster, .. }
+            | Observation::Pushed { cluster, .. }
             | Observation::Task { cluster, .. } => cluster,
         }
     }

@@ -31,6 +31,8 @@ pub(crate) struct Engine {
     /// `expire` removes its topic.
     pub(super) retention: chrono::Duration,
     pub(super) clusters: BTreeMap<String, ClusterModel>,
+    /// Members pushed by an agent (`pushed.rs`).
+    pub(super) pushed: BTreeMap<String, super::pushed_model::PushedModel>,
     /// The transition lines and their budget.
     pub(super) transitions: transitions::TransitionLog,
 }
@@ -48,6 +50,7 @@ impl Engine {
             retention: chrono::Duration::from_std(DEFAULT_APP_RETENTION)
                 .expect("the default retention fits"),
             clusters: BTreeMap::new(),
+            pushed: BTreeMap::new(),
             transitions: transitions::TransitionLog::default(),
         }
     }
@@ -182,7 +185,12 @@ impl Engine {
                 model.status.server = server;
                 self.publish_cluster(&cluster);
             }
-            Observation::Unregistered { cluster } => self.unregister(&cluster, now),
+            Observation::Unregistered { cluster } => {
+                if !self.detach(&cluster) {
+                    self.unregister(&cluster, now);
+                }
+            }
+            Observation::Pushed { cluster, input } => self.pushed_input(&cluster, input, now),
             Observation::Cluster { cluster, input } => self.cluster_input(&cluster, input, now),
             Observation::Sync {
                 cluster,
@@ -264,6 +272,10 @@ impl Engine {
                 app,
                 task,
             } => {
+                if self.is_pushed(&cluster) {
+                    self.pushed_task(&cluster, (namespace, app), task);
+                    return;
+                }
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
                 };

@@ -23,7 +23,7 @@ use crate::http::server::{self, TlsSettings};
 use crate::hub::Hub;
 use crate::karpor::{KarporCheck, KarporHealth, KarporSettings, Sharing, writer};
 use crate::pipeline::union::{MemberUnion, Part};
-use crate::pipeline::{Member, Pipeline, PipelineConfig};
+use crate::pipeline::{HeldMember, Member, Pipeline, PipelineConfig};
 use crate::scale::{LeaseSettings, NatsSettings, Ownership, Relay};
 use crate::tasks::{TaskSettings, Tasks};
 use crate::transports::TransportConfig;
@@ -34,6 +34,8 @@ use crate::transports::TransportConfig;
 pub struct GatewayConfig {
     /// The member clusters to watch.
     pub members: Vec<Member>,
+    /// The push members: their agents publish their status (docs/AGENT.md).
+    pub pushed: Vec<HeldMember>,
     /// Probes, thresholds, hub sizes and sync registries.
     pub pipeline: PipelineConfig,
     /// Limits, origins and timeouts of the push transports.
@@ -65,6 +67,7 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
             members: Vec::new(),
+            pushed: Vec::new(),
             pipeline: PipelineConfig::default(),
             transports: TransportConfig::default(),
             health: HealthSettings::default(),
@@ -119,6 +122,7 @@ impl Gateway {
     pub async fn start(config: GatewayConfig, shutdown: &CancellationToken) -> Result<Self> {
         let GatewayConfig {
             members,
+            pushed,
             pipeline,
             transports,
             health,
@@ -155,9 +159,14 @@ impl Gateway {
             .build(hub.clone())
             .await
             .map_err(|message| Error::Settings(format!("authentication: {message}")))?;
+        if !pushed.is_empty() && nats.is_none() {
+            return Err(Error::Settings(
+                "push members (mode: push) need --nats: their agents publish into the stream of changes (docs/AGENT.md)".into(),
+            ));
+        }
         let file_part = Part {
             members: members.clone(),
-            held: Vec::new(),
+            held: pushed,
             registries: Some(pipeline.registries.clone()),
         };
         // With Leases, a member runs only once this replica holds its Lease.
@@ -200,6 +209,10 @@ impl Gateway {
                     ))
                     .await?,
                 );
+                // Push members' agents publish beside the stream of changes.
+                let links =
+                    crate::scale::AgentLinks::start(&relay, pipeline.metrics().clone()).await?;
+                pipeline.set_push_links(Arc::new(links));
                 Some(relay)
             }
             _ => None,

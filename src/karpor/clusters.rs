@@ -98,6 +98,10 @@ impl Converted {
                 ));
                 continue;
             }
+            if cluster.spec.mode == "push" {
+                out.held.push(pushed(&name, cluster));
+                continue;
+            }
             let access = &cluster.spec.access;
             let entry = match self.entries.remove(&name) {
                 Some(entry) if entry.access == *access && entry.at.elapsed() < REUSED_FOR => entry,
@@ -114,6 +118,7 @@ impl Converted {
                     server: access.endpoint.clone(),
                     reason: (*reason).into(),
                     message: message.clone(),
+                    agent: None,
                 }),
             }
             let again =
@@ -124,6 +129,34 @@ impl Converted {
         }
         self.entries = seen;
         out
+    }
+}
+
+/// A push-mode Cluster (Karpor #836): followed through the agent its
+/// annotation names, or held with the reason when it names none usable.
+fn pushed(name: &str, cluster: &Cluster) -> HeldMember {
+    let server = &cluster.spec.access.endpoint;
+    let agent = cluster
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(super::types::AGENT_ANNOTATION));
+    let refused = |message: String| HeldMember {
+        name: name.into(),
+        server: server.clone(),
+        reason: "AgentNotNamed".into(),
+        message,
+        agent: None,
+    };
+    match agent {
+        None => refused(format!(
+            "a push-mode Cluster is followed through its kube-pulse agent: annotate it {}=U… (the agent's public nkey)",
+            super::types::AGENT_ANNOTATION
+        )),
+        Some(key) => match crate::names::agent_public_key(key) {
+            Ok(_) => HeldMember::pushed(name, server, key),
+            Err(e) => refused(format!("{}: {e}", super::types::AGENT_ANNOTATION)),
+        },
     }
 }
 

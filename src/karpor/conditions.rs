@@ -108,6 +108,8 @@ pub(crate) fn cluster_healthy(phase: &str, reason: &str, summary: &str) -> Optio
         "Healthy" | "Degraded" => ("True", "Healthy"),
         "Unhealthy" if NOT_REACHED.contains(&reason) => ("False", "NotReachable"),
         "Unhealthy" => ("False", "Unhealthy"),
+        // A push member whose agent is not heard from: not known either way.
+        "Unknown" => ("Unknown", "NotReachable"),
         _ => return None,
     };
     Some(Condition::new(
@@ -351,6 +353,13 @@ mod tests {
             ),
             ("Pending", "Registered", None, None),
             ("Initializing", "Probing", None, None),
+            ("Pending", "AwaitingAgent", None, None),
+            (
+                "Unknown",
+                "AgentLost",
+                Some(("Unknown", "NotReachable")),
+                None,
+            ),
         ];
         let pair = |c: Option<Condition>| c.map(|c| (c.status, c.reason));
         let owned = |p: Option<(&'static str, &str)>| p.map(|(s, r)| (s, r.to_string()));

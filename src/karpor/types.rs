@@ -49,7 +49,16 @@ pub struct ClusterSpec {
     /// Set by Karpor's finalizer handling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finalized: Option<bool>,
+    /// `pull` (or empty) or `push` (Karpor #836: an agent in the member
+    /// cluster; kube-pulse then follows the agent named by the annotation
+    /// [`AGENT_ANNOTATION`]).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub mode: String,
 }
+
+/// The annotation of a push-mode `Cluster` that names its kube-pulse
+/// agent's public nkey (`U…`).
+pub const AGENT_ANNOTATION: &str = "kube-pulse.io/agent";
 
 /// `Cluster.spec.access`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

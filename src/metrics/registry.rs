@@ -17,7 +17,7 @@ use super::http::{ConnectionMetrics, HttpLabels, LagHistogram, TransportLabels};
 use super::hub_state::HubMetrics;
 use super::karpor::{KarporMetrics, KarporWriterMetrics};
 use super::members::{ClusterLabels, PhaseMetrics, ReloadMetrics, ResourceLabels, WatchLabels};
-use super::scale::{LeaseMetrics, StreamMetrics};
+use super::scale::{AgentMetrics, LeaseMetrics, StreamMetrics};
 use super::tasks::TaskMetrics;
 use crate::hub::Hub;
 
@@ -62,6 +62,8 @@ pub struct Metrics {
     pub(crate) leases: LeaseMetrics,
     /// The relay: the stream of changes between replicas (src/scale/relay/).
     pub(crate) stream: StreamMetrics,
+    /// Push members' agents (src/scale/agents/).
+    pub(crate) agents: AgentMetrics,
 }
 
 // By hand: the registry holds every instrument; a few totals say enough.
@@ -111,6 +113,7 @@ impl Metrics {
             karpor: KarporMetrics::default(),
             leases: LeaseMetrics::default(),
             stream: StreamMetrics::default(),
+            agents: AgentMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -222,6 +225,7 @@ impl Metrics {
         m.karpor.register(&mut registry);
         m.leases.register(&mut registry);
         m.stream.register(&mut registry);
+        m.agents.register(&mut registry);
         let mut m = m;
         m.registry = registry;
         Arc::new(m)

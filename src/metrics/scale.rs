@@ -203,3 +203,90 @@ impl StreamMetrics {
             .set(i64::try_from(lag).unwrap_or(i64::MAX));
     }
 }
+
+/// Push members' agents, seen from the replica that owns each member
+/// (src/scale/agents/): whether heartbeats arrive, and reports refused.
+#[derive(Debug, Default)]
+pub(crate) struct AgentMetrics {
+    connected: Family<MemberLabels, Gauge>,
+    rejected: Family<AgentRejectedLabels, Counter>,
+    /// On an agent: reports published, and their bytes, by kind.
+    reports: Family<KindLabels, Counter>,
+    report_bytes: Family<KindLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgentRejectedLabels {
+    cluster: String,
+    reason: &'static str,
+}
+
+impl AgentMetrics {
+    pub(super) fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "agent_connected",
+            "1 while the agent of a push member this replica owns sends heartbeats within the grace period, else 0",
+            self.connected.clone(),
+        );
+        registry.register(
+            "agent_rejected",
+            "Reports on a push member's subjects not believed: unsigned, bad-signature (not its agent's key), malformed, wrong-subject, stale (older than one already applied)",
+            self.rejected.clone(),
+        );
+        registry.register(
+            "agent_reports",
+            "On `kube-pulse agent`: reports published (doc, heartbeat)",
+            self.reports.clone(),
+        );
+        registry.register(
+            "agent_report_bytes",
+            "On `kube-pulse agent`: bytes of the reports published (subject, payload and signature header), by kind",
+            self.report_bytes.clone(),
+        );
+    }
+
+    /// On an agent: one report of `kind` of `bytes` published.
+    pub(crate) fn published(&self, kind: &'static str, bytes: usize) {
+        let labels = KindLabels { kind };
+        self.reports.get_or_create(&labels).inc();
+        self.report_bytes
+            .get_or_create(&labels)
+            .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
+    }
+
+    /// Whether `cluster`'s agent is heard from.
+    pub(crate) fn connected(&self, cluster: &str, connected: bool) {
+        self.connected
+            .get_or_create(&MemberLabels {
+                cluster: cluster.to_string(),
+            })
+            .set(i64::from(connected));
+    }
+
+    /// Counts a report of `cluster` not believed.
+    pub(crate) fn rejected(&self, cluster: &str, reason: &'static str) {
+        self.rejected
+            .get_or_create(&AgentRejectedLabels {
+                cluster: cluster.to_string(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// The member no longer runs here: its series go.
+    pub(crate) fn forget(&self, cluster: &str) {
+        self.connected.remove(&MemberLabels {
+            cluster: cluster.to_string(),
+        });
+    }
+}

@@ -5,21 +5,71 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::member::Member;
+use super::member::{HeldMember, Member};
 use crate::config::ClusterSpec;
 use crate::error::{Error, Result};
 
-/// One running member's client, and the token cancelled when the member
+/// Acting on a push member: its agent acts with its own credentials, asked
+/// over NATS (`scale/agents/`). The request and the answer are the tasks
+/// module's, as JSON; an error is a reason word and a message.
+pub trait RemoteActions: Send + Sync {
+    /// Asks the agent to act as `request` says; its answer.
+    fn act(
+        &self,
+        request: Value,
+    ) -> BoxFuture<'static, std::result::Result<Value, (String, String)>>;
+}
+
+/// Following the agents of push members (`scale/agents/`): set on the
+/// pipeline once the stream they publish into is reachable.
+pub trait PushLinks: Send + Sync {
+    /// Follows `member`'s agent, whose public nkey is `agent`: its reports
+    /// go to the engine through `engine` until `stop` is cancelled.
+    fn follow(
+        &self,
+        member: &str,
+        agent: &str,
+        engine: mpsc::Sender<crate::engine::Observation>,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()>;
+    /// How tasks act on `member`: through its agent.
+    fn actions(&self, member: &str) -> Arc<dyn RemoteActions>;
+}
+
+/// How tasks reach a running member.
+#[derive(Clone)]
+pub enum Access {
+    /// Its apiserver, with the client its watches use (client-side retries off).
+    Direct(kube::Client),
+    /// Its agent (a push member).
+    Agent(Arc<dyn RemoteActions>),
+}
+
+// By hand: the client carries the member's credentials.
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Direct(_) => "Direct",
+            Self::Agent(_) => "Agent",
+        })
+    }
+}
+
+/// One running member's access, and the token cancelled when the member
 /// is removed (tasks on it then fail).
 #[derive(Clone)]
 pub struct MemberClient {
-    /// The client its watches use (client-side retries off).
-    pub client: kube::Client,
+    /// How tasks act on it.
+    pub access: Access,
     /// Cancelled when the member is taken out; not when it restarts with new settings.
     pub removed: CancellationToken,
 }
@@ -74,25 +124,28 @@ impl MemberClients {
         self.inner.read().is_empty()
     }
 
-    /// Every running member's client.
+    /// Every running member's client (push members have none here).
     pub fn snapshot(&self) -> BTreeMap<String, kube::Client> {
         self.inner
             .read()
             .iter()
-            .map(|(name, m)| (name.clone(), m.client.clone()))
+            .filter_map(|(name, m)| match &m.access {
+                Access::Direct(client) => Some((name.clone(), client.clone())),
+                Access::Agent(_) => None,
+            })
             .collect()
     }
 
     /// Sets a member's client; a new member gets a fresh removal token, a
     /// restarted one keeps its own (its tasks go on with the new client's
     /// member, they are not failed).
-    pub(crate) fn set(&self, name: &str, client: kube::Client) {
+    pub(crate) fn set(&self, name: &str, access: Access) {
         let mut inner = self.inner.write();
         let removed = inner
             .get(name)
             .map(|m| m.removed.clone())
             .unwrap_or_default();
-        inner.insert(name.to_string(), MemberClient { client, removed });
+        inner.insert(name.to_string(), MemberClient { access, removed });
     }
 
     /// Takes a member out and cancels its removal token.
@@ -149,13 +202,22 @@ pub async fn kube_config(spec: &ClusterSpec) -> Result<kube::Config> {
 /// URLs and credentials checked).
 pub async fn members(clusters: &[ClusterSpec]) -> Result<Vec<Member>> {
     let mut members = Vec::with_capacity(clusters.len());
-    for spec in clusters {
+    for spec in clusters.iter().filter(|spec| spec.pushed_by().is_none()) {
         members.push(Member {
             name: spec.name.clone(),
             config: kube_config(spec).await?,
         });
     }
     Ok(members)
+}
+
+/// The push members of the file: shown and followed through their agents,
+/// never connected to.
+pub fn pushed(clusters: &[ClusterSpec]) -> Vec<HeldMember> {
+    clusters
+        .iter()
+        .filter_map(|spec| Some(HeldMember::pushed(&spec.name, "", spec.pushed_by()?)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -213,6 +275,8 @@ mod tests {
             token_file: None,
             ca_file: None,
             insecure_skip_tls_verify: false,
+            mode: crate::config::MemberMode::Pull,
+            agent: None,
         };
         let config = kube_config(&direct).await.unwrap();
         assert_eq!(config.cluster_url.to_string(), "http://127.0.0.1:2/");

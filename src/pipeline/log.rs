@@ -66,19 +66,29 @@ fn by_name(names: &[String], one: &'static str, many: &'static str) {
 }
 
 /// Members newly held (or held for another reason): no sources run.
+/// Push members are one line each at debug, and one line in all.
 pub(super) fn held(members: &[&HeldMember]) {
+    let (pushed, members): (Vec<&HeldMember>, Vec<&HeldMember>) =
+        members.iter().partition(|m| m.agent.is_some());
+    for member in &pushed {
+        tracing::debug!(cluster = %member.name, agent = member.agent.as_deref().unwrap_or(""), "push member: its agent's reports are its documents");
+    }
+    if !pushed.is_empty() {
+        let names: Vec<&str> = pushed.iter().map(|m| m.name.as_str()).collect();
+        tracing::info!(count = names.len(), clusters = %some(&names), "push members: their agents' reports are their documents");
+    }
     if members.len() <= PER_MEMBER_LINES {
         for member in members {
             tracing::warn!(cluster = %member.name, server = %member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
         }
         return;
     }
-    for member in members {
+    for member in &members {
         tracing::debug!(cluster = %member.name, server = %member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
     }
     // One line per reason, each with the first names.
     let mut reasons: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for member in members {
+    for member in &members {
         reasons
             .entry(member.reason.as_str())
             .or_default()

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::member::Member;
+use super::member::{HeldMember, Member};
 use crate::error::{Error, Result};
 use crate::sources::SyncRegistry;
 
@@ -30,6 +30,8 @@ pub enum MemberSource {
 pub struct DesiredMembers {
     /// Every member, its client settings resolved.
     pub members: Vec<Member>,
+    /// The push members (the file's `mode: push`), followed through their agents.
+    pub pushed: Vec<HeldMember>,
     /// The sync registries; None when the source says nothing of them (a kubeconfig).
     pub registries: Option<Vec<SyncRegistry>>,
     /// The file's other settings, which apply only at a restart (to warn
@@ -54,6 +56,7 @@ impl MemberSource {
                 let members = super::clients::members(&file.clusters).await?;
                 Ok(DesiredMembers {
                     members,
+                    pushed: super::clients::pushed(&file.clusters),
                     registries: Some(file.sync_registries),
                     restart_only: Some(restart_only(path)?),
                 })
@@ -62,6 +65,7 @@ impl MemberSource {
                 let clusters = crate::config::from_kubeconfig(path, contexts)?;
                 Ok(DesiredMembers {
                     members: super::clients::members(&clusters).await?,
+                    pushed: Vec::new(),
                     registries: None,
                     restart_only: None,
                 })

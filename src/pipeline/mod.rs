@@ -19,7 +19,9 @@ pub mod reload;
 mod settings;
 pub mod union;
 
-pub use clients::{MemberClient, MemberClients, kube_config, members};
+pub use clients::{
+    Access, MemberClient, MemberClients, PushLinks, RemoteActions, kube_config, members, pushed,
+};
 pub use diff::{Fingerprint, MemberDiff, diff, fingerprint};
 pub use member::{HeldMember, Member};
 pub use member_source::{DesiredMembers, MemberSource};
@@ -46,9 +48,18 @@ struct Running {
     source: ClusterSource,
 }
 
+/// A push member's link to its agent, running.
+struct Link {
+    agent: String,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
 /// The running members and the sync registries they watch by.
 struct Members {
     running: BTreeMap<String, Running>,
+    /// Push members held here whose agents are followed.
+    links: BTreeMap<String, Link>,
     /// Members shown but not started; never also in `running`.
     held: BTreeMap<String, HeldMember>,
     registries: Vec<SyncRegistry>,
@@ -74,6 +85,8 @@ pub struct Pipeline {
     engine: Mutex<Option<JoinHandle<()>>>,
     /// Kept to see how full the engine's queue is (health).
     tx: mpsc::Sender<Observation>,
+    /// How push members' agents are followed, once set.
+    push_links: std::sync::OnceLock<Arc<dyn PushLinks>>,
     token: CancellationToken,
 }
 
@@ -178,6 +191,7 @@ impl Pipeline {
             metrics,
             members: Mutex::new(Members {
                 running: BTreeMap::new(),
+                links: BTreeMap::new(),
                 held: BTreeMap::new(),
                 registries: config.registries,
             }),
@@ -186,6 +200,7 @@ impl Pipeline {
             source_config: config.source,
             engine: Mutex::new(Some(engine)),
             tx,
+            push_links: std::sync::OnceLock::new(),
             token,
         });
         {
@@ -224,6 +239,7 @@ impl Pipeline {
     pub async fn remove_member(&self, name: &str) -> bool {
         let mut members = self.members.lock().await;
         if members.held.remove(name).is_some() {
+            self.unlink(&mut members, name).await;
             self.unregister(name).await;
             return true;
         }
@@ -314,6 +330,7 @@ impl Pipeline {
         let was_held = std::mem::take(&mut members.held);
         for name in was_held.keys().filter(|n| !held.contains_key(*n)) {
             // Held before: removed, or added below as a running member.
+            self.unlink(&mut members, name).await;
             self.unregister(name).await;
             if !wanted.contains_key(name) {
                 removed.push(name.clone());
@@ -324,7 +341,7 @@ impl Pipeline {
         let mut newly_held = Vec::new();
         for (name, member) in &held {
             if was_held.get(name) != Some(member) {
-                self.hold(member).await;
+                self.hold(&mut members, member).await;
                 newly_held.push(member);
                 diff.held.push(name.clone());
             }
@@ -357,8 +374,35 @@ impl Pipeline {
         Ok(diff)
     }
 
-    /// Shows a held member: registered with its server, `Unhealthy` with its reason.
-    async fn hold(&self, member: &HeldMember) {
+    /// Shows a held member: registered with its server, `Unhealthy` with
+    /// its reason; a push member's agent is followed instead (a link to
+    /// another agent stopped first).
+    async fn hold(&self, members: &mut Members, member: &HeldMember) {
+        self.unlink(members, &member.name).await;
+        if let Some(agent) = &member.agent {
+            if let Some(links) = self.push_links.get() {
+                let stop = self.token.child_token();
+                let task = links.follow(&member.name, agent, self.tx.clone(), stop.clone());
+                members.links.insert(
+                    member.name.clone(),
+                    Link {
+                        agent: agent.clone(),
+                        stop,
+                        task,
+                    },
+                );
+                self.clients
+                    .set(&member.name, Access::Agent(links.actions(&member.name)));
+                return;
+            }
+            let without = HeldMember {
+                reason: "NoAgentLink".into(),
+                message: "a push member's documents come from its agent over NATS; this gateway runs without --nats".into(),
+                agent: None,
+                ..member.clone()
+            };
+            return Box::pin(self.hold(members, &without)).await;
+        }
         let _ = self
             .tx
             .send(Observation::Registered {
@@ -376,6 +420,23 @@ impl Pipeline {
                 },
             })
             .await;
+    }
+
+    /// Stops following a push member's agent, if it was, and waits for its
+    /// link: nothing of it reaches the engine afterwards.
+    async fn unlink(&self, members: &mut Members, name: &str) {
+        if let Some(link) = members.links.remove(name) {
+            self.clients.remove(name);
+            link.stop.cancel();
+            let _ = link.task.await;
+            tracing::debug!(cluster = %name, agent = %link.agent, "no longer following the member's agent");
+        }
+    }
+
+    /// Follows the agents of push members from now on (members held as
+    /// push members before show `Unhealthy (NoAgentLink)` until they change).
+    pub fn set_push_links(&self, links: Arc<dyn PushLinks>) {
+        let _ = self.push_links.set(links);
     }
 
     /// Tells the engine to forget a member (its topics go).
@@ -429,7 +490,7 @@ impl Pipeline {
                 source,
             },
         );
-        self.clients.set(name, client);
+        self.clients.set(name, Access::Direct(client));
     }
 
     /// Stops a member's source and waits for its tasks; when `removing`,
@@ -561,6 +622,11 @@ impl Pipeline {
     /// Stops every source and the engine, and waits for them.
     pub async fn stop(&self) {
         self.token.cancel();
+        let links = std::mem::take(&mut self.members.lock().await.links);
+        for (_, link) in links {
+            link.stop.cancel();
+            let _ = link.task.await;
+        }
         let running = std::mem::take(&mut self.members.lock().await.running);
         for (_, running) in running {
             running.source.stop().await;

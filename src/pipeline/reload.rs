@@ -78,7 +78,7 @@ impl Reloader {
                 }
                 let part = Part {
                     members: desired.members,
-                    held: Vec::new(),
+                    held: desired.pushed,
                     registries: desired.registries,
                 };
                 self.union.set(Origin::File, part).await

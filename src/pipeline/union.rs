@@ -216,6 +216,7 @@ mod tests {
             server: "https://x".into(),
             reason: "CredentialsUnsupported".into(),
             message: "OIDC".into(),
+            agent: None,
         }
     }
 

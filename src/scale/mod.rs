@@ -14,6 +14,7 @@
 //! holds the tasks every replica sees, both on one client whose credentials
 //! and TLS are [`NatsAuth`]. `docs/SCALE-OUT.md` has the design.
 
+pub mod agents;
 mod leases;
 mod nats_auth;
 mod ownership;
@@ -26,14 +27,15 @@ mod task_bucket;
 
 use std::time::Duration;
 
+pub use agents::AgentLinks;
 pub use nats_auth::{
     ClientCertificate, NatsAuth, NatsAuthError, NatsAuthSources, NatsCredentials, NatsTls,
     PASSWORD_ENV as NATS_PASSWORD_ENV, Secret, TOKEN_ENV as NATS_TOKEN_ENV,
 };
 pub use ownership::{LeaseCheck, Ownership, OwnershipHealth};
 pub use relay::{
-    DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS, NatsCheck, NatsSettings,
-    Relay, START_PATIENCE,
+    DEFAULT_AGENT_GRACE, DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS,
+    NatsCheck, NatsSettings, Relay, START_PATIENCE,
 };
 pub use signing::{
     HEADER as SIGNATURE_HEADER, MIN_KEY_BYTES as MIN_SIGNING_KEY_BYTES, Rejection, SigningKey,

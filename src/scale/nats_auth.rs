@@ -214,6 +214,22 @@ impl NatsAuth {
         Ok(options)
     }
 
+    /// The user nkey pair this client logs in with: from an nkey seed, or
+    /// the seed inside a credentials file; None for the other ways.
+    pub fn user_key(&self) -> Option<nkeys::KeyPair> {
+        let seed = match &self.credentials {
+            Some(NatsCredentials::NkeySeed { seed, .. }) => seed.expose().trim().to_string(),
+            Some(NatsCredentials::CredsFile { contents, .. }) => contents
+                .expose()
+                .lines()
+                .map(str::trim)
+                .find(|line| line.starts_with("SU"))?
+                .to_string(),
+            _ => return None,
+        };
+        nkeys::KeyPair::from_seed(&seed).ok()
+    }
+
     /// What the log says of it: the way and the files, never a secret.
     pub fn describe(&self) -> String {
         let login = match &self.credentials {

@@ -32,6 +32,9 @@ pub const MIN_KEY_BYTES: usize = 32;
 /// What the key file is, in errors.
 const WHAT: &str = "NATS signing key file";
 
+/// The label of the hub key's derivation.
+const HUB_KEY: &str = "kube-pulse hub key v1";
+
 /// The prefix of a sealed bucket value, before its MAC.
 const SEAL: &[u8] = b"kp1.";
 
@@ -164,6 +167,17 @@ impl SigningKey {
         } else {
             Err(Rejection::BadMac)
         }
+    }
+
+    /// The replicas' hub key: an Ed25519 key pair derived from this key, so
+    /// that every replica holding it signs requests to agents alike and an
+    /// agent checks them with the public key alone (`--hub-key`).
+    pub fn hub_key(&self) -> nkeys::KeyPair {
+        let tag = self.tag(HUB_KEY, &[]);
+        let mut seed = [0u8; 32];
+        seed.copy_from_slice(&tag.as_ref()[..32]);
+        nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::Server, seed)
+            .expect("32 bytes make a key pair")
     }
 
     /// The MAC of a change published on `subject`, for [`HEADER`].

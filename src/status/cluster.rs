@@ -17,6 +17,8 @@ pub(crate) enum ClusterPhase {
     Healthy,
     Degraded,
     Unhealthy,
+    /// How the member is cannot be known: its agent is not heard from.
+    Unknown,
     Removed,
 }
 

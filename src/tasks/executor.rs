@@ -27,10 +27,13 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Po
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use serde::{Deserialize, Serialize};
+
 use super::board::Board;
 use super::model::{Task, TaskStatus, TaskStatus::*, TaskType};
 use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
 use crate::hub::{Hub, Pattern};
+use crate::pipeline::Access;
 
 /// Where Stop remembers a workload's replica count for Start.
 pub(super) const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
@@ -55,11 +58,12 @@ fn remaining(task: &Task) -> Duration {
     (end - Utc::now()).to_std().unwrap_or(Duration::ZERO)
 }
 
-/// Runs one built-in task to its end.
+/// Runs one built-in task to its end, acting through `access`: the
+/// member's apiserver, or its agent.
 pub(super) async fn run(
     board: Arc<Board>,
     task: Task,
-    client: kube::Client,
+    access: Access,
     app_label: &str,
     token: CancellationToken,
 ) {
@@ -96,7 +100,7 @@ pub(super) async fn run(
     let baseline = AppView::read(&board.hub, &topic).unwrap_or_default();
     let acted = tokio::select! {
         _ = token.cancelled() => return,
-        acted = act(&board, &client, &task, &baseline, app_label) => acted,
+        acted = act_through(&board, &access, &task, &baseline, app_label) => acted,
     };
     let plan = match acted {
         Ok(plan) => plan,
@@ -214,13 +218,88 @@ fn pods(w: &progress::WorkloadState) -> i32 {
     w.replicas.max(w.ready)
 }
 
+/// What a replica asks a push member's agent to do: the work [`act`] does,
+/// with what the replica's hub knows (the app before, whether another app
+/// shares its namespace).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Order {
+    task: Task,
+    baseline: AppView,
+    app_label: String,
+    shared_namespace: bool,
+}
+
+/// Acts for `task` through `access`: on the cluster itself, or by asking
+/// its agent, which answers with the plan.
+async fn act_through(
+    board: &Board,
+    access: &Access,
+    task: &Task,
+    baseline: &AppView,
+    app_label: &str,
+) -> Result<Plan, Failure> {
+    let shared = namespace_is_shared(&board.hub, task);
+    match access {
+        Access::Direct(client) => act(client, task, baseline, app_label, shared).await,
+        Access::Agent(agent) => {
+            let order = Order {
+                task: task.clone(),
+                baseline: baseline.clone(),
+                app_label: app_label.to_string(),
+                shared_namespace: shared,
+            };
+            let order = serde_json::to_value(&order).expect("an order serializes");
+            let answer = agent.act(order).await?;
+            serde_json::from_value(answer).map_err(|e| {
+                (
+                    "AgentAnswer".to_string(),
+                    format!("the member's agent answered with no plan: {e}"),
+                )
+            })
+        }
+    }
+}
+
+/// An agent's side of [`act_through`]: does what a replica's `order` says
+/// on `member` with `client`, and answers with the plan. An order for an
+/// app of another member, or with names no app has, is refused.
+pub async fn act_for_hub(
+    member: &str,
+    client: &kube::Client,
+    order: Value,
+) -> Result<Value, (String, String)> {
+    let bad = |message: String| ("BadOrder".to_string(), message);
+    let order: Order = serde_json::from_value(order)
+        .map_err(|e| bad(format!("the request is not a task order: {e}")))?;
+    let target = &order.task.target;
+    if target.cluster != member {
+        return Err(bad(format!(
+            "the task is for member {:?}, this agent's is {member:?}",
+            target.cluster
+        )));
+    }
+    if !crate::names::valid_name(&target.namespace) || !crate::names::valid_segment(&target.app) {
+        return Err(bad(format!("{target} names no app")));
+    }
+    let plan = act(
+        client,
+        &order.task,
+        &order.baseline,
+        &order.app_label,
+        order.shared_namespace,
+    )
+    .await?;
+    Ok(serde_json::to_value(plan).expect("a plan serializes"))
+}
+
 /// Does the work on the cluster and returns what the watches should show.
 async fn act(
-    board: &Board,
     client: &kube::Client,
     task: &Task,
     baseline: &AppView,
     app_label: &str,
+    shared: bool,
 ) -> Result<Plan, Failure> {
     let ns = &task.target.namespace;
     let params = PatchParams::default();
@@ -313,7 +392,6 @@ async fn act(
                 }
                 targets.push(target(w, None));
             }
-            let shared = namespace_is_shared(&board.hub, task);
             if !shared {
                 let namespaces: Api<Namespace> = Api::all(client.clone());
                 match namespaces.delete(ns, &DeleteParams::default()).await {

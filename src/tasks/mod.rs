@@ -19,6 +19,7 @@ mod progress;
 mod service;
 pub mod store;
 
+pub use executor::act_for_hub;
 pub use model::{Executor, StatusReport, Target, Task, TaskRequest, TaskStatus, TaskType};
 pub use service::{TaskFilter, TaskSettings, Tasks};
 pub use store::{MemoryStore, StoreError, TaskChange, TaskStore};

@@ -4,10 +4,10 @@
 //! measured in replicas and objects, never in time; the executor keeps it
 //! monotonic and only success reaches 100.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The part of an app document the rules read.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct AppView {
     pub(super) phase: String,
@@ -17,7 +17,7 @@ pub(super) struct AppView {
 }
 
 /// One workload as the app document shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct WorkloadState {
     pub(super) kind: String,
@@ -39,7 +39,8 @@ pub(super) struct WorkloadState {
 }
 
 /// A workload a task acts on, and what it should end up with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct WorkloadTarget {
     pub(super) kind: String,
     pub(super) name: String,
@@ -49,8 +50,10 @@ pub(super) struct WorkloadTarget {
     pub(super) from: i32,
 }
 
-/// What the executor did, and so what the watches should come to show.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the executor did, and so what the watches should come to show
+/// (an agent's answer for a push member, as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "plan", rename_all = "camelCase")]
 pub(super) enum Plan {
     /// Scaled to zero.
     Stop { workloads: Vec<WorkloadTarget> },

@@ -263,7 +263,7 @@ impl Tasks {
             match run.executor {
                 Executor::Builtin => {
                     let app_label = this.app_label.clone();
-                    executor::run(board.clone(), run.clone(), member.client, &app_label, token)
+                    executor::run(board.clone(), run.clone(), member.access, &app_label, token)
                         .await
                 }
                 Executor::External => executor::expire(&board, &run, token).await,

@@ -1,6 +1,7 @@
 //! The gateway's integration tests, one module per area, in one test binary
 //! (the shared fixtures are the `pulse-testkit` crate).
 
+mod agent;
 mod cli;
 mod deploy;
 mod deploy_agent;

@@ -32,7 +32,14 @@ export interface Lifecycle<P extends string> {
 /** A document's history, oldest first. */
 export function transitions(doc: { history?: Record<string, Transition> }): Transition[];
 
-export type ClusterPhase = 'Pending' | 'Initializing' | 'Healthy' | 'Degraded' | 'Unhealthy' | 'Removed';
+/** `Unknown` only for a push member whose agent is not heard from (`AgentLost`). */
+export type ClusterPhase = 'Pending' | 'Initializing' | 'Healthy' | 'Degraded' | 'Unhealthy' | 'Unknown' | 'Removed';
+
+/** A push member's documents are stale while its agent is lost (docs/AGENT.md). */
+export interface Stale {
+  reason: 'AgentLost';
+  since: string;
+}
 
 /** `clusters/{cluster}` */
 export interface ClusterStatus extends Lifecycle<ClusterPhase> {
@@ -55,6 +62,10 @@ export interface ClusterStatus extends Lifecycle<ClusterPhase> {
   credentials?: { kind: 'ClientCertificate' | 'Token'; expires: string };
   /** What to act on before it fails; absent when nothing. */
   warnings?: { reason: 'CredentialsExpiring' | 'CredentialsExpired' | 'ClockSkew' | 'ResourceNotServed'; message: string }[];
+  /** `push` for a member whose agent publishes its status (docs/AGENT.md); absent when pulled. */
+  mode?: 'push';
+  /** A push member's agent as the hub sees it. */
+  agent?: { connected: boolean; lastHeartbeatAt: string | null; version: string | null };
 }
 
 export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' | 'NotServed' | 'Stopped';
@@ -70,6 +81,8 @@ export interface SyncStatus extends Lifecycle<SyncPhase> {
   lastEventAt?: string;
   retryAt?: string;
   lastError?: string;
+  /** A push member's document while its agent is lost. */
+  stale?: Stale;
 }
 
 export type AppPhase = 'Running' | 'Degraded' | 'Stopped' | 'NotExisted' | 'Panic';
@@ -106,6 +119,8 @@ export interface AppStatus extends Lifecycle<AppPhase> {
   /** The active task's transitional state, else `phase`. */
   state: AppPhase | TransitionalState;
   task?: ActiveTask;
+  /** A push member's document while its agent is lost. */
+  stale?: Stale;
   expected: number;
   ready: number;
   /** Keyed by `Kind/name`, e.g. `Deployment/web`. */

@@ -62,7 +62,8 @@ pub async fn start_gateway(
         ..Default::default()
     };
     tweak(&mut config);
-    let gateway = kube_pulse::gateway::Gateway::start(config, shutdown)
+    // Boxed: the gateway's start makes a large future.
+    let gateway = Box::pin(kube_pulse::gateway::Gateway::start(config, shutdown))
         .await
         .expect("gateway starts");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

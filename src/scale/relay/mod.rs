@@ -35,7 +35,10 @@ use crate::pipeline::MemberClients;
 use consume::{ConsumerState, consume};
 use publish::{Shared, member_patterns, publish};
 pub(crate) use settings::replicas_hint;
-pub use settings::{DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, MAX_REPLICAS, NatsSettings};
+pub use settings::{
+    DEFAULT_AGENT_GRACE, DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, MAX_REPLICAS,
+    NatsSettings,
+};
 pub(crate) use stream::stream_created;
 
 /// A consumer with messages pending that has read none for this long is stalled.
@@ -58,6 +61,7 @@ pub struct Hubs {
 #[derive(Debug)]
 pub struct Relay {
     client: async_nats::Client,
+    agent_grace: Duration,
     js: jetstream::Context,
     name: String,
     replicas: usize,
@@ -139,6 +143,7 @@ impl Relay {
         let stop = shutdown.child_token();
         let (js, name) = (shared.js.clone(), shared.settings.stream.clone());
         let replicas = shared.settings.replicas;
+        let agent_grace = shared.settings.agent_grace;
         let tasks = vec![
             tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
             tokio::spawn(stream::guard(shared.clone(), stop.clone())),
@@ -146,6 +151,7 @@ impl Relay {
         ];
         Ok(Self {
             client,
+            agent_grace,
             js,
             name,
             replicas,
@@ -165,6 +171,16 @@ impl Relay {
     /// Copies of the stream (and of the task bucket) JetStream keeps.
     pub fn replicas(&self) -> usize {
         self.replicas
+    }
+
+    /// How long a push member's agent may be silent (`NatsSettings::agent_grace`).
+    pub fn agent_grace(&self) -> Duration {
+        self.agent_grace
+    }
+
+    /// The relay's NATS connection (requests to push members' agents use it).
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
     }
 
     /// JetStream on the stream's connection (the task bucket uses it).

@@ -17,6 +17,10 @@ pub const DEFAULT_REPLICAS: usize = 1;
 /// "maximum replicas is 5").
 pub const MAX_REPLICAS: usize = 5;
 
+/// How long a push member's agent may be silent before the member is
+/// `Unknown (AgentLost)`, by default (Karmada's grace for pull clusters).
+pub const DEFAULT_AGENT_GRACE: std::time::Duration = std::time::Duration::from_secs(40);
+
 /// Where the stream of changes is, and how the client logs in there.
 #[derive(Clone, PartialEq, Eq)]
 pub struct NatsSettings {
@@ -41,6 +45,9 @@ pub struct NatsSettings {
     /// anyone who may publish on the stream or write the bucket is then
     /// believed. Without it, a gateway without a key does not start.
     pub insecure_unsigned: bool,
+    /// How long a push member's agent may send no heartbeat before the
+    /// member is `Unknown (AgentLost)` (docs/AGENT.md).
+    pub agent_grace: std::time::Duration,
 }
 
 impl std::fmt::Debug for NatsSettings {
@@ -53,6 +60,7 @@ impl std::fmt::Debug for NatsSettings {
             .field("auth", &self.auth)
             .field("signing", &self.signing)
             .field("insecure_unsigned", &self.insecure_unsigned)
+            .field("agent_grace", &self.agent_grace)
             .finish()
     }
 }
@@ -68,6 +76,7 @@ impl NatsSettings {
             auth: NatsAuth::default(),
             signing: None,
             insecure_unsigned: false,
+            agent_grace: DEFAULT_AGENT_GRACE,
         }
     }
 
@@ -169,7 +178,7 @@ impl NatsSettings {
 
     /// Connects with `options` and these settings' credentials and TLS,
     /// to any server of the list; the error names the URL, no secret.
-    pub(super) async fn dial(
+    pub(crate) async fn dial(
         &self,
         options: async_nats::ConnectOptions,
     ) -> crate::Result<async_nats::Client> {

@@ -1,0 +1,298 @@
+//! Following one push member's agent (`stream KUBE_PULSE_AGENTS ──[link]──▶
+//! Observation::Pushed ──▶ engine`), on the replica that owns the member:
+//! its latest report of every subject first, then each new one, in order;
+//! each believed only with its agent's signature, on its own subject, and
+//! newer than the last one applied there. When no heartbeat has reached
+//! the stream for the grace period, the member is `Unknown (AgentLost)`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{self, Body};
+use crate::engine::{Observation, PushedInput};
+use crate::metrics::Metrics;
+
+/// How often the server says an idle pull is alive.
+const HEARTBEAT: Duration = Duration::from_secs(3);
+/// How long one pull waits on the server.
+const PULL_EXPIRES: Duration = Duration::from_secs(30);
+/// A consumer no pull has reached for this long is deleted by the server.
+const INACTIVE: Duration = Duration::from_secs(30);
+/// The first wait before the consumer is made again after a failure.
+const RETRY: Duration = Duration::from_millis(250);
+/// Refusals are logged at most once per this period per member.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// What a link needs to follow one agent.
+pub(super) struct Follow {
+    pub(super) js: jetstream::Context,
+    pub(super) stream: String,
+    pub(super) member: String,
+    pub(super) agent: nkeys::KeyPair,
+    pub(super) grace: Duration,
+    pub(super) engine: mpsc::Sender<Observation>,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+/// The last (session, seq) applied per subject, and the heartbeats' clock.
+#[derive(Debug)]
+struct Seen {
+    applied: HashMap<String, (u64, u64)>,
+    /// When the last heartbeat reached the stream, in this process's clock.
+    heard_at: Instant,
+    last_heartbeat: Option<DateTime<Utc>>,
+    lost: bool,
+    refused_log: Option<Instant>,
+    refused_since_log: u64,
+}
+
+impl Seen {
+    /// Whether a report (session, seq) on `subject` is newer than the last
+    /// applied there (then remembered as applied).
+    fn newer(&mut self, subject: &str, at: (u64, u64)) -> bool {
+        match self.applied.get(subject) {
+            Some(held) if *held >= at => false,
+            _ => {
+                self.applied.insert(subject.to_string(), at);
+                true
+            }
+        }
+    }
+}
+
+/// The broker's time of a message, as a UTC time.
+fn published(message: &jetstream::Message) -> Option<DateTime<Utc>> {
+    let nanos = message.info().ok()?.published.unix_timestamp_nanos();
+    DateTime::from_timestamp_nanos(i64::try_from(nanos).ok()?).into()
+}
+
+impl Follow {
+    /// Runs until `stop`: tells the engine the member is pushed, then what
+    /// its agent reports, and when it goes silent.
+    pub(super) async fn run(self, stop: CancellationToken) {
+        let member = self.member.clone();
+        let attached = Observation::Pushed {
+            cluster: member.clone(),
+            input: PushedInput::Attached,
+        };
+        if self.engine.send(attached).await.is_err() {
+            return;
+        }
+        let mut seen = Seen {
+            applied: HashMap::new(),
+            heard_at: Instant::now(),
+            last_heartbeat: None,
+            lost: false,
+            refused_log: None,
+            refused_since_log: 0,
+        };
+        self.metrics.agents.connected(&member, false);
+        let mut next: Option<u64> = None;
+        let mut backoff = RETRY;
+        'consumer: loop {
+            let mut messages = match self.open(next).await {
+                Ok(messages) => {
+                    backoff = RETRY;
+                    messages
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %member, cause = %e, retry_in = ?backoff, "the agents' stream cannot be read yet");
+                    tokio::select! {
+                        () = stop.cancelled() => break,
+                        () = self.silence(&mut seen) => {}
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            };
+            let mut delivered = 0u64;
+            loop {
+                let message = tokio::select! {
+                    () = stop.cancelled() => break 'consumer,
+                    () = self.silence(&mut seen) => continue,
+                    message = messages.next() => message,
+                };
+                let message = match message {
+                    Some(Ok(message)) => message,
+                    Some(Err(e)) => {
+                        tracing::debug!(cluster = %member, cause = %e, "the agents' stream failed; reading it again");
+                        continue 'consumer;
+                    }
+                    None => continue 'consumer,
+                };
+                match message.info() {
+                    Ok(info) if info.consumer_sequence != delivered + 1 => continue 'consumer,
+                    Ok(info) => {
+                        delivered = info.consumer_sequence;
+                        next = Some(info.stream_sequence + 1);
+                    }
+                    Err(_) => continue,
+                }
+                if !self.apply(&message, &mut seen).await {
+                    break 'consumer;
+                }
+            }
+        }
+        self.metrics.agents.forget(&member);
+    }
+
+    /// Waits until the agent has been silent for the grace period, then
+    /// tells the engine (once); pending forever while it is lost.
+    async fn silence(&self, seen: &mut Seen) {
+        if seen.lost {
+            return std::future::pending().await;
+        }
+        tokio::time::sleep_until(seen.heard_at + self.grace).await;
+        seen.lost = true;
+        self.metrics.agents.connected(&self.member, false);
+        let lost = Observation::Pushed {
+            cluster: self.member.clone(),
+            input: PushedInput::Lost {
+                silent_for: seen.heard_at.elapsed(),
+                grace: self.grace,
+                last_heartbeat_at: seen.last_heartbeat,
+            },
+        };
+        let _ = self.engine.send(lost).await;
+    }
+
+    /// A consumer of the member's subjects: from `next` (a stream sequence),
+    /// or the latest message of each subject.
+    async fn open(&self, next: Option<u64>) -> Result<consumer::pull::Stream, String> {
+        let stream = self
+            .js
+            .get_stream(&self.stream)
+            .await
+            .map_err(|e| format!("stream {}: {e}", self.stream))?;
+        let deliver_policy = match next {
+            Some(start_sequence) => consumer::DeliverPolicy::ByStartSequence { start_sequence },
+            None => consumer::DeliverPolicy::LastPerSubject,
+        };
+        let consumer = stream
+            .create_consumer(consumer::pull::Config {
+                filter_subject: wire::member_subjects(&self.member),
+                deliver_policy,
+                ack_policy: consumer::AckPolicy::None,
+                max_deliver: 1,
+                inactive_threshold: INACTIVE,
+                num_replicas: 1,
+                memory_storage: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("consumer: {e}"))?;
+        consumer
+            .stream()
+            .heartbeat(HEARTBEAT)
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await
+            .map_err(|e| format!("messages: {e}"))
+    }
+
+    /// Checks one message and tells the engine what it says; false once
+    /// the engine is gone.
+    async fn apply(&self, message: &jetstream::Message, seen: &mut Seen) -> bool {
+        let signature = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(wire::SIGNATURE_HEADER))
+            .map(|v| v.as_str().as_bytes());
+        let report = match wire::admit_report(
+            &self.agent,
+            &self.member,
+            message.subject.as_str(),
+            &message.payload,
+            signature,
+        ) {
+            Ok(report) => report,
+            Err(refusal) => {
+                self.refused(seen, message.subject.as_str(), refusal.label());
+                return true;
+            }
+        };
+        if !seen.newer(message.subject.as_str(), (report.session, report.seq)) {
+            self.refused(seen, message.subject.as_str(), "stale");
+            return true;
+        }
+        let input = match report.body {
+            Body::Doc { topic, doc } => PushedInput::Document {
+                topic,
+                doc,
+                session: report.session,
+            },
+            Body::Heartbeat {
+                version, synced, ..
+            } => {
+                let at = published(message).unwrap_or_else(Utc::now);
+                let age = (Utc::now() - at).to_std().unwrap_or_default();
+                seen.last_heartbeat = Some(at);
+                if age >= self.grace {
+                    // An old heartbeat (read from the stream when the link
+                    // started): the agent is not known to run.
+                    seen.heard_at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+                    return true;
+                }
+                seen.heard_at = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+                seen.lost = false;
+                self.metrics.agents.connected(&self.member, true);
+                PushedInput::Heartbeat {
+                    at,
+                    version,
+                    session: report.session,
+                    synced,
+                }
+            }
+        };
+        let observation = Observation::Pushed {
+            cluster: self.member.clone(),
+            input,
+        };
+        self.engine.send(observation).await.is_ok()
+    }
+
+    /// Counts a refused report and logs it, at most once per [`LOG_EVERY`].
+    fn refused(&self, seen: &mut Seen, subject: &str, reason: &'static str) {
+        self.metrics.agents.rejected(&self.member, reason);
+        seen.refused_since_log += 1;
+        let due = seen.refused_log.is_none_or(|at| at.elapsed() >= LOG_EVERY);
+        if due {
+            tracing::warn!(cluster = %self.member, %subject, reason, count = seen.refused_since_log, "a report on a push member's subjects was not believed");
+            seen.refused_log = Some(Instant::now());
+            seen.refused_since_log = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_newer_reports_of_a_subject_are_applied() {
+        let mut seen = Seen {
+            applied: HashMap::new(),
+            heard_at: Instant::now(),
+            last_heartbeat: None,
+            lost: false,
+            refused_log: None,
+            refused_since_log: 0,
+        };
+        assert!(seen.newer("s", (1, 5)));
+        assert!(!seen.newer("s", (1, 5)), "the same again");
+        assert!(!seen.newer("s", (1, 4)), "an older one of the session");
+        assert!(seen.newer("s", (1, 6)));
+        assert!(seen.newer("s", (2, 1)), "a later session");
+        assert!(!seen.newer("s", (1, 99)), "an earlier session");
+        assert!(seen.newer("t", (1, 1)), "another subject");
+    }
+}

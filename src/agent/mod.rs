@@ -8,7 +8,10 @@
 //! signed them ([`act`]). docs/AGENT.md.
 
 mod act;
+mod lease;
 mod publish;
+
+pub use lease::{AgentLease, DEFAULT_DURATION as DEFAULT_LEASE_DURATION, lease_name};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +51,8 @@ pub struct AgentSettings {
     pub heartbeat: Duration,
     /// Output format of the health endpoints.
     pub health: HealthSettings,
+    /// The Lease that makes one agent per member run (None: `--no-lease`).
+    pub lease: Option<AgentLease>,
 }
 
 impl std::fmt::Debug for AgentSettings {
@@ -59,6 +64,7 @@ impl std::fmt::Debug for AgentSettings {
             .field("identity", &self.identity.public_key())
             .field("hub_key", &self.hub_key.as_ref().map(|k| k.public_key()))
             .field("heartbeat", &self.heartbeat)
+            .field("lease", &self.lease)
             .finish_non_exhaustive()
     }
 }
@@ -98,12 +104,34 @@ impl Check for AgentNats {
     }
 }
 
+/// `/readyz/Lease` of an agent: it holds its member's Lease (a standing-by
+/// agent is alive, not ready).
+#[derive(Debug)]
+struct AgentLeaseCheck(Arc<std::sync::atomic::AtomicBool>);
+
+impl Check for AgentLeaseCheck {
+    fn name(&self) -> &str {
+        "Lease"
+    }
+    fn check(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            if self.0.load(std::sync::atomic::Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err("standing by: another agent of this member holds the Lease".into())
+            }
+        })
+    }
+}
+
 /// A running agent.
 pub struct Agent {
     pipeline: Arc<Pipeline>,
     health: Arc<Health>,
     tasks: Vec<JoinHandle<()>>,
     stop: CancellationToken,
+    /// Cancelled when the agent lost its Lease: it must stop.
+    lost: CancellationToken,
     member: String,
     identity: String,
 }
@@ -118,9 +146,10 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Starts the member's pipeline and the connection to NATS (which keeps
-    /// trying in the background while the broker cannot be reached), then
-    /// publishes and answers task requests until `shutdown`.
+    /// Connects to NATS (which keeps trying in the background while the
+    /// broker cannot be reached) and, once this agent holds its member's
+    /// Lease (at once without one), starts the member's pipeline, publishes
+    /// and answers task requests until `shutdown`.
     pub async fn start(
         settings: AgentSettings,
         shutdown: &CancellationToken,
@@ -141,6 +170,7 @@ impl Agent {
             hub_key,
             heartbeat,
             health,
+            lease,
         } = settings;
         let session = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
         let kube = crate::sources::bounded::client(client.clone()).map_err(|e| {
@@ -153,7 +183,8 @@ impl Agent {
             name: member.clone(),
             config: client,
         };
-        let pipeline = Pipeline::start_on(hub, vec![member_client], pipeline, shutdown).await?;
+        // The member is added once the Lease is held; nothing is watched before.
+        let pipeline = Pipeline::start_on(hub, Vec::new(), pipeline, shutdown).await?;
         let options = async_nats::ConnectOptions::new()
             .name(format!("kube-pulse agent {member}"))
             .custom_inbox_prefix(wire::inbox_prefix(&member))
@@ -185,18 +216,53 @@ impl Agent {
         let responder = act::Responder {
             client: nats_client,
             member: member.clone(),
-            kube,
+            kube: kube.clone(),
             hub_key: hub_key.map(Arc::new),
         };
-        let tasks = vec![
-            tokio::spawn(publisher.run(subscription, stop.clone())),
-            tokio::spawn(responder.run(stop.clone())),
-        ];
+        let holding = Arc::new(std::sync::atomic::AtomicBool::new(lease.is_none()));
+        checks
+            .readyz
+            .push(Arc::new(AgentLeaseCheck(holding.clone())));
+        let lost = CancellationToken::new();
+        let mut holder = lease.map(|l| lease::Holder::new(kube.clone(), &member, l));
+        let responder = act::Responder { kube, ..responder };
+        let (run_pipeline, run_stop, run_lost) = (pipeline.clone(), stop.clone(), lost.clone());
+        let run = async move {
+            if let Some(holder) = holder.as_mut()
+                && !holder.acquire(&run_stop).await
+            {
+                return;
+            }
+            holding.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Err(e) = run_pipeline.add_member(member_client).await {
+                tracing::error!(cause = %e, "the member cannot be watched");
+                run_lost.cancel();
+                return;
+            }
+            let publishing = tokio::spawn(publisher.run(subscription, run_stop.clone()));
+            let answering = tokio::spawn(responder.run(run_stop.clone()));
+            if let Some(holder) = holder.as_mut() {
+                if let Err(e) = holder.keep(&run_stop).await {
+                    tracing::error!(cause = %e, "the agent no longer holds its Lease; stopping");
+                    holding.store(false, std::sync::atomic::Ordering::Relaxed);
+                    run_lost.cancel();
+                }
+            } else {
+                run_stop.cancelled().await;
+            }
+            let _ = publishing.await;
+            let _ = answering.await;
+            if let Some(holder) = holder.as_mut() {
+                holder.release().await;
+            }
+        };
+        let tasks = vec![tokio::spawn(run)];
         Ok(Self {
             pipeline,
             health: Arc::new(checks),
             tasks,
             stop,
+            lost,
             member,
             identity: identity_shown,
         })
@@ -227,14 +293,27 @@ impl Agent {
         )
     }
 
-    /// Serves [`Agent::router`] on `listener` until shutdown, then stops.
+    /// Serves [`Agent::router`] on `listener` until shutdown (or until the
+    /// agent lost its Lease: an error, so that its pod restarts and stands
+    /// by), then stops.
     pub async fn serve(self, listener: TcpListener) -> crate::Result<()> {
-        let stop = self.stop.clone();
+        let (stop, lost) = (self.stop.clone(), self.lost.clone());
         let served = axum::serve(listener, self.router())
-            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .with_graceful_shutdown(async move {
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = lost.cancelled() => {}
+                }
+            })
             .await
             .map_err(|e| crate::Error::Unavailable(format!("the agent's listener failed: {e}")));
+        let lost = self.lost.is_cancelled();
         self.stop().await;
+        if lost {
+            return Err(crate::Error::Unavailable(
+                "the agent lost its Lease (or could not watch its member); exiting".into(),
+            ));
+        }
         served
     }
 

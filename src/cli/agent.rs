@@ -54,6 +54,23 @@ pub struct AgentArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_HEARTBEAT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=300))]
     pub heartbeat: u64,
+    /// Namespace of the Lease `kube-pulse-agent-{member}` in the member
+    /// cluster, by which one agent of the member runs and a second stands
+    /// by; default the pod's (or the kubeconfig context's).
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Seconds of the Lease (3 to 600); a standing-by agent takes over this
+    /// long after the holder's last renewal.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::agent::DEFAULT_LEASE_DURATION.as_secs(),
+          value_parser = clap::value_parser!(u64).range(3..=600))]
+    pub lease_duration: u64,
+    /// This agent's name in the Lease; default the pod's name, else the
+    /// host's name and the process id.
+    #[arg(long, value_name = "ID", env = "POD_NAME")]
+    pub agent_id: Option<String>,
+    /// Run without the Lease (a second agent of the member would publish too).
+    #[arg(long)]
+    pub no_lease: bool,
     /// The name of the hub's stream of changes (its `nats: stream`); the
     /// agents' stream is this name followed by `_AGENTS`.
     #[arg(long, value_name = "NAME", default_value = crate::scale::DEFAULT_STREAM)]
@@ -129,6 +146,19 @@ impl AgentArgs {
             ),
             None => None,
         };
+        let lease = (!self.no_lease).then(|| crate::agent::AgentLease {
+            namespace: self
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace.clone()),
+            holder: self.agent_id.clone().unwrap_or_else(|| {
+                let host = std::fs::read_to_string("/etc/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "agent".into());
+                format!("{host}-{}", std::process::id())
+            }),
+            duration: std::time::Duration::from_secs(self.lease_duration),
+        });
         let settings = AgentSettings {
             member: self.member.clone(),
             client,
@@ -138,6 +168,7 @@ impl AgentArgs {
             hub_key,
             heartbeat: std::time::Duration::from_secs(self.heartbeat),
             health,
+            lease,
         };
         Ok((self.listen, settings))
     }

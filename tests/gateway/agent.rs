@@ -11,7 +11,8 @@
 //! current within 10 s and an old cursor still resumes. An agent with
 //! member a's credentials cannot publish on member b's subjects (NATS
 //! refuses), and a forged report on b's subjects from a client with every
-//! right (the replicas' user) is not served. Loopback only, every wait
+//! right is not served. A second agent of the member stands by on its
+//! Lease and takes over when the first dies. Loopback only, every wait
 //! bounded.
 //!
 //! Needs `nats-server` (scripts/test.sh installs it). Without it the tests
@@ -46,14 +47,20 @@ fn agent_identity(dir: &Path, name: &str) -> (nkeys::KeyPair, std::path::PathBuf
     (pair, path)
 }
 
+/// The password of a user with every right in the account (an operator's,
+/// say): broader rights than any agent or replica.
+const ADMIN_PASSWORD: &str = "kp-test-admin-pw";
+
 /// deploy/nats/'s nats.conf (as the other NATS tests run it) with one user
-/// entry per agent, as `kube-pulse agent-key` prints it.
+/// entry per agent, as `kube-pulse agent-key` prints it, and a user
+/// `admin` with every right.
 fn conf_with_agents(agents: &[(&str, &str)]) -> String {
     let conf = deployed_conf();
-    let entries: String = agents
+    let mut entries: String = agents
         .iter()
         .map(|(member, key)| agents::nats_user_entry(member, key) + "\n")
         .collect();
+    entries.push_str(&format!("{{ user: admin, password: {ADMIN_PASSWORD} }}\n"));
     let users = "users: [";
     let at = conf.find(users).expect("a users list") + users.len();
     format!("{}\n{entries}{}", &conf[..at], &conf[at..])
@@ -133,8 +140,10 @@ fn running(ready: u64, image: &'static str) -> impl Fn(&Value) -> bool {
 }
 
 /// The agent binary for `member`'s simulator at `kubeconfig`.
-fn start_agent(nats: &Nats, seed: &Path, kubeconfig: &Path, hub_key: &str) -> Binary {
+fn start_agent(nats: &Nats, seed: &Path, kubeconfig: &Path, hub_key: &str, id: &str) -> Binary {
     Binary::start(&[
+        "--log-format",
+        "json",
         "agent",
         "--member",
         MEMBER,
@@ -152,6 +161,10 @@ fn start_agent(nats: &Nats, seed: &Path, kubeconfig: &Path, hub_key: &str) -> Bi
         hub_key,
         "--config",
         kubeconfig.with_file_name("agent.yaml").to_str().unwrap(),
+        "--agent-id",
+        id,
+        "--lease-duration",
+        "3",
     ])
 }
 
@@ -174,19 +187,33 @@ async fn hub_replica(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
+/// What every test here runs: a locked nats-server with the users of the
+/// agents of `edge` and `other`, a host cluster for the Leases, the member
+/// `edge` (the app shop/web), its kubeconfig and the agent's config file,
+/// and two hub replicas that have `edge` as a push member.
+struct Setup {
+    _dir: tempfile::TempDir,
+    nats: Nats,
+    member: kube_pulse_sim::SimCluster,
+    agent: nkeys::KeyPair,
+    other: nkeys::KeyPair,
+    seed: std::path::PathBuf,
+    kubeconfig: std::path::PathBuf,
+    hub_key: String,
+    r1: Replica,
+    r2: Replica,
+    _host: kube_pulse_sim::SimCluster,
+}
+
+async fn setup() -> Option<Setup> {
     let dir = tempfile::tempdir().unwrap();
     let (agent, seed) = agent_identity(dir.path(), "edge");
     let (other, _) = agent_identity(dir.path(), "other");
-    let Some(nats) = locked_nats_with_agents(&[
+    let nats = locked_nats_with_agents(&[
         (MEMBER, &agent.public_key()),
         ("other", &other.public_key()),
     ])
-    .await
-    else {
-        return;
-    };
+    .await?;
     let host = sim().await;
     let member = sim_with(|c| {
         c.name = MEMBER.into();
@@ -201,14 +228,49 @@ async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
     )
     .unwrap();
     let hub_key = pulse_testkit::nats::signing_key().hub_key().public_key();
-
-    // The truth: a gateway that reaches the member itself.
-    let token = tokio_util::sync::CancellationToken::new();
-    let (truth, _truth_gateway) = start_gateway(&[&member], |_| {}, &token).await;
-
     let r1 = hub_replica("r1", &host, &nats, dir.path(), &agent.public_key()).await;
     let r2 = hub_replica("r2", &host, &nats, dir.path(), &agent.public_key()).await;
-    let mut agent_process = start_agent(&nats, &seed, &kubeconfig, &hub_key);
+    Some(Setup {
+        _dir: dir,
+        nats,
+        member,
+        agent,
+        other,
+        seed,
+        kubeconfig,
+        hub_key,
+        r1,
+        r2,
+        _host: host,
+    })
+}
+
+impl Setup {
+    fn agent(&self, id: &str) -> Binary {
+        start_agent(&self.nats, &self.seed, &self.kubeconfig, &self.hub_key, id)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
+    let Some(setup) = setup().await else {
+        return;
+    };
+    let Setup {
+        nats,
+        member,
+        seed,
+        kubeconfig,
+        hub_key,
+        r1,
+        r2,
+        ..
+    } = &setup;
+    // The truth: a gateway that reaches the member itself.
+    let token = tokio_util::sync::CancellationToken::new();
+    let (truth, _truth_gateway) = start_gateway(&[member], |_| {}, &token).await;
+
+    let mut agent_process = start_agent(nats, seed, kubeconfig, hub_key, "edge-agent-0");
     let topics = ["clusters/*", "apps/**"];
     let s1 = Subscriber::open(&r1.url, &topics).await;
     let s2 = Subscriber::open(&r2.url, &topics).await;
@@ -239,12 +301,12 @@ async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
     .await;
 
     // Scale, rollout, crash loop.
-    deploy(&member, "web", 4, "nginx:1.27");
+    deploy(member, "web", 4, "nginx:1.27");
     both_equal_truth(&subs, &truth, "scaled to 4", running(4, "nginx:1.27")).await;
-    deploy(&member, "web", 4, "nginx:1.28");
+    deploy(member, "web", 4, "nginx:1.28");
     both_equal_truth(&subs, &truth, "rolled out", running(4, "nginx:1.28")).await;
     member.set_image_faults([("nginx:crash", kube_pulse_sim::pods::ImageFault::Crash)]);
-    deploy(&member, "web", 4, "nginx:crash");
+    deploy(member, "web", 4, "nginx:crash");
     // A crash loop keeps changing restart counts: compare its phase and reason.
     let app = format!("apps/{MEMBER}/shop/web");
     let failing = eventually(WITHIN, "the member's app crash-loops", || async {
@@ -265,7 +327,7 @@ async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
         Some(())
     })
     .await;
-    deploy(&member, "web", 2, "nginx:1.28");
+    deploy(member, "web", 2, "nginx:1.28");
     both_equal_truth(&subs, &truth, "back to running", running(2, "nginx:1.28")).await;
 
     // A Stop task: asked on r2, acted on by the agent, progress from its reports.
@@ -328,14 +390,15 @@ async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
     eprintln!("lost after {:?} (grace {GRACE:?})", killed.elapsed());
 
     // Meanwhile the member changes; the agent started again brings it.
-    deploy(&member, "web", 3, "nginx:1.28");
+    deploy(member, "web", 3, "nginx:1.28");
     let settled = running(3, "nginx:1.28");
     eventually(WITHIN, "the member has changed meanwhile", || async {
         settled(&rest(&truth, &format!("/api/v1/apps/{MEMBER}/shop/web")).await?).then_some(())
     })
     .await;
     let restarted = Instant::now();
-    let agent_process = start_agent(&nats, &seed, &kubeconfig, &hub_key);
+    // Its container restarted: the same pod name, so it takes its Lease at once.
+    let agent_process = start_agent(nats, seed, kubeconfig, hub_key, "edge-agent-0");
     eventually(
         Duration::from_secs(10),
         "current again within 10 s",
@@ -364,4 +427,199 @@ async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
     let first = resumed.all.lock().first().cloned().unwrap_or_default();
     assert_ne!(first["type"], "reset", "the cursor resumed: {first}");
     drop(agent_process);
+}
+
+/// Whether both replicas serve `edge` as Healthy with its agent connected.
+async fn served_connected(setup: &Setup, what: &str, within: Duration) {
+    let cluster = format!("clusters/{MEMBER}");
+    eventually(within, what, || async {
+        for replica in [&setup.r1, &setup.r2] {
+            let doc = rest(&replica.url, &format!("/api/v1/{cluster}")).await?;
+            (doc["phase"] == "Healthy" && doc["agent"]["connected"] == true).then_some(())?;
+        }
+        Some(())
+    })
+    .await;
+}
+
+/// The HTTP status of `/readyz` on `url`.
+async fn ready(url: &str) -> u16 {
+    pulse_testkit::http::http()
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_agent_of_a_member_stands_by_and_takes_over() {
+    let Some(setup) = setup().await else {
+        return;
+    };
+    let mut first = setup.agent("edge-agent-a");
+    served_connected(&setup, "the first agent publishes", WITHIN).await;
+    let second = setup.agent("edge-agent-b");
+    // Alive, not ready, watching nothing: the Lease is the first one's.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(ready(&second.url).await, 503, "the second agent stands by");
+    let livez = pulse_testkit::http::http()
+        .get(format!("{}/livez", second.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(livez.status(), 200);
+    let metrics = pulse_testkit::http::get_text(&format!("{}/metrics", second.url)).await;
+    assert!(
+        !metrics.contains("kube_pulse_agent_reports_total{kind=\"doc\"}"),
+        "a standing-by agent publishes nothing"
+    );
+    assert_eq!(ready(&first.url).await, 200);
+    // The first one killed outright: the second takes the Lease once it
+    // expires, and the member stays served.
+    first.child.kill().unwrap();
+    let _ = first.child.wait();
+    let killed = Instant::now();
+    eventually(
+        Duration::from_secs(15),
+        "the second agent takes over",
+        || async { (ready(&second.url).await == 200).then_some(()) },
+    )
+    .await;
+    eprintln!("taken over after {:?}", killed.elapsed());
+    served_connected(
+        &setup,
+        "the second agent publishes",
+        Duration::from_secs(15),
+    )
+    .await;
+    let lease = setup.member.kube_config();
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(kube::Client::try_from(lease).unwrap(), "default");
+    let held = leases
+        .get(&kube_pulse::agent::lease_name(MEMBER))
+        .await
+        .unwrap();
+    assert_eq!(
+        held.spec.unwrap().holder_identity.as_deref(),
+        Some("edge-agent-b")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_on_a_members_subjects_from_anyone_but_its_agent_are_not_served() {
+    let Some(setup) = setup().await else {
+        return;
+    };
+    let _agent = setup.agent("edge-agent-0");
+    served_connected(&setup, "the agent publishes", WITHIN).await;
+    let app = format!("/api/v1/apps/{MEMBER}/shop/web");
+    let before = eventually(WITHIN, "the app is served", || async {
+        rest(&setup.r1.url, &app).await
+    })
+    .await;
+    let report = |session: u64, topic: &str, doc: Value| {
+        let report = agents::wire::Report {
+            member: MEMBER.into(),
+            session,
+            seq: 1,
+            body: agents::wire::Body::Doc {
+                topic: topic.into(),
+                doc: Some(doc),
+            },
+        };
+        (report.subject(), serde_json::to_vec(&report).unwrap())
+    };
+    // Far in the future: would win over every real report if believed.
+    let forged = json!({"cluster": MEMBER, "namespace": "shop", "app": "web", "phase": "Panic", "state": "Panic"});
+    let (subject, payload) = report(
+        u64::MAX / 2,
+        &format!("apps/{MEMBER}/shop/web"),
+        forged.clone(),
+    );
+
+    // The other member's agent, with its own credentials: NATS refuses.
+    let other_seed = setup.other.seed().unwrap();
+    let other = async_nats::ConnectOptions::with_nkey(other_seed)
+        .custom_inbox_prefix("_INBOX_other")
+        .connect(&setup.nats.url)
+        .await
+        .unwrap();
+    let published = async_nats::jetstream::new(other.clone())
+        .publish(subject.clone(), payload.clone().into())
+        .await;
+    let acked = match published {
+        Ok(ack) => tokio::time::timeout(Duration::from_secs(5), ack)
+            .await
+            .map(|a| a.is_ok()),
+        Err(_) => Ok(false),
+    };
+    assert!(
+        !matches!(acked, Ok(true)),
+        "NATS took another member's report from agent other"
+    );
+
+    // A user with every right: signed with another agent's key, with a
+    // made-up signature, and unsigned.
+    let broad = async_nats::ConnectOptions::new()
+        .user_and_password("admin".into(), ADMIN_PASSWORD.into())
+        .connect(&setup.nats.url)
+        .await
+        .unwrap();
+    let js = async_nats::jetstream::new(broad);
+    let signed_by = |key: &nkeys::KeyPair| agents::wire::sign_report(key, &subject, &payload);
+    for signature in [
+        Some(signed_by(&setup.other)),
+        Some("bm90LWEtc2lnbmF0dXJl".to_string()),
+        None,
+    ] {
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(signature) = signature {
+            headers.insert(agents::wire::SIGNATURE_HEADER, signature.as_str());
+        }
+        js.publish_with_headers(subject.clone(), headers, payload.clone().into())
+            .await
+            .unwrap()
+            .await
+            .expect("the stream takes it: only the hub's check stands in the way");
+    }
+    let rejected = |url: String| async move {
+        let text = pulse_testkit::http::get_text(&format!("{url}/metrics")).await;
+        text.lines()
+            .filter(|l| l.starts_with("kube_pulse_agent_rejected_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    eventually(WITHIN, "the owner counts the three forgeries", || async {
+        let counted = rejected(setup.r1.url.clone()).await + rejected(setup.r2.url.clone()).await;
+        (counted >= 3.0).then_some(())
+    })
+    .await;
+    // A real change afterwards still flows; nothing forged was served.
+    deploy(&setup.member, "web", 2, "registry.example/web:1");
+    for replica in [&setup.r1, &setup.r2] {
+        let doc = eventually(WITHIN, "the real change is served", || async {
+            let doc = rest(&replica.url, &app).await?;
+            (doc["ready"] == 2).then_some(doc)
+        })
+        .await;
+        assert_ne!(doc["phase"], "Panic", "{doc}");
+    }
+    assert_ne!(before["phase"], "Panic");
+    // The same report signed with the member's agent key is believed: the
+    // key is what the hub checks.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        agents::wire::SIGNATURE_HEADER,
+        signed_by(&setup.agent).as_str(),
+    );
+    js.publish_with_headers(subject.clone(), headers, payload.clone().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    eventually(WITHIN, "the agent's own report is served", || async {
+        (rest(&setup.r1.url, &app).await?["phase"] == "Panic").then_some(())
+    })
+    .await;
 }

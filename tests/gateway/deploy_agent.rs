@@ -160,6 +160,11 @@ fn the_agent_takes_its_settings_from_the_configmap_and_its_seed_from_the_secret(
         variable("POD_NAMESPACE")["valueFrom"],
         json!({"fieldRef": {"fieldPath": "metadata.namespace"}})
     );
+    // The Lease's holder: the pod's name (a restarted container takes it back).
+    assert_eq!(
+        variable("POD_NAME")["valueFrom"],
+        json!({"fieldRef": {"fieldPath": "metadata.name"}})
+    );
     // The seed: the Secret's key, where --nats-nkey-seed reads it.
     let seed_file =
         Path::new(args[args.iter().position(|a| *a == "--nats-nkey-seed").unwrap() + 1]);

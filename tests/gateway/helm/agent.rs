@@ -324,7 +324,16 @@ fn the_agent_modes_options_reach_their_place() {
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    assert_eq!(env, ["RUST_LOG", "MEMBER", "NATS_URL", "POD_NAMESPACE"]);
+    assert_eq!(
+        env,
+        [
+            "RUST_LOG",
+            "MEMBER",
+            "NATS_URL",
+            "POD_NAMESPACE",
+            "POD_NAME"
+        ]
+    );
     let pod = &find(&docs, "Deployment")["spec"]["template"]["spec"];
     let volumes = pod["volumes"].as_array().unwrap();
     assert_eq!(volumes[0]["secret"]["secretName"], "edge-2-seed");

@@ -225,6 +225,15 @@ struct MemberLabels {
     cluster: String,
 }
 
+/// Why a push member's report is refused, as counted.
+const AGENT_REFUSALS: [&str; 5] = [
+    "unsigned",
+    "bad-signature",
+    "malformed",
+    "wrong-subject",
+    "stale",
+];
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AgentRejectedLabels {
     cluster: String,
@@ -264,6 +273,21 @@ impl AgentMetrics {
             .inc_by(u64::try_from(bytes).unwrap_or(u64::MAX));
     }
 
+    /// A push member starts here: its series exist from now on, each
+    /// refusal counter at 0 (so that `increase()` sees the first one), the
+    /// agent not heard from yet.
+    pub(crate) fn follow(&self, cluster: &str) {
+        for reason in AGENT_REFUSALS {
+            self.rejected
+                .get_or_create(&AgentRejectedLabels {
+                    cluster: cluster.to_string(),
+                    reason,
+                })
+                .inc_by(0);
+        }
+        self.connected(cluster, false);
+    }
+
     /// Whether `cluster`'s agent is heard from.
     pub(crate) fn connected(&self, cluster: &str, connected: bool) {
         self.connected
@@ -288,5 +312,11 @@ impl AgentMetrics {
         self.connected.remove(&MemberLabels {
             cluster: cluster.to_string(),
         });
+        for reason in AGENT_REFUSALS {
+            self.rejected.remove(&AgentRejectedLabels {
+                cluster: cluster.to_string(),
+                reason,
+            });
+        }
     }
 }

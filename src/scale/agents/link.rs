@@ -94,7 +94,7 @@ impl Follow {
             refused_log: None,
             refused_since_log: 0,
         };
-        self.metrics.agents.connected(&member, false);
+        self.metrics.agents.follow(&member);
         let mut next: Option<u64> = None;
         let mut backoff = RETRY;
         'consumer: loop {

@@ -491,19 +491,24 @@ fn check_unique(clusters: &[ClusterSpec], path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Reads and parses a file of the config format, unchecked.
+fn parse_file(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_yaml_ng::from_str(&text).map_err(|e| Error::Config {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
 /// Reads the `--config` file of `kube-pulse agent`: the gateway's format,
 /// of which the agent reads `syncRegistries`, `appLabel`, `podWatch`,
 /// `probe` and `health` (its `clusters` and every other block are the
 /// hub's, and ignored here).
 pub fn load_agent_file(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let config: FileConfig = serde_yaml_ng::from_str(&text).map_err(|e| Error::Config {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let config = parse_file(path)?;
     config.probe.validate().map_err(|message| Error::Config {
         path: path.to_path_buf(),
         message,
@@ -513,14 +518,7 @@ pub fn load_agent_file(path: &Path) -> Result<FileConfig> {
 
 /// Reads and validates a `--config` file.
 pub fn load_file(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let config: FileConfig = serde_yaml_ng::from_str(&text).map_err(|e| Error::Config {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let config = parse_file(path)?;
     let karpor = config
         .karpor
         .as_ref()

@@ -39,17 +39,29 @@ pub(crate) fn cluster_name_for_context(context: &str) -> String {
     }
 }
 
+/// A public nkey of `kind`, checked: `wrong` says what is expected when
+/// the key is of another kind.
+pub(crate) fn public_key(
+    key: &str,
+    kind: nkeys::KeyPairType,
+    wrong: &str,
+) -> Result<nkeys::KeyPair, String> {
+    let pair = nkeys::KeyPair::from_public_key(key)
+        .map_err(|e| format!("{key:?} is not an nkey public key: {e}"))?;
+    if pair.key_pair_type() != kind {
+        return Err(format!("{key:?} is not {wrong}"));
+    }
+    Ok(pair)
+}
+
 /// The public nkey (`U…`) of a push member's agent: the key of the NATS
 /// user it logs in as, which also signs what it publishes (docs/AGENT.md).
 pub fn agent_public_key(key: &str) -> Result<nkeys::KeyPair, String> {
-    let pair = nkeys::KeyPair::from_public_key(key)
-        .map_err(|e| format!("{key:?} is not an nkey public key: {e}"))?;
-    if pair.key_pair_type() != nkeys::KeyPairType::User {
-        return Err(format!(
-            "{key:?} is not a user's public key (U…): an agent logs in and signs as a NATS user"
-        ));
-    }
-    Ok(pair)
+    public_key(
+        key,
+        nkeys::KeyPairType::User,
+        "a user's public key (U…): an agent logs in and signs as a NATS user",
+    )
 }
 
 #[cfg(test)]

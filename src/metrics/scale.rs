@@ -307,16 +307,11 @@ impl AgentMetrics {
             .inc();
     }
 
-    /// The member no longer runs here: its series go.
+    /// The member no longer runs here: whether its agent is heard goes (an
+    /// alert on it stays quiet here); what was refused stays counted.
     pub(crate) fn forget(&self, cluster: &str) {
         self.connected.remove(&MemberLabels {
             cluster: cluster.to_string(),
         });
-        for reason in AGENT_REFUSALS {
-            self.rejected.remove(&AgentRejectedLabels {
-                cluster: cluster.to_string(),
-                reason,
-            });
-        }
     }
 }

@@ -568,16 +568,34 @@ async fn reports_on_a_members_subjects_from_anyone_but_its_agent_are_not_served(
         .unwrap();
     let js = async_nats::jetstream::new(broad);
     let signed_by = |key: &nkeys::KeyPair| agents::wire::sign_report(key, &subject, &payload);
-    for signature in [
-        Some(signed_by(&setup.other)),
-        Some("bm90LWEtc2lnbmF0dXJl".to_string()),
-        None,
-    ] {
+    // Each on a subject of its own: a new owner reading the latest report of
+    // every subject (a move between replicas) meets all three.
+    let elsewhere = |app: &str| {
+        let (subject, payload) = report(
+            u64::MAX / 2,
+            &format!("apps/{MEMBER}/shop/{app}"),
+            forged.clone(),
+        );
+        let signature = agents::wire::sign_report(&setup.other, &subject, &payload);
+        (subject, payload, signature)
+    };
+    let (s1, p1, _) = elsewhere("forged-1");
+    let (s2, p2, _) = elsewhere("forged-2");
+    let forgeries = [
+        (
+            subject.clone(),
+            payload.clone(),
+            Some(signed_by(&setup.other)),
+        ),
+        (s1, p1, Some("bm90LWEtc2lnbmF0dXJl".to_string())),
+        (s2, p2, None),
+    ];
+    for (subject, payload, signature) in forgeries {
         let mut headers = async_nats::HeaderMap::new();
         if let Some(signature) = signature {
             headers.insert(agents::wire::SIGNATURE_HEADER, signature.as_str());
         }
-        js.publish_with_headers(subject.clone(), headers, payload.clone().into())
+        js.publish_with_headers(subject, headers, payload.into())
             .await
             .unwrap()
             .await
@@ -604,6 +622,13 @@ async fn reports_on_a_members_subjects_from_anyone_but_its_agent_are_not_served(
         })
         .await;
         assert_ne!(doc["phase"], "Panic", "{doc}");
+        for forged in ["forged-1", "forged-2"] {
+            let path = format!("/api/v1/apps/{MEMBER}/shop/{forged}");
+            assert!(
+                rest(&replica.url, &path).await.is_none(),
+                "{path} is not served"
+            );
+        }
     }
     assert_ne!(before["phase"], "Panic");
     // The same report signed with the member's agent key is believed: the

@@ -46,7 +46,7 @@ fn monitoring_on() -> Value {
 }
 
 /// The renders every test reads: (name, values, release, namespace).
-fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+fn variants() -> Vec<Variant> {
     vec![
         ("default", json!({}), "kube-pulse", "kube-pulse"),
         // The documented install: next to Karpor, in its namespace.
@@ -156,34 +156,36 @@ fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
     ]
 }
 
-/// Every variant rendered, in one run of Helm's engine; None when it is
-/// not installed (outside CI).
+/// A variant of the chart's values: its name, the values, the release's
+/// name and namespace.
+pub(crate) type Variant = (&'static str, Value, &'static str, &'static str);
+
+/// Every one of `variants` rendered, in one run of Helm's engine; None when
+/// it is not installed (outside CI).
+pub(crate) fn render_all(variants: &[Variant]) -> Option<BTreeMap<&'static str, Rendered>> {
+    let helm = Helm::find_or_skip()?;
+    let jobs: Vec<Render> = variants
+        .iter()
+        .map(|(_, values, name, namespace)| Render {
+            values: values.clone(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+        })
+        .collect();
+    let rendered = helm.render(&chart(), &jobs);
+    Some(
+        variants
+            .iter()
+            .zip(rendered)
+            .map(|((variant, ..), r)| (*variant, r.unwrap_or_else(|e| panic!("{variant}: {e}"))))
+            .collect(),
+    )
+}
+
+/// Every variant of [`variants`] rendered, once.
 fn renders() -> Option<&'static BTreeMap<&'static str, Rendered>> {
     static RENDERS: OnceLock<Option<BTreeMap<&'static str, Rendered>>> = OnceLock::new();
-    RENDERS
-        .get_or_init(|| {
-            let helm = Helm::find_or_skip()?;
-            let variants = variants();
-            let jobs: Vec<Render> = variants
-                .iter()
-                .map(|(_, values, name, namespace)| Render {
-                    values: values.clone(),
-                    name: name.to_string(),
-                    namespace: namespace.to_string(),
-                })
-                .collect();
-            let rendered = helm.render(&chart(), &jobs);
-            Some(
-                variants
-                    .iter()
-                    .zip(rendered)
-                    .map(|((variant, ..), r)| {
-                        (*variant, r.unwrap_or_else(|e| panic!("{variant}: {e}")))
-                    })
-                    .collect(),
-            )
-        })
-        .as_ref()
+    RENDERS.get_or_init(|| render_all(&variants())).as_ref()
 }
 
 /// A variant's manifests as text and documents.

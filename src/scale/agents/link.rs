@@ -20,12 +20,6 @@ use super::wire::{self, Body};
 use crate::engine::{Observation, PushedInput};
 use crate::metrics::Metrics;
 
-/// How often the server says an idle pull is alive.
-const HEARTBEAT: Duration = Duration::from_secs(3);
-/// How long one pull waits on the server.
-const PULL_EXPIRES: Duration = Duration::from_secs(30);
-/// A consumer no pull has reached for this long is deleted by the server.
-const INACTIVE: Duration = Duration::from_secs(30);
 /// The first wait before the consumer is made again after a failure.
 const RETRY: Duration = Duration::from_millis(250);
 /// Refusals are logged at most once per this period per member.
@@ -55,6 +49,18 @@ struct Seen {
 }
 
 impl Seen {
+    /// Nothing seen yet: the grace counts from now.
+    fn new() -> Self {
+        Self {
+            applied: HashMap::new(),
+            heard_at: Instant::now(),
+            last_heartbeat: None,
+            lost: false,
+            refused_log: None,
+            refused_since_log: 0,
+        }
+    }
+
     /// Whether a report (session, seq) on `subject` is newer than the last
     /// applied there (then remembered as applied).
     fn newer(&mut self, subject: &str, at: (u64, u64)) -> bool {
@@ -86,14 +92,7 @@ impl Follow {
         if self.engine.send(attached).await.is_err() {
             return;
         }
-        let mut seen = Seen {
-            applied: HashMap::new(),
-            heard_at: Instant::now(),
-            last_heartbeat: None,
-            lost: false,
-            refused_log: None,
-            refused_since_log: 0,
-        };
+        let mut seen = Seen::new();
         self.metrics.agents.follow(&member);
         let mut next: Option<u64> = None;
         let mut backoff = RETRY;
@@ -177,26 +176,8 @@ impl Follow {
             Some(start_sequence) => consumer::DeliverPolicy::ByStartSequence { start_sequence },
             None => consumer::DeliverPolicy::LastPerSubject,
         };
-        let consumer = stream
-            .create_consumer(consumer::pull::Config {
-                filter_subject: wire::member_subjects(&self.member),
-                deliver_policy,
-                ack_policy: consumer::AckPolicy::None,
-                max_deliver: 1,
-                inactive_threshold: INACTIVE,
-                num_replicas: 1,
-                memory_storage: true,
-                ..Default::default()
-            })
+        crate::scale::relay::pull(&stream, wire::member_subjects(&self.member), deliver_policy)
             .await
-            .map_err(|e| format!("consumer: {e}"))?;
-        consumer
-            .stream()
-            .heartbeat(HEARTBEAT)
-            .expires(PULL_EXPIRES)
-            .messages()
-            .await
-            .map_err(|e| format!("messages: {e}"))
     }
 
     /// Checks one message and tells the engine what it says; false once
@@ -279,14 +260,7 @@ mod tests {
 
     #[test]
     fn only_newer_reports_of_a_subject_are_applied() {
-        let mut seen = Seen {
-            applied: HashMap::new(),
-            heard_at: Instant::now(),
-            last_heartbeat: None,
-            lost: false,
-            refused_log: None,
-            refused_since_log: 0,
-        };
+        let mut seen = Seen::new();
         assert!(seen.newer("s", (1, 5)));
         assert!(!seen.newer("s", (1, 5)), "the same again");
         assert!(!seen.newer("s", (1, 4)), "an older one of the session");

@@ -257,14 +257,11 @@ pub use crate::names::agent_public_key as agent_key;
 
 /// The hub's public key (`N…`), checked.
 pub fn hub_public_key(public: &str) -> Result<nkeys::KeyPair, String> {
-    let key = nkeys::KeyPair::from_public_key(public)
-        .map_err(|e| format!("{public:?} is not a hub key: {e}"))?;
-    if key.key_pair_type() != nkeys::KeyPairType::Server {
-        return Err(format!(
-            "{public:?} is not a hub key (N…, from `kube-pulse hub-key`)"
-        ));
-    }
-    Ok(key)
+    crate::names::public_key(
+        public,
+        nkeys::KeyPairType::Server,
+        "a hub key (N…, from `kube-pulse hub-key`)",
+    )
 }
 
 #[cfg(test)]

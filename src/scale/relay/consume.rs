@@ -411,9 +411,24 @@ async fn open_consumer(
         }
         _ => consumer::DeliverPolicy::All,
     };
+    let messages = pull(&stream, format!("{}.>", subject::PREFIX), deliver_policy).await?;
+    Ok((id, messages))
+}
+
+/// An ephemeral consumer of `stream`'s `filter` from `deliver_policy` that
+/// nothing acknowledges (as JetStream's ordered consumers), in memory,
+/// deleted by the server once no pull reached it for [`INACTIVE`]; its
+/// messages pulled with a heartbeat of [`HEARTBEAT`], so that one lost with
+/// its server is noticed within seconds. The relay's consumer and the links
+/// of push members' agents read this way.
+pub(crate) async fn pull(
+    stream: &async_nats::jetstream::stream::Stream,
+    filter: String,
+    deliver_policy: consumer::DeliverPolicy,
+) -> Result<consumer::pull::Stream, String> {
     let consumer = stream
         .create_consumer(consumer::pull::Config {
-            filter_subject: format!("{}.>", subject::PREFIX),
+            filter_subject: filter,
             deliver_policy,
             ack_policy: consumer::AckPolicy::None,
             max_deliver: 1,
@@ -424,14 +439,13 @@ async fn open_consumer(
         })
         .await
         .map_err(|e| format!("consumer: {e}"))?;
-    let messages = consumer
+    consumer
         .stream()
         .heartbeat(HEARTBEAT)
         .expires(PULL_EXPIRES)
         .messages()
         .await
-        .map_err(|e| format!("messages: {e}"))?;
-    Ok((id, messages))
+        .map_err(|e| format!("messages: {e}"))
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ use crate::health::Check;
 use crate::hub::Hub;
 use crate::metrics::Metrics;
 use crate::pipeline::MemberClients;
+pub(crate) use consume::pull;
 use consume::{ConsumerState, consume};
 use publish::{Shared, member_patterns, publish};
 pub(crate) use settings::replicas_hint;

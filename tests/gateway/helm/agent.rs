@@ -43,7 +43,7 @@ fn keys() -> &'static Keys {
 }
 
 /// The renders of this file: (name, values, release, namespace).
-fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+fn variants() -> Vec<super::Variant> {
     let keys = keys();
     let agents: Vec<Value> = keys
         .agents
@@ -104,26 +104,7 @@ fn variants() -> Vec<(&'static str, Value, &'static str, &'static str)> {
 fn renders() -> Option<&'static BTreeMap<&'static str, Rendered>> {
     static RENDERS: OnceLock<Option<BTreeMap<&'static str, Rendered>>> = OnceLock::new();
     RENDERS
-        .get_or_init(|| {
-            let helm = Helm::find_or_skip()?;
-            let variants = variants();
-            let jobs: Vec<Render> = variants
-                .iter()
-                .map(|(_, values, name, namespace)| Render {
-                    values: values.clone(),
-                    name: name.to_string(),
-                    namespace: namespace.to_string(),
-                })
-                .collect();
-            let rendered = helm.render(&chart(), &jobs);
-            Some(
-                variants
-                    .iter()
-                    .zip(rendered)
-                    .map(|((v, ..), r)| (*v, r.unwrap_or_else(|e| panic!("{v}: {e}"))))
-                    .collect(),
-            )
-        })
+        .get_or_init(|| super::render_all(&variants()))
         .as_ref()
 }
 

@@ -395,6 +395,62 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_push_mode_cluster_is_followed_through_the_agent_it_names() {
+        let agent = nkeys::KeyPair::new_user().public_key();
+        let push = |name: &str, annotation: Option<&str>| {
+            let mut c = cluster(name, access(None));
+            c.spec.mode = "push".into();
+            if let Some(value) = annotation {
+                c.metadata.annotations = Some(
+                    [(
+                        crate::karpor::types::AGENT_ANNOTATION.to_string(),
+                        value.to_string(),
+                    )]
+                    .into(),
+                );
+            }
+            c
+        };
+        let pulled = {
+            let mut c = cluster("pulled", access(None));
+            c.spec.mode = "pull".into();
+            c
+        };
+        let objects = [
+            push("edge", Some(&agent)),
+            push("bare", None),
+            push("bad", Some("hello")),
+            pulled,
+        ];
+        let out = convert(&objects, false, &loopback()).await;
+        let members: Vec<&str> = out.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(members, ["pulled"], "pull is a pulled member");
+        let held: Vec<(&str, &str, Option<&str>)> = out
+            .held
+            .iter()
+            .map(|h| (h.name.as_str(), h.reason.as_str(), h.agent.as_deref()))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                ("edge", "Pushed", Some(agent.as_str())),
+                ("bare", "AgentNotNamed", None),
+                ("bad", "AgentNotNamed", None),
+            ]
+        );
+        assert!(
+            out.held[1].message.contains("kube-pulse.io/agent=U"),
+            "{}",
+            out.held[1].message
+        );
+        assert!(
+            out.held[2].message.contains("not an nkey public key"),
+            "{}",
+            out.held[2].message
+        );
+    }
+
+    #[tokio::test]
     async fn credentials_become_members_or_held_members_with_a_reason() {
         let (cert, key) = client_pem();
         let token = ClusterAccessCredential {

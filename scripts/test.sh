@@ -105,7 +105,8 @@ tools() {
   # kubectl: the simulator's kubectl tests and the deployment tests drive the real client.
   need_apt kubectl "the kubectl tests" kubectl kubernetes-client || return
   # nats-server (JetStream): replicas over one stream of changes, deploy/nats/'s
-  # nats.conf, the monitoring test's `demo --nats`.
+  # nats.conf, the monitoring test's `demo --nats`, the push member's `demo
+  # --nats --push-member` (tests/gateway/demo_push.rs and the browser test).
   need_apt nats-server "the scale-out, deployment and monitoring tests" nats-server || return
   # kubernetes-validate: the deployment tests check the manifests offline.
   pip_install kubernetes-validate kubernetes-validate || return

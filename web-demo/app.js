@@ -31,6 +31,18 @@ const text = (node, value) => {
 const attr = (node, name, value) => {
   if (node.getAttribute(name) !== value) node.setAttribute(name, value);
 };
+/** Sets an attribute, or removes it when `value` is null or undefined. */
+const optAttr = (node, name, value) => {
+  if (value == null) node.removeAttribute(name);
+  else attr(node, name, value);
+};
+/** Points a `time[data-since]` at `iso` (the clock below keeps its "ago" current). */
+const since = (node, iso) => {
+  if (node.dataset.since === iso) return;
+  node.dataset.since = iso;
+  node.setAttribute('datetime', iso);
+  text(node, ago(iso));
+};
 
 // ---- connection -------------------------------------------------------------
 
@@ -75,6 +87,15 @@ function clusterCard(name) {
     { class: 'cluster', 'data-cluster': name },
     el('header', {}, el('h3', {}, name), el('span', { class: 'badge phase' })),
     el('p', { class: 'reason' }, el('span', { class: 'why' }), ' · for ', el('time', { class: 'since' })),
+    // Push members only (docs/AGENT.md): how the hub hears the member's agent.
+    el(
+      'p',
+      { class: 'agent', hidden: '' },
+      el('span', { class: 'badge small mode' }, 'push'),
+      ' agent ',
+      el('b', { class: 'link' }),
+      el('span', { class: 'beat', hidden: '' }, ' · heartbeat ', el('time', { class: 'heartbeat' }), ' ago'),
+    ),
     el(
       'dl',
       { class: 'facts' },
@@ -100,16 +121,14 @@ function clusterCard(name) {
 function renderCluster(doc) {
   const card = clusterCard(doc.name);
   attr(card, 'data-phase', doc.phase);
+  attr(card, 'data-reason', doc.reason ?? '');
   const badge = card.querySelector('.phase');
   fact(badge, doc.phase);
   attr(badge, 'data-phase', doc.phase);
+  attr(badge, 'data-reason', doc.reason ?? '');
   text(card.querySelector('.why'), doc.reason);
-  const since = card.querySelector('.since');
-  if (since.dataset.since !== doc.since) {
-    since.dataset.since = doc.since;
-    since.setAttribute('datetime', doc.since);
-    text(since, ago(doc.since));
-  }
+  since(card.querySelector('.since'), doc.since);
+  renderAgent(card, doc);
   const latency = doc.probe?.latencyMs;
   fact(card.querySelector('.latency'), latency == null ? '—' : `${latency} ms`);
   fact(card.querySelector('.version'), doc.probe?.serverVersion ?? '—');
@@ -118,6 +137,31 @@ function renderCluster(doc) {
   fact(card.querySelector('.resources'), `${r.synced ?? 0}/${r.total ?? 0} syncing${r.failing ? `, ${r.failing} failing` : ''}${objects == null ? '' : `, ${objects} objects`}`);
   text(card.querySelector('.message'), doc.message);
   logHistory(`clusters/${doc.name}`, doc, `cluster ${doc.name}`);
+}
+
+// A push member's agent as the hub hears it: `connected` while its
+// heartbeats arrive within the grace, `lost` once they stopped (the member is
+// then `Unknown (AgentLost)` and its other documents `stale`), `awaited`
+// before the first one.
+function renderAgent(card, doc) {
+  const line = card.querySelector('.agent');
+  const pushed = doc.mode === 'push';
+  optAttr(card, 'data-mode', pushed ? 'push' : null);
+  line.hidden = !pushed;
+  if (!pushed) {
+    optAttr(card, 'data-agent', null);
+    return;
+  }
+  const agent = doc.agent ?? {};
+  const state = agent.connected ? 'connected' : agent.lastHeartbeatAt ? 'lost' : 'awaited';
+  attr(card, 'data-agent', state);
+  attr(line, 'data-agent', state);
+  text(line.querySelector('.link'), { connected: 'connected', lost: 'lost', awaited: 'not heard yet' }[state]);
+  const beat = line.querySelector('.beat');
+  beat.hidden = !agent.lastHeartbeatAt;
+  if (agent.lastHeartbeatAt) since(beat.querySelector('time'), agent.lastHeartbeatAt);
+  const heard = agent.lastHeartbeatAt ? `, last heartbeat ${new Date(agent.lastHeartbeatAt).toLocaleString()}` : '';
+  attr(line, 'title', `pushed by its agent${agent.version ? ` (kube-pulse ${agent.version})` : ''}${heard}`);
 }
 
 /** A value that may be cut (with an ellipsis) where its box is narrow: the title holds it whole. */
@@ -146,7 +190,8 @@ function renderSync(doc, topic) {
   attr(badge, 'data-phase', doc.phase);
   fact(row.querySelector('.objects'), `${doc.objects ?? 0}`);
   text(row.querySelector('.why'), doc.reason);
-  attr(row.querySelector('.why'), 'title', doc.message ? `${doc.reason}: ${doc.message}` : doc.reason ?? '');
+  attr(row.querySelector('.why'), 'title', `${doc.message ? `${doc.reason}: ${doc.message}` : doc.reason ?? ''}${staleNote(doc)}`);
+  optAttr(row, 'data-stale', doc.stale?.reason);
   logHistory(topic, doc, `${doc.cluster} ${res.resource}`);
 }
 
@@ -165,6 +210,7 @@ function appRow(topic, doc) {
     el('td', { class: 'name' }, el('span', { class: 'ns' }, `${doc.namespace}/`), doc.app),
     el('td', { class: 'state-cell' },
       el('span', { class: 'badge state' }),
+      el('span', { class: 'stale', hidden: '' }, 'stale'),
       el('div', { class: 'progress', hidden: '' }, el('div', { class: 'fill' }), el('span', { class: 'pct' }))),
     el('td', { class: 'num ready' }),
     el('td', { class: 'detail' },
@@ -189,6 +235,11 @@ function renderApp(doc, topic) {
   text(badge, state);
   attr(badge, 'data-phase', state);
   attr(badge, 'title', doc.task ? `stable state: ${doc.phase} (${doc.reason})` : doc.reason);
+  // A push member's app while its agent is lost: the agent's last report.
+  optAttr(row, 'data-stale', doc.stale?.reason);
+  const stale = row.querySelector('.stale');
+  stale.hidden = !doc.stale;
+  attr(stale, 'title', staleNote(doc).replace(/^ · /, ''));
   const bar = row.querySelector('.progress');
   if (doc.task) {
     bar.hidden = false;
@@ -206,6 +257,12 @@ function renderApp(doc, topic) {
   logHistory(topic, doc, `${doc.cluster}/${doc.namespace}/${doc.app}`);
 }
 
+/** What a document's `stale` mark says, for a title (empty without one). */
+function staleNote(doc) {
+  if (!doc.stale) return '';
+  return ` · stale (${doc.stale.reason}) since ${new Date(doc.stale.since).toLocaleString()}: the agent's last report`;
+}
+
 // Which actions apply to an app, by its state (docs/TASKS.md, docs/STATUS.md):
 //
 // | App state                                    | Stop | Start | Update |
@@ -216,10 +273,12 @@ function renderApp(doc, topic) {
 // | NotExisted (namespace gone)                  | no   | no    | no     |
 // | Starting, Stopping, Updating, Deleting       | no   | no    | no     |
 // | any other state                              | no   | no    | no     |
+// | any state, marked `stale` (its agent is lost) | no   | no    | no     |
 //
 // A transitional state means a task runs (`task` is set): the gateway
 // refuses a second active task on the app (409), so nothing is offered until
-// it ends. Without workloads Start, Stop and Update are refused too (409).
+// it ends. A stale app's agent is not heard: a task would fail at once
+// (`AgentUnreachable`), so nothing is offered until it is back. Without workloads Start, Stop and Update are refused too (409).
 // Start applies only to a stopped app: on a running one (Degraded and Panic
 // included) it would change nothing. Update of a stopped app changes its
 // image and leaves it Stopped.
@@ -230,7 +289,7 @@ const ACTIONS = {
   Stopped: ['Start', 'Update'],
 };
 function allowedActions(doc) {
-  if (doc.task) return [];
+  if (doc.task || doc.stale) return [];
   if (Object.keys(doc.workloads ?? {}).length === 0) return [];
   return ACTIONS[doc.state ?? doc.phase] ?? [];
 }
@@ -414,13 +473,25 @@ async function simulator() {
       const r = await fetch(faults, { method, headers: simHeaders(body !== undefined), body: body && JSON.stringify(body) });
       if (!r.ok) notice(`simulator ${c.name}: HTTP ${r.status}`);
     };
-    list.append(
-      el('li', { 'data-cluster': c.name },
-        el('span', { class: 'name' }, c.name),
-        el('button', { type: 'button', class: 'act', 'data-fault': 'refuse', onclick: () => send('PUT', { refuse: true }) }, 'Disconnect'),
-        el('button', { type: 'button', class: 'act', 'data-fault': 'stall', onclick: () => send('PUT', { stall: true }) }, 'Stall'),
-        el('button', { type: 'button', class: 'act', 'data-fault': 'heal', onclick: () => send('DELETE') }, 'Heal')),
-    );
+    const item = el('li', { 'data-cluster': c.name },
+      el('span', { class: 'name' }, c.name),
+      el('button', { type: 'button', class: 'act', 'data-fault': 'refuse', onclick: () => send('PUT', { refuse: true }) }, 'Disconnect'),
+      el('button', { type: 'button', class: 'act', 'data-fault': 'stall', onclick: () => send('PUT', { stall: true }) }, 'Stall'),
+      el('button', { type: 'button', class: 'act', 'data-fault': 'heal', onclick: () => send('DELETE') }, 'Heal'));
+    // `demo --push-member`: the member's agent runs in the demo; stop it to see AgentLost.
+    if (c.pushed) {
+      const agent = async (running) => {
+        const r = await fetch(new URL('_sim/agent', base), { method: 'PUT', headers: simHeaders(true), body: JSON.stringify({ running }) });
+        if (!r.ok) notice(`simulator ${c.name}'s agent: HTTP ${r.status}`);
+      };
+      item.dataset.pushed = '';
+      item.append(
+        el('span', { class: 'agent-controls' },
+          el('button', { type: 'button', class: 'act', 'data-agent': 'stop', onclick: () => agent(false) }, 'Stop agent'),
+          el('button', { type: 'button', class: 'act', 'data-agent': 'start', onclick: () => agent(true) }, 'Start agent')),
+      );
+    }
+    list.append(item);
   }
   $('sim-panel').hidden = false;
   karpor();

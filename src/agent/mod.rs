@@ -33,7 +33,8 @@ use publish::AgentState;
 /// The default heartbeat period (a fourth of the hub's default grace).
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 
-/// Everything an agent runs with.
+/// Everything an agent runs with (cloned to start it again, as the demo does).
+#[derive(Clone)]
 pub struct AgentSettings {
     /// The member's name on the hub (`clusters/{member}`).
     pub member: String,

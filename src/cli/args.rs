@@ -108,6 +108,18 @@ pub struct DemoArgs {
     /// (docs/SCALE-OUT.md).
     #[arg(long, value_name = "URL", requires = "leases")]
     pub nats: Option<NatsUrl>,
+    /// With --nats: make the simulated member NAME (`dev`, `staging`,
+    /// `prod`, `cluster-4`…) a push member: an agent in the demo's process
+    /// watches it and publishes its status over NATS with the gateway's own
+    /// NATS login, and the gateway serves it from there, beside the pulled
+    /// members (docs/AGENT.md, "In the demo").
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "nats",
+        conflicts_with = "karpor"
+    )]
+    pub push_member: Option<String>,
     /// With --nats: how the NATS client logs in and checks the server.
     #[command(flatten)]
     pub nats_auth: NatsAuthArgs,

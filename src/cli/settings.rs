@@ -457,6 +457,7 @@ impl DemoArgs {
                 }),
             leases: self.leases,
             nats: self.nats_settings(&process_env)?,
+            push_member: self.push_member.clone(),
         };
         Ok((self.listen, options))
     }
@@ -1010,6 +1011,33 @@ mod tests {
             err.contains("carries credentials") && !err.contains("s3cret"),
             "{err}"
         );
+        // A push member needs --nats (so --leases), and not --karpor.
+        let push = ["--push-member", "prod"];
+        let (_, options) = demo(&[&["--leases", "--nats", url][..], &push].concat())
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(options.push_member.as_deref(), Some("prod"));
+        assert!(options.nats.is_some());
+        for refused in [
+            &push[..],
+            &["--leases", "--push-member", "prod"],
+            &[
+                "--leases",
+                "--karpor",
+                "--nats",
+                url,
+                "--push-member",
+                "prod",
+            ],
+        ] {
+            assert!(demo(refused).is_err(), "{refused:?}");
+        }
+        let (_, options) = demo(&["--leases", "--nats", url])
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(options.push_member, None);
     }
 
     #[cfg(feature = "demo")]

@@ -3,6 +3,7 @@
 
 mod agent;
 mod cli;
+mod demo_push;
 mod deploy;
 mod deploy_agent;
 mod faults;

@@ -1,10 +1,14 @@
 // Shared by the browser tests: a real `kube-pulse demo` on a loopback port,
 // headless Chromium (Debian's, through playwright-core), the harness page
-// built with esbuild, and the gateway's /metrics.
+// built with esbuild, the gateway's /metrics, and a `nats-server` on
+// loopback for `demo --leases --nats`.
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { chromium } from 'playwright-core';
@@ -85,4 +89,39 @@ export async function until(what, check, ms = WAIT) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(last)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** `nats-server` on PATH, or where Debian installs it (/usr/sbin); undefined when absent. */
+export function natsServerBinary() {
+  const dirs = [...(process.env.PATH ?? '').split(':').filter(Boolean), '/usr/sbin'];
+  return dirs.map((d) => `${d}/nats-server`).find((p) => existsSync(p));
+}
+
+/**
+ * Starts `nats-server -js` on a free loopback port with its store in a new
+ * temporary directory, and resolves once it accepts connections (within
+ * WAIT). Resolves `{ url, stop }`; `stop()` kills it and removes the store.
+ */
+export async function startNats(binary = natsServerBinary()) {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'kube-pulse-web-nats-'));
+  const child = spawn(binary, ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', dir], { stdio: 'ignore' });
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await once(child, 'exit');
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await until('nats-server to accept connections', () => new Promise((resolve) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.once('connect', () => { socket.destroy(); resolve(true); });
+      socket.once('error', () => resolve(false));
+    }));
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url: `nats://127.0.0.1:${port}`, stop };
 }

@@ -1,6 +1,9 @@
 //! `kube-pulse demo`: the embedded default. Simulated member clusters
 //! in-process, the scenario that changes them, and the gateway serving
-//! them, all on loopback.
+//! them, all on loopback; with `--push-member`, one of them reached through
+//! an agent in the same process ([`agent`]).
+
+mod agent;
 
 use std::sync::Arc;
 
@@ -13,11 +16,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::gateway::{Gateway, GatewayConfig};
-use crate::pipeline::PipelineConfig;
+use crate::pipeline::{HeldMember, PipelineConfig};
 use crate::sources::{SourceConfig, SyncRegistry, SyncResource};
 use kube_pulse_sim::karpor::{self as sim_karpor, KarporOptions, MemberAccess};
 use kube_pulse_sim::scenario;
 use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig};
+
+pub use agent::{DemoAgent, GRACE as AGENT_GRACE, HEARTBEAT as AGENT_HEARTBEAT};
 
 /// Options of the demo.
 #[derive(Debug, Clone)]
@@ -43,6 +48,11 @@ pub struct DemoOptions {
     /// changes to the NATS JetStream server at URL and reads the stream, as
     /// one of several replicas would (docs/SCALE-OUT.md).
     pub nats: Option<crate::scale::NatsSettings>,
+    /// `demo --leases --nats URL --push-member NAME`: the simulated member
+    /// NAME is a push member, watched by an agent in the demo's process
+    /// that publishes its status over `nats` with the gateway's login
+    /// (docs/AGENT.md, "In the demo").
+    pub push_member: Option<String>,
 }
 
 impl Default for DemoOptions {
@@ -58,6 +68,7 @@ impl Default for DemoOptions {
             karpor: None,
             leases: false,
             nats: None,
+            push_member: None,
         }
     }
 }
@@ -109,17 +120,25 @@ pub fn member(cluster: &SimCluster) -> crate::pipeline::Member {
 struct ClusterLink {
     name: String,
     server: String,
+    /// Watched by the demo's agent (`--push-member`), not by the gateway.
+    pushed: bool,
 }
 
 /// The demo's own routes beside the gateway's: each simulated cluster's
-/// control API and their list. They change member clusters at will, so
-/// they need the admin grant (`auth::require_admin`) and JSON bodies.
-pub fn sim_routes(clusters: &[SimCluster], auth: Arc<crate::auth::Auth>) -> Router {
+/// control API and their list (`pushed` names the push member, if any).
+/// They change member clusters at will, so they need the admin grant
+/// (`auth::require_admin`) and JSON bodies.
+pub fn sim_routes(
+    clusters: &[SimCluster],
+    pushed: Option<&str>,
+    auth: Arc<crate::auth::Auth>,
+) -> Router {
     let links: Vec<ClusterLink> = clusters
         .iter()
         .map(|c| ClusterLink {
             name: c.name().into(),
             server: c.url(),
+            pushed: pushed == Some(c.name()),
         })
         .collect();
     let mut router = Router::new()
@@ -131,6 +150,11 @@ pub fn sim_routes(clusters: &[SimCluster], auth: Arc<crate::auth::Auth>) -> Rout
             cluster.control_router(),
         );
     }
+    sim_guards(router, auth)
+}
+
+/// The guards of every simulator route: the admin grant and JSON bodies.
+fn sim_guards(router: Router, auth: Arc<crate::auth::Auth>) -> Router {
     router
         .route_layer(axum::middleware::from_fn(crate::http::guard::require_json))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -174,6 +198,8 @@ pub struct Demo {
     gateway: Gateway,
     scenario: bool,
     karpor: Option<KarporDemo>,
+    /// The push member's agent (`--push-member`), running.
+    agent: Option<Arc<DemoAgent>>,
     shutdown: CancellationToken,
 }
 
@@ -191,16 +217,32 @@ impl std::fmt::Debug for Demo {
             .field("clusters", &clusters)
             .field("gateway", &self.gateway)
             .field("scenario", &self.scenario)
+            .field("agent", &self.agent)
             .finish_non_exhaustive()
     }
 }
 
 impl Demo {
     /// Starts `options.clusters` simulated clusters and a gateway over them
-    /// (with `options.karpor`, a simulated Karpor apiserver between them).
+    /// (with `options.karpor`, a simulated Karpor apiserver between them;
+    /// with `options.push_member`, that one through an agent).
     pub async fn start(options: DemoOptions, shutdown: &CancellationToken) -> Result<Self> {
         let clusters = start_clusters(&options, shutdown).await?;
         let mut config = options.gateway;
+        config.nats = options.nats.clone();
+        let agent = match &options.push_member {
+            Some(name) => {
+                let karpor = options.karpor.is_some();
+                let agent = DemoAgent::for_member(name, &clusters, karpor, &config, shutdown)?;
+                if let Some(nats) = &mut config.nats {
+                    nats.agent_grace = AGENT_GRACE;
+                }
+                config.pushed = vec![HeldMember::pushed(name, "", &agent.public_key())];
+                Some(Arc::new(agent))
+            }
+            None => None,
+        };
+        let pushed = agent.as_ref().map(|a| a.member().to_string());
         let karpor = match options.karpor {
             Some(karpor) => {
                 let demo = start_karpor(karpor, &clusters, shutdown).await?;
@@ -218,7 +260,11 @@ impl Demo {
                 Some(demo)
             }
             None => {
-                config.members = clusters.iter().map(member).collect();
+                config.members = clusters
+                    .iter()
+                    .filter(|c| pushed.as_deref() != Some(c.name()))
+                    .map(member)
+                    .collect();
                 None
             }
         };
@@ -233,13 +279,16 @@ impl Demo {
                 duration: crate::scale::DEFAULT_DURATION,
             });
         }
-        config.nats = options.nats.clone();
         let gateway = Gateway::start(config, shutdown).await?;
+        if let Some(agent) = &agent {
+            agent.set_running(true).await?;
+        }
         Ok(Self {
             clusters,
             gateway,
             scenario: options.scenario,
             karpor,
+            agent,
             shutdown: shutdown.clone(),
         })
     }
@@ -262,9 +311,15 @@ impl Demo {
             gateway,
             scenario,
             karpor,
+            agent,
             shutdown,
         } = self;
-        let mut routes = sim_routes(&clusters, gateway.state().auth.clone());
+        let auth = gateway.state().auth.clone();
+        let pushed = agent.as_ref().map(|a| a.member());
+        let mut routes = sim_routes(&clusters, pushed, auth.clone());
+        if let Some(agent) = &agent {
+            routes = routes.merge(sim_guards(agent::route(agent.clone()), auth));
+        }
         if let Some(karpor) = &karpor {
             routes = routes.merge(karpor_route(
                 &karpor.apiserver,
@@ -281,6 +336,10 @@ impl Demo {
         shutdown.cancel();
         if let Some(task) = scenario_task {
             let _ = task.await;
+        }
+        // Before the clusters it watches.
+        if let Some(agent) = agent {
+            let _ = agent.set_running(false).await;
         }
         if let Ok(clusters) = Arc::try_unwrap(clusters) {
             for cluster in clusters {

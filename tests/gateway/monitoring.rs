@@ -160,8 +160,9 @@ async fn rules_tests_and_dashboard_name_only_metrics_the_demo_exports() {
     ]);
     let leases_url = wait_for_url(&mut leases_child);
     // With --nats: the stream of changes over a nats-server on loopback
-    // exports the stream families. Without the binary they are left out of
-    // the check (the test says so; with CI set it fails).
+    // exports the stream families, and a push member (its agent in the
+    // demo's process) the agents' families. Without the binary they are
+    // left out of the check (the test says so; with CI set it fails).
     let nats = nats().await;
     let mut nats_child = nats.as_ref().map(|nats| {
         spawn_binary(&[
@@ -174,12 +175,16 @@ async fn rules_tests_and_dashboard_name_only_metrics_the_demo_exports() {
             "--leases",
             "--nats",
             &nats.url,
+            "--push-member",
+            "staging",
         ])
     });
     let nats_url = nats_child.as_mut().map(wait_for_url);
     if nats.is_none() {
         for (_, names) in &mut used {
-            names.retain(|n| !n.starts_with("kube_pulse_stream_"));
+            names.retain(|n| {
+                !n.starts_with("kube_pulse_stream_") && !n.starts_with("kube_pulse_agent_")
+            });
         }
     }
     // Families without samples are left out of a scrape, so give every one

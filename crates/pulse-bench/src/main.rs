@@ -202,7 +202,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if wants("diff") {
         eprintln!("diff: the demo scenario for {:?}", plan.diff_duration);
-        results.diff = Some(scenarios::diff(&plan).await?);
+        results.diff = Some(Box::pin(scenarios::diff(&plan)).await?);
     }
     if wants("sync") {
         eprintln!(

@@ -28,7 +28,8 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// What a link needs to follow one agent.
 pub(super) struct Follow {
     pub(super) js: jetstream::Context,
-    pub(super) stream: String,
+    /// The agents' stream: made again when it is missing (deleted).
+    pub(super) stream: jetstream::stream::Config,
     pub(super) member: String,
     pub(super) agent: nkeys::KeyPair,
     pub(super) grace: Duration,
@@ -167,11 +168,22 @@ impl Follow {
     /// A consumer of the member's subjects: from `next` (a stream sequence),
     /// or the latest message of each subject.
     async fn open(&self, next: Option<u64>) -> Result<consumer::pull::Stream, String> {
-        let stream = self
-            .js
-            .get_stream(&self.stream)
-            .await
-            .map_err(|e| format!("stream {}: {e}", self.stream))?;
+        let name = &self.stream.name;
+        let stream = match self.js.get_stream(name).await {
+            Ok(stream) => stream,
+            Err(e) if crate::scale::relay::stream_missing(&e) => {
+                tracing::warn!(stream = %name, "the agents' stream was missing (deleted?): made again");
+                self.js
+                    .create_or_update_stream(self.stream.clone())
+                    .await
+                    .map_err(|e| format!("stream {name}: cannot make it again: {e}"))?;
+                self.js
+                    .get_stream(name)
+                    .await
+                    .map_err(|e| format!("stream {name}: {e}"))?
+            }
+            Err(e) => return Err(format!("stream {name}: {e}")),
+        };
         let deliver_policy = match next {
             Some(start_sequence) => consumer::DeliverPolicy::ByStartSequence { start_sequence },
             None => consumer::DeliverPolicy::LastPerSubject,

@@ -93,7 +93,7 @@ pub fn issue_text(member: &str, public: &str) -> String {
 pub struct AgentLinks {
     client: async_nats::Client,
     js: jetstream::Context,
-    stream: String,
+    stream: stream::Config,
     grace: Duration,
     /// Signs task requests (None: `--nats-insecure-unsigned`, tasks on push
     /// members are refused).
@@ -104,7 +104,7 @@ pub struct AgentLinks {
 impl std::fmt::Debug for AgentLinks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentLinks")
-            .field("stream", &self.stream)
+            .field("stream", &self.stream.name)
             .field("grace", &self.grace)
             .finish_non_exhaustive()
     }
@@ -116,15 +116,16 @@ impl AgentLinks {
         let grace = relay.agent_grace();
         let js = relay.jetstream().clone();
         let config = stream_config(relay.name(), relay.replicas());
-        let stream = config.name.clone();
+        let stream = config.clone();
         js.create_or_update_stream(config).await.map_err(|e| {
             crate::Error::Settings(format!(
-                "nats: cannot create or update the agents' stream {stream}: {e}"
+                "nats: cannot create or update the agents' stream {}: {e}",
+                stream.name
             ))
         })?;
         let hub_key = relay.signing().map(|key| Arc::new(key.hub_key()));
         if let Some(key) = &hub_key {
-            tracing::info!(hub_key = %key.public_key(), %stream, ?grace, "push members' agents are followed; give agents this hub key (--hub-key) for tasks");
+            tracing::info!(hub_key = %key.public_key(), stream = %stream.name, ?grace, "push members' agents are followed; give agents this hub key (--hub-key) for tasks");
         }
         Ok(Self {
             client: relay.client().clone(),

@@ -32,6 +32,12 @@ pub(super) fn config(settings: &NatsSettings) -> stream::Config {
     }
 }
 
+/// A limit as the server keeps it: 0 (what a configuration leaves unset)
+/// and every negative number are both "no limit", which it reports as -1.
+fn unlimited(limit: i64) -> i64 {
+    if limit <= 0 { -1 } else { limit }
+}
+
 /// Whether `held` is still the stream `want` describes, in what the relay
 /// relies on.
 fn intact(held: &stream::Config, want: &stream::Config) -> bool {
@@ -40,10 +46,11 @@ fn intact(held: &stream::Config, want: &stream::Config) -> bool {
         && held.storage == want.storage
         && held.discard == want.discard
         && held.num_replicas == want.num_replicas
-        && held.max_messages == want.max_messages
-        && held.max_bytes == want.max_bytes
+        && unlimited(held.max_messages) == unlimited(want.max_messages)
+        && unlimited(held.max_bytes) == unlimited(want.max_bytes)
         && held.max_age == want.max_age
-        && held.max_message_size == want.max_message_size
+        && unlimited(i64::from(held.max_message_size))
+            == unlimited(i64::from(want.max_message_size))
         && !held.sealed
 }
 
@@ -61,7 +68,8 @@ pub(crate) async fn stream_created(
     }
 }
 
-fn not_found(e: &jetstream::context::GetStreamError) -> bool {
+/// Whether JetStream answered that the stream does not exist.
+pub(crate) fn not_found(e: &jetstream::context::GetStreamError) -> bool {
     matches!(
         e.kind(),
         jetstream::context::GetStreamErrorKind::JetStream(ref j)
@@ -181,12 +189,21 @@ mod tests {
         let settings = NatsSettings::new("nats://h:1");
         let want = config(&settings);
         assert!(intact(&want.clone(), &want));
-        let changes: [fn(&mut stream::Config); 5] = [
+        // As the server reports it back: its unset limits are -1, not 0.
+        let reported = stream::Config {
+            max_messages: -1,
+            max_bytes: -1,
+            max_message_size: -1,
+            ..want.clone()
+        };
+        assert!(intact(&reported, &want), "the server's -1 is the unset 0");
+        let changes: [fn(&mut stream::Config); 6] = [
             |c| c.subjects = vec!["other.>".into()],
             |c| c.max_messages_per_subject = 1,
             |c| c.storage = stream::StorageType::Memory,
             |c| c.max_age = Duration::from_secs(1),
             |c| c.sealed = true,
+            |c| c.max_bytes = 1 << 20,
         ];
         for change in changes {
             let mut held = want.clone();

@@ -432,6 +432,12 @@ fn bad_agent_values_are_refused() {
             ]}}),
             "the key of edge-2 is another agent's too",
         ),
+        (
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "agents": [
+                {"member": "host", "publicKey": public},
+            ]}}),
+            "member host is in config.clusters too",
+        ),
     ];
     let jobs: Vec<Render> = cases
         .iter()
@@ -480,6 +486,21 @@ fn the_hubs_nats_agents_are_one_user_each() {
     if let Some(checked) = check_config(&ours, &env) {
         checked.expect("nats-server accepts the chart's nats.conf with two agents");
     }
+    // Each agent's member is a push member of the gateway, as the gateway's
+    // own parser reads the rendered file.
+    let config = named(&docs, "ConfigMap", "kube-pulse")["data"]["config.yaml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = manifests::rendered_file("helm-hub-config.yaml", &config);
+    let file = kube_pulse::config::load_file(&path).unwrap();
+    let pushed: Vec<(&str, &str)> = file
+        .clusters
+        .iter()
+        .filter_map(|c| Some((c.name.as_str(), c.pushed_by()?)))
+        .collect();
+    let expected: Vec<(&str, &str)> = agents.clone();
+    assert_eq!(pushed, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@
 //! `objects-sync.svg`, `cpu-per-delivery.svg`); `pulse-bench raw-server` is
 //! the baseline server it spawns.
 
+mod agents;
 mod curves;
 mod load;
 mod members;
@@ -38,7 +39,7 @@ struct Cli {
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
     /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry,
-    /// connections, objects, cpu, latency, replicas, members.
+    /// connections, objects, cpu, latency, replicas, members, agents.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -291,6 +292,20 @@ async fn main() -> anyhow::Result<()> {
             plan.fleet_members, plan.fleet_live, plan.fleet_window
         );
         results.members = Some(members::member_fleet(&bin, &plan).await?);
+    }
+    if wants("agents") && servers.contains(&Kind::KubePulse) {
+        if let Err(e) = targets::nats_server() {
+            eprintln!("agents: skipped: {e}");
+            results.skipped.push(format!("agents ({e})"));
+        } else {
+            eprintln!(
+                "agents: a push member of {} pods against a pulled one, {:?} idle, {} changes each",
+                plan.agent_deployments * plan.agent_replicas as usize,
+                plan.agent_window,
+                plan.agent_changes
+            );
+            results.agents = Some(agents::push_members(&bin, &plan).await?);
+        }
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::agents::PushMembers;
 use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
 use crate::members::MemberFleet;
 use crate::objects::ObjectsCurve;
@@ -38,6 +39,7 @@ pub(crate) struct Results {
     pub(crate) latency: Vec<LatencyRound>,
     pub(crate) replicas: Vec<ReplicaRun>,
     pub(crate) members: Option<MemberFleet>,
+    pub(crate) agents: Option<PushMembers>,
 }
 
 /// Each server's colour in every plot.
@@ -127,6 +129,7 @@ impl Results {
             latency: Vec::new(),
             replicas: Vec::new(),
             members: None,
+            agents: None,
         }
     }
 
@@ -292,7 +295,59 @@ impl Results {
         if let Some(f) = &self.members {
             Self::members_table(&mut out, f);
         }
+        if let Some(a) = &self.agents {
+            Self::agents_table(&mut out, a);
+        }
         out
+    }
+
+    fn agents_table(out: &mut String, a: &PushMembers) {
+        let _ = writeln!(
+            out,
+            "\n### 21. Push members (`kube-pulse agent`)\n\nTwo members of {} Deployments × {} pods ({} pods each), created by the simulators in {:.0} s; one pushed by its agent (heartbeat every {} s), one pulled by the same hub. The hub served every app of the pushed member {:.1} s after the agent started; at the end the agent held {} objects in {} watches. The churn window deleted and created {} pods.\n\n| window | seconds | agent CPU (s) | agent cores | agent RSS / peak (MB) | heartbeats/s | heartbeat bytes/s | bytes per heartbeat | docs/s | doc bytes/s | hub CPU (s) | nats-server CPU (s) | load generator CPU (s) | hub RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            a.deployments,
+            a.pods_per_member / a.deployments.max(1),
+            a.pods_per_member,
+            a.members_ready_seconds,
+            a.heartbeat_seconds,
+            a.agent_ready_seconds,
+            a.agent_objects,
+            a.agent_watches,
+            a.pods_churned,
+        );
+        for w in &a.windows {
+            let per_s = |n: u64| n as f64 / w.seconds.max(0.001);
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {:.2} | {:.4} | {:.1} / {:.1} | {:.2} | {:.1} | {:.0} | {:.2} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                w.label,
+                w.seconds,
+                w.agent_cpu_seconds,
+                w.agent_cores,
+                w.agent_rss_mb,
+                w.agent_peak_rss_mb,
+                per_s(w.heartbeats),
+                per_s(w.heartbeat_bytes),
+                w.heartbeat_bytes as f64 / w.heartbeats.max(1) as f64,
+                per_s(w.docs),
+                per_s(w.doc_bytes),
+                w.hub_cpu_seconds,
+                w.nats_cpu_seconds,
+                w.bench_cpu_seconds,
+                w.hub_rss_mb,
+            );
+        }
+        out.push_str("\n| member | changes | delivered | p50 (ms) | p99 (ms) | max (ms) |\n|---|---|---|---|---|---|\n");
+        for l in &a.latency {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.2} | {:.2} | {:.2} |",
+                l.mode, l.changes, l.delivered, l.p50_ms, l.p99_ms, l.max_ms
+            );
+        }
+        if let Some(e) = &a.error {
+            let _ = writeln!(out, "\nStopped: {e}");
+        }
     }
 
     fn members_table(out: &mut String, f: &MemberFleet) {

@@ -72,6 +72,15 @@ pub(crate) struct Plan {
     pub(crate) fleet_members: usize,
     pub(crate) fleet_live: usize,
     pub(crate) fleet_window: Duration,
+    /// Push members: Deployments × replicas of each member (the pushed one
+    /// and the pulled one), the agent's heartbeat, the idle window, the
+    /// changes per member and how often (the controller steps at `pod_tick`).
+    pub(crate) agent_deployments: usize,
+    pub(crate) agent_replicas: u32,
+    pub(crate) agent_heartbeat: Duration,
+    pub(crate) agent_window: Duration,
+    pub(crate) agent_changes: usize,
+    pub(crate) agent_change_every: Duration,
 }
 
 impl Plan {
@@ -119,6 +128,13 @@ impl Plan {
             fleet_members: 10_000,
             fleet_live: 1_500,
             fleet_window: Duration::from_secs(150),
+            agent_deployments: 100,
+            agent_replicas: 10,
+            // The agent's default.
+            agent_heartbeat: Duration::from_secs(10),
+            agent_window: Duration::from_secs(60),
+            agent_changes: 50,
+            agent_change_every: Duration::from_secs(1),
         }
     }
 
@@ -165,6 +181,12 @@ impl Plan {
             fleet_members: 40,
             fleet_live: 10,
             fleet_window: Duration::from_secs(8),
+            agent_deployments: 5,
+            agent_replicas: 2,
+            agent_heartbeat: Duration::from_secs(1),
+            agent_window: Duration::from_secs(5),
+            agent_changes: 5,
+            agent_change_every: Duration::from_millis(200),
         }
     }
 }
@@ -261,7 +283,8 @@ pub(crate) struct Step {
     pub(crate) server_rss_mb: f64,
 }
 
-fn percentile(sorted: &[u32], p: f64) -> f64 {
+/// The `p` quantile (0–1) of sorted latencies in µs, in ms.
+pub(crate) fn percentile(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

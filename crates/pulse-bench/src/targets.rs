@@ -576,7 +576,7 @@ fn serve(bin: &Path, config: &Path) -> Command {
 }
 
 /// The `nats-server` binary: on PATH, or where Debian installs it.
-fn nats_server() -> anyhow::Result<PathBuf> {
+pub(crate) fn nats_server() -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain([PathBuf::from("/usr/sbin")])

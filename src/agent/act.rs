@@ -19,6 +19,13 @@ pub(super) struct Responder {
     pub(super) kube: kube::Client,
     /// The replicas' public key; None: every request is refused.
     pub(super) hub_key: Option<Arc<nkeys::KeyPair>>,
+    /// The member's documents as this agent computes them: what a task
+    /// acts on is read here, not taken from the request.
+    pub(super) hub: Arc<crate::hub::Hub>,
+    /// Signatures of the requests believed in the last [`wire::REQUEST_WINDOW`]:
+    /// one seen again (a replay) is refused.
+    pub(super) answered:
+        parking_lot::Mutex<std::collections::HashMap<String, chrono::DateTime<Utc>>>,
 }
 
 impl Responder {
@@ -77,13 +84,14 @@ impl Responder {
             .as_ref()
             .and_then(|h| h.get(wire::SIGNATURE_HEADER))
             .map(|v| v.as_str().as_bytes());
+        let now = Utc::now();
         let request = match wire::admit_request(
             hub_key,
             &self.member,
             message.subject.as_str(),
             &message.payload,
             signature,
-            Utc::now(),
+            now,
         ) {
             Ok(request) => request,
             Err(refusal) => {
@@ -98,7 +106,25 @@ impl Responder {
                 );
             }
         };
-        match crate::tasks::act_for_hub(&self.member, &self.kube, request.body).await {
+        // Single use: within its window a request is believed once.
+        let key = signature
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .unwrap_or_default();
+        {
+            let mut answered = self.answered.lock();
+            answered.retain(|_, at| now - *at <= wire::REQUEST_WINDOW * 2);
+            if answered.insert(key, request.at).is_some() {
+                tracing::warn!("a task request was seen again (a replay): refused");
+                return refused(
+                    "AgentRefused",
+                    format!(
+                        "the agent of {} has answered this request already",
+                        self.member
+                    ),
+                );
+            }
+        }
+        match crate::tasks::act_for_hub(&self.member, &self.kube, &self.hub, request.body).await {
             Ok(plan) => ActReply::Done(plan),
             Err((reason, message)) => ActReply::Refused { reason, message },
         }

@@ -219,6 +219,8 @@ impl Agent {
             member: member.clone(),
             kube: kube.clone(),
             hub_key: hub_key.map(Arc::new),
+            hub: pipeline.hub().clone(),
+            answered: Default::default(),
         };
         let holding = Arc::new(std::sync::atomic::AtomicBool::new(lease.is_none()));
         checks
@@ -247,6 +249,8 @@ impl Agent {
                     tracing::error!(cause = %e, "the agent no longer holds its Lease; stopping");
                     holding.store(false, std::sync::atomic::Ordering::Relaxed);
                     run_lost.cancel();
+                    // No report and no task after the Lease is gone.
+                    run_stop.cancel();
                 }
             } else {
                 run_stop.cancelled().await;

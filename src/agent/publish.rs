@@ -109,8 +109,15 @@ impl Publisher {
                 () = stop.cancelled() => return,
                 Some((topic, ok)) = acks.next(), if !acks.is_empty() => {
                     self.state.acknowledged(ok);
-                    if let (Some(topic), false) = (topic, ok) {
-                        retry.insert(topic);
+                    match (topic, ok) {
+                        // A version of it is in the stream from this session.
+                        (Some(topic), true) => {
+                            sent.insert(topic);
+                        }
+                        (Some(topic), false) => {
+                            retry.insert(topic);
+                        }
+                        (None, _) => {}
                     }
                 }
                 _ = heartbeat.tick() => {
@@ -131,7 +138,6 @@ impl Publisher {
                 _ = tick.tick(), if !retry.is_empty() && acks.len() < IN_FLIGHT => {
                     for topic in std::mem::take(&mut retry) {
                         let doc = self.hub.get(&topic).map(|d| (*d.doc).clone());
-                        sent.insert(topic.clone());
                         let body = Body::Doc { topic: topic.clone(), doc };
                         match self.send(&mut seq, Some(topic.clone()), body).await {
                             Some(ack) => acks.push(ack),
@@ -147,7 +153,6 @@ impl Publisher {
                             (topic.to_string(), doc)
                         }
                     };
-                    sent.insert(topic.clone());
                     retry.remove(&topic);
                     let body = Body::Doc { topic: topic.clone(), doc };
                     match self.send(&mut seq, Some(topic.clone()), body).await {

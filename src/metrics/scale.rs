@@ -226,12 +226,13 @@ struct MemberLabels {
 }
 
 /// Why a push member's report is refused, as counted.
-const AGENT_REFUSALS: [&str; 5] = [
+const AGENT_REFUSALS: [&str; 6] = [
     "unsigned",
     "bad-signature",
     "malformed",
     "wrong-subject",
     "stale",
+    "too-many-topics",
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -249,7 +250,7 @@ impl AgentMetrics {
         );
         registry.register(
             "agent_rejected",
-            "Reports on a push member's subjects not believed: unsigned, bad-signature (not its agent's key), malformed, wrong-subject, stale (older than one already applied)",
+            "Reports on a push member's subjects not believed: unsigned, bad-signature (not its agent's key), malformed, wrong-subject, stale (older than one already applied), too-many-topics",
             self.rejected.clone(),
         );
         registry.register(

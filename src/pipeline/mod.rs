@@ -378,7 +378,11 @@ impl Pipeline {
     /// its reason; a push member's agent is followed instead (a link to
     /// another agent stopped first).
     async fn hold(&self, members: &mut Members, member: &HeldMember) {
+        // Held otherwise before (pushed, or for another reason): its
+        // documents go first, so that a push member's and a held one's
+        // never mix.
         self.unlink(members, &member.name).await;
+        self.unregister(&member.name).await;
         if let Some(agent) = &member.agent {
             if let Some(links) = self.push_links.get() {
                 let stop = self.token.child_token();

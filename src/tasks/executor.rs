@@ -218,16 +218,14 @@ fn pods(w: &progress::WorkloadState) -> i32 {
     w.replicas.max(w.ready)
 }
 
-/// What a replica asks a push member's agent to do: the work [`act`] does,
-/// with what the replica's hub knows (the app before, whether another app
-/// shares its namespace).
+/// What a replica asks a push member's agent to do: the task. The agent
+/// reads the app as it is, and whether another app shares its namespace,
+/// from its own documents, never from the request.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Order {
     task: Task,
-    baseline: AppView,
     app_label: String,
-    shared_namespace: bool,
 }
 
 /// Acts for `task` through `access`: on the cluster itself, or by asking
@@ -239,15 +237,15 @@ async fn act_through(
     baseline: &AppView,
     app_label: &str,
 ) -> Result<Plan, Failure> {
-    let shared = namespace_is_shared(&board.hub, task);
     match access {
-        Access::Direct(client) => act(client, task, baseline, app_label, shared).await,
+        Access::Direct(client) => {
+            let shared = namespace_is_shared(&board.hub, task);
+            act(client, task, baseline, app_label, shared).await
+        }
         Access::Agent(agent) => {
             let order = Order {
                 task: task.clone(),
-                baseline: baseline.clone(),
                 app_label: app_label.to_string(),
-                shared_namespace: shared,
             };
             let order = serde_json::to_value(&order).expect("an order serializes");
             let answer = agent.act(order).await?;
@@ -262,11 +260,13 @@ async fn act_through(
 }
 
 /// An agent's side of [`act_through`]: does what a replica's `order` says
-/// on `member` with `client`, and answers with the plan. An order for an
-/// app of another member, or with names no app has, is refused.
+/// on `member` with `client`, from the app as the agent's own `hub` shows
+/// it, and answers with the plan. An order for an app of another member,
+/// or with names no app has, is refused.
 pub async fn act_for_hub(
     member: &str,
     client: &kube::Client,
+    hub: &Hub,
     order: Value,
 ) -> Result<Value, (String, String)> {
     let bad = |message: String| ("BadOrder".to_string(), message);
@@ -282,14 +282,9 @@ pub async fn act_for_hub(
     if !crate::names::valid_name(&target.namespace) || !crate::names::valid_segment(&target.app) {
         return Err(bad(format!("{target} names no app")));
     }
-    let plan = act(
-        client,
-        &order.task,
-        &order.baseline,
-        &order.app_label,
-        order.shared_namespace,
-    )
-    .await?;
+    let baseline = AppView::read(hub, &target.topic()).unwrap_or_default();
+    let shared = namespace_is_shared(hub, &order.task);
+    let plan = act(client, &order.task, &baseline, &order.app_label, shared).await?;
     Ok(serde_json::to_value(plan).expect("a plan serializes"))
 }
 

@@ -22,6 +22,10 @@ use crate::metrics::Metrics;
 
 /// The first wait before the consumer is made again after a failure.
 const RETRY: Duration = Duration::from_millis(250);
+/// Topics one push member may have on this hub: reports on further
+/// subjects are refused (`too-many-topics`), so that an agent's key cannot
+/// grow every replica's memory without bound.
+pub(super) const MAX_TOPICS: usize = 100_000;
 /// Refusals are logged at most once per this period per member.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -45,6 +49,9 @@ struct Seen {
     heard_at: Instant,
     last_heartbeat: Option<DateTime<Utc>>,
     lost: bool,
+    /// The link has read what the stream held when it started: later
+    /// heartbeats are judged by their arrival, and their `synced` counts.
+    caught_up: bool,
     refused_log: Option<Instant>,
     refused_since_log: u64,
 }
@@ -57,9 +64,15 @@ impl Seen {
             heard_at: Instant::now(),
             last_heartbeat: None,
             lost: false,
+            caught_up: false,
             refused_log: None,
             refused_since_log: 0,
         }
+    }
+
+    /// When the agent counts as lost unless heard from again.
+    fn deadline(&self, grace: Duration) -> Instant {
+        self.heard_at + grace
     }
 
     /// Whether a report (session, seq) on `subject` is newer than the last
@@ -95,22 +108,26 @@ impl Follow {
         }
         let mut seen = Seen::new();
         self.metrics.agents.follow(&member);
-        let mut next: Option<u64> = None;
+        // Where to read on from: the stream (its creation time) and the
+        // next sequence; None: the latest report of every subject.
+        let mut next: Option<(i128, u64)> = None;
         let mut backoff = RETRY;
         'consumer: loop {
-            let mut messages = match self.open(next).await {
-                Ok(messages) => {
-                    backoff = RETRY;
-                    messages
+            let opened = tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep_until(seen.deadline(self.grace)), if !seen.lost => {
+                    if !self.lose(&mut seen, &stop).await {
+                        break;
+                    }
+                    continue;
                 }
+                opened = self.open(&mut next) => opened,
+            };
+            let (mut messages, created) = match opened {
+                Ok(opened) => opened,
                 Err(e) => {
                     tracing::warn!(cluster = %member, cause = %e, retry_in = ?backoff, "the agents' stream cannot be read yet");
-                    tokio::select! {
-                        () = stop.cancelled() => break,
-                        () = self.silence(&mut seen) => {}
-                        () = tokio::time::sleep(backoff) => {}
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    self.pause(&mut backoff, &stop).await;
                     continue;
                 }
             };
@@ -118,41 +135,65 @@ impl Follow {
             loop {
                 let message = tokio::select! {
                     () = stop.cancelled() => break 'consumer,
-                    () = self.silence(&mut seen) => continue,
+                    () = tokio::time::sleep_until(seen.deadline(self.grace)), if !seen.lost => {
+                        // In the arm's body: a send here is never dropped half-way.
+                        if !self.lose(&mut seen, &stop).await {
+                            break 'consumer;
+                        }
+                        continue;
+                    }
                     message = messages.next() => message,
                 };
                 let message = match message {
                     Some(Ok(message)) => message,
                     Some(Err(e)) => {
                         tracing::debug!(cluster = %member, cause = %e, "the agents' stream failed; reading it again");
+                        self.pause(&mut backoff, &stop).await;
                         continue 'consumer;
                     }
-                    None => continue 'consumer,
+                    None => {
+                        self.pause(&mut backoff, &stop).await;
+                        continue 'consumer;
+                    }
                 };
-                match message.info() {
+                let last_held = match message.info() {
                     Ok(info) if info.consumer_sequence != delivered + 1 => continue 'consumer,
                     Ok(info) => {
                         delivered = info.consumer_sequence;
-                        next = Some(info.stream_sequence + 1);
+                        next = Some((created, info.stream_sequence + 1));
+                        info.pending == 0
                     }
                     Err(_) => continue,
-                }
-                if !self.apply(&message, &mut seen).await {
+                };
+                backoff = RETRY;
+                let applied = tokio::select! {
+                    () = stop.cancelled() => break 'consumer,
+                    applied = self.apply(&message, &mut seen) => applied,
+                };
+                if !applied {
                     break 'consumer;
                 }
+                // Read to what the stream held when this consumer started:
+                // from the next message on, what arrives is live.
+                seen.caught_up |= last_held;
             }
         }
         self.metrics.agents.forget(&member);
     }
 
-    /// Waits until the agent has been silent for the grace period, then
-    /// tells the engine (once); pending forever while it is lost.
-    async fn silence(&self, seen: &mut Seen) {
-        if seen.lost {
-            return std::future::pending().await;
+    /// Waits before reading the stream again (longer each time, until a
+    /// message arrives), unless stopped.
+    async fn pause(&self, backoff: &mut Duration, stop: &CancellationToken) {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = tokio::time::sleep(*backoff) => {}
         }
-        tokio::time::sleep_until(seen.heard_at + self.grace).await;
-        seen.lost = true;
+        *backoff = (*backoff * 2).min(Duration::from_secs(5));
+    }
+
+    /// The agent has been silent for the grace period: tells the engine
+    /// (once); false when the engine is gone or the link stops.
+    async fn lose(&self, seen: &mut Seen, stop: &CancellationToken) -> bool {
         self.metrics.agents.connected(&self.member, false);
         let lost = Observation::Pushed {
             cluster: self.member.clone(),
@@ -162,12 +203,22 @@ impl Follow {
                 last_heartbeat_at: seen.last_heartbeat,
             },
         };
-        let _ = self.engine.send(lost).await;
+        let sent = tokio::select! {
+            () = stop.cancelled() => return false,
+            sent = self.engine.send(lost) => sent.is_ok(),
+        };
+        seen.lost = true;
+        sent
     }
 
-    /// A consumer of the member's subjects: from `next` (a stream sequence),
-    /// or the latest message of each subject.
-    async fn open(&self, next: Option<u64>) -> Result<consumer::pull::Stream, String> {
+    /// A consumer of the member's subjects: on from `next` when it is of
+    /// this stream, else (none yet, or the stream was made again since)
+    /// from the latest message of each subject. With the stream's creation
+    /// time.
+    async fn open(
+        &self,
+        next: &mut Option<(i128, u64)>,
+    ) -> Result<(consumer::pull::Stream, i128), String> {
         let name = &self.stream.name;
         let stream = match self.js.get_stream(name).await {
             Ok(stream) => stream,
@@ -184,12 +235,20 @@ impl Follow {
             }
             Err(e) => return Err(format!("stream {name}: {e}")),
         };
-        let deliver_policy = match next {
-            Some(start_sequence) => consumer::DeliverPolicy::ByStartSequence { start_sequence },
-            None => consumer::DeliverPolicy::LastPerSubject,
+        let created = stream.cached_info().created.unix_timestamp_nanos();
+        let deliver_policy = match *next {
+            Some((of, start_sequence)) if of == created => {
+                consumer::DeliverPolicy::ByStartSequence { start_sequence }
+            }
+            _ => {
+                *next = None;
+                consumer::DeliverPolicy::LastPerSubject
+            }
         };
-        crate::scale::relay::pull(&stream, wire::member_subjects(&self.member), deliver_policy)
-            .await
+        let messages =
+            crate::scale::relay::pull(&stream, wire::member_subjects(&self.member), deliver_policy)
+                .await?;
+        Ok((messages, created))
     }
 
     /// Checks one message and tells the engine what it says; false once
@@ -213,6 +272,11 @@ impl Follow {
                 return true;
             }
         };
+        let subject = message.subject.as_str();
+        if seen.applied.len() >= MAX_TOPICS && !seen.applied.contains_key(subject) {
+            self.refused(seen, subject, "too-many-topics");
+            return true;
+        }
         if !seen.newer(message.subject.as_str(), (report.session, report.seq)) {
             self.refused(seen, message.subject.as_str(), "stale");
             return true;
@@ -226,7 +290,13 @@ impl Follow {
             Body::Heartbeat {
                 version, synced, ..
             } => {
-                let at = published(message).unwrap_or_else(Utc::now);
+                // Read from what the stream held at the start: as old as the
+                // broker's time says. Live: it just arrived (the broker's and
+                // this host's clocks need not agree).
+                let at = match seen.caught_up {
+                    true => Utc::now(),
+                    false => published(message).unwrap_or_else(Utc::now),
+                };
                 let age = (Utc::now() - at).to_std().unwrap_or_default();
                 seen.last_heartbeat = Some(at);
                 if age >= self.grace {
@@ -242,7 +312,9 @@ impl Follow {
                     at,
                     version,
                     session: report.session,
-                    synced,
+                    // Before the link has read what the stream held, a
+                    // document of the session may still be on its way.
+                    synced: synced && seen.caught_up,
                 }
             }
         };

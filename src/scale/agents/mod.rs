@@ -28,19 +28,21 @@ use crate::pipeline::{PushLinks, RemoteActions};
 pub use crate::scale::relay::DEFAULT_AGENT_GRACE as DEFAULT_GRACE;
 /// How long a replica waits for an agent's answer to a task request.
 const ACT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the agents' stream keeps a report no newer one replaced: a
-/// member gone from the configuration leaves nothing behind for longer.
-const REPORT_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Bytes the agents' stream holds at most (the oldest reports go first):
+/// one agent publishing without end cannot fill the servers' store.
+const STREAM_BYTES: i64 = 2 << 30;
 
 /// The agents' stream: every agent's subjects, the latest report of each
-/// subject, on file, with as many copies as the relay's stream.
+/// subject (kept until a newer one replaces it, however old: a document
+/// that never changes is still the agent's current one), on file, with as
+/// many copies as the relay's stream, at most [`STREAM_BYTES`].
 pub fn stream_config(relay_stream: &str, replicas: usize) -> stream::Config {
     stream::Config {
         name: wire::stream_of(relay_stream),
         description: Some("kube-pulse: the latest report of every push member's agent".into()),
         subjects: vec![format!("{}.>", wire::PREFIX)],
         max_messages_per_subject: 1,
-        max_age: REPORT_AGE,
+        max_bytes: STREAM_BYTES,
         storage: stream::StorageType::File,
         discard: stream::DiscardPolicy::Old,
         num_replicas: replicas,

@@ -28,21 +28,20 @@ use crate::pipeline::{PushLinks, RemoteActions};
 pub use crate::scale::relay::DEFAULT_AGENT_GRACE as DEFAULT_GRACE;
 /// How long a replica waits for an agent's answer to a task request.
 const ACT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bytes the agents' stream holds at most (the oldest reports go first):
-/// one agent publishing without end cannot fill the servers' store.
-const STREAM_BYTES: i64 = 2 << 30;
 
 /// The agents' stream: every agent's subjects, the latest report of each
 /// subject (kept until a newer one replaces it, however old: a document
 /// that never changes is still the agent's current one), on file, with as
-/// many copies as the relay's stream, at most [`STREAM_BYTES`].
+/// many copies as the relay's stream. No byte limit: JetStream counts a
+/// stream's byte limit against the servers' store up front, and with a
+/// 2 GiB one the relay's stream on the tests' nats-server stopped taking
+/// changes; the links bound each member's topics instead.
 pub fn stream_config(relay_stream: &str, replicas: usize) -> stream::Config {
     stream::Config {
         name: wire::stream_of(relay_stream),
         description: Some("kube-pulse: the latest report of every push member's agent".into()),
         subjects: vec![format!("{}.>", wire::PREFIX)],
         max_messages_per_subject: 1,
-        max_bytes: STREAM_BYTES,
         storage: stream::StorageType::File,
         discard: stream::DiscardPolicy::Old,
         num_replicas: replicas,

@@ -452,3 +452,37 @@ fn a_stream_position_is_resumed_only_while_the_log_covers_it() {
         hub.cursor(hub.seq())
     );
 }
+
+/// A stream made again is read from its start before the hub knows where
+/// it is in it (position 0): what other replicas' messages change then
+/// reaches every subscriber, one that resumed from a stream cursor too.
+#[test]
+fn changes_read_before_a_new_stream_is_placed_reach_subscribers() {
+    let hub = Hub::new(HubConfig::default());
+    hub.follow_stream("s1");
+    hub.apply_streamed(
+        1,
+        true,
+        "apps/a/shop/web",
+        1,
+        Some(json!({"state": "Stopped"})),
+    );
+    let mut fresh = hub.subscribe(vec![Pattern::parse("apps/**").unwrap()]);
+    let mut resumed = hub.subscribe(vec![Pattern::parse("apps/**").unwrap()]);
+    resumed.skip_streamed_through(1);
+    // Deleted and made again: the first pass over the new stream.
+    hub.follow_stream("s2");
+    hub.apply_streamed(
+        1,
+        false,
+        "apps/a/shop/web",
+        2,
+        Some(json!({"state": "Running"})),
+    );
+    for sub in [&mut fresh, &mut resumed] {
+        match sub.try_next() {
+            Some(Delivery::Change(change)) => assert_eq!(change.rev, 2),
+            other => panic!("the change made at position 0 was not delivered: {other:?}"),
+        }
+    }
+}

@@ -272,11 +272,14 @@ impl Subscription {
     }
 
     /// Notes where a change taken from the queue may be resumed from; None
-    /// when the client has it already (see `streamed_through`).
+    /// when the client has it already (see `streamed_through`). A change
+    /// made at position 0 (the hub's first pass over a stream made again:
+    /// where it is in it is not known yet) is always news.
     fn received(&mut self, change: Arc<Change>) -> Option<Arc<Change>> {
         let floor = self.queue.floor.load(Ordering::Acquire);
         self.resume = change.seq.min(floor.saturating_sub(1));
-        (!(change.remote && change.position <= self.streamed_through)).then_some(change)
+        let had = change.remote && change.position > 0 && change.position <= self.streamed_through;
+        (!had).then_some(change)
     }
 
     /// Where a client may resume after the last delivery: the sequence up to

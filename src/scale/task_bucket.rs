@@ -351,6 +351,11 @@ impl TaskBucket {
             Err(_) => return false,
         };
         if now.is_none() {
+            match super::relay::still_missing(&self.js, &name).await {
+                Ok(true) => {}
+                // Made again meanwhile (by another replica): looked at again next time.
+                Ok(false) | Err(_) => return false,
+            }
             let made = self
                 .js
                 .get_or_create_stream(stream_config(&self.bucket, self.replicas))

@@ -132,7 +132,10 @@ pub(super) async fn run(
                         .map_err(crate::Error::Conflict)
                     })
                     .await;
-                if written.is_err() {
+                if let Err(e) = written {
+                    // Ended elsewhere, or the store is away: a task still
+                    // active is taken up again by this replica's follower.
+                    tracing::debug!(task = %task.id, cause = %e, "progress not written; this executor ends");
                     return;
                 }
             }

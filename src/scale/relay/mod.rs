@@ -40,7 +40,7 @@ pub use settings::{
     DEFAULT_AGENT_GRACE, DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, MAX_REPLICAS,
     NatsSettings,
 };
-pub(crate) use stream::{not_found as stream_missing, stream_created};
+pub(crate) use stream::{not_found as stream_missing, still_missing, stream_created};
 
 /// A consumer with messages pending that has read none for this long is stalled.
 const STALLED_AFTER: Duration = Duration::from_secs(30);

@@ -17,6 +17,14 @@ use crate::scale::subject;
 /// How often each replica looks at the stream's configuration.
 const GUARD_EVERY: Duration = Duration::from_secs(5);
 
+/// How long a stream found missing must stay missing before it is made
+/// again. nats-server (2.9 at least) removes a deleted file stream's
+/// directory after answering the deletion: a stream of the same name made
+/// within those milliseconds gets its files removed under it, exists, and
+/// refuses every message (`open …/msgs/1.blk: no such file or directory`,
+/// error code 10077) until it is deleted again.
+const SETTLE: Duration = Duration::from_secs(2);
+
 /// The stream's configuration: every topic's subject, file storage, the
 /// last `history` messages of each.
 pub(super) fn config(settings: &NatsSettings) -> stream::Config {
@@ -66,6 +74,16 @@ pub(crate) async fn stream_created(
         Err(e) if not_found(&e) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// Whether the stream `name`, found missing, is still missing [`SETTLE`]
+/// later: only then may it be made again (see [`SETTLE`]). Err when it
+/// cannot be asked.
+pub(crate) async fn still_missing(js: &jetstream::Context, name: &str) -> Result<bool, String> {
+    tokio::time::sleep(SETTLE).await;
+    stream_created(js, name)
+        .await
+        .map(|created| created.is_none())
 }
 
 /// Whether JetStream answered that the stream does not exist.
@@ -125,6 +143,14 @@ async fn check(
         Err(e) => {
             if !not_found(&e) {
                 return Err(format!("stream {name}: {e}"));
+            }
+            if !still_missing(js, name).await? {
+                // Made again meanwhile, by another replica.
+                let stream = js
+                    .get_stream(name)
+                    .await
+                    .map_err(|e| format!("stream {name}: {e}"))?;
+                return Ok((stream, Found::Intact));
             }
             Found::Made
         }

@@ -127,7 +127,8 @@ async fn the_demo_serves_a_member_pushed_by_its_agent_beside_pulled_ones() {
     let apps = eventually(WITHIN, "prod's apps served, Running", || async {
         let list = rest(&url, &format!("/api/v1/apps?cluster={PUSHED}")).await?;
         let items = list["items"].as_array()?.clone();
-        let running = !items.is_empty()
+        // The agent publishes its documents one by one: wait for web too.
+        let running = items.iter().any(|a| a["app"] == "web")
             && items
                 .iter()
                 .all(|a| a["state"] == "Running" && a.get("stale").is_none());

@@ -43,7 +43,8 @@ edges still fails. Remove a waiver when its edge is gone.
 
 Layer rules (LAYERS below) state what the lowest parts of the gateway may
 import at all: the wire (protocol/), names and the HTTP settings nothing,
-the status machines only the wire, the hub only the wire, sources only the
+the status machines only the wire, the hub and live queries only the
+wire, sources only the
 engine's input, the status machines and error classification, the file
 format (config.rs) only leaves and the value types of sources and health,
 health only error classification. An edge that breaks one is reported.
@@ -82,6 +83,8 @@ LAYERS = {
     "classify.rs": ("status/",),
     # The hub never knows transports, engine, sources or tasks.
     "hub/": ("protocol/",),
+    # Live queries are pure: documents in, window operations out.
+    "query/": ("protocol/",),
     # Sources feed only the engine: they send Observations and touch no
     # hub, transport or task.
     "sources/": ("engine/observation.rs", "status/", "classify.rs", "names.rs", "protocol/"),

@@ -34,6 +34,7 @@ pub mod metrics;
 mod names;
 pub mod pipeline;
 pub mod protocol;
+pub mod query;
 pub mod scale;
 pub mod shutdown;
 pub mod sources;

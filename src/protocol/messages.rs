@@ -8,11 +8,24 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::Topic;
+
+/// One row of a live query's `rows` message.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct QueryRow<'a> {
+    /// The row's topic.
+    pub topic: &'a Topic,
+    /// Its revision.
+    pub rev: u64,
+    /// Its (projected) document.
+    pub doc: &'a Value,
+}
 
 /// One server message. Borrowed: a message is encoded once (see
 /// [`ServerMessage::encode`]) and the bytes are shared, so it never owns
@@ -80,6 +93,73 @@ pub enum ServerMessage<'a> {
         /// The projection, sorted and deduplicated; absent: whole documents.
         #[serde(skip_serializing_if = "Option::is_none")]
         fields: Option<&'a [String]>,
+        /// A live query, as the gateway understood it; absent: a plain
+        /// subscription.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        query: Option<&'a Value>,
+    },
+    /// A live query's window, count and groups: its first message (then
+    /// `synced`), and again whenever it starts over.
+    Rows {
+        /// Where a client resumes from (a query starts over with fresh rows).
+        cursor: &'a str,
+        /// How many documents match the filter (and the caller may see).
+        total: usize,
+        /// The window, in order.
+        rows: &'a [QueryRow<'a>],
+        /// Matching documents per value of `groupBy`; absent without it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        groups: Option<&'a BTreeMap<String, usize>>,
+        /// The `after` token of the window's last row, when rows follow it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next: Option<&'a str>,
+    },
+    /// A row entered a live query's window at `index`.
+    Enter {
+        /// The row's topic.
+        topic: &'a Topic,
+        /// Its revision.
+        rev: u64,
+        /// Its place in the window (0 is the first row), after it entered.
+        index: usize,
+        /// Where a client resumes from.
+        cursor: &'a str,
+        /// Its (projected) document.
+        doc: &'a Value,
+    },
+    /// The row at `index` left a live query's window.
+    Leave {
+        /// The row's topic.
+        topic: &'a Topic,
+        /// Its place in the window before it left.
+        index: usize,
+        /// Where a client resumes from.
+        cursor: &'a str,
+    },
+    /// The row at `from` of a live query's window is now at `to`.
+    Move {
+        /// The row's topic.
+        topic: &'a Topic,
+        /// Its place before.
+        from: usize,
+        /// Its place after (counted once it was taken out).
+        to: usize,
+        /// Where a client resumes from.
+        cursor: &'a str,
+    },
+    /// How many documents match a live query's filter now.
+    Total {
+        /// The count.
+        total: usize,
+        /// Where a client resumes from.
+        cursor: &'a str,
+    },
+    /// A live query's counts per value of `groupBy` now (whole).
+    Groups {
+        /// Matching documents per value (`""`: the member is missing).
+        groups: &'a BTreeMap<String, usize>,
+        /// Where a client resumes from.
+        cursor: &'a str,
     },
     /// A subscription ended; no more messages carry its id.
     Stopped {
@@ -126,6 +206,12 @@ impl ServerMessage<'_> {
             ServerMessage::Patch { .. } => "patch",
             ServerMessage::Removed { .. } => "removed",
             ServerMessage::Synced { .. } => "synced",
+            ServerMessage::Rows { .. } => "rows",
+            ServerMessage::Enter { .. } => "enter",
+            ServerMessage::Leave { .. } => "leave",
+            ServerMessage::Move { .. } => "move",
+            ServerMessage::Total { .. } => "total",
+            ServerMessage::Groups { .. } => "groups",
             ServerMessage::Subscribed { .. } => "subscribed",
             ServerMessage::Stopped { .. } => "stopped",
             ServerMessage::Heartbeat { .. } => "heartbeat",
@@ -212,6 +298,8 @@ mod tests {
         let patch = json!({"ready": 2});
         let topics = ["apps/**".to_string()];
         let fields = ["/phase".to_string()];
+        let query = serde_json::json!({"limit": 5, "sort": ["/state"]});
+        let groups: BTreeMap<String, usize> = [("Running".to_string(), 7)].into();
         let expires = DateTime::parse_from_rfc3339("2026-12-02T18:03:13Z")
             .unwrap()
             .with_timezone(&Utc);
@@ -250,6 +338,7 @@ mod tests {
                     topics: &topics,
                     debounce_ms: Some(1000),
                     fields: Some(&fields),
+                    query: None,
                 },
                 r#"{"type":"subscribed","topics":["apps/**"],"debounceMs":1000,"fields":["/phase"]}"#,
             ),
@@ -258,8 +347,73 @@ mod tests {
                     topics: &topics,
                     debounce_ms: None,
                     fields: None,
+                    query: None,
                 },
                 r#"{"type":"subscribed","topics":["apps/**"]}"#,
+            ),
+            (
+                ServerMessage::Subscribed {
+                    topics: &topics,
+                    debounce_ms: None,
+                    fields: None,
+                    query: Some(&query),
+                },
+                r#"{"type":"subscribed","topics":["apps/**"],"query":{"limit":5,"sort":["/state"]}}"#,
+            ),
+            (
+                ServerMessage::Rows {
+                    cursor: "e1-110",
+                    total: 7,
+                    rows: &[QueryRow {
+                        topic: &topic,
+                        rev: 4,
+                        doc: &patch,
+                    }],
+                    groups: Some(&groups),
+                    next: Some("tok"),
+                },
+                r#"{"type":"rows","cursor":"e1-110","total":7,"rows":[{"topic":"apps/prod/shop/web","rev":4,"doc":{"ready":2}}],"groups":{"Running":7},"next":"tok"}"#,
+            ),
+            (
+                ServerMessage::Enter {
+                    topic: &topic,
+                    rev: 4,
+                    index: 0,
+                    cursor: "e1-110",
+                    doc: &patch,
+                },
+                r#"{"type":"enter","topic":"apps/prod/shop/web","rev":4,"index":0,"cursor":"e1-110","doc":{"ready":2}}"#,
+            ),
+            (
+                ServerMessage::Leave {
+                    topic: &topic,
+                    index: 3,
+                    cursor: "e1-110",
+                },
+                r#"{"type":"leave","topic":"apps/prod/shop/web","index":3,"cursor":"e1-110"}"#,
+            ),
+            (
+                ServerMessage::Move {
+                    topic: &topic,
+                    from: 3,
+                    to: 0,
+                    cursor: "e1-110",
+                },
+                r#"{"type":"move","topic":"apps/prod/shop/web","from":3,"to":0,"cursor":"e1-110"}"#,
+            ),
+            (
+                ServerMessage::Total {
+                    total: 8,
+                    cursor: "e1-110",
+                },
+                r#"{"type":"total","total":8,"cursor":"e1-110"}"#,
+            ),
+            (
+                ServerMessage::Groups {
+                    groups: &groups,
+                    cursor: "e1-110",
+                },
+                r#"{"type":"groups","groups":{"Running":7},"cursor":"e1-110"}"#,
             ),
             (
                 ServerMessage::Stopped {

@@ -14,7 +14,7 @@ pub mod topic;
 
 use serde::Deserialize;
 
-pub use messages::{ErrorBody, ServerMessage, Synced, error_response, with_subscription};
+pub use messages::{ErrorBody, QueryRow, ServerMessage, Synced, error_response, with_subscription};
 pub use options::SubscribeOptions;
 pub use topic::{Topic, TopicKind};
 
@@ -107,6 +107,9 @@ impl Cursor {
 }
 
 /// Operations a WebSocket client sends.
+// Parsed once per frame and taken apart at once: a boxed variant would
+// save nothing that lives.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
 pub enum ClientOp {
@@ -126,6 +129,25 @@ pub enum ClientOp {
         /// JSON pointers to project documents onto (1–32); see [`options`].
         #[serde(default)]
         fields: Option<serde_json::Value>,
+        /// A live query's filter (docs/PROTOCOL.md, "Live queries"); any
+        /// of these members makes the subscription a live query.
+        #[serde(default)]
+        filter: Option<serde_json::Value>,
+        /// A live query's sort: pointers, `-` first for descending.
+        #[serde(default)]
+        sort: Option<serde_json::Value>,
+        /// A live query's window size (0–500).
+        #[serde(default)]
+        limit: Option<serde_json::Value>,
+        /// Rows a live query's window skips (0–10 000).
+        #[serde(default)]
+        offset: Option<serde_json::Value>,
+        /// A live query's window starts after this key (a `next`).
+        #[serde(default)]
+        after: Option<serde_json::Value>,
+        /// A live query counts matching documents by this pointer.
+        #[serde(default, rename = "groupBy")]
+        group_by: Option<serde_json::Value>,
     },
     /// Ends a subscription.
     Unsubscribe {
@@ -207,7 +229,34 @@ mod tests {
                 since: Some("e-1".into()),
                 debounce_ms: None,
                 fields: None,
+                filter: None,
+                sort: None,
+                limit: None,
+                offset: None,
+                after: None,
+                group_by: None,
             }
+        );
+        let query: ClientOp = serde_json::from_str(
+            r#"{"op":"subscribe","id":"q","topics":["apps/**"],"sort":["-/ready"],"limit":5,"groupBy":"/phase"}"#,
+        )
+        .unwrap();
+        let ClientOp::Subscribe {
+            sort,
+            limit,
+            group_by,
+            ..
+        } = query
+        else {
+            panic!("{query:?}");
+        };
+        assert_eq!(
+            (sort, limit, group_by),
+            (
+                Some(serde_json::json!(["-/ready"])),
+                Some(5.into()),
+                Some("/phase".into())
+            )
         );
         assert!(serde_json::from_str::<ClientOp>(r#"{"op":"dance"}"#).is_err());
         assert!(serde_json::from_str::<ClientOp>(r#"{"op":"subscribe","id":"s1"}"#).is_err());

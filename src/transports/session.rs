@@ -17,7 +17,8 @@ use super::shape::{Shaped, Shaper};
 use super::state::Transports;
 use crate::auth::Principal;
 use crate::hub::{Change, Delivery, Pattern, Replayed, Subscription, TopicDoc};
-use crate::protocol::{self, Cursor, ServerMessage, SubscribeOptions, Synced};
+use crate::protocol::{self, Cursor, QueryRow, ServerMessage, SubscribeOptions, Synced};
+use crate::query::{LiveQuery, QueryMembers, QueryOut, QuerySpec};
 
 /// A started subscription: its first messages, then live deliveries.
 pub(super) struct Started {
@@ -141,6 +142,23 @@ pub(super) fn patterns(raw: &[String], max: usize) -> Result<Vec<Pattern>, Strin
     raw.iter().map(|t| Pattern::parse(t)).collect()
 }
 
+/// The live query a subscription asks for (None: a plain subscription);
+/// the error names the bad member (`bad_query`).
+pub(super) fn query_spec(
+    members: &QueryMembers,
+    options: &SubscribeOptions,
+) -> Result<Option<QuerySpec>, String> {
+    if !members.any() {
+        return Ok(None);
+    }
+    if options.debounce_ms.is_some() {
+        return Err(
+            "debounceMs does not apply to a live query: it sends what changes in its window".into(),
+        );
+    }
+    QuerySpec::parse(members, &crate::query::Limits::default()).map(Some)
+}
+
 /// Subscribes and prepares the initial messages: a replay when `since` is a
 /// cursor of this process still in the log, else fresh snapshots (with the
 /// reason in `synced`). A subscription with options always starts from
@@ -151,7 +169,11 @@ pub(super) fn start(
     since: Option<&str>,
     principal: &Principal,
     options: &SubscribeOptions,
+    query: Option<QuerySpec>,
 ) -> Started {
+    if let Some(spec) = query {
+        return start_query(transports, patterns, since, principal, options, spec);
+    }
     if !options.is_plain() {
         return start_shaped(transports, patterns, since, principal, options);
     }
@@ -316,6 +338,60 @@ fn start_shaped(
     }
 }
 
+/// [`start`] for a live query: its `rows` (the window, the count, the
+/// groups) over what the caller may see now; no replay.
+fn start_query(
+    transports: &Transports,
+    patterns: Vec<Pattern>,
+    since: Option<&str>,
+    principal: &Principal,
+    options: &SubscribeOptions,
+    spec: QuerySpec,
+) -> Started {
+    let subscription = transports.hub.subscribe(patterns);
+    let now = transports.hub.cursor(subscription.seq());
+    let docs = subscription
+        .snapshot()
+        .iter()
+        .filter(|doc| principal.can_see(&doc.topic, Some(&doc.doc)))
+        .map(|doc| (doc.topic.clone(), doc.rev, doc.doc.clone()));
+    let (query, initial) = LiveQuery::new(
+        spec,
+        options.fields.clone(),
+        &crate::query::Limits::default(),
+        docs,
+    );
+    let rows: Vec<QueryRow<'_>> = initial
+        .rows
+        .iter()
+        .map(|r| QueryRow {
+            topic: &r.topic,
+            rev: r.rev,
+            doc: &r.doc,
+        })
+        .collect();
+    let json = ServerMessage::Rows {
+        cursor: &now,
+        total: initial.total,
+        rows: &rows,
+        groups: initial.groups.as_ref(),
+        next: initial.next.as_deref(),
+    }
+    .encode();
+    let synced = Synced {
+        cursor: now.clone(),
+        resumed: false,
+        count: rows.len(),
+        reason: since.map(|_| "a live query does not replay; sending its rows afresh".to_string()),
+    };
+    Started {
+        subscription,
+        shaper: Some(Shaper::for_query(options.clone(), query)),
+        initial: vec![Message::own("rows", now, json, None)],
+        synced,
+    }
+}
+
 /// A topic's whole document at `cursor`.
 fn snapshot_message(doc: &TopicDoc, cursor: &str) -> Message {
     let json = ServerMessage::Snapshot {
@@ -397,9 +473,7 @@ pub(super) fn poll_next<S: BorrowMut<Shaper>>(
         }
         match subscription.poll_next(cx) {
             Poll::Ready(delivery) => {
-                if visible(principal, &delivery) {
-                    feed(transports, shaper, delivery);
-                }
+                feed_visible(transports, shaper, principal, delivery);
                 continue;
             }
             Poll::Pending => {}
@@ -454,16 +528,31 @@ fn try_next_shaped(
             return Some(shaped_message(transports, subscription, shaper, out));
         }
         match subscription.try_next() {
-            Some(delivery) => {
-                if visible(principal, &delivery) {
-                    feed(transports, shaper, delivery);
-                }
-            }
+            Some(delivery) => feed_visible(transports, shaper, principal, delivery),
             None => {
                 shaper.flush(tokio::time::Instant::now());
                 let out = shaper.pop()?;
                 return Some(shaped_message(transports, subscription, shaper, out));
             }
+        }
+    }
+}
+
+/// Feeds the shaper what `principal` may see; a live query also hears of
+/// what it may not (the topic leaves it).
+fn feed_visible(
+    transports: &Transports,
+    shaper: &mut Shaper,
+    principal: &Principal,
+    delivery: Delivery,
+) {
+    if visible(principal, &delivery) {
+        return feed(transports, shaper, delivery);
+    }
+    match &delivery {
+        Delivery::Change(change) => shaper.hidden(&change.topic, change.rev),
+        Delivery::Resync { topic, current } => {
+            shaper.hidden(topic, current.as_ref().map_or(0, |d| d.rev));
         }
     }
 }
@@ -516,9 +605,56 @@ fn shaped_message(
             rev: *rev,
             cursor: &cursor,
         },
+        Shaped::Query(out) => query_message(out, &cursor),
     };
     let (kind, json) = (message.kind(), message.encode());
     Message::own(kind, cursor, json, None)
+}
+
+/// A live query's operation as its message.
+fn query_message<'a>(out: &'a QueryOut, cursor: &'a str) -> ServerMessage<'a> {
+    match out {
+        QueryOut::Leave { topic, index } => ServerMessage::Leave {
+            topic,
+            index: *index,
+            cursor,
+        },
+        QueryOut::Move { topic, from, to } => ServerMessage::Move {
+            topic,
+            from: *from,
+            to: *to,
+            cursor,
+        },
+        QueryOut::Enter {
+            topic,
+            index,
+            rev,
+            doc,
+        } => ServerMessage::Enter {
+            topic,
+            rev: *rev,
+            index: *index,
+            cursor,
+            doc,
+        },
+        QueryOut::Patch {
+            topic,
+            rev,
+            base,
+            patch,
+        } => ServerMessage::Patch {
+            topic,
+            rev: *rev,
+            cursor,
+            patch,
+            base: Some(*base),
+        },
+        QueryOut::Total { total } => ServerMessage::Total {
+            total: *total,
+            cursor,
+        },
+        QueryOut::Groups { groups } => ServerMessage::Groups { groups, cursor },
+    }
 }
 
 /// Why a message could not be handed to a connection.

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::hub::{Change, ChangeKind, Topic, TopicDoc};
 use crate::protocol::SubscribeOptions;
 use crate::protocol::patch::merge_diff;
+use crate::query::{LiveQuery, QueryOut};
 
 /// What a shaped subscription sends next.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,8 @@ pub(super) enum Shaped {
     },
     /// The topic is gone (`rev` absent when learned from a resync).
     Removed { topic: Topic, rev: Option<u64> },
+    /// What a live query makes of a change.
+    Query(QueryOut),
 }
 
 #[derive(Debug)]
@@ -64,6 +67,8 @@ pub(super) struct Shaper {
     /// Messages made and not yet taken, each with the first hub sequence
     /// it covers that no earlier message did (for the cursor floor).
     ready: VecDeque<(Shaped, Option<u64>)>,
+    /// A live query: changes feed it instead (src/query/).
+    query: Option<Box<LiveQuery>>,
 }
 
 impl Shaper {
@@ -72,7 +77,38 @@ impl Shaper {
             options,
             topics: BTreeMap::new(),
             ready: VecDeque::new(),
+            query: None,
         }
+    }
+
+    /// A live query's shaper (its options have no `debounceMs`).
+    pub(super) fn for_query(options: SubscribeOptions, query: LiveQuery) -> Self {
+        Self {
+            query: Some(Box::new(query)),
+            ..Self::new(options)
+        }
+    }
+
+    /// Whether it shapes a live query.
+    pub(super) fn is_query(&self) -> bool {
+        self.query.is_some()
+    }
+
+    /// Feeds a live query a topic's state; false without a query.
+    fn query(&mut self, topic: &Topic, rev: u64, doc: Option<&Arc<Value>>) -> bool {
+        let Some(query) = self.query.as_mut() else {
+            return false;
+        };
+        for out in query.update(topic, rev, doc) {
+            self.ready.push_back((Shaped::Query(out), None));
+        }
+        true
+    }
+
+    /// A change the caller may not see: a live query drops the topic
+    /// (other shapers never hear of it).
+    pub(super) fn hidden(&mut self, topic: &Topic, rev: u64) {
+        self.query(topic, rev, None);
     }
 
     fn view(&self, doc: &Arc<Value>) -> Arc<Value> {
@@ -100,6 +136,13 @@ impl Shaper {
     /// A live change of the hub.
     pub(super) fn change(&mut self, change: &Change, now: Instant) {
         let topic = &change.topic;
+        let doc = change
+            .doc
+            .as_ref()
+            .filter(|_| change.kind != ChangeKind::Removed);
+        if self.query(topic, change.rev, doc) {
+            return;
+        }
         match (change.kind, &change.doc) {
             (ChangeKind::Removed, _) | (_, None) => {
                 self.topics.remove(topic);
@@ -140,6 +183,10 @@ impl Shaper {
 
     /// A resync after the subscriber fell behind: the topic's latest state.
     pub(super) fn resync(&mut self, topic: &Topic, current: Option<&TopicDoc>, now: Instant) {
+        let rev = current.map_or(0, |d| d.rev);
+        if self.query(topic, rev, current.map(|d| &d.doc)) {
+            return;
+        }
         match current {
             Some(doc) => self.replace(topic, doc.rev, &doc.doc, now),
             None => {

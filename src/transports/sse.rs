@@ -23,6 +23,8 @@ use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::hub::Subscription;
 use crate::protocol::{ServerMessage, SubscribeOptions, error_response, sse};
+use crate::query::QueryMembers;
+use serde_json::Value;
 
 /// Where the stream is served.
 pub const PATH: &str = "/api/v1/events";
@@ -35,6 +37,17 @@ struct Request {
     since: Option<String>,
     debounce_ms: Option<String>,
     fields: Vec<String>,
+    /// A live query's parameters, as JSON values (checked later).
+    query: QueryMembers,
+}
+
+/// A number parameter as JSON (a number when it reads as one, else the
+/// text, which the query's checks refuse by name).
+fn number_or_text(value: String) -> Value {
+    match value.parse::<u64>() {
+        Ok(n) => Value::from(n),
+        Err(_) => Value::String(value),
+    }
 }
 
 fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
@@ -51,19 +64,37 @@ fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
         since: None,
         debounce_ms: None,
         fields: Vec::new(),
+        query: QueryMembers::default(),
     };
+    let mut sort: Vec<Value> = Vec::new();
     for (key, value) in pairs {
         match key.as_str() {
             "topic" => request.topics.push(value),
             "since" => request.since = Some(value),
             "debounceMs" => request.debounce_ms = Some(value),
             "field" => request.fields.push(value),
+            "filter" => {
+                let filter = serde_json::from_str(&value).map_err(|e| {
+                    Error::BadRequest(format!(
+                        "filter: not JSON ({e}); e.g. filter={{\"eq\":[\"/phase\",\"Running\"]}}"
+                    ))
+                })?;
+                request.query.filter = Some(filter);
+            }
+            "sort" => sort.extend(value.split(',').map(|f| Value::String(f.to_string()))),
+            "limit" => request.query.limit = Some(number_or_text(value)),
+            "offset" => request.query.offset = Some(number_or_text(value)),
+            "after" => request.query.after = Some(Value::String(value)),
+            "groupBy" => request.query.group_by = Some(Value::String(value)),
             other => {
                 return Err(Error::BadRequest(format!(
-                    "unknown query parameter {other:?}; this endpoint takes topic (repeatable), since, debounceMs and field (repeatable)"
+                    "unknown query parameter {other:?}; this endpoint takes topic (repeatable), since, debounceMs, field (repeatable), and for a live query filter, sort, limit, offset, after and groupBy"
                 )));
             }
         }
+    }
+    if !sort.is_empty() {
+        request.query.sort = Some(Value::Array(sort));
     }
     Ok(request)
 }
@@ -90,6 +121,10 @@ pub async fn events(
             Ok(o) => o,
             Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_option", &e),
         };
+    let query = match session::query_spec(&request.query, &options) {
+        Ok(q) => q,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, "bad_query", &e),
+    };
     let client = super::state::client_of(&extensions, Some(&principal), &t.auth);
     if !t.limits.allow_subscribe(&client) {
         let message = format!(
@@ -112,7 +147,7 @@ pub async fn events(
         .filter(|v| !v.is_empty())
         .map(str::to_string);
     let since = last_event_id.or(request.since);
-    let started = session::start(&t, patterns, since.as_deref(), &principal, &options);
+    let started = session::start(&t, patterns, since.as_deref(), &principal, &options, query);
     let stream = EventStream::new(&t, started, principal, credential, admitted);
     let direct = extensions.get::<WrittenDirectly>().is_some();
     let body = if direct {

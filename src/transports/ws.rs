@@ -21,10 +21,13 @@ use super::session;
 use super::state::Transports;
 use crate::auth::{AuthError, Principal};
 use crate::protocol::{self, ClientOp, ServerMessage, SubscribeOptions, close};
+use crate::query::{QueryMembers, QuerySpec};
 use wire::{Event, Out, Outbox, Sub, Wire};
 
 /// Longest accepted subscription id.
 const MAX_ID_LEN: usize = 128;
+/// Most live queries one socket holds (each keeps the order of what it matches).
+const MAX_QUERIES_PER_SOCKET: usize = 20;
 
 /// How long a socket opened without a token may wait before `auth`.
 const AUTH_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -442,6 +445,12 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
             since,
             debounce_ms,
             fields,
+            filter,
+            sort,
+            limit,
+            offset,
+            after,
+            group_by,
         } => {
             let Some(principal) = s.session.principal.clone() else {
                 return Some(error(
@@ -486,13 +495,32 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
                 Ok(o) => o,
                 Err(e) => return Some(error("bad_option", &e, Some(&id))),
             };
+            let members = QueryMembers {
+                filter,
+                sort,
+                limit,
+                offset,
+                after,
+                group_by,
+            };
+            let query = match session::query_spec(&members, &options) {
+                Ok(q) => q,
+                Err(e) => return Some(error("bad_query", &e, Some(&id))),
+            };
+            if query.is_some() && s.outbox.queries() >= MAX_QUERIES_PER_SOCKET {
+                let message = format!("at most {MAX_QUERIES_PER_SOCKET} live queries per socket");
+                return Some(error("too_many_subscriptions", &message, Some(&id)));
+            }
+            let normalized = query.as_ref().map(QuerySpec::normalized);
             let subscribed = ServerMessage::Subscribed {
                 topics: &topics,
                 debounce_ms: options.debounce_ms,
                 fields: options.fields.as_ref().map(|f| f.pointers()),
+                query: normalized.as_ref(),
             }
             .encode();
-            let started = session::start(t, patterns, since.as_deref(), &principal, &options);
+            let started =
+                session::start(t, patterns, since.as_deref(), &principal, &options, query);
             s.outbox.add(Sub::new(id, subscribed, started, principal));
             None
         }

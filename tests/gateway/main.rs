@@ -12,6 +12,7 @@ mod karpor;
 mod karpor_not_served;
 mod karpor_owned;
 mod karpor_status;
+mod live_queries;
 mod member_answers;
 mod members;
 mod monitoring;

@@ -65,8 +65,16 @@ impl SseReader {
 
     /// The next event, None when the stream ended; panics after `within`.
     pub async fn next_within(&mut self, within: Duration) -> Option<SseEvent> {
+        self.next_or_quiet(within)
+            .await
+            .expect("an SSE event within the deadline")
+    }
+
+    /// The next event if one arrives within `quiet` (None: none did);
+    /// Some(None) when the stream ended.
+    pub async fn next_or_quiet(&mut self, quiet: Duration) -> Option<Option<SseEvent>> {
         use futures::StreamExt;
-        let deadline = tokio::time::Instant::now() + within;
+        let deadline = tokio::time::Instant::now() + quiet;
         loop {
             while let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -89,15 +97,15 @@ impl SseReader {
                     }
                 }
                 if is_event {
-                    return Some(event);
+                    return Some(Some(event));
                 }
             }
             let chunk = tokio::time::timeout_at(deadline, self.stream.next())
                 .await
-                .expect("an SSE event within the deadline");
+                .ok()?;
             match chunk {
                 Some(Ok(bytes)) => self.buffer.push_str(std::str::from_utf8(&bytes).unwrap()),
-                _ => return None,
+                _ => return Some(None),
             }
         }
     }

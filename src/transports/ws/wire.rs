@@ -154,6 +154,14 @@ impl Outbox {
         self.subs.len()
     }
 
+    /// How many of its subscriptions are live queries.
+    pub(super) fn queries(&self) -> usize {
+        self.subs
+            .iter()
+            .filter(|s| s.shaping.as_ref().is_some_and(|sh| sh.shaper.is_query()))
+            .count()
+    }
+
     pub(super) fn contains(&self, id: &str) -> bool {
         self.subs.iter().any(|s| &*s.id == id)
     }

@@ -12,6 +12,7 @@ use super::state::{Engine, to_doc};
 use super::transitions::{self, Subject};
 use crate::protocol::topic;
 use crate::status::app::{AppStatus, Workload};
+use crate::status::capacity::PodFigures;
 use crate::status::pods::{self, PodSummary};
 
 impl Engine {
@@ -36,23 +37,34 @@ impl Engine {
                             .get(&w.namespace)
                             .is_some_and(|p| p.contains_key(&w.name))
                 });
+                let mut figures = PodFigures::default();
+                for pod in index.values().flat_map(BTreeMap::values) {
+                    figures.add(pod.share);
+                }
                 model.pods = Some(index);
-                (cluster, model.apps.keys().cloned().collect())
+                model.pod_figures = figures;
+                let touched = model.apps.keys().cloned().collect();
+                self.capacity_changed(&cluster, true, now);
+                (cluster, touched)
             }
             Observation::PodApplied { cluster, pod } => {
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
                 };
                 let mut touched = model.apps_of_pod(&pod);
+                let share = pod.share;
                 let index = model.pods.get_or_insert_with(PodIndex::new);
                 let old = index
                     .entry(pod.namespace.clone())
                     .or_default()
                     .insert(pod.name.clone(), pod);
+                model.pod_figures.add(share);
                 if let Some(old) = old {
+                    model.pod_figures.remove(old.share);
                     // Its labels may have changed: the old apps too.
                     touched.extend(model.apps_of_pod(&old));
                 }
+                self.capacity_changed(&cluster, false, now);
                 (cluster, touched)
             }
             Observation::PodDeleted {
@@ -74,7 +86,11 @@ impl Engine {
                     p.remove(&namespace);
                 }
                 model.forget_warnings("Pod", &namespace, &name);
+                if let Some(old) = &old {
+                    model.pod_figures.remove(old.share);
+                }
                 let touched = old.map(|o| model.apps_of_pod(&o)).unwrap_or_default();
+                self.capacity_changed(&cluster, false, now);
                 (cluster, touched)
             }
             Observation::WarningsListed { cluster, items } => {

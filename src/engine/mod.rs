@@ -16,6 +16,7 @@
 //! summary topics (`summaries`) and transition logging (`transitions`).
 
 mod apps;
+mod capacity;
 mod cluster;
 mod model;
 mod observation;

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::status::app::{ActiveTask, AppStatus, Workload};
+use crate::status::capacity::{NodeFacts, PodFigures};
 use crate::status::cluster::ClusterStatus;
 use crate::status::pods::{EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncStatus};
@@ -35,6 +36,10 @@ pub(super) struct ClusterModel {
     pub(super) series: ClusterSeries,
     /// None until the first pod list completed (and while the pod watch is off).
     pub(super) pods: Option<PodIndex>,
+    /// The exact pod figures of `pods`, kept as pods come and go.
+    pub(super) pod_figures: PodFigures,
+    /// None until the first node list completed.
+    pub(super) nodes: Option<HashMap<Box<str>, NodeFacts>>,
     /// Warning events about pods and workloads, by event key; at most [`MAX_WARNINGS`].
     pub(super) warnings: BTreeMap<EventKey, Warning>,
 }

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::status::app::{ActiveTask, Workload};
+use crate::status::capacity::NodeFacts;
 use crate::status::cluster::ClusterInput;
 use crate::status::pods::{EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput};
@@ -116,6 +117,29 @@ pub enum Observation {
         /// Name of the deleted pod.
         name: String,
     },
+    /// A completed (re)list of nodes: the whole current set.
+    NodesListed {
+        /// The member cluster's name.
+        cluster: String,
+        /// Every node, by name.
+        items: Vec<(String, NodeFacts)>,
+    },
+    /// A node was created or changed.
+    NodeApplied {
+        /// The member cluster's name.
+        cluster: String,
+        /// The node's name.
+        name: String,
+        /// What the gateway keeps of it.
+        node: NodeFacts,
+    },
+    /// A node was deleted.
+    NodeDeleted {
+        /// The member cluster's name.
+        cluster: String,
+        /// The node's name.
+        name: String,
+    },
     /// A completed (re)list of Warning events about pods and workloads.
     WarningsListed {
         /// The member cluster's name.
@@ -214,6 +238,9 @@ impl Observation {
             | Observation::PodsListed { cluster, .. }
             | Observation::PodApplied { cluster, .. }
             | Observation::PodDeleted { cluster, .. }
+            | Observation::NodesListed { cluster, .. }
+            | Observation::NodeApplied { cluster, .. }
+            | Observation::NodeDeleted { cluster, .. }
             | Observation::WarningsListed { cluster, .. }
             | Observation::WarningApplied { cluster, .. }
             | Observation::WarningDeleted { cluster, .. }

@@ -178,6 +178,8 @@ impl Engine {
                             tasks: HashMap::new(),
                             series: ClusterSeries::default(),
                             pods: None,
+                            pod_figures: Default::default(),
+                            nodes: None,
                             warnings: BTreeMap::new(),
                         })
                     }
@@ -266,6 +268,9 @@ impl Engine {
             | Observation::WarningsListed { .. }
             | Observation::WarningApplied { .. }
             | Observation::WarningDeleted { .. } => self.pod_input(observation, now),
+            Observation::NodesListed { .. }
+            | Observation::NodeApplied { .. }
+            | Observation::NodeDeleted { .. } => self.node_input(observation, now),
             Observation::Task {
                 cluster,
                 namespace,

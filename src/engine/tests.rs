@@ -4,7 +4,7 @@
 //! feedback (counts up, ClusterDown/ClusterUp down), app documents from
 //! workloads, namespaces and tasks, and that a repeat publishes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::{Engine, Observation};
 use crate::hub::{Hub, HubConfig};
 use crate::status::app::{ActiveTask, Workload};
+use crate::status::capacity::{NodeFacts, Resources};
 use crate::status::cluster::{ClusterInput, ProbeFailure, Thresholds};
 use crate::status::pods::PodSummary;
 use crate::status::sync::{Gvr, SyncInput};
@@ -1111,4 +1112,61 @@ fn warnings_are_capped_per_member() {
         t(6),
     );
     assert!(engine.clusters["c"].warnings.is_empty());
+}
+
+/// The bytes a node map holds: its table (hashbrown: a power of two of
+/// buckets for the capacity at 7/8 load, one control byte each plus a
+/// group's worth) and each name's own allocation (rounded up to 16, as
+/// the allocator hands them out).
+fn node_map_bytes(map: &HashMap<Box<str>, NodeFacts>) -> usize {
+    let buckets = (map.capacity() * 8 / 7).next_power_of_two().max(4);
+    let table = buckets * (std::mem::size_of::<(Box<str>, NodeFacts)>() + 1) + 16;
+    let names: usize = map.keys().map(|k| k.len().div_ceil(16) * 16).sum();
+    table + names
+}
+
+#[test]
+fn a_hundred_members_of_fifty_nodes_hold_under_500_bytes_a_node() {
+    let hub = Hub::new(HubConfig::default());
+    let mut engine = Engine::new(hub.clone(), Thresholds::default());
+    let facts = NodeFacts {
+        ready: true,
+        unschedulable: false,
+        capacity: Resources {
+            cpu_millis: 16_000,
+            memory_bytes: 64 << 30,
+            pods: 110,
+        },
+        allocatable: Resources {
+            cpu_millis: 15_800,
+            memory_bytes: 62 << 30,
+            pods: 110,
+        },
+    };
+    for m in 0..100 {
+        let cluster = format!("member-{m:03}");
+        engine.apply(
+            Observation::Registered {
+                cluster: cluster.clone(),
+                server: format!("https://{cluster}"),
+            },
+            t(0),
+        );
+        let items = (0..50)
+            .map(|n| (format!("ip-10-0-{m}-{n}.eu-west-1.compute.internal"), facts))
+            .collect();
+        engine.apply(Observation::NodesListed { cluster, items }, t(1));
+    }
+    let held: usize = engine
+        .clusters
+        .values()
+        .filter_map(|c| c.nodes.as_ref())
+        .map(node_map_bytes)
+        .sum();
+    let per_node = held / 5000;
+    eprintln!("nodes held: {held} bytes for 5000 nodes, {per_node} bytes a node");
+    assert!(per_node <= 500, "{per_node} bytes a node");
+    let doc = hub.get("clusters/member-042").unwrap().doc;
+    assert_eq!(doc["nodes"]["total"], 50);
+    assert_eq!(doc["nodes"]["allocatable"]["cpuMillis"], 790_000);
 }

@@ -49,14 +49,16 @@ impl SyncResource {
     }
 }
 
-/// The resources every cluster watches: what the app machine reads. With
-/// the pod watch on, also Pods (narrowed by its label selector) and Events
-/// (only `type=Warning`, a field selector the watch adds itself).
+/// The resources every cluster watches: what the app machine reads, and
+/// the Nodes the cluster document sums up. With the pod watch on, also
+/// Pods (narrowed by its label selector) and Events (only `type=Warning`,
+/// a field selector the watch adds itself).
 pub(crate) fn builtin_resources(pods: &PodWatch) -> Vec<SyncResource> {
     let mut resources = vec![
         SyncResource::all("apps", "v1", "deployments"),
         SyncResource::all("apps", "v1", "statefulsets"),
         SyncResource::all("", "v1", "namespaces"),
+        SyncResource::all("", "v1", "nodes"),
     ];
     if pods.enabled {
         resources.push(SyncResource {

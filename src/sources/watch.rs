@@ -19,7 +19,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Node, Pod};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
@@ -33,6 +33,7 @@ use super::{SourceConfig, SyncResource};
 use crate::classify;
 use crate::engine::Observation;
 use crate::status::app::Workload;
+use crate::status::capacity::NodeFacts;
 use crate::status::pods::{PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput};
 
@@ -292,6 +293,7 @@ fn builtin_kind(gvr: &Gvr) -> Option<&'static str> {
         ("", "v1", "namespaces") => Some("Namespace"),
         ("", "v1", "pods") => Some("Pod"),
         ("", "v1", "events") => Some("Event"),
+        ("", "v1", "nodes") => Some("Node"),
         _ => None,
     }
 }
@@ -366,6 +368,11 @@ pub(crate) async fn run(
             let api: Api<Pod> = scoped(client, ns);
             drive(watch, api, move |step| pod_steps(&c, step)).await
         }
+        ("", "v1", "nodes") => {
+            let c = cluster.clone();
+            let api: Api<Node> = Api::all(client);
+            drive(watch, api, move |step| node_steps(&c, step)).await
+        }
         ("", "v1", "events") => {
             let c = cluster.clone();
             let api: Api<CoreEvent> = scoped(client, ns);
@@ -393,6 +400,28 @@ fn pod_steps(cluster: &str, step: Step<Pod>) -> Vec<Observation> {
             cluster,
             namespace: pod.namespace().unwrap_or_default(),
             name: pod.name_any(),
+        }],
+    }
+}
+
+fn node_steps(cluster: &str, step: Step<Node>) -> Vec<Observation> {
+    let cluster = cluster.to_string();
+    match step {
+        Step::Reset(items) => vec![Observation::NodesListed {
+            cluster,
+            items: items
+                .iter()
+                .map(|n| (n.name_any(), NodeFacts::from_node(n)))
+                .collect(),
+        }],
+        Step::Applied(node) => vec![Observation::NodeApplied {
+            cluster,
+            name: node.name_any(),
+            node: NodeFacts::from_node(&node),
+        }],
+        Step::Deleted(node) => vec![Observation::NodeDeleted {
+            cluster,
+            name: node.name_any(),
         }],
     }
 }

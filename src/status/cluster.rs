@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Lifecycle;
+use super::capacity::{NodeSummary, PodFigures, shown_pods};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum ClusterPhase {
@@ -277,6 +278,10 @@ struct PublishedCluster {
     resources: ResourceCounts,
     cache: CacheInfo,
     #[serde(default)]
+    nodes: Option<NodeSummary>,
+    #[serde(default)]
+    pods: Option<PodFigures>,
+    #[serde(default)]
     credentials: Option<CredentialInfo>,
     #[serde(default)]
     warnings: Vec<PublishedWarning>,
@@ -299,6 +304,13 @@ pub(crate) struct ClusterStatus {
     pub(crate) probe: ProbeInfo,
     pub(crate) resources: ResourceCounts,
     pub(crate) cache: CacheInfo,
+    /// The member's nodes and their capacity (absent until the node watch
+    /// listed them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) nodes: Option<NodeSummary>,
+    /// Its pods and their requests (absent without the pod watch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) pods: Option<PodFigures>,
     /// When the member's credentials expire, when that can be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) credentials: Option<CredentialInfo>,
@@ -342,6 +354,15 @@ pub enum ClusterInput {
     NotServed(Vec<String>),
     /// The caches changed: the exact object count and latest completed list, summed up by the engine.
     Cache(CacheInfo),
+    /// The nodes or pods changed: their sums, as the engine keeps them.
+    Capacity {
+        /// The nodes' sums (None: no node list yet).
+        nodes: Option<NodeSummary>,
+        /// The pods' figures, exact (None: no pod list yet).
+        pods: Option<PodFigures>,
+        /// Show the pod figures exactly (a list completed), not coarsened.
+        exact: bool,
+    },
     /// The cluster was taken out of the configuration (`Removed`, final).
     Removed,
     /// When the member's credentials expire (read when its sources start).
@@ -370,6 +391,8 @@ impl ClusterStatus {
             probe: ProbeInfo::default(),
             resources: ResourceCounts::default(),
             cache: CacheInfo::default(),
+            nodes: None,
+            pods: None,
             credentials: None,
             warnings: Vec::new(),
             clock_skew: None,
@@ -409,6 +432,8 @@ impl ClusterStatus {
             probe: published.probe,
             resources: published.resources,
             cache: published.cache,
+            nodes: published.nodes,
+            pods: published.pods,
             credentials: published.credentials,
             warnings,
             clock_skew,
@@ -557,6 +582,12 @@ impl ClusterStatus {
                     objects: shown_objects(self.cache, exact),
                     last_list_at: exact.last_list_at,
                 };
+            }
+            ClusterInput::Capacity { nodes, pods, exact } => {
+                // A node change shows the pods exactly too: one document.
+                let exact = exact || nodes != self.nodes;
+                self.nodes = nodes;
+                self.pods = pods.map(|p| shown_pods(self.pods, p, exact));
             }
             ClusterInput::Removed => {
                 self.lifecycle.set(

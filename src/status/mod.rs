@@ -5,6 +5,7 @@
 //! No sockets, clocks or locks here: the engine feeds inputs and the time.
 
 pub mod app;
+pub mod capacity;
 pub mod cluster;
 pub mod lifecycle;
 pub mod pods;

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::capacity::{PodShare, Resources};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use serde::Serialize;
@@ -118,6 +119,8 @@ pub struct PodSummary {
     /// Being deleted: neither counted nor a problem.
     pub terminating: bool,
     pub(crate) problem: Option<PodProblem>,
+    /// Its part in the cluster's pod figures (src/status/capacity.rs).
+    pub share: PodShare,
 }
 
 fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
@@ -232,6 +235,25 @@ impl PodSummary {
                 .filter_map(|c| container_problem(&name, c))
                 .min_by_key(|p| p.reason)
         };
+        let phase = status.and_then(|s| s.phase.as_deref());
+        let requests = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .map(|c| Resources::from_list(c.resources.as_ref().and_then(|r| r.requests.as_ref())))
+            .fold(Resources::default(), |mut sum, r| {
+                sum.cpu_millis += r.cpu_millis;
+                sum.memory_bytes += r.memory_bytes;
+                sum
+            });
+        let share = PodShare {
+            counted: !terminating && !matches!(phase, Some("Succeeded" | "Failed")),
+            running: phase == Some("Running"),
+            requests: Resources {
+                pods: 0,
+                ..requests
+            },
+        };
         Self {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name,
@@ -239,6 +261,7 @@ impl PodSummary {
             ready,
             terminating,
             problem,
+            share,
         }
     }
 

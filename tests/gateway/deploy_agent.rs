@@ -251,7 +251,7 @@ fn the_agent_only_reads_and_holds_its_lease() {
     assert_eq!(
         grants(role),
         triples(&[
-            ("", &["namespaces", "pods", "events"], read),
+            ("", &["namespaces", "nodes", "pods", "events"], read),
             ("apps", &["deployments", "statefulsets"], read),
         ])
     );

@@ -19,6 +19,7 @@ mod monitoring;
 mod nats_agents;
 mod nats_auth;
 mod nats_integrity;
+mod nodes;
 mod ownership;
 mod pipeline;
 mod pods;

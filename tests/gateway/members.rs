@@ -113,9 +113,9 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
     agree(&fleet, &readers).await;
     let before = fleet.rest().await;
     let of_c = topics_of("c", &before);
-    // The cluster, its five watched resources (deployments, statefulsets,
-    // namespaces, pods, warning events) and its apps.
-    assert_eq!(of_c.len(), 1 + 5 + apps, "{of_c:?}");
+    // The cluster, its six watched resources (deployments, statefulsets,
+    // namespaces, nodes, pods, warning events) and its apps.
+    assert_eq!(of_c.len(), 1 + 6 + apps, "{of_c:?}");
     assert!(fleet.metrics().await.contains("cluster=\"c\""));
 
     // c out, d in.
@@ -153,7 +153,7 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
                     .collect()
             )
             .len(),
-            1 + 5 + apps
+            1 + 6 + apps
         );
     }
     let text = fleet.metrics().await;

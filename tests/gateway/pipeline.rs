@@ -43,7 +43,7 @@ async fn healthy_clusters_sync_and_apps_run_with_one_watch_per_resource() {
         assert_eq!(doc["probe"]["serverVersion"], "v1.32.0-kube-pulse-sim");
         assert!(doc["probe"]["latencyMs"].is_u64());
         doc_where(&hub, &format!("clusters/{c}"), WAIT, |d| {
-            d["resources"]["synced"] == 5
+            d["resources"]["synced"] == 6
         })
         .await;
         for r in [
@@ -97,7 +97,7 @@ async fn healthy_clusters_sync_and_apps_run_with_one_watch_per_resource() {
             assert_eq!(stats.count(r, "watch"), 1, "{} {r}: {stats:?}", sim.name());
             assert_eq!(stats.count(r, "list"), 1, "{} {r}", sim.name());
         }
-        assert_eq!(stats.open_watches, 5);
+        assert_eq!(stats.open_watches, 6);
     }
     // And the engine's own: the summary topics' observer.
     assert_eq!(hub.stats().subscriptions, 201);
@@ -172,7 +172,7 @@ async fn every_fault_shows_up_with_its_reason_and_recovery_follows() {
         }
         a.heal();
         doc_where(&hub, "clusters/a", WAIT, |d| {
-            d["phase"] == "Healthy" && d["resources"]["synced"] == 5
+            d["phase"] == "Healthy" && d["resources"]["synced"] == 6
         })
         .await;
         doc_where(
@@ -220,7 +220,7 @@ async fn a_denied_resource_fails_its_sync_and_degrades_the_cluster() {
     );
     let cluster = doc_where(&hub, "clusters/a", WAIT, is("Degraded", "ResourcesFailing")).await;
     assert_eq!(cluster["resources"]["failing"], 1);
-    assert_eq!(cluster["message"], "1 of 5 synced resources failing");
+    assert_eq!(cluster["message"], "1 of 6 synced resources failing");
     doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
         d["phase"] == "Backoff" && d["retryAt"].is_string()
     })
@@ -330,7 +330,7 @@ async fn registry_changes_start_and_stop_watches() {
     let p = pipeline(&[&a], vec![], &shutdown).await;
     let hub = p.hub().clone();
     doc_where(&hub, "clusters/a", WAIT, |d| {
-        d["resources"]["total"] == 5 && d["resources"]["synced"] == 5
+        d["resources"]["total"] == 6 && d["resources"]["synced"] == 6
     })
     .await;
     assert_eq!(a.stats().count("core/configmaps", "watch"), 0);
@@ -355,7 +355,7 @@ async fn registry_changes_start_and_stop_watches() {
         d["reason"] == "NotServed"
     })
     .await;
-    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 7).await;
+    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 8).await;
     eventually(WAIT, "a configmaps watch", || async {
         (a.stats().count("core/configmaps", "watch") == 1).then_some(())
     })
@@ -369,11 +369,11 @@ async fn registry_changes_start_and_stop_watches() {
     )
     .await;
     doc_where(&hub, "clusters/a", WAIT, |d| {
-        d["resources"]["total"] == 5 && d["phase"] == "Healthy"
+        d["resources"]["total"] == 6 && d["phase"] == "Healthy"
     })
     .await;
     eventually(WAIT, "the configmaps watch closed", || async {
-        (a.stats().open_watches == 5).then_some(())
+        (a.stats().open_watches == 6).then_some(())
     })
     .await;
     // Back in the registry: a new watch, and the document follows it again.
@@ -385,7 +385,7 @@ async fn registry_changes_start_and_stop_watches() {
         is("Syncing", "Watching"),
     )
     .await;
-    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 7).await;
+    doc_where(&hub, "clusters/a", WAIT, |d| d["resources"]["total"] == 8).await;
     eventually(WAIT, "a second configmaps watch", || async {
         (a.stats().count("core/configmaps", "watch") == 2).then_some(())
     })
@@ -672,8 +672,8 @@ async fn documents_are_fresh_within_moments_of_a_member_answering_again() {
     assert!(all_fresh < bound, "fresh {all_fresh:?} after healing");
     // A sync is Syncing once its list is done; its watch request reaches the
     // member a moment later.
-    eventually(bound, "the five watches open again", || async {
-        (a.stats().open_watches == 5).then_some(())
+    eventually(bound, "the six watches open again", || async {
+        (a.stats().open_watches == 6).then_some(())
     })
     .await;
     eprintln!("app fresh {app_fresh:?}, every sync {all_fresh:?} after healing");
@@ -880,14 +880,15 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
     };
     let (doc, syncs) = eventually(WAIT, "every watch listed", || async {
         let (doc, syncs) = read().await;
-        let listed = doc["resources"]["synced"] == 5
+        let listed = doc["resources"]["synced"] == 6
             && objects_of(&syncs, "pods") == Some(20)
             && doc["cache"]["objects"].as_u64() == Some(objects_in(&syncs));
         listed.then_some((doc, syncs))
     })
     .await;
-    // 20 Deployments, their 20 pods, 4 namespaces (default, kube-system, kube-public, shop).
-    assert_eq!(doc["cache"]["objects"], 44, "{syncs}");
+    // 20 Deployments, their 20 pods, 4 namespaces (default, kube-system,
+    // kube-public, shop), 3 nodes.
+    assert_eq!(doc["cache"]["objects"], 47, "{syncs}");
     let listed_at = last_list_at(&doc);
     assert!(
         listed_at >= started && listed_at <= chrono::Utc::now(),
@@ -895,7 +896,7 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
     );
     assert!(doc["probe"]["serverVersion"].is_string(), "{doc}");
 
-    // One namespace more (45, within a tenth of 44): the count shown stays.
+    // One namespace more (48, within a tenth of 47): the count shown stays.
     let namespace =
         |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     a.apply(&namespace("extra0")).unwrap();
@@ -904,10 +905,10 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
         (objects_of(&syncs, "namespaces") == Some(5)).then_some((doc, syncs))
     })
     .await;
-    assert_eq!(doc["cache"]["objects"], 44, "{doc}");
+    assert_eq!(doc["cache"]["objects"], 47, "{doc}");
     assert_eq!(last_list_at(&doc), listed_at);
 
-    // Five more (50): the count shown moves to within a tenth of it.
+    // Five more (53): the count shown moves to within a tenth of it.
     for i in 1..=5 {
         a.apply(&namespace(&format!("extra{i}"))).unwrap();
     }
@@ -920,9 +921,9 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
         doc["cache"]["objects"].as_u64().unwrap(),
         objects_in(&syncs),
     );
-    assert_eq!(exact, 50, "{syncs}");
+    assert_eq!(exact, 53, "{syncs}");
     assert!(
-        shown > 44 && exact - shown <= shown / 10,
+        shown > 47 && exact - shown <= shown / 10,
         "{shown} of {exact}"
     );
     assert_eq!(last_list_at(&doc), listed_at);
@@ -938,7 +939,7 @@ async fn cache_info_shows_the_objects_held_and_follows_a_relist() {
         .then_some(doc)
     })
     .await;
-    assert_eq!(doc["cache"]["objects"], 51, "{doc}");
+    assert_eq!(doc["cache"]["objects"], 54, "{doc}");
     shutdown.cancel();
     a.shutdown().await;
 }

@@ -213,7 +213,7 @@ async fn the_pod_watch_can_be_turned_off_or_narrowed() {
         .await;
         assert_eq!(doc.get("lastWarning"), None, "{watch:?}");
         // Pods and Warning events are two watches more, or none.
-        let total = if watch.enabled { 5 } else { 3 };
+        let total = if watch.enabled { 6 } else { 4 };
         doc_where(p.hub(), "clusters/test", WAIT, |d| {
             d["resources"]["total"] == total && d["resources"]["synced"] == total
         })

@@ -893,7 +893,7 @@ async fn kubernetes_mode_follows_rbac_on_the_host_cluster() {
         .collect();
     topics.sort();
     assert_eq!(topics, ["a/analytics/ingest", "a/shop/web", "b/shop/web"]);
-    // Deployments, StatefulSets, Namespaces, Pods and Warning events.
+    // Deployments, StatefulSets, Namespaces, Nodes, Pods and Warning events.
     assert_eq!(
         get(&format!("{url}/api/v1/clusters/a/sync"), Some(ERIN))
             .await
@@ -901,7 +901,7 @@ async fn kubernetes_mode_follows_rbac_on_the_host_cluster() {
             .as_array()
             .unwrap()
             .len(),
-        5
+        6
     );
     assert_eq!(
         get(&format!("{url}/api/v1/clusters/b/sync"), Some(ERIN))

@@ -801,9 +801,9 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
         with_one, with_many,
         "watch/list requests and open watches with 1 and 201 subscribers"
     );
-    // One watch per resource: deployments, statefulsets, namespaces, pods,
-    // warning events.
-    assert_eq!(with_many.2, 5);
+    // One watch per resource: deployments, statefulsets, namespaces, nodes,
+    // pods, warning events.
+    assert_eq!(with_many.2, 6);
     stop.cancel();
     p.stop().await;
     sim.shutdown().await;

@@ -87,7 +87,8 @@ impl SimConfig {
 }
 
 /// A Deployment or StatefulSet manifest as the seeds and the demo create them:
-/// labelled `app.kubernetes.io/name=NAME`, one container.
+/// labelled `app.kubernetes.io/name=NAME`, one container requesting 100m
+/// CPU and 128Mi of memory.
 pub fn workload_manifest(seed: &WorkloadSeed) -> Value {
     let labels = json!({"app.kubernetes.io/name": seed.name});
     let mut spec = json!({
@@ -95,7 +96,11 @@ pub fn workload_manifest(seed: &WorkloadSeed) -> Value {
         "selector": {"matchLabels": labels},
         "template": {
             "metadata": {"labels": labels},
-            "spec": {"containers": [{"name": seed.name, "image": seed.image}]},
+            "spec": {"containers": [{
+                "name": seed.name,
+                "image": seed.image,
+                "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+            }]},
         },
     });
     if seed.kind == "StatefulSet" {

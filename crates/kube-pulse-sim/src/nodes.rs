@@ -82,25 +82,93 @@ pub fn status(index: usize, now: DateTime<Utc>) -> Value {
 /// Registers every node and reports it Ready (a cluster without a `nodes`
 /// resource gets none).
 pub(crate) fn seed(store: &Store, now: DateTime<Utc>) -> ApiResult<()> {
-    let Some(def) = store.catalog().find("", "v1", "nodes").cloned() else {
+    if store.catalog().find("", "v1", "nodes").is_none() {
         return Ok(());
-    };
-    for index in 1..=NODES {
-        let created = store.create(&def, None, manifest(index), false)?;
-        let status = status(index, now);
-        store.mutate(
-            &def,
-            None,
-            super::object::name_of(&created),
-            UpdateScope::Status,
-            false,
-            |current| {
-                let mut next = current.clone();
-                next["status"] = status;
-                Ok(next)
-            },
-        )?;
     }
+    for index in 1..=NODES {
+        register(store, index, now)?;
+    }
+    Ok(())
+}
+
+fn def(store: &Store) -> ApiResult<super::resources::ResourceDef> {
+    store
+        .catalog()
+        .find("", "v1", "nodes")
+        .cloned()
+        .ok_or_else(|| super::status::ApiError::bad_request("the cluster serves no nodes"))
+}
+
+/// Registers node `index` (from 1) and reports it Ready, as its kubelet
+/// does when it joins.
+pub fn register(store: &Store, index: usize, now: DateTime<Utc>) -> ApiResult<()> {
+    let def = def(store)?;
+    let created = store.create(&def, None, manifest(index), false)?;
+    let status = status(index, now);
+    store.mutate(
+        &def,
+        None,
+        super::object::name_of(&created),
+        UpdateScope::Status,
+        false,
+        |current| {
+            let mut next = current.clone();
+            next["status"] = status;
+            Ok(next)
+        },
+    )?;
+    Ok(())
+}
+
+/// Cordons (`spec.unschedulable: true`) or uncordons node `name`, as
+/// `kubectl cordon` does.
+pub fn cordon(store: &Store, name: &str, cordoned: bool) -> ApiResult<()> {
+    let def = def(store)?;
+    store.mutate(&def, None, name, UpdateScope::Main, false, |current| {
+        let mut next = current.clone();
+        if cordoned {
+            next["spec"]["unschedulable"] = json!(true);
+        } else if let Some(spec) = next["spec"].as_object_mut() {
+            spec.remove("unschedulable");
+        }
+        Ok(next)
+    })?;
+    Ok(())
+}
+
+/// Sets node `name`'s `Ready` condition: `True`, or `Unknown` as the node
+/// controller marks a node whose kubelet stopped posting.
+pub fn set_ready(store: &Store, name: &str, ready: bool, now: DateTime<Utc>) -> ApiResult<()> {
+    let def = def(store)?;
+    let at = timestamp(now);
+    store.mutate(&def, None, name, UpdateScope::Status, false, |current| {
+        let mut next = current.clone();
+        if let Some(conditions) = next["status"]["conditions"].as_array_mut() {
+            for c in conditions.iter_mut().filter(|c| c["type"] == "Ready") {
+                let (status, reason, message) = if ready {
+                    ("True", "KubeletReady", "kubelet is posting ready status")
+                } else {
+                    (
+                        "Unknown",
+                        "NodeStatusUnknown",
+                        "Kubelet stopped posting node status.",
+                    )
+                };
+                c["status"] = json!(status);
+                c["reason"] = json!(reason);
+                c["message"] = json!(message);
+                c["lastTransitionTime"] = json!(at);
+            }
+        }
+        Ok(next)
+    })?;
+    Ok(())
+}
+
+/// Deletes node `name`.
+pub fn remove(store: &Store, name: &str) -> ApiResult<()> {
+    let def = def(store)?;
+    store.delete(&def, None, name, &Default::default(), false)?;
     Ok(())
 }
 

@@ -265,6 +265,119 @@ export type Projected<D> = D extends readonly unknown[] ? D : D extends object ?
 /** Checks and normalizes options as the gateway does (fields sorted, duplicates dropped); null when none. Throws on bad ones. */
 export function subscriptionOptions(options?: SubscribeOptions): { debounceMs?: number; fields?: string[] } | null;
 
+/** A JSON value, as a filter compares with. */
+export type JsonValue = string | number | boolean | null | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+
+/** An RFC 6901 JSON pointer into a document: `/phase`, `/workloads/Deployment~1web/ready` (`~1` is `/`, `~0` is `~`). */
+export type JsonPointer = `/${string}`;
+
+/**
+ * The nodes of a live query's filter (docs/PROTOCOL.md "Live queries"),
+ * by operator. A node is an object with exactly one of them.
+ */
+export interface FilterOperators {
+  /** The member equals the value (JSON equality; numbers by value). */
+  eq: readonly [pointer: JsonPointer, value: JsonValue];
+  /** Not `eq`: a missing member passes. */
+  ne: readonly [pointer: JsonPointer, value: JsonValue];
+  /** The member and the value are both numbers or both strings (by UTF-8 bytes), and compare so. */
+  lt: readonly [pointer: JsonPointer, value: number | string];
+  lte: readonly [pointer: JsonPointer, value: number | string];
+  gt: readonly [pointer: JsonPointer, value: number | string];
+  gte: readonly [pointer: JsonPointer, value: number | string];
+  /** `eq` to one of 1–100 values. */
+  in: readonly [pointer: JsonPointer, values: readonly JsonValue[]];
+  /** The document has the member. */
+  exists: JsonPointer;
+  /** All of 1–32 nodes. */
+  and: readonly QueryFilter[];
+  /** Any of 1–32 nodes. */
+  or: readonly QueryFilter[];
+  /** The node does not pass. */
+  not: QueryFilter;
+}
+
+/**
+ * A live query's filter: `{eq: ['/phase', 'Running']}`, `{and: [{exists:
+ * '/task'}, {gt: ['/ready', 0]}]}`. At most 4 096 bytes, 64 nodes, 8 levels.
+ */
+export type QueryFilter = {
+  [K in keyof FilterOperators]: { [P in K]: FilterOperators[P] } & { [P in Exclude<keyof FilterOperators, K>]?: never };
+}[keyof FilterOperators];
+
+/** A sort field: a pointer, ascending, or `-` and a pointer, descending. Ties are broken by topic. */
+export type SortField = JsonPointer | `-${JsonPointer}`;
+
+/** A live query (docs/PROTOCOL.md "Live queries"); the gateway checks it (`bad_query`). */
+export interface LiveQuery {
+  /** Which documents are rows; none: every document of the patterns. */
+  filter?: QueryFilter;
+  /** At most 4 fields; none: by topic. */
+  sort?: SortField | readonly SortField[];
+  /** Rows in the window, 0–500 (0: counts only); 50, or 0 with `groupBy`. */
+  limit?: number;
+  /** Rows skipped before the window, 0–10 000. */
+  offset?: number;
+  /** The window starts after this place in the order: the `next` of an earlier result with the same sort. */
+  after?: string;
+  /** Count matching documents by the value at this pointer (`groups`). */
+  groupBy?: JsonPointer;
+  /** Rows carry only these members (filter and sort still see whole documents). */
+  fields?: readonly JsonPointer[];
+}
+
+/** A live query's members as they go on the wire (limit filled in, sort a list, fields sorted); throws on bad fields. */
+export function liveQuery(query?: LiveQuery): {
+  filter?: QueryFilter;
+  sort?: SortField[];
+  limit: number;
+  offset?: number;
+  after?: string;
+  groupBy?: JsonPointer;
+  fields?: JsonPointer[];
+};
+
+/** One row of a live query's window. */
+export interface LiveRow<D> {
+  readonly topic: string;
+  readonly rev: number;
+  readonly doc: D;
+}
+
+/**
+ * A live query's result: its window in order, how many documents match,
+ * their counts per group (with `groupBy`), the `after` token of the next
+ * page as the gateway's `rows` gave it (when rows follow the window), and
+ * the subscription's status. A new object at each change.
+ */
+export interface LiveQueryResult<D> {
+  readonly rows: readonly LiveRow<D>[];
+  readonly total: number;
+  /** Matching documents per value of `groupBy`; a missing or `null` member counts under `""`. */
+  readonly groups?: Readonly<Record<string, number>>;
+  readonly next?: string;
+  readonly status: SubscriptionStatus;
+  readonly error: PulseError | null;
+}
+
+/** What changed a live query's result. */
+export type LiveQueryEvent =
+  | { type: 'rows' }
+  | { type: 'enter'; topic: string; index: number }
+  | { type: 'leave'; topic: string; index: number }
+  | { type: 'move'; topic: string; from: number; to: number }
+  | { type: 'patch'; topic: string; index: number; rev: number }
+  | { type: 'total'; total: number }
+  | { type: 'groups'; groups: Record<string, number> }
+  | { type: 'synced' }
+  | { type: 'status'; status: SubscriptionStatus; error: PulseError | null }
+  | { type: 'error'; code: ErrorCode; message: string; error: PulseError }
+  /** A message did not fit the window: it was dropped and the query subscribed again. */
+  | { type: 'reset'; reason: string };
+
+/** A live query without `fields`: whole documents. */
+export type WholeQuery = LiveQuery & { fields?: undefined };
+
 /** Subscription states: `loading` until synced, `stale` while disconnected. */
 export type SubscriptionStatus = 'loading' | 'live' | 'stale' | 'error';
 
@@ -287,6 +400,8 @@ export type ErrorCode =
   | 'invalid_id'
   | 'duplicate_id'
   | 'bad_pattern'
+  | 'bad_option'
+  | 'bad_query'
   | 'too_many_subscriptions'
   | 'unknown_subscription'
   | 'binary_not_supported'
@@ -337,7 +452,13 @@ export type SubscriptionEvent<D = unknown> =
 export type Message =
   | { type: 'snapshot'; topic: string; rev: number; cursor: string; doc: object; sub?: string }
   | { type: 'patch'; topic: string; rev: number; cursor: string; patch: object; base?: number; sub?: string }
-  | { type: 'subscribed'; topics: string[]; debounceMs?: number; fields?: string[]; sub: string }
+  | { type: 'subscribed'; topics: string[]; debounceMs?: number; fields?: string[]; query?: Omit<LiveQuery, 'fields'>; sub: string }
+  | { type: 'rows'; cursor: string; total: number; rows: { topic: string; rev: number; doc: object }[]; groups?: Record<string, number>; next?: string; sub?: string }
+  | { type: 'enter'; topic: string; rev: number; index: number; cursor: string; doc: object; sub?: string }
+  | { type: 'leave'; topic: string; index: number; cursor: string; sub?: string }
+  | { type: 'move'; topic: string; from: number; to: number; cursor: string; sub?: string }
+  | { type: 'total'; total: number; cursor: string; sub?: string }
+  | { type: 'groups'; groups: Record<string, number>; cursor: string; sub?: string }
   | { type: 'stopped'; reason: string; sub: string }
   | { type: 'removed'; topic: string; rev?: number; cursor: string; sub?: string }
   | { type: 'synced'; cursor: string; resumed: boolean; count: number; reason?: string; sub?: string }
@@ -348,6 +469,7 @@ export type Message =
 /** Client operations over WebSocket. */
 export type Operation =
   | { op: 'subscribe'; id: string; topics: string[]; since?: string; debounceMs?: number; fields?: string[] }
+  | ({ op: 'subscribe'; id: string; topics: string[]; since?: string } & LiveQuery)
   | { op: 'unsubscribe'; id: string }
   | { op: 'ping'; id?: string }
   | { op: 'auth'; token: string; id?: string };
@@ -413,6 +535,25 @@ export class KubePulse {
     options: SubscribeOptions,
     onEvent?: (event: SubscriptionEvent<Projected<DocumentFor<T>>>) => void,
   ): () => void;
+  /**
+   * A live query over the documents of `patterns`: `onChange` gets its
+   * result, equal to the gateway's window, at each change. Returns the
+   * function that ends it. Rows are typed by the patterns.
+   */
+  query<T extends string>(
+    patterns: T | readonly T[],
+    query: WholeQuery,
+    onChange?: (result: LiveQueryResult<DocumentFor<T>>, event: LiveQueryEvent) => void,
+  ): () => void;
+  /** With `fields`, rows carry projected documents. */
+  query<T extends string>(
+    patterns: T | readonly T[],
+    query: LiveQuery,
+    onChange?: (result: LiveQueryResult<Projected<DocumentFor<T>>>, event: LiveQueryEvent) => void,
+  ): () => void;
+  /** The current result of that live query (`loading` with no rows when it is not subscribed). */
+  queryResult<T extends string>(patterns: T | readonly T[], query?: WholeQuery): LiveQueryResult<DocumentFor<T>>;
+  queryResult<T extends string>(patterns: T | readonly T[], query: LiveQuery): LiveQueryResult<Projected<DocumentFor<T>>>;
   /** Tries to connect again now, e.g. after the user logged in. */
   reconnect(): void;
   /** Renews the live WebSocket's token with the `auth` operation. */
@@ -452,3 +593,15 @@ export function topicStore<T extends string>(
   topic: T,
   options: { single: true },
 ): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<DocumentFor<T> | undefined> };
+
+/** A live query as a store for React's `useSyncExternalStore`. */
+export function queryStore<T extends string>(
+  client: KubePulse,
+  patterns: T | readonly T[],
+  query?: WholeQuery,
+): { subscribe(listener: () => void): () => void; getSnapshot(): LiveQueryResult<DocumentFor<T>> };
+export function queryStore<T extends string>(
+  client: KubePulse,
+  patterns: T | readonly T[],
+  query: LiveQuery,
+): { subscribe(listener: () => void): () => void; getSnapshot(): LiveQueryResult<Projected<DocumentFor<T>>> };

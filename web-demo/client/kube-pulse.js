@@ -9,6 +9,10 @@
 // the wire (ref-counted). It reconnects with exponential backoff and
 // jitter, resuming each subscription from its last cursor, and leaves no
 // socket, stream or timer behind once nothing is subscribed.
+// `query()` holds a live query's window (docs/PROTOCOL.md "Live queries"):
+// its rows in order, the total and the counts per group, kept equal to the
+// gateway's by applying its rows/enter/leave/move/patch/total/groups
+// messages, and started over whenever one does not fit.
 // Wire format: docs/PROTOCOL.md.
 
 /** Connection states: `idle` when nothing is subscribed. */
@@ -253,6 +257,38 @@ export function subscriptionOptions({ debounceMs, fields } = {}) {
   return out;
 }
 
+/** The members of a live query, in the order they go on the wire. */
+const QUERY_MEMBERS = Object.freeze(['filter', 'sort', 'limit', 'offset', 'after', 'groupBy', 'fields']);
+
+/**
+ * A live query's members as they go on the wire (docs/PROTOCOL.md "Live
+ * queries"): `limit` always (50, or 0 with `groupBy`, when not given), so
+ * that the gateway takes the subscription for a live query and the client
+ * knows the window's size; `sort` as a list; `fields` checked and
+ * normalized as `subscriptionOptions` does (bad ones throw). The rest is
+ * the gateway's to check: a bad filter, sort, limit, offset, after or
+ * groupBy comes back as the error `bad_query`.
+ */
+export function liveQuery(query = {}) {
+  if (query === null || typeof query !== 'object') throw new Error('kube-pulse: a live query is an object such as {filter, sort, limit}');
+  if (query.debounceMs !== undefined) throw new Error('kube-pulse: debounceMs does not apply to a live query');
+  const out = {};
+  if (query.filter !== undefined && query.filter !== null) out.filter = query.filter;
+  if (query.sort !== undefined) out.sort = [].concat(query.sort);
+  out.limit = query.limit ?? (query.groupBy !== undefined ? 0 : 50);
+  if (query.offset !== undefined) out.offset = query.offset;
+  if (query.after !== undefined) out.after = query.after;
+  if (query.groupBy !== undefined) out.groupBy = query.groupBy;
+  if (query.fields !== undefined) out.fields = subscriptionOptions({ fields: query.fields }).fields;
+  return out;
+}
+
+const queryKey = (patterns, query) =>
+  `query\n${[...new Set(patterns)].sort().join('\n')}\n${JSON.stringify(QUERY_MEMBERS.map((m) => query[m] ?? null))}`;
+
+/** A live query's result before its rows are in. */
+const LOADING = Object.freeze({ rows: Object.freeze([]), total: 0, status: 'loading', error: null });
+
 const EMPTY_STORE = new DocumentStore();
 
 const optionsKey = (options) =>
@@ -384,7 +420,7 @@ export class KubePulse {
     if (!normalized) return this.store.get(topic);
     const key = optionsKey(normalized);
     for (const sub of this.subs.values()) {
-      if (optionsKey(sub.options) === key && sub.patterns.some((p) => matches(p, topic))) {
+      if (!sub.query && optionsKey(sub.options) === key && sub.patterns.some((p) => matches(p, topic))) {
         const doc = sub.store.get(topic);
         if (doc !== undefined) return doc;
       }
@@ -480,6 +516,85 @@ export class KubePulse {
         }, 0);
       }
     };
+  }
+
+  /**
+   * A live query over the documents matching `patterns` (docs/PROTOCOL.md
+   * "Live queries"): `query` is `{filter, sort, limit, offset, after,
+   * groupBy, fields}`. `onChange(result, event)` gets the query's result —
+   * `{rows: [{topic, rev, doc}], total, groups?, next?, status, error}`, a
+   * new object at each change, equal to the gateway's window once the
+   * messages of a change are applied — and what changed it: an operation
+   * of the wire (`rows`, `enter`, `leave`, `move`, `patch`, `total`,
+   * `groups`), `{type: 'synced'}`, `{type: 'status', status, error}`,
+   * `{type: 'error', code, message, error}` (a refused query: `bad_query`
+   * is not retried) or `{type: 'reset', reason}` (a message did not fit the
+   * window: it was dropped and the query subscribed again). Queries with
+   * the same patterns and members share one subscription on the wire.
+   * Returns the function that ends it.
+   */
+  query(patterns, query = {}, onChange = () => {}) {
+    const list = [...new Set([].concat(patterns))];
+    if (list.length === 0) throw new Error('kube-pulse: query needs at least one pattern');
+    if (this.closed) throw new Error('kube-pulse: the client is closed');
+    const normalized = liveQuery(query);
+    const key = queryKey(list, normalized);
+    let sub = this.byKey.get(key);
+    if (!sub) {
+      sub = {
+        id: `q${++nextId}`,
+        key,
+        patterns: list,
+        // The members go on the wire like options; a query never resumes from a cursor.
+        options: normalized,
+        query: normalized,
+        store: EMPTY_STORE,
+        window: LOADING,
+        rowsIn: false,
+        awaitSubscribed: false,
+        holders: new Set(),
+        cursor: undefined,
+        synced: false,
+        fresh: null,
+        abort: null,
+        status: 'loading',
+        error: null,
+        dead: false,
+        retryTimer: null,
+        releaseTimer: null,
+      };
+      this.subs.set(sub.id, sub);
+      this.byKey.set(key, sub);
+      this.open(sub);
+    }
+    clearTimeout(sub.releaseTimer);
+    sub.releaseTimer = null;
+    const holder = { onEvent: (event) => onChange(sub.window, event) };
+    sub.holders.add(holder);
+    let done = false;
+    if (sub.rowsIn) {
+      // A holder that joins a window already there hears it too.
+      queueMicrotask(() => {
+        if (!done) onChange(sub.window, { type: 'rows' });
+      });
+    }
+    return () => {
+      if (done) return;
+      done = true;
+      sub.holders.delete(holder);
+      if (sub.holders.size === 0 && !sub.releaseTimer) {
+        sub.releaseTimer = setTimeout(() => {
+          sub.releaseTimer = null;
+          if (sub.holders.size === 0) this.release(sub);
+        }, 0);
+      }
+    };
+  }
+
+  /** The current result of the live query `query` over `patterns` (loading when it is not subscribed). */
+  queryResult(patterns, query = {}) {
+    const sub = this.byKey.get(queryKey([].concat(patterns), liveQuery(query)));
+    return sub ? sub.window : LOADING;
   }
 
   release(sub) {
@@ -581,10 +696,15 @@ export class KubePulse {
     if (sub.status === status && sub.error === error) return;
     sub.status = status;
     sub.error = error;
+    if (sub.query) sub.window = Object.freeze({ ...sub.window, status, error });
     this.emit(sub, { type: 'status', status, error });
   }
 
   deliver(sub, message) {
+    if (sub.query) {
+      this.deliverQuery(sub, message);
+      return;
+    }
     if (message.cursor && message.type !== 'error') sub.cursor = message.cursor;
     if (message.type === 'synced') {
       sub.synced = true;
@@ -614,10 +734,166 @@ export class KubePulse {
     if (change) this.changed(sub, change);
   }
 
+  /**
+   * A live query's message (docs/PROTOCOL.md "Live queries"): `rows`
+   * replaces the window; `enter`, `leave`, `move` and `patch` apply only
+   * where they fit (the index in bounds and at the named topic, a patch on
+   * exactly its `base`, the window within its limit); `total` and `groups`
+   * replace the counts. One that does not fit drops the window and
+   * subscribes again: a window is the gateway's or none.
+   */
+  deliverQuery(sub, message) {
+    const { type } = message;
+    if (type === 'error') {
+      this.refused(sub, new PulseError(message.code, message.message));
+      return;
+    }
+    // After an unsubscribe the old subscription's last messages may still
+    // come (with the same id): nothing counts before the new `subscribed`.
+    if (sub.awaitSubscribed) {
+      if (type === 'subscribed') sub.awaitSubscribed = false;
+      return;
+    }
+    if (message.cursor) sub.cursor = message.cursor;
+    if (type === 'subscribed' || type === 'stopped' || type === 'heartbeat') return;
+    if (type === 'synced') {
+      if (!sub.rowsIn) {
+        this.mismatch(sub, '`synced` before `rows`');
+        return;
+      }
+      sub.synced = true;
+      sub.retries = 0;
+      this.attempt = 0;
+      this.setStatus(sub, 'live');
+      this.emit(sub, { type: 'synced' });
+      return;
+    }
+    if (type === 'rows') {
+      const problem = this.badRows(sub, message);
+      if (problem) {
+        this.mismatch(sub, problem);
+        return;
+      }
+      sub.rowsIn = true;
+      const window = {
+        rows: Object.freeze(message.rows.map(({ topic, rev, doc }) => Object.freeze({ topic, rev, doc }))),
+        total: message.total,
+      };
+      if (message.groups !== undefined) window.groups = message.groups;
+      if (message.next !== undefined) window.next = message.next;
+      this.update(sub, window, { type: 'rows' });
+      return;
+    }
+    if (!['enter', 'leave', 'move', 'patch', 'total', 'groups'].includes(type)) return; // not a query's
+    if (!sub.rowsIn) {
+      this.mismatch(sub, `\`${type}\` before \`rows\``);
+      return;
+    }
+    const { rows, total } = sub.window;
+    const at = (i) => Number.isInteger(i) && i >= 0 && i < rows.length;
+    const next = [...rows];
+    let problem = null;
+    if (type === 'enter') {
+      const { topic, rev, index, doc } = message;
+      if (!Number.isInteger(index) || index < 0 || index > rows.length) problem = `enter at ${index} of ${rows.length} rows`;
+      else if (rows.some((r) => r.topic === topic)) problem = `${topic} entered twice`;
+      else if (rows.length + 1 > sub.query.limit) problem = `more rows than the limit ${sub.query.limit}`;
+      else if (!this.rowFits(sub, { topic, rev, doc })) problem = `a bad row ${topic}`;
+      else next.splice(index, 0, Object.freeze({ topic, rev, doc }));
+      if (!problem) this.update(sub, { ...sub.window, rows: Object.freeze(next) }, { type, topic, index });
+    } else if (type === 'leave') {
+      const { topic, index } = message;
+      if (!at(index) || rows[index].topic !== topic) problem = `leave of ${topic} at ${index}, which is ${rows[index]?.topic}`;
+      else next.splice(index, 1);
+      if (!problem) this.update(sub, { ...sub.window, rows: Object.freeze(next) }, { type, topic, index });
+    } else if (type === 'move') {
+      const { topic, from, to } = message;
+      if (!at(from) || rows[from].topic !== topic || !at(to)) problem = `move of ${topic} from ${from} (${rows[from]?.topic}) to ${to}`;
+      else next.splice(to, 0, ...next.splice(from, 1));
+      if (!problem) this.update(sub, { ...sub.window, rows: Object.freeze(next) }, { type, topic, from, to });
+    } else if (type === 'patch') {
+      const { topic, rev, base } = message;
+      const index = rows.findIndex((r) => r.topic === topic);
+      const row = rows[index];
+      if (!row) problem = `a patch of ${topic}, not in the window`;
+      else if (row.rev !== base || !(rev > base)) problem = `a patch of ${topic} from ${base} to ${rev} on revision ${row.rev}`;
+      else {
+        next[index] = Object.freeze({ topic, rev, doc: mergePatch(row.doc, message.patch) });
+        this.update(sub, { ...sub.window, rows: Object.freeze(next) }, { type, topic, index, rev });
+      }
+    } else if (type === 'total') {
+      if (!Number.isInteger(message.total) || message.total < rows.length) problem = `a total of ${message.total} with ${rows.length} rows`;
+      else if (message.total !== total) this.update(sub, { ...sub.window, total: message.total }, { type, total: message.total });
+    } else if (type === 'groups') {
+      if (sub.query.groupBy === undefined || message.groups === null || typeof message.groups !== 'object') problem = 'groups without groupBy';
+      else this.update(sub, { ...sub.window, groups: message.groups }, { type, groups: message.groups });
+    }
+    if (problem) this.mismatch(sub, problem);
+  }
+
+  /** Why a `rows` message cannot be the window of `sub` (null when it can). */
+  badRows(sub, message) {
+    const { rows, total } = message;
+    if (!Array.isArray(rows)) return 'rows that are not a list';
+    if (rows.length > sub.query.limit) return `${rows.length} rows over the limit ${sub.query.limit}`;
+    if (!Number.isInteger(total) || total < rows.length) return `a total of ${total} with ${rows.length} rows`;
+    if (new Set(rows.map((r) => r?.topic)).size !== rows.length) return 'a topic twice';
+    if (!rows.every((r) => this.rowFits(sub, r ?? {}))) return 'a bad row';
+    if ((sub.query.groupBy !== undefined) !== (message.groups !== undefined)) return 'groups without groupBy, or none with it';
+    return null;
+  }
+
+  /** A row has a topic of the query's patterns, a revision and a document. */
+  rowFits(sub, { topic, rev, doc }) {
+    return (
+      typeof topic === 'string' &&
+      sub.patterns.some((p) => matches(p, topic)) &&
+      Number.isInteger(rev) &&
+      doc !== null &&
+      typeof doc === 'object'
+    );
+  }
+
+  /** A live query's new window (status and error kept) goes to its holders. */
+  update(sub, window, event) {
+    sub.window = Object.freeze({ ...window, status: sub.status, error: sub.error });
+    this.emit(sub, event);
+  }
+
+  /**
+   * A message that does not fit a live query's window: the window is
+   * dropped (loading, no rows) and the query subscribed again.
+   */
+  mismatch(sub, reason) {
+    sub.rowsIn = false;
+    sub.synced = false;
+    sub.status = 'loading';
+    sub.error = null;
+    this.update(sub, LOADING, { type: 'reset', reason });
+    if (this.transport === 'ws') {
+      if (this.ws?.readyState === 1 && sub.sent) {
+        this.ws.send(JSON.stringify({ op: 'unsubscribe', id: sub.id }));
+        sub.sent = false;
+      }
+      if (this.ws?.readyState === 1) this.enqueue(sub);
+    } else {
+      sub.abort?.abort();
+      sub.abort = null;
+      sub.streaming = false;
+      this.openStream(sub);
+    }
+  }
+
   /** The gateway refused (or ended) a subscription. */
   refused(sub, error, retryAfterMs) {
     sub.synced = false;
     sub.sent = false;
+    if (sub.query) {
+      // A refused query has no window.
+      sub.rowsIn = false;
+      sub.awaitSubscribed = false;
+      sub.window = LOADING;
+    }
     this.setStatus(sub, 'error', error);
     this.emit(sub, { type: 'error', code: error.code, message: error.message, error });
     if (error.auth) {
@@ -734,6 +1010,10 @@ export class KubePulse {
     if (sub.cursor && !sub.options) op.since = sub.cursor;
     sub.fresh = new Set();
     sub.sent = true;
+    if (sub.query) {
+      sub.rowsIn = false;
+      sub.awaitSubscribed = true;
+    }
     this.ws.send(JSON.stringify(op));
   }
 
@@ -941,6 +1221,17 @@ export class KubePulse {
     for (const p of sub.patterns) url.searchParams.append('topic', p);
     if (sub.options?.debounceMs !== undefined) url.searchParams.set('debounceMs', String(sub.options.debounceMs));
     for (const f of sub.options?.fields ?? []) url.searchParams.append('field', f);
+    if (sub.query) {
+      const q = sub.query;
+      if (q.filter !== undefined) url.searchParams.set('filter', JSON.stringify(q.filter));
+      for (const field of q.sort ?? []) url.searchParams.append('sort', field);
+      url.searchParams.set('limit', String(q.limit));
+      if (q.offset !== undefined) url.searchParams.set('offset', String(q.offset));
+      if (q.after !== undefined) url.searchParams.set('after', String(q.after));
+      if (q.groupBy !== undefined) url.searchParams.set('groupBy', String(q.groupBy));
+      sub.rowsIn = false;
+      sub.awaitSubscribed = false;
+    }
     const headers = { Accept: 'text/event-stream' };
     const token = this.currentToken();
     if (token) headers.Authorization = `Bearer ${token}`;
@@ -1080,6 +1371,44 @@ export function topicStore(client, patterns, { single = false, debounceMs, field
         if (listeners.size === 0 && unsubscribe) {
           unsubscribe();
           unsubscribe = null;
+        }
+      };
+    },
+    getSnapshot() {
+      return snapshot;
+    },
+  };
+}
+
+/**
+ * A store over a live query, in the shape React's `useSyncExternalStore`
+ * wants: `getSnapshot()` returns the query's result (`{rows, total,
+ * groups?, next?, status, error}`), the same object until something
+ * changes; the first listener subscribes the query, the last one gone ends it.
+ */
+export function queryStore(client, patterns, query = {}) {
+  const list = [...new Set([].concat(patterns))];
+  const normalized = liveQuery(query);
+  let snapshot = client.queryResult(list, normalized);
+  const listeners = new Set();
+  let stop = null;
+  const changed = (result) => {
+    if (result === snapshot) return;
+    snapshot = result;
+    for (const l of [...listeners]) l();
+  };
+  return {
+    subscribe(listener) {
+      listeners.add(listener);
+      if (!stop) {
+        stop = client.query(list, normalized, changed);
+        snapshot = client.queryResult(list, normalized);
+      }
+      return () => {
+        listeners.delete(listener);
+        if (listeners.size === 0 && stop) {
+          stop();
+          stop = null;
         }
       };
     },

@@ -1,4 +1,18 @@
-import type { ConnectionState, DocumentFor, KubePulse, Projected, PulseResult, SubscribeOptions } from './kube-pulse.js';
+import type {
+  ConnectionState,
+  DocumentFor,
+  JsonPointer,
+  KubePulse,
+  LiveQuery,
+  LiveQueryResult,
+  Projected,
+  PulseError,
+  PulseResult,
+  QueryFilter,
+  SubscribeOptions,
+  SubscriptionStatus,
+  WholeQuery,
+} from './kube-pulse.js';
 
 /** One document by exact topic, typed by it: `usePulse(client, 'clusters/dev').data` is a `ClusterStatus`. */
 export function usePulse<T extends string>(client: KubePulse, topic: T): PulseResult<DocumentFor<T> | undefined>;
@@ -24,3 +38,33 @@ export function useTopic<T extends string>(
 export function useDocument<T extends string>(client: KubePulse, topic: T): DocumentFor<T> | undefined;
 /** The client's connection state. */
 export function useConnectionState(client: KubePulse): ConnectionState;
+
+/**
+ * A live query's result, equal to the gateway's window: `{rows, total,
+ * groups?, next?, status, error}`, rows typed by the patterns. Options are
+ * compared by value: a new object with the same members keeps the subscription.
+ */
+export function useLiveQuery<T extends string>(
+  client: KubePulse,
+  patterns: T | readonly T[],
+  options?: WholeQuery,
+): LiveQueryResult<DocumentFor<T>>;
+/** With `fields`, rows carry projected documents. */
+export function useLiveQuery<T extends string>(
+  client: KubePulse,
+  patterns: T | readonly T[],
+  options: LiveQuery,
+): LiveQueryResult<Projected<DocumentFor<T>>>;
+/** How many documents of `patterns` pass `filter` (a live query with `limit: 0`). */
+export function useCount(
+  client: KubePulse,
+  patterns: string | readonly string[],
+  filter?: QueryFilter,
+): { count: number; status: SubscriptionStatus; error: PulseError | null };
+/** The documents of `patterns` that pass `filter`, counted by the value at `pointer` (missing or null under `""`). */
+export function useGroupBy(
+  client: KubePulse,
+  patterns: string | readonly string[],
+  pointer: JsonPointer,
+  filter?: QueryFilter,
+): { groups: Readonly<Record<string, number>>; total: number; status: SubscriptionStatus; error: PulseError | null };

@@ -2,7 +2,7 @@
 // kube-pulse.js so that the client itself needs no React.
 
 import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
-import { topicStore } from './kube-pulse.js';
+import { liveQuery, queryStore, topicStore } from './kube-pulse.js';
 
 function useStore(client, patterns, single, options = {}) {
   const key = [].concat(patterns).join('\n');
@@ -52,4 +52,39 @@ export function useConnectionState(client) {
     return client.onState(setState);
   }, [client]);
   return state;
+}
+
+// ---- live queries ------------------------------------------------------------
+
+const NO_GROUPS = Object.freeze({});
+
+/**
+ * A live query's result, kept equal to the gateway's window: `{rows,
+ * total, groups?, next?, status, error}` (docs/PROTOCOL.md "Live
+ * queries"). `options` is compared by value (its JSON): a new object with
+ * the same members on every render keeps the subscription.
+ */
+export function useLiveQuery(client, patterns, options = {}) {
+  const key = [].concat(patterns).join('\n');
+  // Normalized (limit filled in, sort a list, fields sorted), then by value.
+  const query = JSON.stringify(liveQuery(options));
+  const store = useMemo(() => queryStore(client, key.split('\n'), JSON.parse(query)), [client, key, query]);
+  return useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
+}
+
+/** How many documents of `patterns` pass `filter` (a query of no rows): `{count, status, error}`. */
+export function useCount(client, patterns, filter) {
+  const result = useLiveQuery(client, patterns, { filter, limit: 0 });
+  const { total, status, error } = result;
+  return useMemo(() => ({ count: total, status, error }), [total, status, error]);
+}
+
+/**
+ * The documents of `patterns` that pass `filter`, counted by the value at
+ * `pointer` (a missing or null member under `""`): `{groups, total, status, error}`.
+ */
+export function useGroupBy(client, patterns, pointer, filter) {
+  const result = useLiveQuery(client, patterns, { filter, groupBy: pointer, limit: 0 });
+  const { groups = NO_GROUPS, total, status, error } = result;
+  return useMemo(() => ({ groups, total, status, error }), [groups, total, status, error]);
 }

@@ -7,13 +7,18 @@ import { createElement } from 'react';
 import { renderToString } from 'react-dom/server';
 
 import { connect } from '../kube-pulse.js';
-import { useConnectionState, useDocument, usePulse, usePulseTopics, useTopic } from '../react.js';
+import { useConnectionState, useCount, useDocument, useGroupBy, useLiveQuery, usePulse, usePulseTopics, useTopic } from '../react.js';
 
 class QuietSocket {
+  static last = null;
   constructor() {
     this.readyState = 0;
+    this.sent = [];
+    QuietSocket.last = this;
   }
-  send() {}
+  send(text) {
+    this.sent.push(JSON.parse(text));
+  }
   close() {}
 }
 
@@ -63,5 +68,64 @@ test('usePulse and usePulseTopics return {data, status, error}', () => {
   }
   // Nothing is subscribed while rendering on the server: loading, with the local copy.
   assert.equal(renderToString(createElement(Card)), '<p data-status="loading" data-error="">Healthy 1 loading</p>');
+  client.close();
+});
+
+test('useLiveQuery, useCount and useGroupBy render the windows the client holds', async () => {
+  const client = connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: QuietSocket });
+  const NOT_RUNNING = { filter: { ne: ['/state', 'Running'] }, sort: ['/state'], limit: 10 };
+  // The queries the hooks will ask for, held open and given their windows as the gateway would.
+  const held = [
+    client.query('apps/**', NOT_RUNNING),
+    client.query('apps/**', { filter: { eq: ['/cluster', 'dev'] }, limit: 0 }),
+    client.query('clusters/*', { groupBy: '/phase', limit: 0 }),
+  ];
+  const ws = QuietSocket.last;
+  await new Promise((r) => setTimeout(r, 0));
+  ws.readyState = 1;
+  ws.onopen();
+  await new Promise((r) => setTimeout(r, 10));
+  const [rowsId, countId, groupsId] = ws.sent.map((o) => o.id);
+  const deliver = (sub, messages) => {
+    ws.onmessage({ data: JSON.stringify({ sub, type: 'subscribed', topics: [] }) });
+    for (const m of messages) ws.onmessage({ data: JSON.stringify({ sub, cursor: 'e-1', ...m }) });
+  };
+  deliver(rowsId, [
+    { type: 'rows', total: 2, rows: [{ topic: 'apps/dev/shop/web', rev: 3, doc: { app: 'web', state: 'Degraded' } }, { topic: 'apps/prod/shop/db', rev: 2, doc: { app: 'db', state: 'Stopped' } }] },
+    { type: 'synced', resumed: false, count: 2 },
+  ]);
+  deliver(countId, [{ type: 'rows', total: 4, rows: [] }, { type: 'synced', resumed: false, count: 0 }]);
+  deliver(groupsId, [{ type: 'rows', total: 3, rows: [], groups: { Degraded: 1, Healthy: 2 } }, { type: 'synced', resumed: false, count: 0 }]);
+
+  function Page() {
+    // A new options object at every render, equal by value.
+    const { rows, total, status } = useLiveQuery(client, 'apps/**', { filter: { ne: ['/state', 'Running'] }, sort: '/state', limit: 10 });
+    const dev = useCount(client, 'apps/**', { eq: ['/cluster', 'dev'] });
+    const phases = useGroupBy(client, ['clusters/*'], '/phase');
+    return createElement(
+      'div',
+      { 'data-status': status },
+      createElement('ol', null, rows.map((r) => createElement('li', { key: r.topic }, `${r.doc.app}: ${r.doc.state}`))),
+      createElement('p', null, `${total} not running, ${dev.count} on dev (${dev.status})`),
+      createElement('p', null, Object.entries(phases.groups).map(([p, n]) => `${p} ${n}`).join(', ') + ` of ${phases.total}`),
+    );
+  }
+  assert.equal(
+    renderToString(createElement(Page)),
+    '<div data-status="live"><ol><li>web: Degraded</li><li>db: Stopped</li></ol><p>2 not running, 4 on dev (live)</p><p>Degraded 1, Healthy 2 of 3</p></div>',
+  );
+  for (const stop of held) stop();
+  client.close();
+});
+
+test('before their rows the hooks say loading, with nothing', () => {
+  const client = connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: QuietSocket });
+  function Page() {
+    const q = useLiveQuery(client, 'apps/**', { sort: ['/state'] });
+    const c = useCount(client, 'apps/**');
+    const g = useGroupBy(client, 'clusters/*', '/phase', { ne: ['/phase', 'Healthy'] });
+    return createElement('p', null, `${q.status} ${q.rows.length} ${q.total} · ${c.status} ${c.count} · ${g.status} ${Object.keys(g.groups).length} ${g.total}`);
+  }
+  assert.equal(renderToString(createElement(Page)), '<p>loading 0 0 · loading 0 · loading 0 0</p>');
   client.close();
 });

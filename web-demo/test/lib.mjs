@@ -2,10 +2,18 @@
 // headless Chromium (Debian's, through playwright-core), the harness page
 // built with esbuild, the gateway's /metrics, and a `nats-server` on
 // loopback for `demo --leases --nats`.
+//
+// The gateway embeds the page (src/http/web.rs). When KUBE_PULSE_BIN was
+// built before this tree's page changed (its bytes do not hold the tree's
+// index.html, app.js, style.css and client), the tests' gateways serve the
+// tree's files instead, through a loopback proxy on the test's port that
+// forwards everything else (HTTP, SSE, WebSocket upgrades) to the gateway:
+// the page the tests drive is always this tree's, and it says so once.
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,8 +34,113 @@ export async function freePort() {
   return port;
 }
 
-/** Starts `kube-pulse demo` on `port` (extra flags in `args`) and resolves once it listens. */
+const WEB = fileURLToPath(new URL('..', import.meta.url));
+/** The page's files as the gateway serves them (under its base path): path → [content type, file]. */
+const PAGE_FILES = {
+  '': ['text/html; charset=utf-8', 'index.html'],
+  'ui/app.js': ['text/javascript; charset=utf-8', 'app.js'],
+  'ui/style.css': ['text/css; charset=utf-8', 'style.css'],
+  'ui/client/kube-pulse.js': ['text/javascript; charset=utf-8', 'client/kube-pulse.js'],
+  'ui/client/kube-pulse.d.ts': ['text/plain; charset=utf-8', 'client/kube-pulse.d.ts'],
+};
+
+let embedsTree;
+/** Whether the gateway binary embeds this tree's page files byte for byte. */
+function binaryEmbedsTree() {
+  if (embedsTree === undefined) {
+    const binary = readFileSync(BIN);
+    const stale = Object.values(PAGE_FILES)
+      .map(([, file]) => file)
+      .filter((file) => !binary.includes(readFileSync(join(WEB, file))));
+    embedsTree = stale.length === 0;
+    if (!embedsTree) {
+      console.log(`${BIN} embeds an older ${stale.join(', ')}: the gateways serve this tree's page files through a loopback proxy`);
+    }
+  }
+  return embedsTree;
+}
+
+/**
+ * A loopback server on `port` that answers the page's files from this tree
+ * and forwards every other request, and WebSocket upgrades, to the gateway
+ * on `upstream`. Resolves the server; `closeProxy` ends it and its connections.
+ */
+async function pageProxy(port, upstream, basePath) {
+  const prefix = basePath === '/' ? '/' : `${basePath}/`;
+  const sockets = new Set();
+  const server = http.createServer((req, res) => {
+    const { pathname } = new URL(req.url, 'http://x');
+    const file = req.method === 'GET' && pathname.startsWith(prefix) ? PAGE_FILES[pathname.slice(prefix.length)] : undefined;
+    if (file) {
+      res.writeHead(200, { 'Content-Type': file[0], 'Cache-Control': 'no-cache' });
+      res.end(readFileSync(join(WEB, file[1])));
+      return;
+    }
+    const forward = http.request({ host: '127.0.0.1', port: upstream, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', () => {
+      if (!res.headersSent) res.writeHead(502);
+      res.end();
+    });
+    res.on('close', () => forward.destroy());
+    req.pipe(forward);
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  server.on('upgrade', (req, socket, head) => {
+    const up = net.connect(upstream, '127.0.0.1', () => {
+      const lines = [`${req.method} ${req.url} HTTP/1.1`];
+      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      up.write(`${lines.join('\r\n')}\r\n\r\n`);
+      if (head.length) up.write(head);
+      socket.pipe(up).pipe(socket);
+    });
+    sockets.add(up);
+    up.on('close', () => {
+      sockets.delete(up);
+      socket.destroy();
+    });
+    up.on('error', () => socket.destroy());
+    socket.on('error', () => up.destroy());
+    socket.on('close', () => up.destroy());
+  });
+  server.sockets = sockets;
+  server.listen(port, '127.0.0.1');
+  await once(server, 'listening');
+  return server;
+}
+
+async function closeProxy(server) {
+  const closed = once(server, 'close');
+  server.close();
+  for (const socket of server.sockets) socket.destroy();
+  await closed;
+}
+
+/**
+ * Starts `kube-pulse demo` on `port` (extra flags in `args`) and resolves
+ * once it listens; behind a proxy serving this tree's page when the binary
+ * embeds an older one.
+ */
 export async function startGateway(port, args = []) {
+  if (binaryEmbedsTree()) return spawnGateway(port, args);
+  const upstream = await freePort();
+  const child = await spawnGateway(upstream, args);
+  const base = args.includes('--base-path') ? args[args.indexOf('--base-path') + 1] : '/';
+  try {
+    child.proxy = await pageProxy(port, upstream, base);
+  } catch (err) {
+    await stopGateway(child);
+    throw err;
+  }
+  return child;
+}
+
+async function spawnGateway(port, args) {
   const child = spawn(BIN, ['demo', '--listen', `127.0.0.1:${port}`, '--no-scenario', '--tick-ms', '400', ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
     // Member clusters the tests break log connection errors; keep them out.
@@ -49,11 +162,17 @@ export async function startGateway(port, args = []) {
 }
 
 export async function stopGateway(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await once(child, 'exit');
-  clearTimeout(timer);
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await once(child, 'exit');
+    clearTimeout(timer);
+  }
+  if (child.proxy) {
+    const proxy = child.proxy;
+    child.proxy = null;
+    await closeProxy(proxy);
+  }
 }
 
 export function launchBrowser() {

@@ -1,6 +1,9 @@
-// The kube-pulse demo page: one subscription to every cluster, sync, app and
-// task document, rendered into keyed elements that are updated in place (no
-// re-render of whole tables, so nothing flashes on updates).
+// The kube-pulse demo page: one subscription to every cluster, sync and
+// task document, one to the apps' history (projected) for the transition
+// log, and a live query for the applications table (its filters, sorted by
+// state, then by topic), rendered into keyed elements that are updated in
+// place and moved where the query says (no re-render of whole tables, so
+// nothing flashes on updates).
 
 import { connect } from './client/kube-pulse.js';
 
@@ -197,7 +200,10 @@ function renderSync(doc, topic) {
 
 // ---- applications -----------------------------------------------------------
 
+/** The table's rows by topic: those of the live query's window, in its order. */
 const appRows = new Map();
+/** The document each row last rendered (rows are new objects when they change). */
+const renderedDocs = new Map();
 
 function appRow(topic, doc) {
   let row = appRows.get(topic);
@@ -220,10 +226,6 @@ function appRow(topic, doc) {
     el('td', { class: 'actions' }, act('Stop'), act('Start'), act('Update')),
   );
   appRows.set(topic, row);
-  const body = $('apps');
-  const after = [...appRows.keys()].sort().find((t) => t > topic);
-  body.insertBefore(row, after ? appRows.get(after) : null);
-  filterApps();
   return row;
 }
 
@@ -254,7 +256,6 @@ function renderApp(doc, topic) {
   renderPods(row, doc);
   renderActions(row, doc);
   row.dataset.image = Object.values(doc.workloads ?? {})[0]?.images?.[0] ?? '';
-  logHistory(topic, doc, `${doc.cluster}/${doc.namespace}/${doc.app}`);
 }
 
 /** What a document's `stale` mark says, for a title (empty without one). */
@@ -322,11 +323,66 @@ function renderPods(row, doc) {
   warning.hidden = !w;
 }
 
-function filterApps() {
+// The table is a live query (docs/PROTOCOL.md "Live queries"): the gateway
+// keeps its window — the apps that pass the filters, sorted by state, then by
+// topic — and the client applies each change to it (rows entering, leaving,
+// moving, patched), so the page only follows the window's order.
+
+/** The query of the table's filters: a cluster, only the apps not Running. */
+function appQuery() {
   const cluster = $('app-cluster').value;
-  for (const row of appRows.values()) row.hidden = Boolean(cluster) && row.dataset.cluster !== cluster;
+  const nodes = [];
+  if (cluster) nodes.push({ eq: ['/cluster', cluster] });
+  if ($('app-not-running').checked) nodes.push({ ne: ['/state', 'Running'] });
+  const filter = nodes.length === 0 ? undefined : nodes.length === 1 ? nodes[0] : { and: nodes };
+  return { filter, sort: ['/state'], limit: 500 };
 }
-$('app-cluster').addEventListener('change', filterApps);
+
+let stopAppQuery = null;
+function queryApps() {
+  stopAppQuery?.();
+  const query = appQuery();
+  attr($('apps-table'), 'data-query', JSON.stringify(query));
+  attr($('apps-table'), 'data-status', 'loading');
+  stopAppQuery = client.query('apps/**', query, (result, event) => {
+    if (event.type === 'error' && !event.error.auth) notice(`apps query refused: ${event.message}`);
+    renderAppWindow(result);
+  });
+}
+
+/** Puts the table in the window's order: rows that left go, new ones are made, changed ones rendered. */
+function renderAppWindow(result) {
+  const table = $('apps-table');
+  attr(table, 'data-status', result.status);
+  // A new query's rows are on their way: the last ones stay (dimmed) until they come.
+  if (result.status === 'loading' || result.status === 'error') return;
+  const body = $('apps');
+  const inWindow = new Set(result.rows.map((r) => r.topic));
+  for (const [topic, row] of appRows) {
+    if (inWindow.has(topic)) continue;
+    row.remove();
+    appRows.delete(topic);
+    renderedDocs.delete(topic);
+  }
+  let previous = null;
+  for (const { topic, doc } of result.rows) {
+    const row = appRow(topic, doc);
+    if (renderedDocs.get(topic) !== doc) {
+      renderApp(doc, topic);
+      renderedDocs.set(topic, doc);
+    }
+    const place = previous ? previous.nextSibling : body.firstChild;
+    if (place !== row) body.insertBefore(row, place);
+    previous = row;
+  }
+  const shown = result.rows.length < result.total ? ` (first ${result.rows.length})` : '';
+  text($('app-total'), `${result.total} ${result.total === 1 ? 'app' : 'apps'}${shown}`);
+  attr(table, 'data-total', String(result.total));
+}
+
+$('app-cluster').addEventListener('change', queryApps);
+$('app-not-running').addEventListener('change', queryApps);
+queryApps();
 
 let noticeTimer;
 function notice(message, kind = 'error') {
@@ -405,9 +461,9 @@ function logTask(topic, doc) {
   }
 }
 
-// ---- one subscription for everything ----------------------------------------
+// ---- subscriptions for the cards and the log ------------------------------------
 
-client.subscribe(['clusters/**', 'apps/**', 'tasks/*'], (change) => {
+client.subscribe(['clusters/**', 'tasks/*'], (change) => {
   if (change.type === 'error') {
     if (!change.error.auth) notice(`subscription refused: ${change.message}`);
     return;
@@ -416,10 +472,7 @@ client.subscribe(['clusters/**', 'apps/**', 'tasks/*'], (change) => {
   const { topic, doc } = change;
   const parts = topic.split('/');
   if (change.type === 'removed') {
-    if (parts[0] === 'apps') {
-      appRows.get(topic)?.remove();
-      appRows.delete(topic);
-    } else if (parts[0] === 'clusters' && parts.length === 2) {
+    if (parts[0] === 'clusters' && parts.length === 2) {
       clusterCards.get(parts[1])?.remove();
       clusterCards.delete(parts[1]);
     } else {
@@ -431,19 +484,29 @@ client.subscribe(['clusters/**', 'apps/**', 'tasks/*'], (change) => {
     renderCluster(doc);
   } else if (parts[0] === 'clusters') {
     renderSync(doc, topic);
-  } else if (parts[0] === 'apps') {
-    renderApp(doc, topic);
   } else if (parts[0] === 'tasks') {
     logTask(topic, doc);
   }
   renderSummary();
 });
 
+// Every app's transitions for the log, whatever the table's filters: the
+// apps projected onto what the log shows (their own copy in the client).
+const APP_LOG = { fields: ['/app', '/cluster', '/history', '/namespace'] };
+client.subscribe('apps/**', APP_LOG, (change) => {
+  if (change.type === 'snapshot' || change.type === 'patch') {
+    const { doc } = change;
+    logHistory(change.topic, doc, `${doc.cluster}/${doc.namespace}/${doc.app}`);
+  }
+  if (change.topic) renderSummary();
+});
+
 function renderSummary() {
   const phases = {};
   for (const card of clusterCards.values()) phases[card.dataset.phase] = (phases[card.dataset.phase] ?? 0) + 1;
   const parts = Object.entries(phases).sort().map(([p, n]) => `${n} ${p}`);
-  text($('summary'), `${clusterCards.size} clusters${parts.length ? ` · ${parts.join(' · ')}` : ''} · ${appRows.size} apps`);
+  const apps = Object.keys(client.select('apps/**', APP_LOG)).length;
+  text($('summary'), `${clusterCards.size} clusters${parts.length ? ` · ${parts.join(' · ')}` : ''} · ${apps} apps`);
 }
 
 // ---- simulator controls (only `kube-pulse demo` serves them) ----------------

@@ -198,6 +198,67 @@ for (const transport of ['ws', 'sse']) {
   });
 }
 
+for (const transport of ['ws', 'sse']) {
+  test(`useLiveQuery, useCount and useGroupBy equal the queries on REST after each settled change, one subscription each (${transport})`, async () => {
+    const { page, errors } = await harness(base);
+    await page.evaluate((o) => window.mountApp(o), { url: base, transport, live: true });
+    const byte = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+    /** The three queries evaluated on REST's clusters. */
+    const queriedRest = async () => {
+      const { items } = await (await fetch(`${base}api/v1/clusters`)).json();
+      const rows = items
+        .filter((c) => c.phase !== 'Healthy')
+        .map((c) => ({ topic: `clusters/${c.name}`, phase: c.phase, reason: c.reason }))
+        .sort((a, b) => byte(a.phase, b.phase) || byte(a.topic, b.topic));
+      const groups = {};
+      for (const c of items) groups[c.phase] = (groups[c.phase] ?? 0) + 1;
+      return { rows, total: String(rows.length), count: String(items.filter((c) => c.phase === 'Healthy').length), groups: JSON.stringify(groups) };
+    };
+    const equal = (want) =>
+      until(
+        'the live queries equal to REST',
+        async () => {
+          const a = await queriedRest();
+          await new Promise((r) => setTimeout(r, 600));
+          const b = await queriedRest();
+          if (JSON.stringify(a) !== JSON.stringify(b)) return { wrong: 'REST still changing' };
+          if (!want(b)) return { wrong: 'REST not there yet', rest: b };
+          const [live] = (await page.evaluate(() => window.shown())).live;
+          // groups: the gateway's order (by value) against REST's (by name): compared as maps.
+          const same =
+            live?.status === 'live,live,live' &&
+            JSON.stringify(live.rows) === JSON.stringify(b.rows) &&
+            live.total === b.total &&
+            live.count === b.count &&
+            JSON.stringify(Object.entries(JSON.parse(live.groups)).sort()) === JSON.stringify(Object.entries(JSON.parse(b.groups)).sort());
+          return same ? { live, rest: b } : { wrong: 'mismatch', live, rest: b };
+        },
+        20_000,
+      );
+    await equal((r) => r.rows.length === 0);
+    for (const [cluster, body, phase] of [
+      ['staging', { refuse: true }, 'Unhealthy'],
+      ['prod', { refuse: true }, 'Unhealthy'],
+      ['staging', null, 'Healthy'],
+      ['prod', null, 'Healthy'],
+    ]) {
+      assert.equal((await fault(base, cluster, body)).status, 200);
+      await equal((r) => (phase === 'Healthy' ? !r.rows.some((x) => x.topic === `clusters/${cluster}`) : r.rows.some((x) => x.topic === `clusters/${cluster}`)));
+    }
+    const { renders, starts } = await page.evaluate(() => ({ renders: window.liveRenders, starts: window.queryCalls }));
+    assert.ok(renders > 40, `rendered again and again: ${renders}`);
+    // Options equal by value keep each hook's store: a query started once per hook (twice under StrictMode).
+    assert.ok(starts <= 6, `${starts} query starts in ${renders} renders`);
+    if (transport === 'ws') {
+      // StrictMode and every render's new options object: still one subscribe each, none ended.
+      const ops = await page.evaluate(() => window.opsSent.map((o) => ({ op: o.op, live: o.limit !== undefined })));
+      assert.equal(ops.filter((o) => o.op === 'subscribe' && o.live).length, 3, JSON.stringify(ops));
+      assert.equal(ops.filter((o) => o.op === 'unsubscribe').length, 0, JSON.stringify(ops));
+    }
+    assert.deepEqual(errors, []);
+  });
+}
+
 test('rate-limit errors reach the hooks, and the refused subscriptions sync after a retry (finding 2)', async () => {
   const { page } = await harness(base);
   // Pacing off: 25 subscribe operations at once, over the gateway's 20 per second.

@@ -3,7 +3,7 @@
 // browser tests through window.mountApp / window.unmountApp. It records
 // every paint, every error a hook showed and every WebSocket it opened.
 
-import { StrictMode, createElement as h, useEffect } from 'react';
+import { StrictMode, createElement as h, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { connect } from '@kube-pulse/client';
 import * as hooks from '@kube-pulse/client/react';
@@ -15,12 +15,17 @@ const usePulseTopics =
 
 const sockets = new Set();
 window.socketsOpened = 0;
+window.opsSent = [];
 class CountingSocket extends WebSocket {
   constructor(...args) {
     super(...args);
     window.socketsOpened++;
     sockets.add(this);
     this.addEventListener('close', () => sockets.delete(this));
+  }
+  send(data) {
+    window.opsSent.push(JSON.parse(data));
+    super.send(data);
   }
 }
 window.openSockets = () => [...sockets].filter((s) => s.readyState <= 1).length;
@@ -82,8 +87,42 @@ function ProjectedTable() {
   );
 }
 
+/**
+ * Three live queries through the hooks, their options written inline (a
+ * new object at every render) and rendered again every 50 ms whatever
+ * changes: the clusters not Healthy (projected), how many are Healthy,
+ * and how many are in each phase.
+ */
+function LiveQueries() {
+  const [, setTicks] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => setTicks((n) => n + 1), 50);
+    return () => clearInterval(timer);
+  }, []);
+  window.liveRenders++;
+  const q = hooks.useLiveQuery(window.client, 'clusters/*', {
+    filter: { ne: ['/phase', 'Healthy'] },
+    sort: ['/phase'],
+    limit: 10,
+    fields: ['/phase', '/reason'],
+  });
+  const healthy = hooks.useCount(window.client, ['clusters/*'], { eq: ['/phase', 'Healthy'] });
+  const phases = hooks.useGroupBy(window.client, 'clusters/*', '/phase');
+  return h(
+    'div',
+    {
+      className: 'live',
+      'data-status': [q.status, healthy.status, phases.status].join(','),
+      'data-total': q.total,
+      'data-count': healthy.count,
+      'data-groups': JSON.stringify(phases.groups),
+    },
+    q.rows.map((r) => h('p', { key: r.topic, className: 'lrow', 'data-topic': r.topic, 'data-phase': r.doc.phase, 'data-reason': r.doc.reason })),
+  );
+}
+
 let root = null;
-window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, projected = false, reuseClient = false }) => {
+window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, projected = false, live = false, reuseClient = false }) => {
   if (!reuseClient || !window.client) {
     window.client?.close();
     window.client = connect({
@@ -96,6 +135,16 @@ window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = []
     });
   }
   window.paints = [];
+  window.liveRenders = 0;
+  // How often the hooks start a live query (each start is a new store's subscription).
+  window.queryCalls = 0;
+  const query = window.client.query?.bind(window.client);
+  if (query) {
+    window.client.query = (...args) => {
+      window.queryCalls++;
+      return query(...args);
+    };
+  }
   root = createRoot(document.getElementById('root'));
   root.render(
     h(
@@ -103,6 +152,7 @@ window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = []
       null,
       table ? h(Table) : null,
       projected ? h(ProjectedTable) : null,
+      live ? h(LiveQueries) : null,
       cards.map((topics, i) => h(Card, { key: i, id: i, topics })),
     ),
   );
@@ -116,6 +166,7 @@ window.shown = () => ({
   cards: [...document.querySelectorAll('.card')].map((c) => ({ ...c.dataset })),
   rows: [...document.querySelectorAll('.row')].map((r) => ({ ...r.dataset })),
   projected: [...document.querySelectorAll('.prow')].map((r) => ({ ...r.dataset })),
+  live: [...document.querySelectorAll('.live')].map((l) => ({ ...l.dataset, rows: [...l.querySelectorAll('.lrow')].map((r) => ({ ...r.dataset })) })),
   state: window.client?.state,
   transport: window.client?.transport,
 });

@@ -403,7 +403,7 @@ test('over SSE the query is parameters; a mismatch opens a new stream, bad_query
 // ---- against the real gateway ----------------------------------------------
 
 const skip = existsSync(BIN) ? false : `no gateway binary at ${BIN} (cargo build, or KUBE_PULSE_BIN)`;
-if (skip) console.log(`# skipped: ${skip}`);
+if (skip) console.log(`skipped: ${skip}`);
 
 test('against kube-pulse demo over SSE: the window equals a fresh query after each scenario change', { skip, timeout: 240_000 }, async () => {
   await liveScenario('sse');

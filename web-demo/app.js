@@ -105,6 +105,8 @@ function clusterCard(name) {
       el('div', {}, el('dt', {}, 'probe'), el('dd', { class: 'latency' })),
       el('div', {}, el('dt', {}, 'version'), el('dd', { class: 'version' })),
       el('div', {}, el('dt', {}, 'resources'), el('dd', { class: 'resources' })),
+      el('div', {}, el('dt', {}, 'nodes'), el('dd', { class: 'nodes' })),
+      el('div', { class: 'wide' }, el('dt', {}, 'capacity'), el('dd', { class: 'capacity' })),
     ),
     el('p', { class: 'message' }),
     el('table', { class: 'sync' }, el('tbody')),
@@ -138,8 +140,29 @@ function renderCluster(doc) {
   const r = doc.resources ?? {};
   const objects = doc.cache?.objects;
   fact(card.querySelector('.resources'), `${r.synced ?? 0}/${r.total ?? 0} syncing${r.failing ? `, ${r.failing} failing` : ''}${objects == null ? '' : `, ${objects} objects`}`);
+  fact(card.querySelector('.nodes'), nodesFact(doc.nodes));
+  fact(card.querySelector('.capacity'), capacityFact(doc.nodes, doc.pods));
   text(card.querySelector('.message'), doc.message);
   logHistory(`clusters/${doc.name}`, doc, `cluster ${doc.name}`);
+}
+
+// The node watch's sums (docs/STATUS.md, "Nodes and capacity"): ready of
+// all, and how many are cordoned.
+function nodesFact(nodes) {
+  if (!nodes) return '—';
+  const cordoned = nodes.unschedulable ? `, ${nodes.unschedulable} cordoned` : '';
+  return `${nodes.ready}/${nodes.total} ready${cordoned}`;
+}
+
+// Pods and their requests against what the nodes can hold.
+function capacityFact(nodes, pods) {
+  if (!nodes) return '—';
+  const cores = (millis) => (millis / 1000).toFixed(millis % 1000 ? 1 : 0);
+  const gib = (bytes) => (bytes / 2 ** 30).toFixed(1);
+  const a = nodes.allocatable;
+  if (!pods) return `${a.pods} pods · ${cores(a.cpuMillis)} CPU · ${gib(a.memoryBytes)} GiB`;
+  const r = pods.requests;
+  return `${pods.running}/${a.pods} pods · ${cores(r.cpuMillis)}/${cores(a.cpuMillis)} CPU · ${gib(r.memoryBytes)}/${gib(a.memoryBytes)} GiB requested`;
 }
 
 // A push member's agent as the hub hears it: `connected` while its

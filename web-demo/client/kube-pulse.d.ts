@@ -58,6 +58,16 @@ export interface ClusterStatus extends Lifecycle<ClusterPhase> {
    * completed list and then moves only by more than a tenth (docs/STATUS.md).
    */
   cache: { objects: number; lastListAt: string | null };
+  /** The member's nodes and their sums (docs/STATUS.md); absent before the first node list. */
+  nodes?: {
+    total: number;
+    ready: number;
+    unschedulable: number;
+    capacity: NodeResources;
+    allocatable: NodeResources;
+  };
+  /** Its pods and their requests; absent without the pod watch. Coarsened like `cache.objects`. */
+  pods?: { total: number; running: number; requests: { cpuMillis: number; memoryBytes: number } };
   /** When the member's credentials expire, when that can be read. */
   credentials?: { kind: 'ClientCertificate' | 'Token'; expires: string };
   /** What to act on before it fails; absent when nothing. */
@@ -66,6 +76,13 @@ export interface ClusterStatus extends Lifecycle<ClusterPhase> {
   mode?: 'push';
   /** A push member's agent as the hub sees it. */
   agent?: { connected: boolean; lastHeartbeatAt: string | null; version: string | null };
+}
+
+/** CPU in millicores, memory in bytes, pods. */
+export interface NodeResources {
+  cpuMillis: number;
+  memoryBytes: number;
+  pods: number;
 }
 
 export type SyncPhase = 'Pending' | 'Listing' | 'Syncing' | 'Error' | 'Backoff' | 'NotServed' | 'Stopped';

@@ -52,7 +52,26 @@ test('the page shows every simulated cluster, live', async () => {
   await page.waitForSelector('#connection[data-state="live"]', { timeout: WAIT });
   await page.waitForSelector('tr[data-topic="apps/prod/shop/web"][data-state="Running"]', { timeout: WAIT });
   const syncRows = await page.$$eval('article[data-cluster="dev"] .sync tr', (rows) => rows.length);
-  assert.equal(syncRows, 6, 'deployments, statefulsets, configmaps, namespaces, pods, events');
+  assert.equal(syncRows, 7, 'deployments, statefulsets, configmaps, namespaces, nodes, pods, events');
+});
+
+test('cluster cards show the nodes and capacity REST serves', async () => {
+  // The node watch's sums, as the card words them (app.js nodesFact).
+  for (const name of ['dev', 'staging', 'prod']) {
+    let want = '';
+    const deadline = Date.now() + WAIT;
+    for (;;) {
+      const doc = await (await fetch(`${url}/api/v1/clusters/${name}`)).json();
+      const n = doc.nodes;
+      want = n ? `${n.ready}/${n.total} ready${n.unschedulable ? `, ${n.unschedulable} cordoned` : ''}` : '';
+      const shown = await page.textContent(`article[data-cluster="${name}"] .nodes`);
+      if (n && shown === want) break;
+      assert.ok(Date.now() < deadline, `${name}: the card shows ${shown}, REST ${want}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const capacity = await page.textContent(`article[data-cluster="${name}"] .capacity`);
+    assert.match(capacity, /^\d+\/\d+ pods · [\d.]+\/[\d.]+ CPU · [\d.]+\/[\d.]+ GiB requested$/, capacity);
+  }
 });
 
 test('a cluster made unreachable turns Unhealthy (Disconnected) without a reload', async () => {

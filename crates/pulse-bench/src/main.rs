@@ -15,6 +15,7 @@ mod objects;
 mod plot;
 mod podwatch;
 mod proc;
+mod queries;
 mod raw;
 mod registry;
 mod replicas;
@@ -39,7 +40,7 @@ struct Cli {
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
     /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry,
-    /// connections, objects, cpu, latency, replicas, members, agents.
+    /// connections, objects, cpu, latency, replicas, members, agents, queries.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -306,6 +307,13 @@ async fn main() -> anyhow::Result<()> {
             );
             results.agents = Some(agents::push_members(&bin, &plan).await?);
         }
+    }
+    if wants("queries") && servers.contains(&Kind::KubePulse) {
+        eprintln!(
+            "queries: {} app documents, {} live queries (and a tenth), {} changes/s for {:?}",
+            plan.query_docs, plan.query_count, plan.query_rate, plan.query_window
+        );
+        results.queries = Some(queries::live_queries(&plan).await?);
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

@@ -14,6 +14,7 @@ use crate::members::MemberFleet;
 use crate::objects::ObjectsCurve;
 use crate::plot::{Axis, Plot, Series};
 use crate::podwatch::PodFleet;
+use crate::queries::LiveQueries;
 use crate::registry::{self, RegistryMemory};
 use crate::replicas::ReplicaRun;
 use crate::scenarios::{Diff, Idle, InitialSync, Plan, Slow, Step, Sweep};
@@ -40,6 +41,7 @@ pub(crate) struct Results {
     pub(crate) replicas: Vec<ReplicaRun>,
     pub(crate) members: Option<MemberFleet>,
     pub(crate) agents: Option<PushMembers>,
+    pub(crate) queries: Option<LiveQueries>,
 }
 
 /// Each server's colour in every plot.
@@ -130,6 +132,7 @@ impl Results {
             replicas: Vec::new(),
             members: None,
             agents: None,
+            queries: None,
         }
     }
 
@@ -298,7 +301,40 @@ impl Results {
         if let Some(a) = &self.agents {
             Self::agents_table(&mut out, a);
         }
+        if let Some(q) = &self.queries {
+            Self::queries_table(&mut out, q);
+        }
         out
+    }
+
+    fn queries_table(out: &mut String, q: &LiveQueries) {
+        let _ = writeln!(
+            out,
+            "\n### 22. Live queries\n\n{} app documents, {} changes a second. One subscriber of the whole pattern (`apps/**`), filtering on its own side, received {:.0} bytes ({:.0} frames) a minute; the gateway spent {:.1} µs a change serving it.\n\n| queries | reached a change (avg) | subscribed in (s) | changes | gateway CPU (s) | µs per change | bytes per query a minute | frames per query a minute | change→frame p50 (ms) | p99 (ms) | max (ms) | samples |\n|---|---|---|---|---|---|---|---|---|---|---|---|",
+            q.docs,
+            q.rate,
+            q.pattern_bytes_per_minute,
+            q.pattern_frames_per_minute,
+            q.pattern_server_us_per_change,
+        );
+        for w in &q.windows {
+            let _ = writeln!(
+                out,
+                "| {} | {:.1} | {:.1} | {} | {:.2} | {:.1} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} | {} |",
+                w.queries,
+                w.reached_per_change,
+                w.subscribed_seconds,
+                w.changes,
+                w.server_cpu_seconds,
+                w.server_us_per_change,
+                w.bytes_per_query_minute,
+                w.frames_per_query_minute,
+                w.p50_ms,
+                w.p99_ms,
+                w.max_ms,
+                w.latency_samples,
+            );
+        }
     }
 
     fn agents_table(out: &mut String, a: &PushMembers) {

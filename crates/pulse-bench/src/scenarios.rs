@@ -81,6 +81,12 @@ pub(crate) struct Plan {
     pub(crate) agent_window: Duration,
     pub(crate) agent_changes: usize,
     pub(crate) agent_change_every: Duration,
+    /// Live queries: app documents in the hub, queries (the window is
+    /// measured with a tenth of them too), changes a second, the window.
+    pub(crate) query_docs: usize,
+    pub(crate) query_count: usize,
+    pub(crate) query_rate: u32,
+    pub(crate) query_window: Duration,
 }
 
 impl Plan {
@@ -135,6 +141,10 @@ impl Plan {
             agent_window: Duration::from_secs(60),
             agent_changes: 50,
             agent_change_every: Duration::from_secs(1),
+            query_docs: 100_000,
+            query_count: 1000,
+            query_rate: 200,
+            query_window: Duration::from_secs(30),
         }
     }
 
@@ -187,6 +197,10 @@ impl Plan {
             agent_window: Duration::from_secs(5),
             agent_changes: 5,
             agent_change_every: Duration::from_millis(200),
+            query_docs: 2000,
+            query_count: 40,
+            query_rate: 50,
+            query_window: Duration::from_secs(2),
         }
     }
 }

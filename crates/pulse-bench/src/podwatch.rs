@@ -224,7 +224,8 @@ async fn run_one(
     plan: &Plan,
     pod_watch: bool,
 ) -> anyhow::Result<PodWatchRun> {
-    let watches = if pod_watch { 5 } else { 3 };
+    // Deployments, StatefulSets, Namespaces and Nodes, then Pods and Warning events.
+    let watches = if pod_watch { 6 } else { 4 };
     let started = Instant::now();
     let gateway = Gateway::start(bin, sims, pod_watch).await?;
     let http = http_client();

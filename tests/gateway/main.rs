@@ -13,6 +13,7 @@ mod karpor_not_served;
 mod karpor_owned;
 mod karpor_status;
 mod live_queries;
+mod live_query_props;
 mod member_answers;
 mod members;
 mod monitoring;

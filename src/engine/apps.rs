@@ -13,7 +13,7 @@ use super::transitions::{self, Subject};
 use crate::protocol::topic;
 use crate::status::app::{AppStatus, Workload};
 use crate::status::capacity::PodFigures;
-use crate::status::pods::{self, PodSummary};
+use crate::status::pods::{self, PodState};
 
 impl Engine {
     /// Pods and warning events: updates the model, then the apps they touch.
@@ -26,16 +26,16 @@ impl Engine {
                 let mut index = PodIndex::new();
                 for pod in items {
                     index
-                        .entry(pod.namespace.clone())
+                        .entry(pod.namespace)
                         .or_default()
-                        .insert(pod.name.clone(), pod);
+                        .insert(pod.name.into_boxed_str(), pod.state);
                 }
                 // Warnings of pods that are gone go with them.
                 model.warnings.retain(|_, w| {
                     w.kind != "Pod"
                         || index
                             .get(&w.namespace)
-                            .is_some_and(|p| p.contains_key(&w.name))
+                            .is_some_and(|p| p.contains_key(w.name.as_str()))
                 });
                 let mut figures = PodFigures::default();
                 for pod in index.values().flat_map(BTreeMap::values) {
@@ -51,18 +51,18 @@ impl Engine {
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
                 };
-                let mut touched = model.apps_of_pod(&pod);
-                let share = pod.share;
+                let mut touched = model.apps_of_pod(&pod.namespace, &pod.state);
+                let share = pod.state.share;
                 let index = model.pods.get_or_insert_with(PodIndex::new);
                 let old = index
                     .entry(pod.namespace.clone())
                     .or_default()
-                    .insert(pod.name.clone(), pod);
+                    .insert(pod.name.into_boxed_str(), pod.state);
                 model.pod_figures.add(share);
                 if let Some(old) = old {
                     model.pod_figures.remove(old.share);
                     // Its labels may have changed: the old apps too.
-                    touched.extend(model.apps_of_pod(&old));
+                    touched.extend(model.apps_of_pod(&pod.namespace, &old));
                 }
                 self.capacity_changed(&cluster, false, now);
                 (cluster, touched)
@@ -79,7 +79,7 @@ impl Engine {
                     .pods
                     .as_mut()
                     .and_then(|p| p.get_mut(&namespace))
-                    .and_then(|p| p.remove(&name));
+                    .and_then(|p| p.remove(name.as_str()));
                 if let Some(p) = model.pods.as_mut()
                     && p.get(&namespace).is_some_and(BTreeMap::is_empty)
                 {
@@ -89,7 +89,9 @@ impl Engine {
                 if let Some(old) = &old {
                     model.pod_figures.remove(old.share);
                 }
-                let touched = old.map(|o| model.apps_of_pod(&o)).unwrap_or_default();
+                let touched = old
+                    .map(|o| model.apps_of_pod(&namespace, &o))
+                    .unwrap_or_default();
                 self.capacity_changed(&cluster, false, now);
                 (cluster, touched)
             }
@@ -177,16 +179,20 @@ impl Engine {
                 .as_ref()
                 .is_none_or(|set| set.contains(&ns));
             // The app's pods: those its workloads select, in its namespace.
-            let app_pods: Option<Vec<&PodSummary>> = model.pods.as_ref().map(|index| {
+            let app_pods: Option<Vec<(&str, &PodState)>> = model.pods.as_ref().map(|index| {
                 index
                     .get(&ns)
                     .into_iter()
-                    .flat_map(BTreeMap::values)
-                    .filter(|p| workloads.iter().any(|w| p.matches(&w.selector)))
+                    .flatten()
+                    .filter(|(_, p)| workloads.iter().any(|w| p.matches(&w.selector)))
+                    .map(|(name, p)| (&**name, p))
                     .collect()
             });
-            let cause = app_pods.as_deref().and_then(pods::dominant);
-            let view = app_pods.as_deref().map(pods::fold);
+            let states: Option<Vec<&PodState>> = app_pods
+                .as_ref()
+                .map(|ps| ps.iter().map(|(_, p)| *p).collect());
+            let cause = states.as_deref().and_then(pods::dominant);
+            let view = states.as_deref().map(pods::fold);
             // Events live in the namespace of their object: only that range is read.
             let in_namespace = model
                 .warnings
@@ -198,7 +204,7 @@ impl Engine {
                     && match w.kind.as_str() {
                         "Pod" => app_pods
                             .as_ref()
-                            .is_some_and(|ps| ps.iter().any(|p| p.name == w.name)),
+                            .is_some_and(|ps| ps.iter().any(|(name, _)| *name == w.name)),
                         kind => workloads.iter().any(|x| x.kind == kind && x.name == w.name),
                     }
             }));

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::capacity::{NodeFacts, PodFigures};
 use crate::status::cluster::ClusterStatus;
-use crate::status::pods::{EventKey, PodSummary, Warning};
+use crate::status::pods::{EventKey, PodState, Warning};
 use crate::status::sync::{Gvr, SyncStatus};
 
 pub(super) type WorkloadKey = (&'static str, String, String);
@@ -18,8 +18,8 @@ pub(super) type WorkloadKey = (&'static str, String, String);
 /// are dropped at once, so this only bounds events of objects never seen.
 pub(super) const MAX_WARNINGS: usize = 10_000;
 
-/// Pods by namespace, then name.
-pub(super) type PodIndex = BTreeMap<String, BTreeMap<String, PodSummary>>;
+/// Pods by namespace, then name: what is held of each (docs/SCALE.md).
+pub(super) type PodIndex = BTreeMap<String, BTreeMap<Box<str>, PodState>>;
 
 pub(super) struct ClusterModel {
     pub(super) status: ClusterStatus,
@@ -46,10 +46,14 @@ pub(super) struct ClusterModel {
 
 impl ClusterModel {
     /// The apps whose workloads select `pod` (usually one).
-    pub(super) fn apps_of_pod(&self, pod: &PodSummary) -> BTreeSet<(String, String)> {
+    pub(super) fn apps_of_pod(
+        &self,
+        namespace: &str,
+        pod: &PodState,
+    ) -> BTreeSet<(String, String)> {
         self.workloads
             .values()
-            .filter(|w| w.namespace == pod.namespace && pod.matches(&w.selector))
+            .filter(|w| w.namespace == namespace && pod.matches(&w.selector))
             .map(|w| (w.namespace.clone(), w.app.clone()))
             .collect()
     }
@@ -59,8 +63,8 @@ impl ClusterModel {
         if w.kind == "Pod" {
             self.pods
                 .as_ref()
-                .and_then(|p| p.get(&w.namespace)?.get(&w.name))
-                .map(|pod| self.apps_of_pod(pod))
+                .and_then(|p| p.get(&w.namespace)?.get(w.name.as_str()))
+                .map(|pod| self.apps_of_pod(&w.namespace, pod))
                 .unwrap_or_default()
         } else {
             self.workloads

@@ -948,7 +948,7 @@ fn pod(name: &str, labels: Value, ready: bool, restarts: i32, state: Value) -> P
                 "restartCount": restarts, "state": state, "lastState": last}]},
     }))
     .unwrap();
-    PodSummary::from_pod(&p)
+    PodSummary::from_pod(&p, &mut crate::status::labels::LabelSets::default())
 }
 
 fn pod_applied(pod: PodSummary) -> Observation {

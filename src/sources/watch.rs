@@ -34,7 +34,8 @@ use crate::classify;
 use crate::engine::Observation;
 use crate::status::app::Workload;
 use crate::status::capacity::NodeFacts;
-use crate::status::pods::{PodSummary, Warning};
+use crate::status::labels::LabelSets;
+use crate::status::pods::{EventKey, PodSummary, Warning};
 use crate::status::sync::{Gvr, SyncInput};
 
 /// How often sync progress (object counts, last event time) is reported at most.
@@ -45,12 +46,15 @@ const SYNC_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 /// upgrade is when what it serves changes).
 pub(crate) const NOT_SERVED_LOOKUP: Duration = Duration::from_secs(300);
 
-/// What a watch learned besides its sync state.
-pub(crate) enum Step<K> {
+/// What a watch learned besides its sync state, as what it keeps of each
+/// object (read from the object the moment it arrives; the object itself
+/// is dropped then, a list's included: a list of 500 000 pods is never
+/// held whole).
+pub(crate) enum Step<S> {
     /// A completed (re)list: the whole current set.
-    Reset(Vec<K>),
-    Applied(K),
-    Deleted(K),
+    Reset(Vec<S>),
+    Applied(S),
+    Deleted(S),
 }
 
 fn key<K: Resource>(obj: &K) -> census::Key {
@@ -135,27 +139,31 @@ pub(crate) struct Watch {
     pub(crate) shutdown: CancellationToken,
 }
 
-/// Drives a watcher for `api` until shutdown, forever recovering; `on_step`
-/// sees the objects.
-pub(crate) async fn drive<K, F>(watch: Watch, api: Api<K>, on_step: F)
+/// Drives a watcher for `api` until shutdown, forever recovering; `read`
+/// takes what is kept of each object as it arrives, `on_step` turns what
+/// was kept into observations.
+pub(crate) async fn drive<K, S, R, F>(watch: Watch, api: Api<K>, read: R, on_step: F)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    F: FnMut(Step<K>) -> Vec<Observation>,
+    R: FnMut(K) -> S,
+    F: FnMut(Step<S>) -> Vec<Observation>,
 {
     let open = move |config| watcher::watcher(api.clone(), config).boxed();
-    follow(watch, open, Some(on_step)).await
+    follow(watch, open, Some((read, on_step))).await
 }
 
 /// Drives the watch streams `open` starts until shutdown, forever
-/// recovering. Objects are counted; only with an `on_step` are they kept
-/// (a list's until it completes) and handed over.
-async fn follow<K, F>(
+/// recovering. Objects are counted; only with a `keep` (how to read an
+/// object, how to report steps) is anything of them kept (a list's until
+/// it completes) and handed over.
+async fn follow<K, S, R, F>(
     watch: Watch,
     open: impl Fn(watcher::Config) -> BoxStream<'static, watcher::Result<Event<K>>>,
-    mut on_step: Option<F>,
+    mut keep: Option<(R, F)>,
 ) where
     K: Resource,
-    F: FnMut(Step<K>) -> Vec<Observation>,
+    R: FnMut(K) -> S,
+    F: FnMut(Step<S>) -> Vec<Observation>,
 {
     let Watch {
         cluster,
@@ -171,7 +179,7 @@ async fn follow<K, F>(
     loop {
         let attempt = *recoveries.borrow_and_update();
         let mut stream = open(config.clone());
-        let mut listing: Vec<K> = Vec::new();
+        let mut listing: Vec<S> = Vec::new();
         let mut unreported = false;
         let mut ticker = tokio::time::interval(SYNC_REPORT_INTERVAL);
         let failed: (String, String) = loop {
@@ -197,8 +205,8 @@ async fn follow<K, F>(
                 }
                 Some(Ok(Event::InitApply(obj))) => {
                     let listed = census.listed(key(&obj), obj.meta().resource_version.as_deref());
-                    if on_step.is_some() {
-                        listing.push(obj);
+                    if let Some((read, _)) = keep.as_mut() {
+                        listing.push(read(obj));
                     }
                     if listed.is_multiple_of(500) {
                         out.push(sync(SyncInput::Listed {
@@ -208,7 +216,7 @@ async fn follow<K, F>(
                 }
                 Some(Ok(Event::InitDone)) => {
                     census.list_done();
-                    if let Some(on_step) = on_step.as_mut() {
+                    if let Some((_, on_step)) = keep.as_mut() {
                         out.extend(on_step(Step::Reset(std::mem::take(&mut listing))));
                     }
                     out.push(sync(SyncInput::ListDone {
@@ -220,15 +228,15 @@ async fn follow<K, F>(
                 }
                 Some(Ok(Event::Apply(obj))) => {
                     census.applied(key(&obj), obj.meta().resource_version.as_deref());
-                    if let Some(on_step) = on_step.as_mut() {
-                        out.extend(on_step(Step::Applied(obj)));
+                    if let Some((read, on_step)) = keep.as_mut() {
+                        out.extend(on_step(Step::Applied(read(obj))));
                     }
                     unreported = true;
                 }
                 Some(Ok(Event::Delete(obj))) => {
                     census.deleted(&key(&obj), obj.meta().resource_version.as_deref());
-                    if let Some(on_step) = on_step.as_mut() {
-                        out.extend(on_step(Step::Deleted(obj)));
+                    if let Some((read, on_step)) = keep.as_mut() {
+                        out.extend(on_step(Step::Deleted(read(obj))));
                     }
                     unreported = true;
                 }
@@ -341,37 +349,39 @@ pub(crate) async fn run(
         ("apps", "v1", "deployments") => {
             let c = cluster.clone();
             let api: Api<Deployment> = scoped(client, ns);
-            drive(watch, api, move |step| {
-                workload_steps(&c, "Deployment", step, |d| {
-                    Workload::from_deployment(d, &app_label)
-                })
+            let read = move |d: Deployment| Workload::from_deployment(&d, &app_label);
+            drive(watch, api, read, move |step| {
+                workload_steps(&c, "Deployment", step)
             })
             .await
         }
         ("apps", "v1", "statefulsets") => {
             let c = cluster.clone();
             let api: Api<StatefulSet> = scoped(client, ns);
-            drive(watch, api, move |step| {
-                workload_steps(&c, "StatefulSet", step, |s| {
-                    Workload::from_statefulset(s, &app_label)
-                })
+            let read = move |s: StatefulSet| Workload::from_statefulset(&s, &app_label);
+            drive(watch, api, read, move |step| {
+                workload_steps(&c, "StatefulSet", step)
             })
             .await
         }
         ("", "v1", "namespaces") => {
             let c = cluster.clone();
             let api: Api<Namespace> = Api::all(client);
-            drive(watch, api, move |step| namespace_steps(&c, step)).await
+            let read = |n: Namespace| n.name_any();
+            drive(watch, api, read, move |step| namespace_steps(&c, step)).await
         }
         ("", "v1", "pods") => {
             let c = cluster.clone();
             let api: Api<Pod> = scoped(client, ns);
-            drive(watch, api, move |step| pod_steps(&c, step)).await
+            let mut sets = LabelSets::default();
+            let read = move |p: Pod| PodSummary::from_pod(&p, &mut sets);
+            drive(watch, api, read, move |step| pod_steps(&c, step)).await
         }
         ("", "v1", "nodes") => {
             let c = cluster.clone();
             let api: Api<Node> = Api::all(client);
-            drive(watch, api, move |step| node_steps(&c, step)).await
+            let read = |n: Node| (n.name_any(), NodeFacts::from_node(&n));
+            drive(watch, api, read, move |step| node_steps(&c, step)).await
         }
         ("", "v1", "events") => {
             let c = cluster.clone();
@@ -379,116 +389,93 @@ pub(crate) async fn run(
             // Only warnings: the app documents show nothing else, and
             // Normal events are most of a busy cluster's events.
             watch.config = watch.config.fields("type=Warning");
-            drive(watch, api, move |step| warning_steps(&c, step)).await
+            drive(watch, api, read_warning, move |step| {
+                warning_steps(&c, step)
+            })
+            .await
         }
         _ => run_dynamic(client, resource, watch).await,
     }
 }
 
-fn pod_steps(cluster: &str, step: Step<Pod>) -> Vec<Observation> {
+fn pod_steps(cluster: &str, step: Step<PodSummary>) -> Vec<Observation> {
     let cluster = cluster.to_string();
     match step {
-        Step::Reset(items) => vec![Observation::PodsListed {
-            cluster,
-            items: items.iter().map(PodSummary::from_pod).collect(),
-        }],
-        Step::Applied(pod) => vec![Observation::PodApplied {
-            cluster,
-            pod: PodSummary::from_pod(&pod),
-        }],
+        Step::Reset(items) => vec![Observation::PodsListed { cluster, items }],
+        Step::Applied(pod) => vec![Observation::PodApplied { cluster, pod }],
         Step::Deleted(pod) => vec![Observation::PodDeleted {
             cluster,
-            namespace: pod.namespace().unwrap_or_default(),
-            name: pod.name_any(),
+            namespace: pod.namespace,
+            name: pod.name,
         }],
     }
 }
 
-fn node_steps(cluster: &str, step: Step<Node>) -> Vec<Observation> {
+fn node_steps(cluster: &str, step: Step<(String, NodeFacts)>) -> Vec<Observation> {
     let cluster = cluster.to_string();
     match step {
-        Step::Reset(items) => vec![Observation::NodesListed {
+        Step::Reset(items) => vec![Observation::NodesListed { cluster, items }],
+        Step::Applied((name, node)) => vec![Observation::NodeApplied {
             cluster,
-            items: items
-                .iter()
-                .map(|n| (n.name_any(), NodeFacts::from_node(n)))
-                .collect(),
+            name,
+            node,
         }],
-        Step::Applied(node) => vec![Observation::NodeApplied {
-            cluster,
-            name: node.name_any(),
-            node: NodeFacts::from_node(&node),
-        }],
-        Step::Deleted(node) => vec![Observation::NodeDeleted {
-            cluster,
-            name: node.name_any(),
-        }],
+        Step::Deleted((name, _)) => vec![Observation::NodeDeleted { cluster, name }],
     }
 }
 
-fn warning_steps(cluster: &str, step: Step<CoreEvent>) -> Vec<Observation> {
+/// What a Warning watch keeps of an event: its key, and the warning if it is one.
+type ReadWarning = (EventKey, Option<Warning>);
+
+fn read_warning(event: CoreEvent) -> ReadWarning {
+    let key = (event.namespace().unwrap_or_default(), event.name_any());
+    (key, Warning::from_event(&event).map(|(_, warning)| warning))
+}
+
+fn warning_steps(cluster: &str, step: Step<ReadWarning>) -> Vec<Observation> {
     let cluster = cluster.to_string();
     match step {
         Step::Reset(items) => vec![Observation::WarningsListed {
             cluster,
-            items: items.iter().filter_map(Warning::from_event).collect(),
+            items: items
+                .into_iter()
+                .filter_map(|(key, warning)| Some((key, warning?)))
+                .collect(),
         }],
-        Step::Applied(event) => match Warning::from_event(&event) {
-            Some((key, warning)) => vec![Observation::WarningApplied {
-                cluster,
-                key,
-                warning,
-            }],
-            None => Vec::new(),
-        },
-        Step::Deleted(event) => vec![Observation::WarningDeleted {
+        Step::Applied((key, Some(warning))) => vec![Observation::WarningApplied {
             cluster,
-            key: (event.namespace().unwrap_or_default(), event.name_any()),
+            key,
+            warning,
         }],
+        Step::Applied((_, None)) => Vec::new(),
+        Step::Deleted((key, _)) => vec![Observation::WarningDeleted { cluster, key }],
     }
 }
 
-fn workload_steps<K: Resource>(
-    cluster: &str,
-    kind: &'static str,
-    step: Step<K>,
-    summarize: impl Fn(&K) -> Workload,
-) -> Vec<Observation> {
+fn workload_steps(cluster: &str, kind: &'static str, step: Step<Workload>) -> Vec<Observation> {
     let cluster = cluster.to_string();
     match step {
         Step::Reset(items) => vec![Observation::WorkloadsListed {
             cluster,
             kind,
-            items: items.iter().map(summarize).collect(),
+            items,
         }],
-        Step::Applied(obj) => vec![Observation::WorkloadApplied {
-            cluster,
-            workload: summarize(&obj),
-        }],
-        Step::Deleted(obj) => vec![Observation::WorkloadDeleted {
+        Step::Applied(workload) => vec![Observation::WorkloadApplied { cluster, workload }],
+        Step::Deleted(workload) => vec![Observation::WorkloadDeleted {
             cluster,
             kind,
-            namespace: obj.namespace().unwrap_or_default(),
-            name: obj.name_any(),
+            namespace: workload.namespace,
+            name: workload.name,
         }],
     }
 }
 
-fn namespace_steps(cluster: &str, step: Step<Namespace>) -> Vec<Observation> {
+fn namespace_steps(cluster: &str, step: Step<String>) -> Vec<Observation> {
     let cluster = cluster.to_string();
     match step {
-        Step::Reset(items) => vec![Observation::NamespacesListed {
-            cluster,
-            names: items.iter().map(|n| n.name_any()).collect(),
-        }],
-        Step::Applied(ns) => vec![Observation::NamespaceApplied {
-            cluster,
-            name: ns.name_any(),
-        }],
-        Step::Deleted(ns) => vec![Observation::NamespaceDeleted {
-            cluster,
-            name: ns.name_any(),
-        }],
+        Step::Reset(names) => vec![Observation::NamespacesListed { cluster, names }],
+        Step::Applied(name) => vec![Observation::NamespaceApplied { cluster, name }],
+        Step::Deleted(name) => vec![Observation::NamespaceDeleted { cluster, name }],
     }
 }
 
@@ -607,5 +594,6 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
         shutdown,
     };
     let open = move |config| watcher::watcher(api.clone(), config).boxed();
-    follow(watch, open, None::<fn(Step<_>) -> Vec<Observation>>).await
+    let keep = None::<(fn(_) -> (), fn(Step<()>) -> Vec<Observation>)>;
+    follow(watch, open, keep).await
 }

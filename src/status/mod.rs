@@ -7,6 +7,7 @@
 pub mod app;
 pub mod capacity;
 pub mod cluster;
+pub mod labels;
 pub mod lifecycle;
 pub mod pods;
 pub mod summary;

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::capacity::{PodShare, Resources};
+use super::labels::{LabelSets, Labels};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use serde::Serialize;
@@ -103,22 +104,32 @@ impl PodProblem {
     }
 }
 
-/// What the app machine needs of one pod: its labels (to find its
-/// workload), readiness and problem. Equal summaries mean an unchanged
-/// document, so a status update that changes nothing shown changes nothing.
+/// A pod as read from the watch: where it is and what is kept of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodSummary {
     /// Namespace of the pod.
     pub namespace: String,
     /// `metadata.name` of the pod.
     pub name: String,
+    /// What the gateway holds of it.
+    pub state: PodState,
+}
+
+/// What the app machine needs of one pod, all the gateway holds of it
+/// (besides its name, the key it is held under): its labels (to find its
+/// workload; one shared copy per distinct set), readiness, problem (boxed:
+/// most pods have none) and part in the cluster's figures. Some 64 bytes.
+/// Equal states mean an unchanged document, so a status update that
+/// changes nothing shown changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodState {
     /// The pod's labels, matched against workloads' selectors.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// The `Ready` condition is true.
     pub ready: bool,
     /// Being deleted: neither counted nor a problem.
     pub terminating: bool,
-    pub(crate) problem: Option<PodProblem>,
+    pub(crate) problem: Option<Box<PodProblem>>,
     /// Its part in the cluster's pod figures (src/status/capacity.rs).
     pub share: PodShare,
 }
@@ -200,8 +211,9 @@ fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
 }
 
 impl PodSummary {
-    /// Reads a Pod: its worst container problem, or the scheduler's verdict.
-    pub(crate) fn from_pod(pod: &Pod) -> Self {
+    /// Reads a Pod: its worst container problem, or the scheduler's
+    /// verdict; its labels as `sets` holds them.
+    pub(crate) fn from_pod(pod: &Pod, sets: &mut LabelSets) -> Self {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let status = pod.status.as_ref();
         let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
@@ -257,20 +269,21 @@ impl PodSummary {
         Self {
             namespace: pod.metadata.namespace.clone().unwrap_or_default(),
             name,
-            labels: pod.metadata.labels.clone().unwrap_or_default(),
-            ready,
-            terminating,
-            problem,
-            share,
+            state: PodState {
+                labels: sets.intern(pod.metadata.labels.as_ref()),
+                ready,
+                terminating,
+                problem: problem.map(Box::new),
+                share,
+            },
         }
     }
+}
 
+impl PodState {
     /// Whether the pod is selected by `matchLabels` (an empty selector selects nothing).
     pub(crate) fn matches(&self, selector: &BTreeMap<String, String>) -> bool {
-        !selector.is_empty()
-            && selector
-                .iter()
-                .all(|(k, v)| self.labels.get(k).is_some_and(|l| l == v))
+        !selector.is_empty() && self.labels.has_all(selector)
     }
 }
 
@@ -309,9 +322,12 @@ impl DominantCause {
 }
 
 /// Folds an app's pods into the document's summary.
-pub(crate) fn fold(pods: &[&PodSummary]) -> PodsView {
-    let live: Vec<&&PodSummary> = pods.iter().filter(|p| !p.terminating).collect();
-    let mut problems: Vec<PodProblem> = live.iter().filter_map(|p| p.problem.clone()).collect();
+pub(crate) fn fold(pods: &[&PodState]) -> PodsView {
+    let live: Vec<&&PodState> = pods.iter().filter(|p| !p.terminating).collect();
+    let mut problems: Vec<PodProblem> = live
+        .iter()
+        .filter_map(|p| p.problem.as_deref().cloned())
+        .collect();
     problems.sort_by(|a, b| (a.reason, &a.pod).cmp(&(b.reason, &b.pod)));
     let more = problems.len().saturating_sub(MAX_PROBLEMS);
     problems.truncate(MAX_PROBLEMS);
@@ -324,11 +340,11 @@ pub(crate) fn fold(pods: &[&PodSummary]) -> PodsView {
 }
 
 /// The worst cause among the pods, if any pod has a problem.
-pub(crate) fn dominant(pods: &[&PodSummary]) -> Option<DominantCause> {
+pub(crate) fn dominant(pods: &[&PodState]) -> Option<DominantCause> {
     let mut problems: Vec<&PodProblem> = pods
         .iter()
         .filter(|p| !p.terminating)
-        .filter_map(|p| p.problem.as_ref())
+        .filter_map(|p| p.problem.as_deref())
         .collect();
     problems.sort_by(|a, b| (a.reason, &a.pod).cmp(&(b.reason, &b.pod)));
     let first = *problems.first()?;
@@ -435,14 +451,14 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    fn pod(name: &str, status: Value) -> PodSummary {
+    fn pod(name: &str, status: Value) -> PodState {
         let p: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"}},
             "spec": {"containers": [{"name": "app", "image": "web:1"}]},
             "status": status,
         }))
         .unwrap();
-        PodSummary::from_pod(&p)
+        PodSummary::from_pod(&p, &mut LabelSets::default()).state
     }
 
     fn container(ready: bool, restarts: i32, state: Value, last: Value) -> Value {
@@ -662,7 +678,7 @@ mod tests {
             not_ready("web-h"),
             gone,
         ];
-        let refs: Vec<&PodSummary> = pods.iter().collect();
+        let refs: Vec<&PodState> = pods.iter().collect();
         let view = fold(&refs);
         assert_eq!((view.total, view.ready, view.more), (8, 1, 2));
         let listed: Vec<(&str, PodReason)> = view

@@ -41,6 +41,10 @@ pub struct FileConfig {
     /// the apps' pod-level reasons (default on, every pod).
     #[serde(default)]
     pub pod_watch: crate::sources::PodWatch,
+    /// `initialLists: streaming` (default: streamed where the member
+    /// supports it, paged where it refuses) or `paged`.
+    #[serde(default)]
+    pub initial_lists: crate::sources::InitialLists,
     /// How member apiservers are probed; defaults as in [`ProbeSettings`].
     #[serde(default)]
     pub probe: ProbeSettings,
@@ -505,7 +509,7 @@ fn parse_file(path: &Path) -> Result<FileConfig> {
 
 /// Reads the `--config` file of `kube-pulse agent`: the gateway's format,
 /// of which the agent reads `syncRegistries`, `appLabel`, `podWatch`,
-/// `probe` and `health` (its `clusters` and every other block are the
+/// `initialLists`, `probe` and `health` (its `clusters` and every other block are the
 /// hub's, and ignored here).
 pub fn load_agent_file(path: &Path) -> Result<FileConfig> {
     let config = parse_file(path)?;
@@ -772,6 +776,10 @@ mod tests {
                 "unknown variant",
             ),
             ("clusters:\n- {name: a, server: 'http://'}\n", "with a host"),
+            (
+                "clusters:\n- {name: a, server: 'https://x'}\ninitialLists: sometimes\n",
+                "unknown variant `sometimes`, expected `streaming` or `paged`",
+            ),
             (
                 "clusters:\n- {name: a, server: 'https://x'}\nprobe: {intervalSeconds: 0}\n",
                 "probe.intervalSeconds must be at least 1",

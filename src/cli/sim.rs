@@ -58,6 +58,10 @@ pub struct SimArgs {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 10)]
     pub bookmark_secs: u64,
+    /// Answer as an apiserver without the WatchList feature: streaming
+    /// lists (`sendInitialEvents`) are refused, clients list in pages.
+    #[arg(long)]
+    pub no_watch_list: bool,
     /// Milliseconds between workload controller steps.
     #[arg(long, default_value_t = 500)]
     pub tick_ms: u64,
@@ -156,6 +160,7 @@ impl SimArgs {
             extra_resources: self.crds.clone(),
             window: self.window.max(1),
             bookmark_interval: Duration::from_secs(self.bookmark_secs.max(1)),
+            watch_list: !self.no_watch_list,
             converge: ConvergeConfig {
                 tick: Duration::from_millis(self.tick_ms.max(10)),
                 pods_per_tick: self.pods_per_tick.max(1),

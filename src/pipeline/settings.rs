@@ -51,6 +51,7 @@ impl PipelineConfig {
             source.app_label = label.clone();
         }
         source.pod_watch = file.pod_watch.clone();
+        source.initial_lists = file.initial_lists;
         if let Some(rate) = file.member_start_rate {
             source.pacer = std::sync::Arc::new(crate::sources::Pacer::new(rate));
         }

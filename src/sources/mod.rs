@@ -70,6 +70,22 @@ pub(crate) fn builtin_resources(pods: &PodWatch) -> Vec<SyncResource> {
     resources
 }
 
+/// `initialLists`: how a watch gets the current state of its resource
+/// before following its changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InitialLists {
+    /// Streamed inside the watch (`sendInitialEvents`, the WatchList
+    /// feature): objects arrive one by one, the member builds no list
+    /// response and the gateway holds no page. A resource whose member
+    /// refuses it (an apiserver without the feature answers 422) is listed
+    /// in pages instead, from then on.
+    #[default]
+    Streaming,
+    /// Paged LISTs (500 objects a page), then a watch.
+    Paged,
+}
+
 /// `podWatch`: whether each member's Pods and Warning events are watched
 /// for the apps' pod-level reasons, and which pods.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -106,6 +122,8 @@ pub struct SourceConfig {
     pub app_label: String,
     /// List page size (None: kube-rs's default of 500).
     pub page_size: Option<u32>,
+    /// Streamed initial state, or paged lists (`initialLists`).
+    pub initial_lists: InitialLists,
     /// Pods and Warning events for the apps' pod-level reasons.
     pub pod_watch: PodWatch,
     /// The pace at which probes and watches start, shared by every member
@@ -120,6 +138,7 @@ impl Default for SourceConfig {
             probe_timeout: Duration::from_secs(3),
             app_label: DEFAULT_APP_LABEL.into(),
             page_size: None,
+            initial_lists: InitialLists::default(),
             pod_watch: PodWatch::default(),
             pacer: Arc::new(Pacer::default()),
         }

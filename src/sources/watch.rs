@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::census::{self, Census};
-use super::{SourceConfig, SyncResource};
+use super::{InitialLists, SourceConfig, SyncResource};
 use crate::classify;
 use crate::engine::Observation;
 use crate::status::app::Workload;
@@ -79,6 +79,21 @@ fn failure(err: &watcher::Error) -> (String, String) {
             "the server sent no resourceVersion (does the resource support watch?)".into(),
         ),
     }
+}
+
+/// Whether a watch's error is the member refusing a streaming list: an
+/// apiserver without the WatchList feature drops `sendInitialEvents` and
+/// then refuses the request's `resourceVersionMatch` (422 Invalid); some
+/// aggregated APIs answer 400. Only errors of an attempt that has not
+/// completed its initial state count.
+fn refuses_streaming(err: &watcher::Error) -> bool {
+    let code = match err {
+        watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code,
+        watcher::Error::WatchError(status) => status.code,
+        _ => return false,
+    };
+    matches!(code, 400 | 422)
 }
 
 /// Reports one observation; false when the engine is gone.
@@ -134,6 +149,8 @@ pub(crate) struct Watch {
     pub(crate) cluster: String,
     pub(crate) gvr: Gvr,
     pub(crate) config: watcher::Config,
+    /// The initial state is streamed (until the member refuses it).
+    pub(crate) streaming: bool,
     pub(crate) tx: mpsc::Sender<Observation>,
     pub(crate) recoveries: Recoveries,
     pub(crate) shutdown: CancellationToken,
@@ -169,6 +186,7 @@ async fn follow<K, S, R, F>(
         cluster,
         gvr,
         config,
+        mut streaming,
         tx,
         mut recoveries,
         shutdown,
@@ -178,11 +196,27 @@ async fn follow<K, S, R, F>(
     let mut census = Census::default();
     loop {
         let attempt = *recoveries.borrow_and_update();
-        let mut stream = open(config.clone());
+        let mut stream = open(if streaming {
+            config.clone().streaming_lists()
+        } else {
+            config.clone()
+        });
+        if streaming {
+            // A streamed initial state starts (Event::Init) only once the
+            // member accepted the watch: say at once that it is being
+            // read, as a list's first request does, so that an attempt the
+            // member refuses shows as one.
+            census.list_started();
+            if !report(&tx, sync(SyncInput::ListStarted)).await {
+                return;
+            }
+        }
         let mut listing: Vec<S> = Vec::new();
+        let mut listed = false;
         let mut unreported = false;
         let mut ticker = tokio::time::interval(SYNC_REPORT_INTERVAL);
-        let failed: (String, String) = loop {
+        // None: the member refused a streaming list; list in pages at once.
+        let failed: Option<(String, String)> = loop {
             let item = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = ticker.tick() => {
@@ -197,7 +231,9 @@ async fn follow<K, S, R, F>(
             };
             let mut out: Vec<Observation> = Vec::new();
             match item {
-                None => break ("StreamEnded".into(), "the watch stream ended".into()),
+                None => {
+                    break Some(("StreamEnded".into(), "the watch stream ended".into()));
+                }
                 Some(Ok(Event::Init)) => {
                     listing.clear();
                     census.list_started();
@@ -215,6 +251,7 @@ async fn follow<K, S, R, F>(
                     }
                 }
                 Some(Ok(Event::InitDone)) => {
+                    listed = true;
                     census.list_done();
                     if let Some((_, on_step)) = keep.as_mut() {
                         out.extend(on_step(Step::Reset(std::mem::take(&mut listing))));
@@ -247,13 +284,21 @@ async fn follow<K, S, R, F>(
                         message: status.message.clone(),
                     }));
                 }
-                Some(Err(err)) => break failure(&err),
+                Some(Err(err)) if streaming && !listed && refuses_streaming(&err) => {
+                    streaming = false;
+                    tracing::info!(cluster = %cluster, resource = %gvr.path(), error = %err, "the member refuses streaming lists of this resource; listing it in pages");
+                    break None;
+                }
+                Some(Err(err)) => break Some(failure(&err)),
             }
             for observation in out {
                 if !report(&tx, observation).await {
                     return;
                 }
             }
+        };
+        let Some(failed) = failed else {
+            continue;
         };
         let (reason, message) = &failed;
         tracing::debug!(cluster = %cluster, resource = %gvr.path(), %reason, %message, "watch failed");
@@ -337,6 +382,7 @@ pub(crate) async fn run(
         cluster: cluster.clone(),
         gvr: gvr.clone(),
         config: watcher_config(&resource, &config),
+        streaming: config.initial_lists == InitialLists::Streaming,
         tx,
         recoveries,
         shutdown,
@@ -521,6 +567,7 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
         cluster,
         gvr,
         config,
+        streaming,
         tx,
         mut recoveries,
         shutdown,
@@ -589,6 +636,7 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
         cluster,
         gvr,
         config,
+        streaming,
         tx,
         recoveries,
         shutdown,

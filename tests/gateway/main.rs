@@ -8,6 +8,7 @@ mod deploy;
 mod deploy_agent;
 mod faults;
 mod helm;
+mod initial_lists;
 mod karpor;
 mod karpor_not_served;
 mod karpor_owned;

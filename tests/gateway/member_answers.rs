@@ -206,7 +206,9 @@ async fn lists_watches_and_discovery_are_read_no_further_than_their_bound() {
     let config = dir.path().join("config.yaml");
     std::fs::write(
         &config,
-        format!("clusters:\n- {{name: flood, server: '{flood}', token: t}}\n"),
+        // Paged lists: the list answer's bound is the one to see (streamed,
+        // the initial state would be a watch, cut at its event bound).
+        format!("clusters:\n- {{name: flood, server: '{flood}', token: t}}\ninitialLists: paged\n"),
     )
     .unwrap();
     let log = dir.path().join("kube-pulse.log");

@@ -94,8 +94,9 @@ async fn healthy_clusters_sync_and_apps_run_with_one_watch_per_resource() {
             "core/pods",
             "core/events",
         ] {
+            // The initial state streamed inside the one watch: no LIST.
             assert_eq!(stats.count(r, "watch"), 1, "{} {r}: {stats:?}", sim.name());
-            assert_eq!(stats.count(r, "list"), 1, "{} {r}", sim.name());
+            assert_eq!(stats.count(r, "list"), 0, "{} {r}", sim.name());
         }
         assert_eq!(stats.open_watches, 6);
     }
@@ -298,15 +299,16 @@ async fn a_forced_relist_changes_no_app() {
     .await;
     let mut apps = hub.subscribe(vec![Pattern::parse("apps/**").unwrap()]);
     let history_before = hub.get("apps/a/shop/web").unwrap().doc["history"].clone();
-    let lists_before = a.stats().count("apps/deployments", "list");
+    let lists_before = a.stats().count("apps/deployments", "watch");
     a.expire_watches();
-    // The deployments watch relists: Error (Expired), Listing, Syncing again.
+    // The deployments watch relists (a new streamed initial state): Error
+    // (Expired), Listing, Syncing again.
     doc_where(&hub, "clusters/a/sync/apps/v1/deployments", WAIT, |d| {
         d["phase"] == "Syncing" && transitions(d).iter().any(|h| h["reason"] == "Expired")
     })
     .await;
     eventually(WAIT, "a relist", || async {
-        (a.stats().count("apps/deployments", "list") > lists_before).then_some(())
+        (a.stats().count("apps/deployments", "watch") > lists_before).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -453,8 +455,9 @@ async fn registry_resources_are_counted_through_metadata_watches() {
     })
     .await;
 
-    // An in-stream 410: a relist through the metadata list, same count.
-    let lists_before = a.stats().count("core/configmaps", "list");
+    // An in-stream 410: a relist through a new streamed initial state of
+    // metadata, same count.
+    let watches_before = a.stats().count("core/configmaps", "watch");
     a.expire_watches();
     doc_where(&hub, topic, WAIT, |d| {
         is("Syncing", "Watching")(d)
@@ -464,20 +467,17 @@ async fn registry_resources_are_counted_through_metadata_watches() {
                 .is_some_and(|e| e.contains("too old"))
     })
     .await;
-    assert!(a.stats().count("core/configmaps", "list") > lists_before);
-    // Every list and watch of the registry resource asked for metadata only,
-    // counted once the relist's watch is open (the document says `Syncing`
-    // as the list completes, before the watch request is sent).
-    eventually(WAIT, "the relist's watch", || async {
-        (a.stats().count("core/configmaps", "watch") >= 2).then_some(())
-    })
-    .await;
+    assert!(a.stats().count("core/configmaps", "watch") > watches_before);
+    // Every request of the registry resource asked for metadata only.
     let stats = a.stats();
     let (lists, watches) = (
         stats.count("core/configmaps", "list"),
         stats.count("core/configmaps", "watch"),
     );
-    assert!(lists >= 2, "{lists} lists, {watches} watches");
+    assert!(
+        lists == 0 && watches >= 2,
+        "{lists} lists, {watches} watches"
+    );
     assert_eq!(stats.count("core/configmaps", "metadata"), lists + watches);
     assert_eq!(stats.count("apps/deployments", "metadata"), 0);
     p.stop().await;

@@ -40,6 +40,11 @@ pub struct SimConfig {
     pub window: usize,
     /// Interval between BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
+    /// Streaming lists (`sendInitialEvents`, the WatchList feature) are
+    /// served. False answers as an apiserver without the feature: the
+    /// parameter is dropped, so a streaming list's `resourceVersionMatch`
+    /// is refused (422 Invalid) and the client has to list in pages.
+    pub watch_list: bool,
     pub converge: ConvergeConfig,
     /// RBAC emulation: `group/resource[:verb]` rules answered with 403.
     pub deny: Vec<String>,
@@ -65,6 +70,7 @@ impl Default for SimConfig {
             extra_resources: Vec::new(),
             window: 1000,
             bookmark_interval: Duration::from_secs(10),
+            watch_list: true,
             converge: ConvergeConfig::default(),
             deny: Vec::new(),
             namespaces: Vec::new(),

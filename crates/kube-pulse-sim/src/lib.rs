@@ -134,6 +134,7 @@ impl SimCluster {
             stats: Stats::default(),
             close_watches: tokio::sync::watch::channel(0).0,
             bookmark_interval: config.bookmark_interval.max(Duration::from_millis(10)),
+            watch_list: config.watch_list,
             shutdown: shutdown.child_token(),
         });
         let cluster = Self {

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     /// Bumped to end every open watch stream cleanly.
     pub(crate) close_watches: tokio::sync::watch::Sender<u64>,
     pub(crate) bookmark_interval: Duration,
+    /// Streaming lists are served (`SimConfig::watch_list`).
+    pub(crate) watch_list: bool,
     pub(crate) shutdown: CancellationToken,
 }
 

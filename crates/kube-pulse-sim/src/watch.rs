@@ -43,9 +43,11 @@ pub(crate) struct WatchOptions {
 }
 
 impl WatchOptions {
-    /// The options of a watch of `kind` from its query parameters.
-    pub(crate) fn from_params(params: &Params, kind: &str) -> ApiResult<Self> {
-        let send_initial_events = params.bool("sendInitialEvents")?;
+    /// The options of a watch of `kind` from its query parameters; without
+    /// `watch_list` (the WatchList feature), `sendInitialEvents` is dropped
+    /// as an apiserver without the feature drops it.
+    pub(crate) fn from_params(params: &Params, kind: &str, watch_list: bool) -> ApiResult<Self> {
+        let send_initial_events = params.bool("sendInitialEvents")? && watch_list;
         let bookmarks = params.bool("allowWatchBookmarks")?;
         let rv_match = params.str("resourceVersionMatch");
         if send_initial_events {
@@ -380,7 +382,8 @@ mod tests {
 
     #[test]
     fn options_validate_streaming_lists() {
-        let parse = |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap(), "Pod");
+        let parse =
+            |q: &str| WatchOptions::from_params(&Params::parse(Some(q)).unwrap(), "Pod", true);
         assert!(parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan").is_ok());
         assert_eq!(
             parse("watch=true&sendInitialEvents=true&allowWatchBookmarks=true")
@@ -415,5 +418,17 @@ mod tests {
             parse("watch=true&labelSelector=a+in+b").unwrap_err().code,
             400
         );
+        // Without the WatchList feature the streaming list's parameter is
+        // dropped: its resourceVersionMatch is refused, as by such an apiserver.
+        let old = WatchOptions::from_params(
+            &Params::parse(Some(
+                "watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan",
+            ))
+            .unwrap(),
+            "Pod",
+            false,
+        )
+        .unwrap_err();
+        assert_eq!((old.code, old.reason), (422, "Invalid"));
     }
 }

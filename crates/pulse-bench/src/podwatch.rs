@@ -45,6 +45,11 @@ pub(crate) struct PodFleet {
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct PodWatchRun {
     pub(crate) pod_watch: bool,
+    /// `initialLists` of the gateway: `streaming` or `paged`.
+    pub(crate) initial_lists: &'static str,
+    /// How much this process's RSS (the simulators') grew during the
+    /// initial sync, in MB: what serving the initial state cost the members.
+    pub(crate) simulators_rss_growth_mb: f64,
     /// From spawning the gateway until every member is Healthy with every watch Syncing.
     pub(crate) sync_seconds: f64,
     /// The gateway's CPU seconds (user + system) over that time.
@@ -130,7 +135,12 @@ struct Gateway {
 }
 
 impl Gateway {
-    async fn start(bin: &Path, sims: &[SimCluster], pod_watch: bool) -> anyhow::Result<Self> {
+    async fn start(
+        bin: &Path,
+        sims: &[SimCluster],
+        pod_watch: bool,
+        initial_lists: &str,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let port = free_port();
         let clusters: String = sims
@@ -141,7 +151,7 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                "listen: 127.0.0.1:{port}\nclusters:\n{clusters}podWatch: {{enabled: {pod_watch}}}\n"
+                "listen: 127.0.0.1:{port}\nclusters:\n{clusters}podWatch: {{enabled: {pod_watch}}}\ninitialLists: {initial_lists}\n"
             ),
         )?;
         let child = Command::new(bin)
@@ -222,16 +232,19 @@ async fn run_one(
     bin: &Path,
     sims: &[SimCluster],
     plan: &Plan,
-    pod_watch: bool,
+    (pod_watch, initial_lists): (bool, &'static str),
 ) -> anyhow::Result<PodWatchRun> {
     // Deployments, StatefulSets, Namespaces and Nodes, then Pods and Warning events.
     let watches = if pod_watch { 6 } else { 4 };
+    let me = [std::process::id()];
+    let sims_rss_before = proc::rss(&me);
     let started = Instant::now();
-    let gateway = Gateway::start(bin, sims, pod_watch).await?;
+    let gateway = Gateway::start(bin, sims, pod_watch, initial_lists).await?;
     let http = http_client();
     let url = format!("http://{}/api/v1/clusters", gateway.addr);
     let mut run = PodWatchRun {
         pod_watch,
+        initial_lists,
         ..PodWatchRun::default()
     };
     let result = async {
@@ -252,8 +265,9 @@ async fn run_one(
         run.sync_seconds = started.elapsed().as_secs_f64();
         run.sync_cpu_seconds = proc::cpu_seconds(&pids);
         run.synced_rss_mb = proc::rss(&pids) as f64 / 1e6;
+        run.simulators_rss_growth_mb =
+            (proc::rss(&me) as f64 - sims_rss_before as f64).max(0.0) / 1e6;
 
-        let me = [std::process::id()];
         let (gateway_before, sims_before) = (proc::cpu_seconds(&pids), proc::cpu_seconds(&me));
         let window = Instant::now();
         let mut down = true;
@@ -286,14 +300,15 @@ async fn run_one(
 pub(crate) async fn pod_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<PodFleet> {
     let (sims, fleet_ready_seconds) = start_fleet(plan).await?;
     let mut runs = Vec::new();
-    for pod_watch in [true, false] {
+    // Streamed initial state with and without the pod watch, then paged.
+    for (pod_watch, initial_lists) in [(true, "streaming"), (false, "streaming"), (true, "paged")] {
         eprintln!(
-            "pods: kube-pulse over {} members × {} pods, pod watch {}",
+            "pods: kube-pulse over {} members × {} pods, pod watch {}, initial lists {initial_lists}",
             plan.pod_members,
             plan.pod_deployments * plan.pod_replicas as usize,
             if pod_watch { "on" } else { "off" }
         );
-        runs.push(run_one(bin, &sims, plan, pod_watch).await?);
+        runs.push(run_one(bin, &sims, plan, (pod_watch, initial_lists)).await?);
     }
     for sim in sims {
         sim.shutdown().await;

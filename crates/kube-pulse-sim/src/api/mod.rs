@@ -109,7 +109,7 @@ async fn dispatch(
                 if output == Output::MetadataList {
                     return Err(media::mismatch(output, false));
                 }
-                let mut options = WatchOptions::from_params(&params, &def.kind)?;
+                let mut options = WatchOptions::from_params(&params, &def.kind, shared.watch_list)?;
                 options.output = output;
                 Ok(watch::serve(shared.clone(), def, namespace, options))
             }

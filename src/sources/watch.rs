@@ -201,11 +201,13 @@ async fn follow<K, S, R, F>(
         } else {
             config.clone()
         });
-        if streaming {
-            // A streamed initial state starts (Event::Init) only once the
-            // member accepted the watch: say at once that it is being
-            // read, as a list's first request does, so that an attempt the
-            // member refuses shows as one.
+        // A streamed initial state starts (Event::Init) only once the
+        // member accepted the watch: it is announced at once, as a list's
+        // first request is, so that an attempt the member refuses shows as
+        // one; its Event::Init then announces nothing more (one list, one
+        // `ListStarted`, counted once in kube_pulse_watch_lists_total).
+        let mut announced = streaming;
+        if announced {
             census.list_started();
             if !report(&tx, sync(SyncInput::ListStarted)).await {
                 return;
@@ -237,7 +239,9 @@ async fn follow<K, S, R, F>(
                 Some(Ok(Event::Init)) => {
                     listing.clear();
                     census.list_started();
-                    out.push(sync(SyncInput::ListStarted));
+                    if !std::mem::take(&mut announced) {
+                        out.push(sync(SyncInput::ListStarted));
+                    }
                 }
                 Some(Ok(Event::InitApply(obj))) => {
                     let listed = census.listed(key(&obj), obj.meta().resource_version.as_deref());

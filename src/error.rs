@@ -68,6 +68,10 @@ pub enum Error {
     /// A request that cannot be understood or is not allowed as given (HTTP 400).
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// A topic pattern that is invalid, missing or one too many (HTTP 400,
+    /// `bad_pattern`: the code a WebSocket `subscribe` gets for the same fault).
+    #[error("bad pattern: {0}")]
+    BadPattern(String),
     /// A request that clashes with the current state, e.g. a task already running (HTTP 409).
     #[error("conflict: {0}")]
     Conflict(String),
@@ -93,6 +97,7 @@ impl Error {
             Error::Settings(_) => "invalid_settings",
             Error::NotFound(_) => "not_found",
             Error::BadRequest(_) => "bad_request",
+            Error::BadPattern(_) => "bad_pattern",
             Error::Conflict(_) => "conflict",
             Error::Unavailable(_) => "unavailable",
         }
@@ -101,7 +106,7 @@ impl Error {
     fn status(&self) -> StatusCode {
         match self {
             Error::NotFound(_) => StatusCode::NOT_FOUND,
-            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::BadRequest(_) | Error::BadPattern(_) => StatusCode::BAD_REQUEST,
             Error::Conflict(_) => StatusCode::CONFLICT,
             Error::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::Config { .. }

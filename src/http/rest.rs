@@ -151,11 +151,11 @@ async fn history(
     let result = (|| {
         let q = query(q, &["topic"])?;
         let topic = q.get("topic").ok_or_else(|| {
-            Error::BadRequest("the topic parameter is required, e.g. ?topic=clusters/prod".into())
+            Error::BadPattern("the topic parameter is required, e.g. ?topic=clusters/prod".into())
         })?;
-        let pattern = Pattern::parse(topic).map_err(Error::BadRequest)?;
+        let pattern = Pattern::parse(topic).map_err(Error::BadPattern)?;
         if !pattern.is_exact() {
-            return Err(Error::BadRequest(format!(
+            return Err(Error::BadPattern(format!(
                 "topic {topic:?} must name one topic, without wildcards"
             )));
         }

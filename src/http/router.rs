@@ -410,12 +410,12 @@ mod tests {
             (
                 "/api/v1/history",
                 StatusCode::BAD_REQUEST,
-                Box::new(|v| v["code"] == "bad_request"),
+                Box::new(|v| v["code"] == "bad_pattern"),
             ),
             (
                 "/api/v1/history?topic=clusters/*",
                 StatusCode::BAD_REQUEST,
-                Box::new(|v| v["code"] == "bad_request"),
+                Box::new(|v| v["code"] == "bad_pattern"),
             ),
             (
                 "/api/v1/history?topic=clusters/zz",

@@ -114,7 +114,7 @@ pub async fn events(
     };
     let patterns = match session::patterns(&request.topics, t.config.max_topics_per_request) {
         Ok(p) => p,
-        Err(e) => return Error::BadRequest(e).into_response(),
+        Err(e) => return Error::BadPattern(e).into_response(),
     };
     let options =
         match SubscribeOptions::from_query(request.debounce_ms.as_deref(), &request.fields) {

@@ -402,6 +402,10 @@ export type SubscriptionStatus = 'loading' | 'live' | 'stale' | 'error';
 export type ErrorCode =
   | 'bad_request'
   | 'unauthorized'
+  | 'too_many_auth_failures'
+  | 'misdirected_request'
+  | 'unsupported_media_type'
+  | 'unavailable'
   | 'unauthenticated'
   | 'forbidden'
   | 'forbidden_origin'

@@ -26,7 +26,16 @@ const DEFAULT_BACKOFF = Object.freeze({ initialMs: 500, maxMs: 30000, factor: 2,
 /** Error codes that mean the credential, not the request, is the problem. */
 const AUTH_CODES = new Set(['unauthorized', 'unauthenticated', 'token_expired', 'permissions_changed', 'forbidden']);
 /** Error codes worth retrying after a while (the request itself was fine). */
-const RETRY_CODES = new Set([...AUTH_CODES, 'rate_limited', 'too_many_connections', 'too_many_subscriptions', 'unavailable']);
+const RETRY_CODES = new Set([
+  ...AUTH_CODES,
+  'rate_limited',
+  'too_many_connections',
+  'too_many_subscriptions',
+  'too_many_auth_failures',
+  'unavailable',
+]);
+/** HTTP statuses that are a transient refusal whatever the code: retried, never terminal. */
+const BUSY_STATUSES = new Set([429, 503]);
 
 /**
  * An error from the gateway: `code` is the protocol's (`bad_pattern`,
@@ -1165,6 +1174,9 @@ export class KubePulse {
           status: response.status,
         });
       }
+      // A refusal for now (a lockout, a rate limit, a gateway starting):
+      // it says nothing of whether WebSockets pass, so no switch to SSE.
+      if (BUSY_STATUSES.has(response.status)) return 'down';
       return response.status >= 500 ? 'down' : 'http';
     } catch {
       return this.probeAbort === abort ? 'down' : 'aborted';
@@ -1247,8 +1259,10 @@ export class KubePulse {
         }
         if (response.status >= 400 && response.status < 500) {
           if (sub.abort === abort) sub.abort = null;
-          const error = new PulseError(body.code ?? `http_${response.status}`, body.message ?? response.statusText, {
+          const code = body.code ?? `http_${response.status}`;
+          const error = new PulseError(code, body.message ?? response.statusText, {
             status: response.status,
+            retrying: RETRY_CODES.has(code) || BUSY_STATUSES.has(response.status),
           });
           const after = Number(response.headers?.get?.('Retry-After'));
           this.refused(sub, error, after > 0 ? after * 1000 : undefined);

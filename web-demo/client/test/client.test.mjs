@@ -527,6 +527,62 @@ test('a refused SSE request is reported, not retried; a rate limit is retried af
   client.close();
 });
 
+test('a lockout over SSE (429 too_many_auth_failures) is retried after Retry-After, never terminal', async () => {
+  let calls = 0;
+  let locked = 2;
+  const fetch = async () => {
+    calls++;
+    if (locked > 0) {
+      locked--;
+      return jsonResponse(429, { code: 'too_many_auth_failures', message: 'too many failed authentications' }, { 'Retry-After': '0.01' });
+    }
+    return sseResponse('id: e-1\nevent: synced\ndata: {"type":"synced","cursor":"e-1","resumed":false,"count":0}\n\n');
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, backoff: { initialMs: 1000 } });
+  const events = [];
+  client.subscribe('clusters/*', (e) => events.push(e));
+  await until('synced after the lockout', () => events.some((e) => e.type === 'synced'));
+  const errors = events.filter((e) => e.type === 'error');
+  assert.equal(errors.length, 2);
+  assert.deepEqual([errors[0].code, errors[0].error.retrying, errors[0].error.status], ['too_many_auth_failures', true, 429]);
+  assert.equal(calls, 3);
+  // A 503 whatever its code is retried too.
+  const busy = [];
+  let down = 1;
+  const fetch503 = async () => {
+    if (down-- > 0) return jsonResponse(503, { code: 'http_503', message: 'starting' }, { 'Retry-After': '0.01' });
+    return sseResponse('id: e-1\nevent: synced\ndata: {"type":"synced","cursor":"e-1","resumed":false,"count":0}\n\n');
+  };
+  const other = connect({ url: 'http://gw.example/', transport: 'sse', fetch: fetch503, backoff: { initialMs: 1000 } });
+  other.subscribe('apps/**', (e) => busy.push(e));
+  await until('synced after the 503', () => busy.some((e) => e.type === 'synced'));
+  client.close();
+  other.close();
+});
+
+test('a 429 from the HTTP probe is a refusal for now: retried over WebSocket, no switch to SSE', async () => {
+  fresh();
+  FakeSocket.refuse = true;
+  let probes = 0;
+  const fetch = async (url) => {
+    if (url.endsWith('/api/v1/clusters')) {
+      probes++;
+      return jsonResponse(429, { code: 'too_many_auth_failures', message: 'locked out' }, { 'Retry-After': '60' });
+    }
+    assert.fail(`no SSE request expected: ${url}`);
+  };
+  const client = connect({ url: 'http://gw.example/', WebSocket: FakeSocket, fetch, backoff: { initialMs: 1, maxMs: 5 } });
+  client.subscribe('clusters/*');
+  await until('several probes', () => probes >= 4);
+  assert.equal(client.transport, 'ws');
+  assert.ok(FakeSocket.all.length >= 4, 'the socket is tried again');
+  // Unlocked: the next socket opens and the subscription goes out.
+  FakeSocket.refuse = false;
+  const ws = await until('a subscribe over WebSocket', () => FakeSocket.all.find((s) => s.sent.length));
+  assert.equal(ws.subscribes()[0].topics[0], 'clusters/*');
+  client.close();
+});
+
 test('over SSE the connection is live while any stream is', async () => {
   let ends = null;
   const fetch = async (url, init) => {

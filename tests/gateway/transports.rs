@@ -797,14 +797,22 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
         many.push(reader);
     }
     assert_eq!(state.transports.metrics.sse_sessions.get(), 201);
+    // Subscribers add no upstream request: 200 more cost the member no
+    // list and no watch of their own (a watch the load of a full test run
+    // restarts meanwhile is one more request, whatever the subscribers), and
+    // it settles back to one open watch per resource: deployments,
+    // statefulsets, namespaces, nodes, pods, warning events.
     let with_many = upstream(&sim.stats());
-    assert_eq!(
-        with_one, with_many,
-        "watch/list requests and open watches with 1 and 201 subscribers"
+    assert_eq!(with_many.1, with_one.1, "no LIST: {:?}", sim.stats());
+    assert!(
+        with_many.0 < with_one.0 + 10,
+        "watch requests with 1 and 201 subscribers: {with_one:?}, {with_many:?}: {:?}",
+        sim.stats()
     );
-    // One watch per resource: deployments, statefulsets, namespaces, nodes,
-    // pods, warning events.
-    assert_eq!(with_many.2, 6);
+    eventually(WAIT, "one open watch per resource", || async {
+        (sim.stats().open_watches == 6).then_some(())
+    })
+    .await;
     stop.cancel();
     p.stop().await;
     sim.shutdown().await;

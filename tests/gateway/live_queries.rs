@@ -23,9 +23,8 @@ use pulse_testkit::gateway::{doc_where, pipeline, serve};
 use pulse_testkit::http::http;
 use pulse_testkit::sim::{deployment, sim_with};
 use pulse_testkit::sse::SseReader;
-use pulse_testkit::ws::{Ws, ws_next, ws_send};
+use pulse_testkit::ws::{Ws, ws_connect_with_token, ws_next, ws_send};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -192,16 +191,6 @@ fn unrevised(window: &QueryWindow) -> QueryWindow {
     }
 }
 
-async fn ws_with_token(url: &str, token: &str) -> Ws {
-    let mut request = format!("{}/api/v1/ws", url.replace("http://", "ws://"))
-        .into_client_request()
-        .unwrap();
-    request
-        .headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    tokio_tungstenite::connect_async(request).await.unwrap().0
-}
-
 /// One client: a token, its transport, and a window per query.
 struct Client {
     token: &'static str,
@@ -222,7 +211,7 @@ impl Client {
     async fn open(url: &str, token: &'static str, ws: bool) -> Self {
         let queries = queries();
         let transport = if ws {
-            let mut socket = ws_with_token(url, token).await;
+            let mut socket = ws_connect_with_token(url, token).await;
             for q in &queries {
                 let mut op = q.members.clone();
                 op["op"] = json!("subscribe");
@@ -446,7 +435,7 @@ async fn windows_rebuilt_from_the_wire_equal_the_query_on_rest_for_every_grant()
     }
 
     // Bad queries: `bad_query`, naming the member; the socket goes on.
-    let mut ws = ws_with_token(&url, ROOT).await;
+    let mut ws = ws_connect_with_token(&url, ROOT).await;
     for (members, names) in [
         (
             json!({"filter": {"like": ["/state", "Run%"]}}),

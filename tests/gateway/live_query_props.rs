@@ -26,9 +26,8 @@ use pulse_testkit::docs::QueryWindow;
 use pulse_testkit::gateway::{ping_health, serve};
 use pulse_testkit::http::http;
 use pulse_testkit::sse::SseReader;
-use pulse_testkit::ws::{Ws, ws_next, ws_send};
+use pulse_testkit::ws::{Ws, ws_connect_with_token, ws_next, ws_send};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
 
 /// Below `ws_next`'s own 20 s, so a missing message fails here, saying what.
@@ -541,16 +540,6 @@ async fn rest_apps(url: &str, token: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
-async fn ws_with_token(url: &str, token: &str) -> Ws {
-    let mut request = format!("{}/api/v1/ws", url.replace("http://", "ws://"))
-        .into_client_request()
-        .unwrap();
-    request
-        .headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    tokio_tungstenite::connect_async(request).await.unwrap().0
-}
-
 /// One token's view: its queries on one WebSocket, maybe also over SSE.
 struct Client {
     token: &'static str,
@@ -578,7 +567,7 @@ async fn subscribe_all(ws: &mut Ws, queries: &[Query], since: Option<&str>) {
 
 impl Client {
     async fn open(url: &str, token: &'static str, queries: &[Query], sse: bool) -> Self {
-        let mut ws = ws_with_token(url, token).await;
+        let mut ws = ws_connect_with_token(url, token).await;
         subscribe_all(&mut ws, queries, None).await;
         let mut streams = Vec::new();
         if sse {
@@ -680,7 +669,7 @@ impl Client {
     async fn reconnect(&mut self, url: &str, queries: &[Query]) {
         let since = self.cursor.clone().expect("a cursor arrived");
         let _ = self.ws.close(None).await;
-        self.ws = ws_with_token(url, self.token).await;
+        self.ws = ws_connect_with_token(url, self.token).await;
         subscribe_all(&mut self.ws, queries, Some(&since)).await;
         let until = tokio::time::Instant::now() + WAIT;
         let mut synced = 0;
@@ -701,7 +690,7 @@ impl Client {
 /// The `after` of a first page of `query` (limit 3) and the row it
 /// names, asked over a socket of its own; None when nothing follows.
 async fn first_page_after(url: &str, query: &Query) -> Option<(String, String, Value)> {
-    let mut ws = ws_with_token(url, TOKENS[0].1).await;
+    let mut ws = ws_connect_with_token(url, TOKENS[0].1).await;
     let mut op = json!({"op": "subscribe", "id": "page", "topics": ["apps/**"], "limit": 3});
     if !query.sort.is_empty() {
         op["sort"] = json!(query.sort_text());

@@ -73,6 +73,21 @@ pub async fn ws_connect_small(url: &str, recv_buffer: u32) -> Ws {
         .0
 }
 
+/// A WebSocket client of `{url}/api/v1/ws` with `Authorization: Bearer {token}`.
+pub async fn ws_connect_with_token(url: &str, token: &str) -> Ws {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("{}/api/v1/ws", url.replace("http://", "ws://"))
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    tokio_tungstenite::connect_async(request)
+        .await
+        .expect("websocket connects")
+        .0
+}
+
 /// A WebSocket client of `{url}/api/v1/ws`.
 pub async fn ws_connect(url: &str) -> Ws {
     let ws_url = format!("{}/api/v1/ws", url.replace("http://", "ws://"));

@@ -907,6 +907,14 @@ export class KubePulse {
     this.emit(sub, { type: 'error', code: error.code, message: error.message, error });
     if (error.auth) {
       this.connectionError(error);
+      // The connection starts over: every subscription still waiting on it
+      // hears why, not only the one whose answer came first.
+      for (const other of this.subs.values()) {
+        if (other === sub || other.status !== 'loading') continue;
+        other.sent = false;
+        this.setStatus(other, 'error', error);
+        this.emit(other, { type: 'error', code: error.code, message: error.message, error });
+      }
       // The connection starts over (after a backoff) with the token of that time.
       if (this.transport === 'ws' && this.ws && this.wsOpened) this.ws.close(1000);
       return;

@@ -527,6 +527,23 @@ test('a refused SSE request is reported, not retried; a rate limit is retried af
   client.close();
 });
 
+test('an auth refusal reaches every subscription still loading, not only the first answered', async () => {
+  fresh();
+  const client = wsClient({ backoff: { initialMs: 1000, maxMs: 1000 } });
+  const seen = { a: [], b: [], c: [] };
+  client.subscribe('clusters/*', (e) => seen.a.push(e));
+  client.subscribe('apps/**', (e) => seen.b.push(e));
+  client.subscribe('tasks/*', (e) => seen.c.push(e));
+  const ws = await until('three subscribes', () => FakeSocket.all[0]?.sent.length === 3 && FakeSocket.all[0]);
+  ws.push({ type: 'error', code: 'unauthenticated', message: 'auth first', id: ws.sent[0].id });
+  for (const [name, events] of Object.entries(seen)) {
+    const error = events.find((e) => e.type === 'error');
+    assert.equal(error?.code, 'unauthenticated', `subscription ${name}: ${JSON.stringify(events)}`);
+  }
+  for (const topic of ['clusters/*', 'apps/**', 'tasks/*']) assert.equal(client.status(topic).status, 'error', topic);
+  client.close();
+});
+
 test('a lockout over SSE (429 too_many_auth_failures) is retried after Retry-After, never terminal', async () => {
   let calls = 0;
   let locked = 2;

@@ -484,14 +484,24 @@ export class KubePulse {
     if (this.closed) throw new Error('kube-pulse: the client is closed');
     const normalized = subscriptionOptions(options);
     const key = keyOf(list, normalized);
+    const sub = this.acquire(key, () => ({
+      id: `s${++nextId}`,
+      patterns: list,
+      options: normalized,
+      store: normalized ? new DocumentStore() : this.store,
+    }));
+    return this.hold(sub, { onEvent });
+  }
+
+  /**
+   * The subscription of `key`, made with the members `make` gives (beside
+   * the state every subscription starts with) and opened when there is none.
+   */
+  acquire(key, make) {
     let sub = this.byKey.get(key);
     if (!sub) {
       sub = {
-        id: `s${++nextId}`,
         key,
-        patterns: list,
-        options: normalized,
-        store: normalized ? new DocumentStore() : this.store,
         holders: new Set(),
         cursor: undefined,
         synced: false,
@@ -502,14 +512,23 @@ export class KubePulse {
         dead: false,
         retryTimer: null,
         releaseTimer: null,
+        ...make(),
       };
       this.subs.set(sub.id, sub);
       this.byKey.set(key, sub);
       this.open(sub);
     }
+    return sub;
+  }
+
+  /**
+   * Adds `holder` to `sub`; returns the function that takes it away. A
+   * subscription left without holders is released a moment later, so that
+   * React StrictMode's unsubscribe-resubscribe keeps it (and the socket).
+   */
+  hold(sub, holder) {
     clearTimeout(sub.releaseTimer);
     sub.releaseTimer = null;
-    const holder = { onEvent };
     sub.holders.add(holder);
     let done = false;
     return () => {
@@ -517,8 +536,6 @@ export class KubePulse {
       done = true;
       sub.holders.delete(holder);
       if (sub.holders.size === 0 && !sub.releaseTimer) {
-        // Released a moment later, so that React StrictMode's
-        // unsubscribe-resubscribe keeps the subscription (and the socket).
         sub.releaseTimer = setTimeout(() => {
           sub.releaseTimer = null;
           if (sub.holders.size === 0) this.release(sub);
@@ -548,56 +565,26 @@ export class KubePulse {
     if (this.closed) throw new Error('kube-pulse: the client is closed');
     const normalized = liveQuery(query);
     const key = queryKey(list, normalized);
-    let sub = this.byKey.get(key);
-    if (!sub) {
-      sub = {
-        id: `q${++nextId}`,
-        key,
-        patterns: list,
-        // The members go on the wire like options; a query never resumes from a cursor.
-        options: normalized,
-        query: normalized,
-        store: EMPTY_STORE,
-        window: LOADING,
-        rowsIn: false,
-        awaitSubscribed: false,
-        holders: new Set(),
-        cursor: undefined,
-        synced: false,
-        fresh: null,
-        abort: null,
-        status: 'loading',
-        error: null,
-        dead: false,
-        retryTimer: null,
-        releaseTimer: null,
-      };
-      this.subs.set(sub.id, sub);
-      this.byKey.set(key, sub);
-      this.open(sub);
-    }
-    clearTimeout(sub.releaseTimer);
-    sub.releaseTimer = null;
+    const sub = this.acquire(key, () => ({
+      id: `q${++nextId}`,
+      patterns: list,
+      // The members go on the wire like options; a query never resumes from a cursor.
+      options: normalized,
+      query: normalized,
+      store: EMPTY_STORE,
+      window: LOADING,
+      rowsIn: false,
+      awaitSubscribed: false,
+    }));
     const holder = { onEvent: (event) => onChange(sub.window, event) };
-    sub.holders.add(holder);
-    let done = false;
+    const end = this.hold(sub, holder);
     if (sub.rowsIn) {
       // A holder that joins a window already there hears it too.
       queueMicrotask(() => {
-        if (!done) onChange(sub.window, { type: 'rows' });
+        if (sub.holders.has(holder)) onChange(sub.window, { type: 'rows' });
       });
     }
-    return () => {
-      if (done) return;
-      done = true;
-      sub.holders.delete(holder);
-      if (sub.holders.size === 0 && !sub.releaseTimer) {
-        sub.releaseTimer = setTimeout(() => {
-          sub.releaseTimer = null;
-          if (sub.holders.size === 0) this.release(sub);
-        }, 0);
-      }
-    };
+    return end;
   }
 
   /** The current result of the live query `query` over `patterns` (loading when it is not subscribed). */

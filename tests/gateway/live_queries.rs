@@ -20,7 +20,7 @@ use kube_pulse::transports::TransportConfig;
 use kube_pulse_sim::{SimCluster, WorkloadSeed, workload_manifest};
 use pulse_testkit::docs::QueryWindow;
 use pulse_testkit::gateway::{doc_where, pipeline, serve};
-use pulse_testkit::http::http;
+use pulse_testkit::http::{http, rest_apps};
 use pulse_testkit::sim::{deployment, sim_with};
 use pulse_testkit::sse::SseReader;
 use pulse_testkit::ws::{Ws, ws_connect_with_token, ws_next, ws_send};
@@ -148,35 +148,6 @@ fn evaluate(query: &Query, apps: &[(String, Value)]) -> QueryWindow {
         total: matching.len() as u64,
         groups,
     }
-}
-
-/// Every app REST serves to `token`, by topic.
-async fn rest_apps(url: &str, token: &str) -> Vec<(String, Value)> {
-    let body: Value = http()
-        .get(format!("{url}/api/v1/apps"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut apps: Vec<(String, Value)> = body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            let topic = format!(
-                "apps/{}/{}/{}",
-                a["cluster"].as_str().unwrap(),
-                a["namespace"].as_str().unwrap(),
-                a["app"].as_str().unwrap()
-            );
-            (topic, a.clone())
-        })
-        .collect();
-    apps.sort_by(|a, b| a.0.cmp(&b.0));
-    apps
 }
 
 /// The window without revisions (REST lists carry none).

@@ -24,7 +24,7 @@ use kube_pulse::hub::{Hub, HubConfig};
 use kube_pulse::transports::TransportConfig;
 use pulse_testkit::docs::QueryWindow;
 use pulse_testkit::gateway::{ping_health, serve};
-use pulse_testkit::http::http;
+use pulse_testkit::http::rest_apps;
 use pulse_testkit::sse::SseReader;
 use pulse_testkit::ws::{Ws, ws_connect_with_token, ws_next, ws_send};
 use serde_json::{Value, json};
@@ -514,30 +514,6 @@ fn token_auth() -> Arc<Auth> {
         .collect();
     let file = auth::tokens::TokenFile::parse(&format!("tokens:\n{lines}")).unwrap();
     Auth::new(Mode::Tokens(file))
-}
-
-/// Every app REST serves to `token`, by topic.
-async fn rest_apps(url: &str, token: &str) -> Vec<(String, Value)> {
-    let response = http()
-        .get(format!("{url}/api/v1/apps"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.unwrap();
-    body["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            let s = |k: &str| a[k].as_str().unwrap().to_string();
-            (
-                topic_of(&s("cluster"), &s("namespace"), &s("app")),
-                a.clone(),
-            )
-        })
-        .collect()
 }
 
 /// One token's view: its queries on one WebSocket, maybe also over SSE.

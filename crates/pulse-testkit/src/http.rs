@@ -107,6 +107,31 @@ pub async fn rest_docs(url: &str) -> BTreeMap<String, Value> {
 }
 
 /// Creates a task through `POST {url}/api/v1/tasks` with `request`,
+/// Every app document `GET {url}/api/v1/apps` serves to `token`, with its
+/// topic (`apps/{cluster}/{namespace}/{app}`), in topic order.
+pub async fn rest_apps(url: &str, token: &str) -> Vec<(String, Value)> {
+    let response = http()
+        .get(format!("{url}/api/v1/apps"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    let mut apps: Vec<(String, Value)> = body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let s = |k: &str| a[k].as_str().unwrap();
+            let topic = format!("apps/{}/{}/{}", s("cluster"), s("namespace"), s("app"));
+            (topic, a.clone())
+        })
+        .collect();
+    apps.sort_by(|a, b| a.0.cmp(&b.0));
+    apps
+}
+
 /// asserting 201; the task's id.
 pub async fn create_task(url: &str, request: Value) -> String {
     let created = http()

@@ -92,7 +92,7 @@ LAYERS = {
     "http_settings.rs": (),
     # The file format names value types of low parts only; each owner
     # converts its block into runtime settings, never the file itself.
-    "config.rs": ("error.rs", "names.rs", "http_settings.rs", "sources/", "health/"),
+    "config.rs": ("error.rs", "names.rs", "http_settings.rs", "sources/", "health/", "status/"),
     # Health checks know nothing of the gateway that registers them.
     "health/": ("classify.rs", "testing.rs"),
 }

@@ -37,6 +37,14 @@ pub struct FileConfig {
     pub sync_registries: Vec<crate::sources::SyncRegistry>,
     /// Label whose value groups workloads into apps.
     pub app_label: Option<String>,
+    /// Health rules for custom workloads (docs/STATUS.md "Health rules"):
+    /// each replaces the built-in rule of its name or joins them.
+    #[serde(default)]
+    pub health_rules: Vec<crate::status::rules::RuleSpec>,
+    /// The rules in force, compiled from the built-in ones and
+    /// `healthRules` by [`load_file`] (the built-in ones alone until then).
+    #[serde(skip)]
+    pub rules: std::sync::Arc<crate::status::rules::HealthRules>,
     /// `podWatch: {enabled, labelSelector}`: Pods and Warning events for
     /// the apps' pod-level reasons (default on, every pod).
     #[serde(default)]
@@ -522,7 +530,7 @@ pub fn load_agent_file(path: &Path) -> Result<FileConfig> {
 
 /// Reads and validates a `--config` file.
 pub fn load_file(path: &Path) -> Result<FileConfig> {
-    let config = parse_file(path)?;
+    let mut config = parse_file(path)?;
     let karpor = config
         .karpor
         .as_ref()
@@ -540,6 +548,9 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
     };
     config.probe.validate().map_err(invalid)?;
     config.auth_failures.validate().map_err(invalid)?;
+    let rules = crate::status::rules::HealthRules::compile(&config.health_rules)
+        .map_err(|why| invalid(format!("healthRules: {why}")))?;
+    config.rules = std::sync::Arc::new(rules);
     if config.member_start_rate == Some(0) {
         return Err(invalid(
             "memberStartRate must be at least 1 connection a second, not 0".into(),

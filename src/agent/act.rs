@@ -22,6 +22,8 @@ pub(super) struct Responder {
     /// The member's documents as this agent computes them: what a task
     /// acts on is read here, not taken from the request.
     pub(super) hub: Arc<crate::hub::Hub>,
+    /// How the member's custom workloads are read (its pipeline's rules).
+    pub(super) rules: Arc<crate::status::rules::HealthRules>,
     /// Signatures of the requests believed in the last [`wire::REQUEST_WINDOW`]:
     /// one seen again (a replay) is refused.
     pub(super) answered:
@@ -124,7 +126,15 @@ impl Responder {
                 );
             }
         }
-        match crate::tasks::act_for_hub(&self.member, &self.kube, &self.hub, request.body).await {
+        match crate::tasks::act_for_hub(
+            &self.member,
+            &self.kube,
+            &self.hub,
+            &self.rules,
+            request.body,
+        )
+        .await
+        {
             Ok(plan) => ActReply::Done(plan),
             Err((reason, message)) => ActReply::Refused { reason, message },
         }

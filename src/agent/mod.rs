@@ -220,6 +220,7 @@ impl Agent {
             kube: kube.clone(),
             hub_key: hub_key.map(Arc::new),
             hub: pipeline.hub().clone(),
+            rules: pipeline.rules().clone(),
             answered: Default::default(),
         };
         let holding = Arc::new(std::sync::atomic::AtomicBool::new(lease.is_none()));

@@ -34,6 +34,20 @@ pub struct SimArgs {
     /// StatefulSet to create at start: NAMESPACE/NAME[:REPLICAS] (repeatable).
     #[arg(long = "statefulset", value_name = "NS/NAME[:REPLICAS]", value_parser = parse_workload)]
     pub statefulsets: Vec<(String, String, u32)>,
+    /// KusionStack CollaSet to create at start: NAMESPACE/NAME[:REPLICAS]
+    /// (repeatable; serves the custom workload CRDs).
+    #[arg(long = "collaset", value_name = "NS/NAME[:REPLICAS]", value_parser = parse_workload)]
+    pub collasets: Vec<(String, String, u32)>,
+    /// OpenKruise CloneSet to create at start (as --collaset).
+    #[arg(long = "cloneset", value_name = "NS/NAME[:REPLICAS]", value_parser = parse_workload)]
+    pub clonesets: Vec<(String, String, u32)>,
+    /// Argo Rollouts Rollout to create at start (as --collaset).
+    #[arg(long = "rollout", value_name = "NS/NAME[:REPLICAS]", value_parser = parse_workload)]
+    pub rollouts: Vec<(String, String, u32)>,
+    /// Serve the custom workload kinds (CollaSet, CloneSet, Rollout)
+    /// through their CRDs and run their controllers, even with none seeded.
+    #[arg(long)]
+    pub workload_crds: bool,
     /// Container image of the seeded workloads.
     #[arg(long, default_value = "registry.example/app:1.0")]
     pub image: String,
@@ -73,7 +87,7 @@ pub struct SimArgs {
     pub control_listen: Option<SocketAddr>,
     /// Serve Karpor's API (clusters, syncclusterresources, …) instead of a
     /// Kubernetes cluster's, holding Karpor's default sync registry.
-    #[arg(long, conflicts_with_all = ["apps", "statefulsets"])]
+    #[arg(long, conflicts_with_all = ["apps", "statefulsets", "collasets", "clonesets", "rollouts"])]
     pub karpor: bool,
     /// With --karpor: Karpor #831's Cluster status schema (`apiserver`,
     /// `version`, `conditions`; set on create as Karpor does); without it,
@@ -153,6 +167,13 @@ impl SimArgs {
         };
         let mut workloads = seeds(&self.apps, "Deployment");
         workloads.extend(seeds(&self.statefulsets, "StatefulSet"));
+        let custom = seeds(&self.collasets, "CollaSet")
+            .into_iter()
+            .chain(seeds(&self.clonesets, "CloneSet"))
+            .chain(seeds(&self.rollouts, "Rollout"));
+        let before = workloads.len();
+        workloads.extend(custom);
+        let workload_crds = self.workload_crds || workloads.len() > before;
         SimConfig {
             name: self.name.clone(),
             listen: self.listen,
@@ -165,6 +186,7 @@ impl SimArgs {
                 tick: Duration::from_millis(self.tick_ms.max(10)),
                 pods_per_tick: self.pods_per_tick.max(1),
             },
+            workload_crds,
             deny: self.deny.clone(),
             namespaces: self.namespaces.clone(),
             workloads,

@@ -91,8 +91,14 @@ pub async fn start_clusters(
     let mut clusters = Vec::new();
     for i in 0..options.clusters {
         let name = cluster_name(i);
+        let mut workloads = scenario::seed_workloads();
+        if i == 0 {
+            workloads.extend(scenario::custom_workloads());
+        }
         let config = SimConfig {
-            workloads: scenario::seed_workloads(),
+            workloads,
+            // Every demo cluster serves the custom workload kinds; dev runs one of each.
+            workload_crds: true,
             converge: options.converge,
             ..SimConfig::named(&name)
         };

@@ -70,6 +70,8 @@ fn web(expected: i32, ready: i32) -> Workload {
         ready,
         available: ready,
         failure: None,
+        paused: false,
+        progressing: None,
         terminating: false,
         images: vec!["web:1".into()],
         selector: [("app".to_string(), "web".to_string())].into(),

@@ -548,6 +548,11 @@ impl Pipeline {
         &self.app_label
     }
 
+    /// How custom workloads are read (the health rules in force).
+    pub fn rules(&self) -> &std::sync::Arc<crate::status::rules::HealthRules> {
+        &self.source_config.rules
+    }
+
     /// A sender into the engine, for observations that are not from sources.
     pub fn observations(&self) -> mpsc::Sender<Observation> {
         self.tx.clone()

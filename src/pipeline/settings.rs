@@ -52,6 +52,7 @@ impl PipelineConfig {
         }
         source.pod_watch = file.pod_watch.clone();
         source.initial_lists = file.initial_lists;
+        source.rules = std::sync::Arc::clone(&file.rules);
         if let Some(rate) = file.member_start_rate {
             source.pacer = std::sync::Arc::new(crate::sources::Pacer::new(rate));
         }

@@ -90,7 +90,7 @@ impl ClusterSource {
     /// Exactly one watch per resource: the first entry naming it wins.
     pub(crate) async fn set_resources(&mut self, resources: Vec<SyncResource>) {
         let mut wanted: BTreeMap<Gvr, SyncResource> = BTreeMap::new();
-        for r in builtin_resources(&self.config.pod_watch)
+        for r in builtin_resources(&self.config.pod_watch, &self.config.rules)
             .into_iter()
             .chain(resources)
         {

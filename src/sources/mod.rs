@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::status::app::DEFAULT_APP_LABEL;
+use crate::status::rules::HealthRules;
 use crate::status::sync::Gvr;
 
 pub(crate) use cluster::ClusterSource;
@@ -49,17 +50,24 @@ impl SyncResource {
     }
 }
 
-/// The resources every cluster watches: what the app machine reads, and
+/// The resources every cluster watches: what the app machine reads (the
+/// custom workloads of the health rules where the member serves them), and
 /// the Nodes the cluster document sums up. With the pod watch on, also
 /// Pods (narrowed by its label selector) and Events (only `type=Warning`,
 /// a field selector the watch adds itself).
-pub(crate) fn builtin_resources(pods: &PodWatch) -> Vec<SyncResource> {
+pub(crate) fn builtin_resources(pods: &PodWatch, rules: &HealthRules) -> Vec<SyncResource> {
     let mut resources = vec![
         SyncResource::all("apps", "v1", "deployments"),
         SyncResource::all("apps", "v1", "statefulsets"),
         SyncResource::all("", "v1", "namespaces"),
         SyncResource::all("", "v1", "nodes"),
     ];
+    resources.extend(rules.iter().map(|r| SyncResource {
+        gvr: r.gvr.clone(),
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+    }));
     if pods.enabled {
         resources.push(SyncResource {
             label_selector: pods.label_selector.clone(),
@@ -126,6 +134,8 @@ pub struct SourceConfig {
     pub initial_lists: InitialLists,
     /// Pods and Warning events for the apps' pod-level reasons.
     pub pod_watch: PodWatch,
+    /// How custom workloads are read (`healthRules`, and the built-in ones).
+    pub rules: Arc<HealthRules>,
     /// The pace at which probes and watches start, shared by every member
     /// (`memberStartRate`).
     pub pacer: Arc<Pacer>,
@@ -140,6 +150,7 @@ impl Default for SourceConfig {
             page_size: None,
             initial_lists: InitialLists::default(),
             pod_watch: PodWatch::default(),
+            rules: Arc::default(),
             pacer: Arc::new(Pacer::default()),
         }
     }

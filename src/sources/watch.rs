@@ -13,6 +13,7 @@
 //! outage must not keep documents stale once the member is back.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -36,6 +37,7 @@ use crate::status::app::Workload;
 use crate::status::capacity::NodeFacts;
 use crate::status::labels::LabelSets;
 use crate::status::pods::{EventKey, PodSummary, Warning};
+use crate::status::rules::HealthRule;
 use crate::status::sync::{Gvr, SyncInput};
 
 /// How often sync progress (object counts, last event time) is reported at most.
@@ -391,6 +393,9 @@ pub(crate) async fn run(
         recoveries,
         shutdown,
     };
+    if let Some(rule) = config.rules.for_resource(&gvr) {
+        return run_rule(client, Arc::clone(rule), app_label, watch).await;
+    }
     match (
         gvr.group.as_str(),
         gvr.version.as_str(),
@@ -558,6 +563,73 @@ async fn not_served(
         // Err: the probe is gone (shutdown); the branch is then disabled.
         Ok(()) = recoveries.changed() => true,
     }
+}
+
+/// Watches the custom workloads a health rule reads, where the member
+/// serves them: each object is read through the rule as it arrives (and
+/// dropped). A member that does not serve the resource is looked up again
+/// after [`NOT_SERVED_LOOKUP`] or when it answers again after failing, and
+/// shows nothing meanwhile: clusters without the CRD pay one discovery
+/// request per lookup, and their documents have no entry for it.
+async fn run_rule(client: kube::Client, rule: Arc<HealthRule>, app_label: String, watch: Watch) {
+    let found: ApiResource = {
+        let Watch {
+            gvr,
+            recoveries,
+            shutdown,
+            ..
+        } = &watch;
+        let mut recoveries = recoveries.clone();
+        loop {
+            let attempt = *recoveries.borrow_and_update();
+            let gv = kube::core::GroupVersion::gv(&gvr.group, &gvr.version);
+            let discovered = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                d = kube::discovery::pinned_group(&client, &gv) => d,
+            };
+            let served = discovered.ok().and_then(|group| {
+                group
+                    .versioned_resources(&gvr.version)
+                    .into_iter()
+                    .find(|(ar, caps)| {
+                        ar.plural == gvr.resource
+                            && caps.supports_operation(kube::discovery::verbs::WATCH)
+                    })
+                    .map(|(ar, _)| ar)
+            });
+            if let Some(found) = served {
+                break found;
+            }
+            if *recoveries.borrow_and_update() != attempt {
+                continue;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(NOT_SERVED_LOOKUP) => {}
+                Ok(()) = recoveries.changed() => {}
+            }
+        }
+    };
+    let kind = SyncInput::Kind(found.kind.clone());
+    if !report(
+        &watch.tx,
+        Observation::sync(&watch.cluster, &watch.gvr, kind),
+    )
+    .await
+    {
+        return;
+    }
+    let c = watch.cluster.clone();
+    let api: Api<DynamicObject> = Api::all_with(client, &found);
+    let workload_kind = rule.kind;
+    let read = move |obj: DynamicObject| {
+        let object = serde_json::to_value(&obj).unwrap_or_default();
+        rule.read(&object, &app_label)
+    };
+    drive(watch, api, read, move |step| {
+        workload_steps(&c, workload_kind, step)
+    })
+    .await
 }
 
 /// Finds the resource through discovery, then watches its objects'

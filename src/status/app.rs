@@ -5,6 +5,7 @@
 //! over it in `state`. [`AppStatus::restore`] reads a published document
 //! back, for an owner that takes the member over.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -42,11 +43,21 @@ pub(crate) enum WorkloadHealth {
     Terminating,
 }
 
-/// What the app machine needs of one Deployment or StatefulSet.
+/// Why a workload's controller gave up: a reason word and a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// A CamelCase word (`ProgressDeadlineExceeded`, `RolloutAborted`).
+    pub reason: String,
+    /// What the controller said.
+    pub message: String,
+}
+
+/// What the app machine needs of one workload: a Deployment, a StatefulSet,
+/// or a custom workload read through a health rule (`rules`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Workload {
-    /// `Deployment` or `StatefulSet`.
+    /// `Deployment`, `StatefulSet`, or the kind of a health rule.
     pub kind: &'static str,
     /// Namespace of the workload.
     pub namespace: String,
@@ -68,8 +79,15 @@ pub struct Workload {
     pub ready: i32,
     /// `status.availableReplicas`.
     pub available: i32,
-    /// Message of a `ProgressDeadlineExceeded` condition.
-    pub failure: Option<String>,
+    /// Why its controller gave up (a Deployment's `ProgressDeadlineExceeded`
+    /// condition, or what a health rule's `failed` says).
+    pub failure: Option<Failure>,
+    /// The rollout is paused on purpose (`spec.paused`, a canary step): a
+    /// rollout waiting while paused says so instead of looking stuck.
+    pub paused: bool,
+    /// What a health rule says is still under way although the counters
+    /// look done (a canary analysis, a rollout step).
+    pub progressing: Option<String>,
     /// Set once `metadata.deletionTimestamp` is: the workload is being deleted.
     pub terminating: bool,
     /// Container images of the pod template, in order.
@@ -108,7 +126,7 @@ struct Parts<'a> {
     updated: Option<i32>,
     ready: Option<i32>,
     available: Option<i32>,
-    failure: Option<String>,
+    failure: Option<Failure>,
     selector: Option<&'a BTreeMap<String, String>>,
 }
 
@@ -128,6 +146,8 @@ impl Parts<'_> {
             ready: self.ready.unwrap_or(0),
             available: self.available.unwrap_or(0),
             failure: self.failure,
+            paused: false,
+            progressing: None,
             terminating: self.meta.deletion_timestamp.is_some(),
             images: images(self.template.spec.as_ref()),
             selector: self.selector.cloned().unwrap_or_default(),
@@ -147,10 +167,12 @@ impl Workload {
                         && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
                 })
             })
-            .map(|c| {
-                c.message
+            .map(|c| Failure {
+                reason: "ProgressDeadlineExceeded".into(),
+                message: c
+                    .message
                     .clone()
-                    .unwrap_or_else(|| "ProgressDeadlineExceeded".into())
+                    .unwrap_or_else(|| "ProgressDeadlineExceeded".into()),
             });
         Parts {
             kind: "Deployment",
@@ -204,7 +226,13 @@ impl Workload {
             );
         }
         if let Some(failure) = &self.failure {
-            return (WorkloadHealth::Failed, failure.clone());
+            return (WorkloadHealth::Failed, failure.message.clone());
+        }
+        if self.paused && self.updated < e {
+            return (
+                WorkloadHealth::InProgress,
+                format!("rollout paused: {} of {e} updated", self.updated),
+            );
         }
         if self.updated < e {
             return (
@@ -229,6 +257,9 @@ impl Workload {
                 WorkloadHealth::InProgress,
                 format!("{}/{e} available", self.available),
             );
+        }
+        if let Some(progressing) = &self.progressing {
+            return (WorkloadHealth::InProgress, progressing.clone());
         }
         (WorkloadHealth::Current, format!("{}/{e} ready", self.ready))
     }
@@ -344,19 +375,19 @@ pub(crate) fn stable_state(
     namespace_exists: bool,
     workloads: &[&Workload],
     cause: Option<&DominantCause>,
-) -> (AppPhase, &'static str, String) {
+) -> (AppPhase, Cow<'static, str>, String) {
     if !namespace_exists {
         return (
             AppPhase::NotExisted,
-            "NamespaceNotFound",
+            "NamespaceNotFound".into(),
             "the namespace does not exist".into(),
         );
     }
     if workloads.is_empty() {
         return (
             AppPhase::Stopped,
-            "NoWorkloads",
-            "no Deployment or StatefulSet".into(),
+            "NoWorkloads".into(),
+            "no workloads".into(),
         );
     }
     let expected: i32 = workloads.iter().map(|w| w.expected).sum();
@@ -366,7 +397,10 @@ pub(crate) fn stable_state(
         .iter()
         .zip(&healths)
         .find(|(_, (h, _))| *h == WorkloadHealth::Failed)
-        .map(|(w, (_, m))| format!("{} {}: {m}", w.kind, w.name));
+        .map(|(w, (_, m))| {
+            let reason = w.failure.as_ref().map_or("Failed", |f| f.reason.as_str());
+            (reason.to_string(), format!("{} {}: {m}", w.kind, w.name))
+        });
     if expected == 0 {
         let leftover: i32 = workloads.iter().map(|w| w.replicas).sum();
         let message = if leftover > 0 {
@@ -374,35 +408,35 @@ pub(crate) fn stable_state(
         } else {
             "scaled to 0".into()
         };
-        return (AppPhase::Stopped, "ScaledToZero", message);
+        return (AppPhase::Stopped, "ScaledToZero".into(), message);
     }
     if ready == 0
-        && let Some(failure) = failure.clone()
+        && let Some((reason, failure)) = failure.clone()
     {
         if let Some(cause) = cause {
             return (
                 AppPhase::Panic,
-                cause.reason.as_str(),
+                cause.reason.as_str().into(),
                 format!("0/{expected} ready: {}; {failure}", cause.describe()),
             );
         }
-        return (AppPhase::Panic, "ProgressDeadlineExceeded", failure);
+        return (AppPhase::Panic, reason.into(), failure);
     }
     if (ready < expected || failure.is_some())
         && let Some(cause) = cause
     {
-        let failure = failure.map(|f| format!("; {f}")).unwrap_or_default();
+        let failure = failure.map(|(_, f)| format!("; {f}")).unwrap_or_default();
         return (
             AppPhase::Degraded,
-            cause.reason.as_str(),
+            cause.reason.as_str().into(),
             format!("{ready}/{expected} ready: {}{failure}", cause.describe()),
         );
     }
-    if let Some(failure) = failure {
+    if let Some((reason, failure)) = failure {
         // A failed rollout is shown even while old replicas keep serving.
         return (
             AppPhase::Degraded,
-            "ProgressDeadlineExceeded",
+            reason.into(),
             format!("{ready}/{expected} ready; {failure}"),
         );
     }
@@ -420,7 +454,7 @@ pub(crate) fn stable_state(
             .unwrap_or_default();
         return (
             AppPhase::Running,
-            "AllReady",
+            "AllReady".into(),
             format!("{ready}/{expected} ready{rolling}{pods}"),
         );
     }
@@ -437,7 +471,7 @@ pub(crate) fn stable_state(
         .unwrap_or_default();
     (
         AppPhase::Degraded,
-        reason,
+        reason.into(),
         format!("{ready}/{expected} ready{detail}"),
     )
 }
@@ -448,12 +482,7 @@ impl AppStatus {
             cluster: cluster.into(),
             namespace: namespace.into(),
             app: app.into(),
-            lifecycle: Lifecycle::new(
-                AppPhase::Stopped,
-                "NoWorkloads",
-                "no Deployment or StatefulSet",
-                now,
-            ),
+            lifecycle: Lifecycle::new(AppPhase::Stopped, "NoWorkloads", "no workloads", now),
             state: "Stopped".into(),
             task: None,
             expected: 0,
@@ -505,7 +534,7 @@ impl AppStatus {
         let (phase, reason, message) = stable_state(namespace_exists, workloads, cause.as_ref());
         let mut status = Self::new(cluster, namespace, app, now);
         status.cause = cause;
-        status.lifecycle = Lifecycle::new(phase, reason, message, now);
+        status.lifecycle = Lifecycle::new(phase, &reason, message, now);
         status.observe(namespace_exists, workloads, now)
     }
 
@@ -524,7 +553,7 @@ impl AppStatus {
         } else {
             None
         };
-        self.lifecycle.set(phase, reason, message, now);
+        self.lifecycle.set(phase, &reason, message, now);
         self.workloads = workloads
             .iter()
             .map(|w| {
@@ -733,7 +762,7 @@ mod tests {
         ];
         for (name, ns, workloads, phase, reason) in cases {
             let (p, r, _) = stable_state(ns, &workloads, None);
-            assert_eq!((p, r), (phase, reason), "{name}");
+            assert_eq!((p, r.as_ref()), (phase, reason), "{name}");
         }
         let (_, _, message) = stable_state(true, &[&partial], None);
         assert_eq!(message, "1/3 ready (Deployment web: 1/3 ready)");
@@ -809,8 +838,12 @@ mod tests {
             ),
         ];
         for (name, w, phase, reason, message) in cases {
-            let got = stable_state(true, &[w], Some(&cause));
-            assert_eq!(got, (phase, reason, message.to_string()), "{name}");
+            let (p, r, m) = stable_state(true, &[w], Some(&cause));
+            assert_eq!(
+                (p, r.as_ref(), m),
+                (phase, reason, message.to_string()),
+                "{name}"
+            );
         }
     }
 

@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod labels;
 pub mod lifecycle;
 pub mod pods;
+pub mod rules;
 pub mod summary;
 pub mod sync;
 pub mod time;

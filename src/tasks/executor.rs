@@ -20,10 +20,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -32,14 +32,13 @@ use serde::{Deserialize, Serialize};
 use super::board::Board;
 use super::model::{Task, TaskStatus, TaskStatus::*, TaskType};
 use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
+use super::reach::{Failure, Reach};
 use crate::hub::{Hub, Pattern};
 use crate::pipeline::Access;
+use crate::status::rules::HealthRules;
 
 /// Where Stop remembers a workload's replica count for Start.
 pub(super) const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
-
-/// Why an action failed: a reason word and a message.
-type Failure = (String, String);
 
 fn failure(err: &kube::Error) -> Failure {
     crate::classify::action_failure(err)
@@ -64,7 +63,7 @@ pub(super) async fn run(
     board: Arc<Board>,
     task: Task,
     access: Access,
-    app_label: &str,
+    (app_label, rules): (&str, &HealthRules),
     token: CancellationToken,
 ) {
     let topic = task.target.topic();
@@ -100,7 +99,7 @@ pub(super) async fn run(
     let baseline = AppView::read(&board.hub, &topic).unwrap_or_default();
     let acted = tokio::select! {
         _ = token.cancelled() => return,
-        acted = act_through(&board, &access, &task, &baseline, app_label) => acted,
+        acted = act_through(&board, &access, &task, &baseline, (app_label, rules)) => acted,
     };
     let plan = match acted {
         Ok(plan) => plan,
@@ -201,22 +200,6 @@ pub(super) async fn finish(
     }
 }
 
-fn workload_api(client: &kube::Client, kind: &str, namespace: &str) -> Api<DynamicObject> {
-    let resource = if kind == "StatefulSet" {
-        ApiResource::erase::<StatefulSet>(&())
-    } else {
-        ApiResource::erase::<Deployment>(&())
-    };
-    Api::namespaced_with(client.clone(), namespace, &resource)
-}
-
-fn spec_replicas(obj: &DynamicObject) -> Option<i32> {
-    obj.data
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .and_then(|r| i32::try_from(r).ok())
-}
-
 fn pods(w: &progress::WorkloadState) -> i32 {
     w.replicas.max(w.ready)
 }
@@ -238,12 +221,12 @@ async fn act_through(
     access: &Access,
     task: &Task,
     baseline: &AppView,
-    app_label: &str,
+    (app_label, rules): (&str, &HealthRules),
 ) -> Result<Plan, Failure> {
     match access {
         Access::Direct(client) => {
             let shared = namespace_is_shared(&board.hub, task);
-            act(client, task, baseline, app_label, shared).await
+            act(client, task, baseline, (app_label, rules), shared).await
         }
         Access::Agent(agent) => {
             let order = Order {
@@ -270,6 +253,7 @@ pub async fn act_for_hub(
     member: &str,
     client: &kube::Client,
     hub: &Hub,
+    rules: &HealthRules,
     order: Value,
 ) -> Result<Value, (String, String)> {
     let bad = |message: String| ("BadOrder".to_string(), message);
@@ -287,7 +271,8 @@ pub async fn act_for_hub(
     }
     let baseline = AppView::read(hub, &target.topic()).unwrap_or_default();
     let shared = namespace_is_shared(hub, &order.task);
-    let plan = act(client, &order.task, &baseline, &order.app_label, shared).await?;
+    let reading = (order.app_label.as_str(), rules);
+    let plan = act(client, &order.task, &baseline, reading, shared).await?;
     Ok(serde_json::to_value(plan).expect("a plan serializes"))
 }
 
@@ -296,33 +281,29 @@ async fn act(
     client: &kube::Client,
     task: &Task,
     baseline: &AppView,
-    app_label: &str,
+    (app_label, rules): (&str, &HealthRules),
     shared: bool,
 ) -> Result<Plan, Failure> {
     let ns = &task.target.namespace;
-    let params = PatchParams::default();
     let mut targets = Vec::new();
     match task.kind {
         TaskType::Stop => {
             for w in baseline.workloads.values() {
-                let api = workload_api(client, &w.kind, ns);
-                let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
-                let mut patch = json!({"spec": {"replicas": 0}});
-                if let Some(r) = spec_replicas(&obj).filter(|r| *r > 0) {
-                    patch["metadata"] =
-                        json!({"annotations": {REPLICAS_ANNOTATION: r.to_string()}});
-                }
-                api.patch(&w.name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| failure(&e))?;
+                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                let obj = reach.api.get(&w.name).await.map_err(|e| failure(&e))?;
+                let remember = reach
+                    .replicas(&obj)
+                    .filter(|r| *r > 0)
+                    .map(|r| json!({REPLICAS_ANNOTATION: r.to_string()}));
+                reach.set_replicas(&w.name, 0, remember).await?;
                 targets.push(target(w, Some(0)));
             }
             Ok(Plan::Stop { workloads: targets })
         }
         TaskType::Start => {
             for w in baseline.workloads.values() {
-                let api = workload_api(client, &w.kind, ns);
-                let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
+                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                let obj = reach.api.get(&w.name).await.map_err(|e| failure(&e))?;
                 let remembered = obj
                     .metadata
                     .annotations
@@ -333,15 +314,10 @@ async fn act(
                 let replicas = task
                     .replicas
                     .or(remembered)
-                    .or(spec_replicas(&obj).filter(|r| *r > 0))
+                    .or(reach.replicas(&obj).filter(|r| *r > 0))
                     .unwrap_or(1);
-                let patch = json!({
-                    "metadata": {"annotations": {REPLICAS_ANNOTATION: null}},
-                    "spec": {"replicas": replicas},
-                });
-                api.patch(&w.name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| failure(&e))?;
+                let forget = json!({REPLICAS_ANNOTATION: null});
+                reach.set_replicas(&w.name, replicas, Some(forget)).await?;
                 targets.push(target(w, Some(replicas)));
             }
             Ok(Plan::Start {
@@ -351,28 +327,20 @@ async fn act(
         }
         TaskType::Update => {
             for w in baseline.workloads.values() {
-                let api = workload_api(client, &w.kind, ns);
-                let mut patch = json!({});
+                let reach = Reach::new(client, rules, &w.kind, ns).await?;
                 if let Some(image) = &task.image {
-                    let obj = api.get(&w.name).await.map_err(|e| failure(&e))?;
-                    let container = obj
-                        .data
-                        .pointer("/spec/template/spec/containers/0/name")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| {
-                            (
-                                "NoContainer".to_string(),
-                                format!("{} {} has no container to update", w.kind, w.name),
-                            )
-                        })?;
-                    patch = json!({"spec": {"template": {"spec": {"containers": [{"name": container, "image": image}]}}}});
+                    let obj = reach.api.get(&w.name).await.map_err(|e| failure(&e))?;
+                    let container = reach.first_container(&obj).ok_or_else(|| {
+                        (
+                            "NoContainer".to_string(),
+                            format!("{} {} has no container to update", w.kind, w.name),
+                        )
+                    })?;
+                    reach.set_image(&obj, container, image).await?;
                 }
                 if let Some(replicas) = task.replicas {
-                    patch["spec"]["replicas"] = json!(replicas);
+                    reach.set_replicas(&w.name, replicas, None).await?;
                 }
-                api.patch(&w.name, &params, &Patch::Strategic(&patch))
-                    .await
-                    .map_err(|e| failure(&e))?;
                 targets.push(target(w, task.replicas));
             }
             Ok(Plan::Update {
@@ -382,8 +350,8 @@ async fn act(
         }
         TaskType::Delete => {
             for w in baseline.workloads.values() {
-                let api = workload_api(client, &w.kind, ns);
-                match api.delete(&w.name, &DeleteParams::background()).await {
+                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                match reach.api.delete(&w.name, &DeleteParams::background()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
                     Err(e) => return Err(failure(&e)),

@@ -16,6 +16,7 @@ mod board;
 mod executor;
 pub mod model;
 mod progress;
+mod reach;
 mod service;
 pub mod store;
 

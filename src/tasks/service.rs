@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::hub::Hub;
 use crate::pipeline::{MemberClient, MemberClients};
 use crate::protocol::topic;
+use crate::status::rules::HealthRules;
 
 /// How tasks behave.
 #[derive(Debug, Clone)]
@@ -78,6 +79,8 @@ pub struct Tasks {
     /// The running members' clients (members come and go while tasks run).
     clients: Arc<MemberClients>,
     app_label: String,
+    /// How custom workloads are acted on (their resource, `/scale` or paths).
+    rules: Arc<HealthRules>,
     settings: TaskSettings,
     /// Ends the executor (or the deadline watch of an external task) of
     /// each active task.
@@ -112,7 +115,7 @@ impl Tasks {
         hub: Arc<Hub>,
         engine: mpsc::Sender<Observation>,
         clients: Arc<MemberClients>,
-        app_label: &str,
+        (app_label, rules): (&str, Arc<HealthRules>),
         settings: TaskSettings,
         shutdown: &CancellationToken,
     ) -> Arc<Self> {
@@ -120,6 +123,7 @@ impl Tasks {
             board: Arc::new(Board::new(store, hub, engine)),
             clients,
             app_label: app_label.into(),
+            rules,
             settings,
             running: parking_lot::Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
@@ -150,6 +154,7 @@ impl Tasks {
             )),
             clients: pipeline.members().clone(),
             app_label: pipeline.app_label().into(),
+            rules: pipeline.rules().clone(),
             settings,
             running: parking_lot::Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
@@ -188,7 +193,7 @@ impl Tasks {
             pipeline.hub().clone(),
             pipeline.observations(),
             pipeline.members().clone(),
-            pipeline.app_label(),
+            (pipeline.app_label(), pipeline.rules().clone()),
             settings,
             shutdown,
         )
@@ -262,9 +267,8 @@ impl Tasks {
         let run_task = async move {
             match run.executor {
                 Executor::Builtin => {
-                    let app_label = this.app_label.clone();
-                    executor::run(board.clone(), run.clone(), member.access, &app_label, token)
-                        .await
+                    let reading = (this.app_label.as_str(), this.rules.as_ref());
+                    executor::run(board.clone(), run.clone(), member.access, reading, token).await
                 }
                 Executor::External => executor::expire(&board, &run, token).await,
             }

@@ -379,6 +379,20 @@ fn serve_rejects_bad_configuration_clearly() {
             "sync registry \"r\" names cluster \"b\"",
         ),
         (
+            file(
+                "rule.yaml",
+                "clusters:\n- {name: a, server: 'https://x'}\nhealthRules:\n- {name: widget, group: example.com, version: v1, resource: widgets, kind: Widget, ready: 'object.status.readyReplicas +'}\n",
+            ),
+            "healthRules: health rule \"widget\": `ready`: ERROR: <input>:1:30: Syntax error",
+        ),
+        (
+            file(
+                "rule-name.yaml",
+                "clusters:\n- {name: a, server: 'https://x'}\nhealthRules:\n- {name: widget, group: example.com, version: v1, resource: widgets, kind: Widget, paused: 'spec.paused'}\n",
+            ),
+            "health rule \"widget\": `paused`: unknown name spec: an expression may read only `object`",
+        ),
+        (
             vec!["serve".into()],
             "serve needs --config FILE, --kubeconfig PATH (or KUBECONFIG) or --karpor-kubeconfig PATH",
         ),

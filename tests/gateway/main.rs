@@ -36,3 +36,4 @@ mod security;
 mod subscriptions;
 mod tasks;
 mod transports;
+mod workload_rules;

@@ -181,6 +181,13 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
             server("d"),
             server("c")
         ),
+        // A health rule that does not compile: refused with its name and
+        // the CEL error; the running rules stay.
+        format!(
+            "clusters:\n  - {{name: b, server: \"{}\"}}\n  - {{name: d, server: \"{}\"}}\nhealthRules:\n  - {{name: widget, group: example.com, version: v1, resource: widgets, kind: Widget, ready: 'object.status.readyReplicas +'}}\n",
+            server("b"),
+            server("d")
+        ),
     ];
     for (i, text) in invalid.iter().enumerate() {
         fleet.write_config(text);
@@ -209,7 +216,9 @@ async fn sighup_removes_and_adds_members_live_and_refuses_an_invalid_file() {
     let log = fleet.log();
     assert!(
         log.contains("configuration reload refused")
-            && log.contains("/nonexistent/ca.pem cannot be read"),
+            && log.contains("/nonexistent/ca.pem cannot be read")
+            && log.contains("widget")
+            && log.contains("`ready`: ERROR"),
         "{log}"
     );
     // A valid file again: applied, nothing to change.

@@ -52,7 +52,11 @@ test('the page shows every simulated cluster, live', async () => {
   await page.waitForSelector('#connection[data-state="live"]', { timeout: WAIT });
   await page.waitForSelector('tr[data-topic="apps/prod/shop/web"][data-state="Running"]', { timeout: WAIT });
   const syncRows = await page.$$eval('article[data-cluster="dev"] .sync tr', (rows) => rows.length);
-  assert.equal(syncRows, 7, 'deployments, statefulsets, configmaps, namespaces, nodes, pods, events');
+  assert.equal(
+    syncRows,
+    10,
+    'deployments, statefulsets, configmaps, namespaces, nodes, pods, events, collasets, clonesets, rollouts',
+  );
 });
 
 test('cluster cards show the nodes and capacity REST serves', async () => {

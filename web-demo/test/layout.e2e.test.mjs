@@ -176,7 +176,7 @@ for (const width of WIDTHS) {
     const page = await openPage(width);
     try {
       // The long lines this test is about are there: a failing resource, a long server version.
-      assert.match(await page.textContent('article[data-cluster="staging"] .resources'), /6\/7 syncing, 1 failing, \d+ objects/);
+      assert.match(await page.textContent('article[data-cluster="staging"] .resources'), /9\/10 syncing, 1 failing, \d+ objects/);
       await page.waitForSelector(`tr[data-topic="${topicOf(STOPPED)}"][data-state="Stopped"]`, { timeout: WAIT });
       await page.waitForSelector(`tr[data-topic="${topicOf(DEGRADED)}"][data-state="Degraded"] .last-warning:not([hidden])`, { timeout: WAIT });
       await page.screenshot({ path: `${SHOTS}layout-${width}.png`, fullPage: true });

@@ -105,7 +105,7 @@ test('the pushed member shows beside the pulled ones, with its agent connected',
   await page.waitForSelector(`${APP}[data-state="Running"]:not([data-stale])`, { timeout: WAIT });
   assert.equal(await page.isHidden(`${APP} .stale`), true);
   assert.equal(await page.isEnabled(`${APP} [data-action="Stop"]`), true);
-  await page.waitForFunction((card) => document.querySelectorAll(`${card} .sync tr`).length === 7, CARD, { timeout: WAIT });
+  await page.waitForFunction((card) => document.querySelectorAll(`${card} .sync tr`).length === 10, CARD, { timeout: WAIT });
   assert.deepEqual(await outside(), [], 'nothing leaves the pushed card at 1024 px');
   // The Simulator panel offers to stop the agent, on prod's row only.
   assert.equal(await page.locator('#sim [data-agent="stop"]').count(), 1);

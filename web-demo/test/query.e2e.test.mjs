@@ -97,7 +97,7 @@ before(async () => {
   gateway = await startGateway(port);
   await until('every simulated app Running', async () => {
     const { items } = await api('GET', 'api/v1/apps');
-    return (items.length === 12 && items.every((a) => a.state === 'Running')) || { wrong: true, states: items.map((a) => a.state) };
+    return (items.length === 15 && items.every((a) => a.state === 'Running')) || { wrong: true, states: items.map((a) => a.state) };
   });
   browser = await launchBrowser();
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });

@@ -17,7 +17,8 @@ use super::reviews::ReviewPolicy;
 /// A workload to create when the cluster starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadSeed {
-    /// `Deployment` or `StatefulSet`.
+    /// `Deployment`, `StatefulSet`, or a custom kind of `workloads.rs`
+    /// (`CollaSet`, `CloneSet`, `Rollout`: needs `SimConfig::workload_crds`).
     pub kind: String,
     pub namespace: String,
     pub name: String,
@@ -46,6 +47,10 @@ pub struct SimConfig {
     /// is refused (422 Invalid) and the client has to list in pages.
     pub watch_list: bool,
     pub converge: ConvergeConfig,
+    /// Serve the custom workload kinds (KusionStack CollaSet, OpenKruise
+    /// CloneSet, Argo Rollouts Rollout) through their CRDs, created at
+    /// start, and run their controllers (`workloads.rs`).
+    pub workload_crds: bool,
     /// RBAC emulation: `group/resource[:verb]` rules answered with 403.
     pub deny: Vec<String>,
     /// Namespaces created at start (besides `default`, `kube-system`, `kube-public`).
@@ -72,6 +77,7 @@ impl Default for SimConfig {
             bookmark_interval: Duration::from_secs(10),
             watch_list: true,
             converge: ConvergeConfig::default(),
+            workload_crds: false,
             deny: Vec::new(),
             namespaces: Vec::new(),
             workloads: Vec::new(),
@@ -92,9 +98,9 @@ impl SimConfig {
     }
 }
 
-/// A Deployment or StatefulSet manifest as the seeds and the demo create them:
-/// labelled `app.kubernetes.io/name=NAME`, one container requesting 100m
-/// CPU and 128Mi of memory.
+/// A workload manifest as the seeds and the demo create them: labelled
+/// `app.kubernetes.io/name=NAME`, one container requesting 100m CPU and
+/// 128Mi of memory; a custom kind's in its group's version.
 pub fn workload_manifest(seed: &WorkloadSeed) -> Value {
     let labels = json!({"app.kubernetes.io/name": seed.name});
     let mut spec = json!({
@@ -112,8 +118,10 @@ pub fn workload_manifest(seed: &WorkloadSeed) -> Value {
     if seed.kind == "StatefulSet" {
         spec["serviceName"] = json!(seed.name);
     }
+    let api_version = crate::workloads::by_kind(&seed.kind)
+        .map_or_else(|| "apps/v1".to_string(), |k| k.api_version());
     json!({
-        "apiVersion": "apps/v1",
+        "apiVersion": api_version,
         "kind": seed.kind,
         "metadata": {"name": seed.name, "namespace": seed.namespace, "labels": labels},
         "spec": spec,

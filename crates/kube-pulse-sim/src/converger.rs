@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::custom_status;
 use super::kubelet::{Kubelet, Workload, fault_of};
 use super::object::{UpdateScope, is_terminating, name_of, namespace_of};
 use super::pods::Owner;
@@ -21,6 +22,7 @@ use super::replicasets;
 use super::rollout::desired_replicas;
 pub use super::rollout::{Pods, deployment_status, images, statefulset_status, template_hash};
 use super::shared::Shared;
+use super::workloads::{self, Ownership};
 
 /// How fast workloads converge.
 #[derive(Debug, Clone, Copy)]
@@ -73,10 +75,15 @@ impl Controllers {
         let mut live = BTreeSet::new();
         // Pods the cluster holds so far this step (against its capacity).
         let mut used: u32 = 0;
-        for plural in ["deployments", "statefulsets"] {
-            let Some(def) = store.catalog().find("apps", "v1", plural).cloned() else {
+        for kind in &workloads::KINDS {
+            let found = store
+                .catalog()
+                .find(kind.group, kind.version, kind.plural)
+                .cloned();
+            let Some(def) = found else {
                 continue;
             };
+            let via_replica_sets = kind.ownership == Ownership::ReplicaSets;
             for obj in store.snapshot(&def) {
                 let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_string();
                 live.insert(uid.clone());
@@ -105,7 +112,7 @@ impl Controllers {
                     None => desired > 0,
                     Some(p) => p != desired,
                 };
-                if scaled && plural == "deployments" {
+                if scaled && via_replica_sets {
                     let rs = Owner {
                         workload: &obj,
                         template_hash: model.template_hash,
@@ -125,7 +132,7 @@ impl Controllers {
                         now,
                     );
                 }
-                let replica_sets = if plural == "deployments" {
+                let replica_sets = if via_replica_sets {
                     replicasets::sync(store, &obj, model, desired)
                 } else {
                     replicasets::Uids::default()
@@ -142,14 +149,16 @@ impl Controllers {
                     seconds,
                     now,
                 );
-                let status = if plural == "deployments" {
-                    deployment_status(&obj, model, now)
-                } else {
-                    let previous = obj
-                        .pointer("/status/currentRevision")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    statefulset_status(&obj, model, previous)
+                let status = match kind.kind {
+                    "Deployment" => deployment_status(&obj, model, now),
+                    "StatefulSet" => {
+                        let previous = obj
+                            .pointer("/status/currentRevision")
+                            .and_then(Value::as_str)
+                            .unwrap_or("");
+                        statefulset_status(&obj, model, previous)
+                    }
+                    _ => custom_status::status(kind, &obj, model, now),
                 };
                 if obj.get("status") == Some(&status) {
                     continue;

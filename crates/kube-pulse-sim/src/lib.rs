@@ -33,6 +33,7 @@ mod config;
 mod control;
 pub mod converger;
 pub mod crd;
+pub mod custom_status;
 mod discovery;
 pub mod events;
 pub mod faults;
@@ -64,6 +65,7 @@ pub mod table;
 mod time;
 pub mod typed;
 mod watch;
+pub mod workloads;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -175,6 +177,11 @@ impl SimCluster {
             }
         }
         nodes::seed(&self.shared.store, chrono::Utc::now())?;
+        if config.workload_crds {
+            for crd in workloads::custom_resource_definitions() {
+                self.apply(&crd)?;
+            }
+        }
         for workload in &config.workloads {
             self.apply(&workload_manifest(workload))?;
         }

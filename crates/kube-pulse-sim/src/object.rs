@@ -353,6 +353,20 @@ pub fn same_content(a: &Value, b: &Value) -> bool {
     strip(a) == strip(b)
 }
 
+/// `spec.selector.matchLabels` as a selector string (`app=web,tier=db`),
+/// as a Scale's `status.selector` and the workloads' status write it.
+pub fn selector_string(obj: &Value) -> String {
+    obj.pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

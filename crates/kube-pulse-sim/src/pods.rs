@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 pub use super::nodes::NODES;
 use super::nodes::node_name;
 use super::object::{name_of, namespace_of, timestamp};
+use super::workloads::{self, Ownership, WorkloadKind};
 
 /// What goes wrong with pods of an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,8 +109,8 @@ pub struct Owner<'a> {
 }
 
 impl Owner<'_> {
-    fn is_statefulset(&self) -> bool {
-        self.workload["kind"] == "StatefulSet"
+    fn kind(&self) -> &'static WorkloadKind {
+        workloads::kind_of(self.workload)
     }
 
     /// The ReplicaSet name of a Deployment's template (`web-5d78c9b6f4`).
@@ -123,12 +124,18 @@ impl Owner<'_> {
 
     /// The name of the pod in slot `index`.
     pub fn pod_name(&self, index: u32) -> String {
-        if self.is_statefulset() {
-            format!("{}-{index}", name_of(self.workload))
-        } else {
-            let rs = self.replica_set();
-            let suffix = suffix(&rs, index);
-            format!("{rs}-{suffix}")
+        match self.kind().ownership {
+            Ownership::Ordinal => format!("{}-{index}", name_of(self.workload)),
+            Ownership::Direct => {
+                let name = name_of(self.workload);
+                let revision = format!("{name}-{}", hash_label(self.template_hash));
+                format!("{name}-{}", suffix(&revision, index))
+            }
+            Ownership::ReplicaSets => {
+                let rs = self.replica_set();
+                let suffix = suffix(&rs, index);
+                format!("{rs}-{suffix}")
+            }
         }
     }
 }
@@ -142,11 +149,20 @@ fn labels(owner: &Owner<'_>, name: &str) -> Value {
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
     let hash = hash_label(owner.template_hash);
-    if owner.is_statefulset() {
-        labels["controller-revision-hash"] = json!(format!("{}-{hash}", name_of(owner.workload)));
-        labels["statefulset.kubernetes.io/pod-name"] = json!(name);
-    } else {
-        labels["pod-template-hash"] = json!(hash);
+    let kind = owner.kind();
+    match kind.ownership {
+        Ownership::Ordinal => {
+            labels["controller-revision-hash"] =
+                json!(format!("{}-{hash}", name_of(owner.workload)));
+            labels["statefulset.kubernetes.io/pod-name"] = json!(name);
+        }
+        Ownership::Direct => {
+            labels[kind.revision_label] = json!(format!("{}-{hash}", name_of(owner.workload)));
+            if kind.kind == "CloneSet" {
+                labels["pod-template-hash"] = json!(hash);
+            }
+        }
+        Ownership::ReplicaSets => labels[kind.revision_label] = json!(hash),
     }
     labels
 }
@@ -155,26 +171,29 @@ fn labels(owner: &Owner<'_>, name: &str) -> Value {
 /// controller creates it.
 pub fn pod(owner: &Owner<'_>, index: u32) -> Value {
     let name = owner.pod_name(index);
-    let (kind, owner_name, owner_uid) = if owner.is_statefulset() {
-        (
-            "StatefulSet",
-            name_of(owner.workload).to_string(),
-            owner.workload["metadata"]["uid"].clone(),
-        )
-    } else {
-        let rs = owner.replica_set();
-        let uid = owner.replica_set_uid.map_or_else(
-            || {
-                format!(
-                    "{}-{}",
-                    owner.workload["metadata"]["uid"].as_str().unwrap_or(""),
-                    suffix(&rs, u32::MAX)
-                )
-            },
-            str::to_string,
-        );
-        ("ReplicaSet", rs, json!(uid))
-    };
+    let workload_kind = owner.kind();
+    let (api_version, kind, owner_name, owner_uid) =
+        if workload_kind.ownership != Ownership::ReplicaSets {
+            (
+                workload_kind.api_version(),
+                workload_kind.kind,
+                name_of(owner.workload).to_string(),
+                owner.workload["metadata"]["uid"].clone(),
+            )
+        } else {
+            let rs = owner.replica_set();
+            let uid = owner.replica_set_uid.map_or_else(
+                || {
+                    format!(
+                        "{}-{}",
+                        owner.workload["metadata"]["uid"].as_str().unwrap_or(""),
+                        suffix(&rs, u32::MAX)
+                    )
+                },
+                str::to_string,
+            );
+            ("apps/v1".to_string(), "ReplicaSet", rs, json!(uid))
+        };
     let mut spec = owner
         .workload
         .pointer("/spec/template/spec")
@@ -191,7 +210,7 @@ pub fn pod(owner: &Owner<'_>, index: u32) -> Value {
             "namespace": namespace_of(owner.workload),
             "labels": labels(owner, &name),
             "ownerReferences": [{
-                "apiVersion": "apps/v1",
+                "apiVersion": api_version,
                 "kind": kind,
                 "name": owner_name,
                 "uid": owner_uid,

@@ -17,6 +17,7 @@ use super::pods::{Owner, hash_label};
 use super::resources::ResourceDef;
 use super::rollout::Pods;
 use super::store::{Preconditions, Store};
+use super::workloads::{self, Ownership};
 
 /// The uids of a Deployment's ReplicaSets, for its pods' ownerReferences.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,12 +28,18 @@ pub(crate) struct Uids {
     pub(crate) old: Option<String>,
 }
 
-/// The uid of the Deployment that controls `obj`, if any.
+/// The uid of the Deployment (or Rollout) that controls `obj`, if any.
 fn controller_uid(obj: &Value) -> Option<&str> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)?
         .iter()
-        .find(|r| r["controller"] == true && r["kind"] == "Deployment")
+        .find(|r| {
+            r["controller"] == true
+                && r["kind"]
+                    .as_str()
+                    .and_then(workloads::by_kind)
+                    .is_some_and(|k| k.ownership == Ownership::ReplicaSets)
+        })
         .and_then(|r| r["uid"].as_str())
 }
 
@@ -45,6 +52,7 @@ pub fn manifest(deployment: &Value, hash: u64, replicas: u32) -> Value {
     }
     .replica_set();
     let label = hash_label(hash);
+    let kind = workloads::kind_of(deployment);
     let mut template = deployment
         .pointer("/spec/template")
         .cloned()
@@ -55,14 +63,14 @@ pub fn manifest(deployment: &Value, hash: u64, replicas: u32) -> Value {
         .cloned()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
-    labels["pod-template-hash"] = json!(label);
+    labels[kind.revision_label] = json!(label);
     template["metadata"]["labels"] = labels.clone();
     let mut selector = deployment
         .pointer("/spec/selector")
         .cloned()
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
-    selector["matchLabels"]["pod-template-hash"] = json!(label);
+    selector["matchLabels"][kind.revision_label] = json!(label);
     json!({
         "apiVersion": "apps/v1",
         "kind": "ReplicaSet",
@@ -71,8 +79,8 @@ pub fn manifest(deployment: &Value, hash: u64, replicas: u32) -> Value {
             "namespace": namespace_of(deployment),
             "labels": labels,
             "ownerReferences": [{
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
+                "apiVersion": kind.api_version(),
+                "kind": kind.kind,
                 "name": name_of(deployment),
                 "uid": deployment["metadata"]["uid"],
                 "controller": true,
@@ -183,11 +191,12 @@ pub(crate) fn sync(store: &Store, deployment: &Value, pods: &Pods, desired: u32)
     }
     let uid = deployment["metadata"]["uid"].as_str().unwrap_or("");
     let namespace = namespace_of(deployment);
+    let label = workloads::kind_of(deployment).revision_label;
     for rs in store.snapshot(&def) {
         let current = [Some(pods.template_hash), Some(pods.old_hash)]
             .iter()
             .flatten()
-            .any(|h| rs["metadata"]["labels"]["pod-template-hash"] == hash_label(*h));
+            .any(|h| rs["metadata"]["labels"][label] == hash_label(*h));
         if current || namespace_of(&rs) != namespace || controller_uid(&rs) != Some(uid) {
             continue;
         }

@@ -133,7 +133,7 @@ pub(crate) fn desired_replicas(obj: &Value) -> u32 {
 }
 
 /// A condition, keeping its timestamps when status and reason are unchanged.
-fn condition(
+pub(crate) fn condition(
     old: &Value,
     kind: &str,
     status: bool,
@@ -161,6 +161,41 @@ fn condition(
         "reason": reason,
         "message": message,
     })
+}
+
+/// Where a rollout through ReplicaSets stands, as its `Progressing`
+/// condition says (a Deployment's, and an Argo Rollout's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// The new ReplicaSet `rs` serves every replica.
+    Complete,
+    /// No progress within the progress deadline.
+    TimedOut,
+    Progressing,
+}
+
+impl Progress {
+    /// The `Progressing` condition of `obj` about ReplicaSet `rs`.
+    pub(crate) fn condition(self, obj: &Value, rs: &str, stamp: &str) -> Value {
+        let (ok, reason, message) = match self {
+            Progress::Complete => (
+                true,
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{rs}\" has successfully progressed."),
+            ),
+            Progress::TimedOut => (
+                false,
+                "ProgressDeadlineExceeded",
+                format!("ReplicaSet \"{rs}\" has timed out progressing."),
+            ),
+            Progress::Progressing => (
+                true,
+                "ReplicaSetUpdated",
+                format!("ReplicaSet \"{rs}\" is progressing."),
+            ),
+        };
+        condition(obj, "Progressing", ok, reason, message, stamp)
+    }
 }
 
 /// Deployment status for the given pods (what the deployment controller writes).
@@ -196,34 +231,14 @@ pub fn deployment_status(obj: &Value, pods: &Pods, now: DateTime<Utc>) -> Value 
         },
         &stamp,
     );
-    let progressing = if pods.complete(desired) {
-        condition(
-            obj,
-            "Progressing",
-            true,
-            "NewReplicaSetAvailable",
-            format!("ReplicaSet \"{rs}\" has successfully progressed."),
-            &stamp,
-        )
+    let progress = if pods.complete(desired) {
+        Progress::Complete
     } else if (now - pods.last_progress).num_seconds() > deadline {
-        condition(
-            obj,
-            "Progressing",
-            false,
-            "ProgressDeadlineExceeded",
-            format!("ReplicaSet \"{rs}\" has timed out progressing."),
-            &stamp,
-        )
+        Progress::TimedOut
     } else {
-        condition(
-            obj,
-            "Progressing",
-            true,
-            "ReplicaSetUpdated",
-            format!("ReplicaSet \"{rs}\" is progressing."),
-            &stamp,
-        )
+        Progress::Progressing
     };
+    let progressing = progress.condition(obj, &rs, &stamp);
     let mut status = json!({
         "observedGeneration": obj.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
         "replicas": total,

@@ -100,6 +100,23 @@ pub fn seed_workloads() -> Vec<WorkloadSeed> {
     ]
 }
 
+/// The custom workloads the demo's first cluster (dev) also runs, one of
+/// each kind a health rule reads: namespace `platform`.
+pub fn custom_workloads() -> Vec<WorkloadSeed> {
+    let w = |kind: &str, name: &str, image: &str| WorkloadSeed {
+        kind: kind.into(),
+        namespace: "platform".into(),
+        name: name.into(),
+        replicas: 2,
+        image: image.into(),
+    };
+    vec![
+        w("CollaSet", "gateway", "registry.example/gateway:2.1"),
+        w("CloneSet", "search", "registry.example/search:5.0"),
+        w("Rollout", "checkout", "registry.example/checkout:1.4"),
+    ]
+}
+
 const DEV: usize = 0;
 const STAGING: usize = 1;
 const PROD: usize = 2;

@@ -90,6 +90,14 @@ async fn dispatch(
         }
     };
     shared.stats.record(def.stats_key(), verb);
+    if let Target::Object {
+        sub: Some(Sub::Scale),
+        ..
+    } = &target
+    {
+        // Also counted apart: tests tell `/scale` from a patch of the object.
+        shared.stats.record(def.stats_key(), "scale");
+    }
     if matches!(output, Output::Metadata | Output::MetadataList) {
         // Also counted apart: tests tell metadata-only clients by it.
         shared.stats.record(def.stats_key(), "metadata");

@@ -14,16 +14,7 @@ use super::object_verbs::ObjectRequest;
 
 /// The `autoscaling/v1 Scale` view of a workload.
 pub(super) fn scale_of(obj: &Value) -> Value {
-    let selector = obj
-        .pointer("/spec/selector/matchLabels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let selector = crate::object::selector_string(obj);
     let meta = &obj["metadata"];
     json!({
         "kind": "Scale",

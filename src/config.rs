@@ -53,6 +53,10 @@ pub struct FileConfig {
     /// supports it, paged where it refuses) or `paged`.
     #[serde(default)]
     pub initial_lists: crate::sources::InitialLists,
+    /// Seconds a watch whose member sends bookmarks may stay without an
+    /// event or a bookmark before it counts as stalled and is restarted,
+    /// its sync `Error (Silent)` meanwhile (default 150; at least 10).
+    pub watch_silence_seconds: Option<u64>,
     /// How member apiservers are probed; defaults as in [`ProbeSettings`].
     #[serde(default)]
     pub probe: ProbeSettings,
@@ -554,6 +558,12 @@ pub fn load_file(path: &Path) -> Result<FileConfig> {
     if config.member_start_rate == Some(0) {
         return Err(invalid(
             "memberStartRate must be at least 1 connection a second, not 0".into(),
+        ));
+    }
+    if config.watch_silence_seconds.is_some_and(|s| s < 10) {
+        // Shorter than a few bookmark periods: quiet watches would restart.
+        return Err(invalid(
+            "watchSilenceSeconds must be at least 10 (apiservers send a bookmark about once a minute)".into(),
         ));
     }
     if config.app_retention_seconds == Some(0) {

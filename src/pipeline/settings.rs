@@ -52,6 +52,9 @@ impl PipelineConfig {
         }
         source.pod_watch = file.pod_watch.clone();
         source.initial_lists = file.initial_lists;
+        if let Some(seconds) = file.watch_silence_seconds {
+            source.watch_silence = std::time::Duration::from_secs(seconds);
+        }
         source.rules = std::sync::Arc::clone(&file.rules);
         if let Some(rate) = file.member_start_rate {
             source.pacer = std::sync::Arc::new(crate::sources::Pacer::new(rate));

@@ -7,6 +7,7 @@ pub mod bounded;
 mod census;
 mod cluster;
 pub(crate) mod credentials;
+mod listwatch;
 mod pacer;
 mod probe;
 mod watch;
@@ -132,6 +133,10 @@ pub struct SourceConfig {
     pub page_size: Option<u32>,
     /// Streamed initial state, or paged lists (`initialLists`).
     pub initial_lists: InitialLists,
+    /// How long a watch whose member sends bookmarks may stay without an
+    /// event or a bookmark before it counts as stalled and is restarted
+    /// (`watchSilenceSeconds`; default 150 s, 2.5 bookmark periods).
+    pub watch_silence: Duration,
     /// Pods and Warning events for the apps' pod-level reasons.
     pub pod_watch: PodWatch,
     /// How custom workloads are read (`healthRules`, and the built-in ones).
@@ -149,6 +154,7 @@ impl Default for SourceConfig {
             app_label: DEFAULT_APP_LABEL.into(),
             page_size: None,
             initial_lists: InitialLists::default(),
+            watch_silence: listwatch::DEFAULT_SILENCE,
             pod_watch: PodWatch::default(),
             rules: Arc::default(),
             pacer: Arc::new(Pacer::default()),

@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::census::{self, Census};
+use super::listwatch::{Fault, Settings, list_watch};
 use super::{InitialLists, SourceConfig, SyncResource};
 use crate::classify;
 use crate::engine::Observation;
@@ -38,7 +39,7 @@ use crate::status::capacity::NodeFacts;
 use crate::status::labels::LabelSets;
 use crate::status::pods::{EventKey, PodSummary, Warning};
 use crate::status::rules::HealthRule;
-use crate::status::sync::{Gvr, SyncInput};
+use crate::status::sync::{Gvr, SILENT, SyncInput};
 
 /// How often sync progress (object counts, last event time) is reported at most.
 const SYNC_REPORT_INTERVAL: Duration = Duration::from_secs(1);
@@ -153,6 +154,8 @@ pub(crate) struct Watch {
     pub(crate) config: watcher::Config,
     /// The initial state is streamed (until the member refuses it).
     pub(crate) streaming: bool,
+    /// The silence a watch that sends bookmarks is allowed (`listwatch`).
+    pub(crate) silence: Duration,
     pub(crate) tx: mpsc::Sender<Observation>,
     pub(crate) recoveries: Recoveries,
     pub(crate) shutdown: CancellationToken,
@@ -167,7 +170,7 @@ where
     R: FnMut(K) -> S,
     F: FnMut(Step<S>) -> Vec<Observation>,
 {
-    let open = move |config| watcher::watcher(api.clone(), config).boxed();
+    let open = move |settings| list_watch(api.clone(), settings);
     follow(watch, open, Some((read, on_step))).await
 }
 
@@ -177,7 +180,7 @@ where
 /// it completes) and handed over.
 async fn follow<K, S, R, F>(
     watch: Watch,
-    open: impl Fn(watcher::Config) -> BoxStream<'static, watcher::Result<Event<K>>>,
+    open: impl Fn(Settings) -> BoxStream<'static, Result<Event<K>, Fault>>,
     mut keep: Option<(R, F)>,
 ) where
     K: Resource,
@@ -189,6 +192,7 @@ async fn follow<K, S, R, F>(
         gvr,
         config,
         mut streaming,
+        silence,
         tx,
         mut recoveries,
         shutdown,
@@ -198,10 +202,10 @@ async fn follow<K, S, R, F>(
     let mut census = Census::default();
     loop {
         let attempt = *recoveries.borrow_and_update();
-        let mut stream = open(if streaming {
-            config.clone().streaming_lists()
-        } else {
-            config.clone()
+        let mut stream = open(Settings {
+            config: config.clone(),
+            streaming,
+            silence,
         });
         // A streamed initial state starts (Event::Init) only once the
         // member accepted the watch: it is announced at once, as a list's
@@ -283,19 +287,33 @@ async fn follow<K, S, R, F>(
                     }
                     unreported = true;
                 }
-                Some(Err(watcher::Error::WatchError(status))) if status.code == 410 => {
-                    // The watcher relists at once; say why the list restarts.
+                Some(Err(Fault::Watch(watcher::Error::WatchError(status))))
+                    if status.code == 410 =>
+                {
+                    // The list-watch relists at once; say why the list restarts.
                     out.push(sync(SyncInput::Failed {
                         reason: "Expired".into(),
                         message: status.message.clone(),
                     }));
                 }
-                Some(Err(err)) if streaming && !listed && refuses_streaming(&err) => {
+                Some(Err(Fault::Silent(after))) => {
+                    // The list-watch relists at once; the sync says why
+                    // until that list completes.
+                    tracing::info!(cluster = %cluster, resource = %gvr.path(), silent_seconds = after.as_secs(), "a watch that sends bookmarks went silent; restarting it");
+                    out.push(sync(SyncInput::Failed {
+                        reason: SILENT.into(),
+                        message: format!(
+                            "no event and no bookmark for {} s while the connection stayed open; watching again",
+                            after.as_secs()
+                        ),
+                    }));
+                }
+                Some(Err(Fault::Watch(err))) if streaming && !listed && refuses_streaming(&err) => {
                     streaming = false;
                     tracing::info!(cluster = %cluster, resource = %gvr.path(), error = %err, "the member refuses streaming lists of this resource; listing it in pages");
                     break None;
                 }
-                Some(Err(err)) => break Some(failure(&err)),
+                Some(Err(Fault::Watch(err))) => break Some(failure(&err)),
             }
             for observation in out {
                 if !report(&tx, observation).await {
@@ -389,6 +407,7 @@ pub(crate) async fn run(
         gvr: gvr.clone(),
         config: watcher_config(&resource, &config),
         streaming: config.initial_lists == InitialLists::Streaming,
+        silence: config.watch_silence,
         tx,
         recoveries,
         shutdown,
@@ -644,6 +663,7 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
         gvr,
         config,
         streaming,
+        silence,
         tx,
         mut recoveries,
         shutdown,
@@ -713,11 +733,12 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
         gvr,
         config,
         streaming,
+        silence,
         tx,
         recoveries,
         shutdown,
     };
-    let open = move |config| watcher::watcher(api.clone(), config).boxed();
+    let open = move |settings| list_watch(api.clone(), settings);
     let keep = None::<(fn(_) -> (), fn(Step<()>) -> Vec<Observation>)>;
     follow(watch, open, keep).await
 }

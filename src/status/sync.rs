@@ -31,6 +31,9 @@ impl std::fmt::Display for SyncPhase {
     }
 }
 
+/// The reason of a watch that went silent (no event and no bookmark for
+/// the bound), and of the list that restarts it.
+pub(crate) const SILENT: &str = "Silent";
 /// A resource, as topics name it (`core` for the core group).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 pub struct Gvr {
@@ -416,11 +419,18 @@ impl SyncStatus {
             SyncInput::ListStarted | SyncInput::Listed { .. } if self.stopped_for_cluster() => {}
             SyncInput::ListStarted => {
                 // Not `resource_version`: an empty list has none, and its relists are relists too.
-                let reason = if self.listed { "Relist" } else { "InitialList" };
+                let silent = self.phase() == SyncPhase::Error && self.lifecycle.reason == SILENT;
+                let (reason, message) = if silent {
+                    // Until the list completes, the sync says why it lists.
+                    (SILENT, "listing again: the watch went silent")
+                } else if self.listed {
+                    ("Relist", "listing")
+                } else {
+                    ("InitialList", "listing")
+                };
                 self.objects = 0;
                 self.retry_at = None;
-                self.lifecycle
-                    .set(SyncPhase::Listing, reason, "listing", now);
+                self.lifecycle.set(SyncPhase::Listing, reason, message, now);
             }
             SyncInput::Listed { count } => {
                 self.objects = count;
@@ -644,6 +654,25 @@ mod tests {
                     "Syncing (Watching) 3",
                     "Error (Expired) 3",
                     "Listing (Relist) 0",
+                    "Syncing (Watching) 3",
+                ],
+            ),
+            (
+                "a silent watch relists saying why until the list completes",
+                vec![
+                    SyncInput::ListStarted,
+                    done(3),
+                    failed(SILENT),
+                    SyncInput::ListStarted,
+                    SyncInput::Listed { count: 2 },
+                    done(3),
+                ],
+                vec![
+                    "Listing (InitialList) 0",
+                    "Syncing (Watching) 3",
+                    "Error (Silent) 3",
+                    "Listing (Silent) 0",
+                    "Listing (Silent) 2",
                     "Syncing (Watching) 3",
                 ],
             ),

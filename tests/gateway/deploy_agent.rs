@@ -253,6 +253,10 @@ fn the_agent_only_reads_and_holds_its_lease() {
         triples(&[
             ("", &["namespaces", "nodes", "pods", "events"], read),
             ("apps", &["deployments", "statefulsets"], read),
+            // The custom workloads of the built-in health rules.
+            ("apps.kusionstack.io", &["collasets"], read),
+            ("apps.kruise.io", &["clonesets"], read),
+            ("argoproj.io", &["rollouts"], read),
         ])
     );
     let non_resource: Vec<&Value> = role["rules"]
@@ -305,6 +309,13 @@ fn the_tasks_component_grants_what_tasks_do() {
             ),
             ("apps", &["deployments"], &["create"]),
             ("", &["namespaces"], &["create", "delete"]),
+            // Custom workloads: replicas through /scale where the CRD
+            // declares it, else a patch; images by patch.
+            ("apps.kusionstack.io", &["collasets"], &["patch", "delete"]),
+            ("apps.kruise.io", &["clonesets"], &["patch", "delete"]),
+            ("apps.kruise.io", &["clonesets/scale"], &["get", "patch"]),
+            ("argoproj.io", &["rollouts"], &["patch", "delete"]),
+            ("argoproj.io", &["rollouts/scale"], &["get", "patch"]),
         ])
     );
     let binding = named(&docs, "ClusterRoleBinding", "kube-pulse-agent-tasks");

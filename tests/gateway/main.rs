@@ -33,6 +33,7 @@ mod scaleout_nats_cluster;
 mod scaleout_repair;
 mod scaleout_resume;
 mod security;
+mod silent_watch;
 mod subscriptions;
 mod tasks;
 mod transports;

@@ -17,6 +17,11 @@ pub struct Faults {
     pub refuse: bool,
     /// Accept requests but never answer them; open watches go silent.
     pub stall: bool,
+    /// Watch streams of these resources (`apps/deployments`, `core/pods`:
+    /// group, or `core`, and plural) go silent, bookmarks included, while
+    /// their connections stay open and everything else answers: a watch
+    /// stalled in the apiserver or a proxy.
+    pub silent_watches: Vec<String>,
     /// Delay added before every API response, in milliseconds.
     pub latency_ms: u64,
     /// Answer every API request with this status (401, 403, 429, 500, 503).

@@ -179,11 +179,22 @@ enum End {
     Stopped,
 }
 
-/// Sends one line, first waiting out a stall fault.
-async fn send(shared: &Shared, tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), End> {
+/// Sends one line of a watch of `def`, first waiting out a stall fault or
+/// a silent-watch fault naming the resource.
+async fn send(
+    shared: &Shared,
+    def: &ResourceDef,
+    tx: &mpsc::Sender<Bytes>,
+    bytes: Bytes,
+) -> Result<(), End> {
     let mut faults = shared.faults.subscribe();
+    let key = def.stats_key();
     loop {
-        if !faults.borrow_and_update().stall {
+        let silent = {
+            let f = faults.borrow_and_update();
+            f.stall || f.silent_watches.contains(&key)
+        };
+        if !silent {
             break;
         }
         tokio::select! {
@@ -221,15 +232,15 @@ async fn run(
     let result: Result<(), End> = async {
         let visible = |o: &Value| namespace.is_none_or(|ns| namespace_of(o) == ns) && options.selection.matches(o);
         for obj in start.initial.iter().filter(|o| visible(o)) {
-            send(shared, tx, object_line("ADDED", obj, def, options)).await?;
+            send(shared, def, tx, object_line("ADDED", obj, def, options)).await?;
         }
         if options.send_initial_events {
-            send(shared, tx, bookmark(def, options.output, start.resource_version, true)).await?;
+            send(shared, def, tx, bookmark(def, options.output, start.resource_version, true)).await?;
         }
         let mut last_rv = start.resource_version;
         for event in &start.backlog {
             if let Some((kind, obj)) = translate(event, namespace, &options.selection) {
-                send(shared, tx, object_line(kind.as_str(), &obj, def, options)).await?;
+                send(shared, def, tx, object_line(kind.as_str(), &obj, def, options)).await?;
             }
         }
         let mut receiver = start.receiver;
@@ -248,16 +259,16 @@ async fn run(
                 _ = closes.changed() => return Err(End::Stopped),
                 _ = expiry.changed() => {
                     let status = ApiError::expired(format!("too old resource version: {last_rv} ({})", shared.store.window_floor(def) + 1));
-                    return send(shared, tx, line("ERROR", &status.to_status())).await;
+                    return send(shared, def, tx, line("ERROR", &status.to_status())).await;
                 }
                 _ = &mut timeout => {
                     if options.bookmarks {
-                        send(shared, tx, bookmark(def, options.output, last_rv, false)).await?;
+                        send(shared, def, tx, bookmark(def, options.output, last_rv, false)).await?;
                     }
                     return Ok(());
                 }
                 _ = bookmarks.tick(), if options.bookmarks => {
-                    send(shared, tx, bookmark(def, options.output, last_rv, false)).await?;
+                    send(shared, def, tx, bookmark(def, options.output, last_rv, false)).await?;
                 }
                 received = receiver.recv() => match received {
                     Ok(event) => {
@@ -266,7 +277,7 @@ async fn run(
                         }
                         last_rv = event.rv;
                         if let Some((kind, obj)) = translate(&event, namespace, &options.selection) {
-                            send(shared, tx, object_line(kind.as_str(), &obj, def, options)).await?;
+                            send(shared, def, tx, object_line(kind.as_str(), &obj, def, options)).await?;
                         }
                     }
                     // Too slow to keep up: end the watch, as the apiserver does; the

@@ -250,13 +250,13 @@ async fn follow<K, S, R, F>(
                     }
                 }
                 Some(Ok(Event::InitApply(obj))) => {
-                    let listed = census.listed(key(&obj), obj.meta().resource_version.as_deref());
+                    let so_far = census.listed(key(&obj), obj.meta().resource_version.as_deref());
                     if let Some((read, _)) = keep.as_mut() {
                         listing.push(read(obj));
                     }
-                    if listed.is_multiple_of(500) {
+                    if so_far.is_multiple_of(500) {
                         out.push(sync(SyncInput::Listed {
-                            count: listed as u64,
+                            count: so_far as u64,
                         }));
                     }
                 }

@@ -7,7 +7,8 @@
 //! more (a rollout's old `pod-template-hash`) are dropped as the table
 //! grows, so churn does not make it grow without bound.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// A label set, sorted by key: shared by every pod that carries it.
@@ -53,12 +54,35 @@ impl Labels {
     fn holders(&self) -> usize {
         Arc::strong_count(&self.0)
     }
+
+    /// Whether it holds exactly `labels`.
+    fn equals(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let len = labels.map_or(0, BTreeMap::len);
+        self.0.len() == len
+            && self
+                .0
+                .iter()
+                .zip(labels.into_iter().flatten())
+                .all(|((k, v), (k2, v2))| **k == *k2 && **v == *v2)
+    }
+}
+
+/// A hash of a label set, the same for `labels` and its [`Labels`].
+fn fingerprint<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    for pair in pairs {
+        pair.hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// The distinct label sets one watch has read.
 #[derive(Debug, Default)]
 pub struct LabelSets {
-    sets: HashSet<Labels>,
+    /// By fingerprint: a set is looked up without being copied first.
+    sets: HashMap<u64, Vec<Labels>>,
+    /// Sets held, over every fingerprint.
+    count: usize,
     /// The table's size after its last sweep: it is swept again when it
     /// has doubled since (and has at least [`SWEEP_FLOOR`] sets).
     swept_at: usize,
@@ -70,27 +94,41 @@ const SWEEP_FLOOR: usize = 256;
 impl LabelSets {
     /// The shared copy of `labels`, made the first time it is seen.
     pub fn intern(&mut self, labels: Option<&BTreeMap<String, String>>) -> Labels {
-        let candidate = Labels::of(labels);
-        if let Some(held) = self.sets.get(&candidate) {
+        let pairs = labels
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        let key = fingerprint(pairs);
+        if let Some(held) = self
+            .sets
+            .get(&key)
+            .and_then(|same| same.iter().find(|set| set.equals(labels)))
+        {
             return held.clone();
         }
-        if self.sets.len() >= SWEEP_FLOOR.max(2 * self.swept_at) {
+        if self.count >= SWEEP_FLOOR.max(2 * self.swept_at) {
             // Held only by this table: no pod carries it any more.
-            self.sets.retain(|set| set.holders() > 1);
-            self.swept_at = self.sets.len();
+            for same in self.sets.values_mut() {
+                same.retain(|set| set.holders() > 1);
+            }
+            self.sets.retain(|_, same| !same.is_empty());
+            self.count = self.sets.values().map(Vec::len).sum();
+            self.swept_at = self.count;
         }
-        self.sets.insert(candidate.clone());
-        candidate
+        let set = Labels::of(labels);
+        self.sets.entry(key).or_default().push(set.clone());
+        self.count += 1;
+        set
     }
 
     /// Distinct sets held.
     pub fn len(&self) -> usize {
-        self.sets.len()
+        self.count
     }
 
     /// None held.
     pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
+        self.count == 0
     }
 }
 

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::custom_status;
 use super::kubelet::{Kubelet, Workload, fault_of};
-use super::object::{UpdateScope, is_terminating, name_of, namespace_of};
+use super::object::{is_terminating, name_of, namespace_of};
 use super::pods::Owner;
 use super::replicasets;
 use super::rollout::desired_replicas;
@@ -164,18 +164,7 @@ impl Controllers {
                     continue;
                 }
                 let (ns, name) = (namespace_of(&obj).to_string(), name_of(&obj).to_string());
-                let result = store.mutate(
-                    &def,
-                    Some(&ns),
-                    &name,
-                    UpdateScope::Status,
-                    false,
-                    |current| {
-                        let mut next = current.clone();
-                        next["status"] = status;
-                        Ok(next)
-                    },
-                );
+                let result = store.set_status(&def, Some(&ns), &name, status);
                 if let Err(err) = result
                     && err.code != 404
                 {

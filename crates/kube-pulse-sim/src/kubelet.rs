@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::events::{Event, EventType, Recorder, Source};
-use super::object::{UpdateScope, name_of, namespace_of};
+use super::object::{name_of, namespace_of};
 use super::pods::{self, ImageFault, Owner, PodState, Restarts};
 use super::replicasets::Uids;
 use super::resources::ResourceDef;
@@ -232,18 +232,7 @@ impl Kubelet {
         );
         let mut status = pods::status(&stored, state, since);
         pods::name_messages(&mut status, &stored);
-        let written = store.mutate(
-            def,
-            Some(namespace),
-            name,
-            UpdateScope::Status,
-            false,
-            |current| {
-                let mut next = current.clone();
-                next["status"] = status;
-                Ok(next)
-            },
-        );
+        let written = store.set_status(def, Some(namespace), name, status);
         if written.is_ok() {
             self.records.insert(
                 key,

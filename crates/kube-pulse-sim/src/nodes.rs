@@ -105,18 +105,7 @@ pub fn register(store: &Store, index: usize, now: DateTime<Utc>) -> ApiResult<()
     let def = def(store)?;
     let created = store.create(&def, None, manifest(index), false)?;
     let status = status(index, now);
-    store.mutate(
-        &def,
-        None,
-        super::object::name_of(&created),
-        UpdateScope::Status,
-        false,
-        |current| {
-            let mut next = current.clone();
-            next["status"] = status;
-            Ok(next)
-        },
-    )?;
+    store.set_status(&def, None, super::object::name_of(&created), status)?;
     Ok(())
 }
 

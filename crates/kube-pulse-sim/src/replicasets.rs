@@ -144,18 +144,7 @@ fn ensure(
     let status = status(pods, ready, generation);
     let uid = stored["metadata"]["uid"].as_str().map(str::to_string);
     if stored.get("status") != Some(&status) {
-        let _ = store.mutate(
-            def,
-            Some(&namespace),
-            &name,
-            UpdateScope::Status,
-            false,
-            |current| {
-                let mut next = current.clone();
-                next["status"] = status;
-                Ok(next)
-            },
-        );
+        let _ = store.set_status(def, Some(&namespace), &name, status);
     }
     uid
 }

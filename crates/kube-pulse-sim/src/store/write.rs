@@ -174,6 +174,29 @@ impl Store {
         self.mutate_by(def, namespace, name, scope, dry_run, None, change)
     }
 
+    /// Writes `status` as the object's status, as its controller does
+    /// through the `status` subresource.
+    pub fn set_status(
+        &self,
+        def: &ResourceDef,
+        namespace: Option<&str>,
+        name: &str,
+        status: Value,
+    ) -> ApiResult<Arc<Value>> {
+        self.mutate(
+            def,
+            namespace,
+            name,
+            UpdateScope::Status,
+            false,
+            |current| {
+                let mut next = current.clone();
+                next["status"] = status;
+                Ok(next)
+            },
+        )
+    }
+
     /// [`Store::mutate`] on behalf of `writer`: a change is recorded in
     /// `managedFields`.
     #[allow(clippy::too_many_arguments)]

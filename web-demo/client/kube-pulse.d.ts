@@ -426,6 +426,8 @@ export type ErrorCode =
   | 'too_many_subscriptions'
   | 'unknown_subscription'
   | 'binary_not_supported'
+  /** `transport: 'ws'`: the socket did not open twice in a row while HTTP passes (a proxy refusing upgrades). */
+  | 'websocket_refused'
   | 'closed'
   | (string & {});
 

@@ -36,6 +36,8 @@ const RETRY_CODES = new Set([
 ]);
 /** HTTP statuses that are a transient refusal whatever the code: retried, never terminal. */
 const BUSY_STATUSES = new Set([429, 503]);
+/** Faults of the request itself: the same request fails again, so only a new subscription retries. */
+const permanent = (error) => !!error && !error.retrying && !error.auth && /^(bad_|invalid_|unknown_op|duplicate_id)/.test(error.code);
 
 /**
  * An error from the gateway: `code` is the protocol's (`bad_pattern`,
@@ -601,6 +603,11 @@ export class KubePulse {
     sub.abort?.abort();
     sub.abort = null;
     sub.streaming = false;
+    if (this.scout === sub) {
+      // The streams that waited for its answer go without it.
+      this.scout = null;
+      if (this.transport === 'sse') queueMicrotask(() => this.reconnectNow());
+    }
     this.queue = this.queue.filter((s) => s !== sub);
     if (this.ws && this.ws.readyState === 1 && sub.sent) {
       this.ws.send(JSON.stringify({ op: 'unsubscribe', id: sub.id }));
@@ -657,8 +664,33 @@ export class KubePulse {
   reconnect() {
     if (this.closed || this.subs.size === 0) return;
     this.attempt = 0;
-    for (const sub of this.subs.values()) if (sub.status === 'error' && sub.error?.auth) sub.dead = false;
+    for (const sub of this.subs.values()) {
+      if (sub.status !== 'error' || permanent(sub.error)) continue;
+      sub.dead = false;
+      clearTimeout(sub.retryTimer);
+      sub.retryTimer = null;
+      if (this.transport === 'ws' && this.wsReady()) this.enqueue(sub);
+    }
     this.reconnectNow();
+  }
+
+  /** The socket is open and its token (if any) was sent. */
+  wsReady() {
+    return this.ws?.readyState === 1;
+  }
+
+  /**
+   * A (re)connection succeeded: every subscription refused for a reason
+   * that is not its own fault (a token, a lockout, a rate limit, a refused
+   * socket) is tried again, not left dead.
+   */
+  revive(sub) {
+    if (sub.status === 'error' && !permanent(sub.error)) {
+      sub.dead = false;
+      this.setStatus(sub, sub.synced ? 'live' : 'loading');
+      return true;
+    }
+    return !sub.dead;
   }
 
   open(sub) {
@@ -893,17 +925,7 @@ export class KubePulse {
     this.setStatus(sub, 'error', error);
     this.emit(sub, { type: 'error', code: error.code, message: error.message, error });
     if (error.auth) {
-      this.connectionError(error);
-      // The connection starts over: every subscription still waiting on it
-      // hears why, not only the one whose answer came first.
-      for (const other of this.subs.values()) {
-        if (other === sub || other.status !== 'loading') continue;
-        other.sent = false;
-        this.setStatus(other, 'error', error);
-        this.emit(other, { type: 'error', code: error.code, message: error.message, error });
-      }
-      // The connection starts over (after a backoff) with the token of that time.
-      if (this.transport === 'ws' && this.ws && this.wsOpened) this.ws.close(1000);
+      this.authRefused(error, sub);
       return;
     }
     if (!error.retrying) {
@@ -921,6 +943,23 @@ export class KubePulse {
         if (this.ws?.readyState === 1) this.enqueue(sub);
       } else if (!sub.abort) this.openStream(sub);
     }, delay);
+  }
+
+  /**
+   * The credential was refused: every subscription still waiting on the
+   * connection hears why, not only the one whose answer came first, and the
+   * connection starts over (after a backoff) with the token of that time.
+   */
+  authRefused(error, except) {
+    this.connectionError(error);
+    this.sseToken = undefined;
+    for (const other of this.subs.values()) {
+      if (other === except || other.status !== 'loading') continue;
+      other.sent = false;
+      this.setStatus(other, 'error', error);
+      this.emit(other, { type: 'error', code: error.code, message: error.message, error });
+    }
+    if (this.transport === 'ws' && this.ws && this.wsOpened) this.ws.close(1000);
   }
 
   restart(sub) {
@@ -949,13 +988,20 @@ export class KubePulse {
     this.schedule();
   }
 
-  schedule() {
+  /**
+   * The next attempt, after the backoff or, when the gateway said when
+   * (`Retry-After` of a lockout), then (plus up to half a second, so that
+   * tabs do not come back at once): an attempt before that would be
+   * refused again.
+   */
+  schedule(retryAfterMs) {
     if (this.closed || this.subs.size === 0 || this.timer) return;
     if (this.state === 'offline') return; // `online` resumes
     // Over SSE the connection is live while any stream is.
     const streaming = this.transport === 'sse' && [...this.subs.values()].some((s) => s.streaming);
     if (!streaming) this.setState(this.everLive ? 'reconnecting' : 'connecting');
-    const delay = backoffDelay(this.attempt++, this.backoff);
+    const backoff = backoffDelay(this.attempt++, this.backoff);
+    const delay = retryAfterMs > 0 ? retryAfterMs + Math.round(Math.random() * 500) : backoff;
     this.timer = setTimeout(() => {
       this.timer = null;
       this.reconnectNow();
@@ -1030,12 +1076,9 @@ export class KubePulse {
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     // Browsers cannot set headers on a WebSocket: the token travels as a
     // subprotocol, the way the Kubernetes apiserver takes it.
-    const protocols = ['kube-pulse'];
-    const token = this.currentToken();
-    if (token) protocols.push(`base64url.bearer.authorization.k8s.io.${base64url(token)}`);
     let ws;
     try {
-      ws = new this.WebSocket(url.toString(), protocols);
+      ws = new this.WebSocket(url.toString(), ['kube-pulse']);
     } catch {
       this.socketFailed();
       return;
@@ -1047,11 +1090,16 @@ export class KubePulse {
       this.wsOpened = true;
       this.wsFailures = 0;
       this.setState('live');
-      for (const s of this.subs.values()) {
-        if (s.dead) continue;
-        if (s.status === 'error' && s.error?.auth) this.setStatus(s, s.synced ? 'live' : 'loading');
-        this.enqueue(s);
-      }
+      // The token goes in the socket's first operation, not in its
+      // handshake: a refused token is then an answer the client reads (a
+      // refused handshake is not), so no HTTP probe has to send the token
+      // again, and each attempt costs the address's auth-failure budget
+      // (docs/SECURITY.md) one failure at most. The gateway reads nothing
+      // else until it has checked it, so the subscribes follow at once.
+      const token = this.currentToken();
+      this.authId = token ? `a${++nextId}` : null;
+      if (token) ws.send(JSON.stringify({ op: 'auth', token, id: this.authId }));
+      for (const s of this.subs.values()) if (this.revive(s)) this.enqueue(s);
     };
     ws.onmessage = (event) => {
       if (this.ws !== ws) return;
@@ -1080,12 +1128,22 @@ export class KubePulse {
           new PulseError(event.code === 4001 ? 'token_expired' : 'permissions_changed', event.reason || `closed with ${event.code}`),
         );
       }
+      if (event?.code === 4029) {
+        const reason = event.reason || '';
+        this.connectionError(new PulseError(/^too_many_connections/.test(reason) ? 'too_many_connections' : 'too_many_auth_failures', reason));
+      }
       this.lost();
     };
   }
 
   /** A WebSocket message goes to its subscription (`sub`, or the `id` of the refused operation). */
   route(message) {
+    if (message.id && message.id === this.authId) {
+      this.authId = null;
+      // Refused: every subscription hears why, and the connection starts over.
+      if (message.type === 'error') this.authRefused(new PulseError(message.code, message.message));
+      return;
+    }
     const sub = this.subs.get(message.sub ?? message.id);
     if (sub) {
       this.deliver(sub, message);
@@ -1118,9 +1176,12 @@ export class KubePulse {
   }
 
   /**
-   * A socket did not open. Browsers do not say why, so an HTTP request tells
-   * a rejected token (401), a gateway that is down (no answer) and a path
-   * that passes HTTP but not WebSockets (only then, twice in a row, SSE).
+   * A socket did not open. Browsers do not say why, and the handshake
+   * carries no token, so an HTTP request without one tells a refusal for
+   * now (429 or 503: a lockout, a limit, a gateway starting; surfaced, and
+   * the socket tried again when `Retry-After` says), a gateway that is down
+   * (no answer) and a path that passes HTTP but not WebSockets (twice in a
+   * row: SSE with `auto`, the error `websocket_refused` with `ws`).
    */
   async socketFailed() {
     this.ws = null;
@@ -1129,14 +1190,19 @@ export class KubePulse {
     const verdict = await this.probe();
     if (this.closed || this.subs.size === 0 || verdict === 'aborted') return;
     if (verdict instanceof PulseError) {
-      for (const sub of this.subs.values()) {
-        if (!sub.dead) this.refused(sub, verdict);
-      }
-      this.schedule();
+      this.refuseAll(verdict);
+      this.schedule(verdict.retryAfterMs);
       return;
     }
     if (verdict === 'http') {
       this.wsFailures++;
+      if (!this.auto && this.wsFailures >= 2) {
+        this.refuseAll(
+          new PulseError('websocket_refused', 'the WebSocket did not open though HTTP passes: a proxy that refuses upgrades?', {
+            retrying: true,
+          }),
+        );
+      }
       if (this.auto && this.wsFailures >= 2) {
         // WebSockets cannot get through (a proxy, a policy): SSE for now,
         // and WebSocket again every wsRetryMs.
@@ -1149,29 +1215,44 @@ export class KubePulse {
     this.schedule();
   }
 
+  /** Every subscription not refused for good hears `error` (a refusal of the connection). */
+  refuseAll(error) {
+    for (const sub of this.subs.values()) {
+      if (sub.dead || (sub.status === 'error' && sub.error?.code === error.code)) continue;
+      sub.synced = false;
+      sub.sent = false;
+      this.setStatus(sub, 'error', error);
+      this.emit(sub, { type: 'error', code: error.code, message: error.message, error });
+    }
+    this.connectionError(error);
+  }
+
   async probe() {
     if (!this.fetch) return 'down';
     const abort = new AbortController();
     this.probeAbort = abort;
-    const headers = { Accept: 'application/json' };
-    const token = this.currentToken();
-    if (token) headers.Authorization = `Bearer ${token}`;
     const timer = setTimeout(() => abort.abort(), 5000);
     try {
+      // Without the token: the handshake had none either, so a bad token
+      // is not why it failed, and a probe with one would cost the
+      // address's auth-failure budget a second failure.
       const response = await this.fetch(new URL('api/v1/clusters', this.base).toString(), {
-        headers,
+        headers: { Accept: 'application/json' },
         signal: abort.signal,
         cache: 'no-store',
       });
-      if (response.status === 401 || response.status === 403) {
-        const body = await response.json().catch(() => ({}));
-        return new PulseError(body.code ?? 'unauthorized', body.message ?? `HTTP ${response.status}`, {
-          status: response.status,
-        });
-      }
       // A refusal for now (a lockout, a rate limit, a gateway starting):
       // it says nothing of whether WebSockets pass, so no switch to SSE.
-      if (BUSY_STATUSES.has(response.status)) return 'down';
+      if (BUSY_STATUSES.has(response.status)) {
+        const body = await response.json().catch(() => ({}));
+        const error = new PulseError(body.code ?? `http_${response.status}`, body.message ?? `HTTP ${response.status}`, {
+          status: response.status,
+          retrying: true,
+        });
+        const after = Number(response.headers?.get?.('Retry-After'));
+        if (after > 0) error.retryAfterMs = after * 1000;
+        return error;
+      }
       return response.status >= 500 ? 'down' : 'http';
     } catch {
       return this.probeAbort === abort ? 'down' : 'aborted';
@@ -1221,6 +1302,13 @@ export class KubePulse {
 
   async openStream(sub) {
     if (this.closed || this.subs.get(sub.id) !== sub || sub.dead) return;
+    const token = this.currentToken();
+    // A token not yet accepted over SSE goes in one stream first (the
+    // scout); the others wait for its answer, so that a refused token costs
+    // the address's auth-failure budget one failure, not one per stream.
+    const unproven = token && token !== this.sseToken;
+    if (unproven && this.scout && this.scout !== sub) return;
+    if (unproven) this.scout = sub;
     const abort = new AbortController();
     sub.abort = abort;
     sub.fresh = new Set();
@@ -1240,11 +1328,17 @@ export class KubePulse {
       sub.awaitSubscribed = false;
     }
     const headers = { Accept: 'text/event-stream' };
-    const token = this.currentToken();
     if (token) headers.Authorization = `Bearer ${token}`;
     if (sub.cursor && !sub.options) headers['Last-Event-ID'] = sub.cursor;
     try {
-      const response = await this.fetch(url.toString(), { headers, signal: abort.signal, cache: 'no-store' });
+      const response = await this.fetch(url.toString(), { headers, signal: abort.signal, cache: 'no-store' }).finally(() => {
+        if (this.scout === sub) this.scout = null;
+      });
+      if (unproven && ![401, 403, 429].includes(response.status) && this.transport === 'sse') {
+        // The token passed: the streams that waited for it go now.
+        this.sseToken = token;
+        queueMicrotask(() => this.reconnectNow());
+      }
       if (!response.ok) {
         let body = {};
         try {
@@ -1262,6 +1356,10 @@ export class KubePulse {
           const after = Number(response.headers?.get?.('Retry-After'));
           this.refused(sub, error, after > 0 ? after * 1000 : undefined);
           if (error.auth) this.schedule();
+          if (code === 'too_many_auth_failures') {
+            // The address is locked out: the streams waiting on this one hear it too.
+            for (const other of this.subs.values()) if (other.status === 'loading') this.setStatus(other, 'error', error);
+          }
           return;
         }
         throw new Error(`HTTP ${response.status}`);

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 
 import * as esbuild from 'esbuild';
 
-import { WAIT, freePort, launchBrowser, sessions, startGateway, stopGateway, until } from './lib.mjs';
+import { WAIT, closeRelay, freePort, launchBrowser, sessions, startGateway, startRelay, stopGateway, until } from './lib.mjs';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const CLIENT = path.resolve(process.env.KUBE_PULSE_CLIENT_DIR ?? path.join(HERE, '../client'));
@@ -362,4 +362,84 @@ test('a gateway restart stays on WebSocket (finding 3)', async () => {
   const { shown } = await equalToRest(page, base);
   assert.equal(shown.transport, 'ws');
   assert.deepEqual(await sessions(base), { ws: 1, sse: 0 });
+});
+
+test('a lockout by a stale token costs one failure per attempt, is shown, and a valid token then gets data within 5 s on WebSocket, no reload (issue 39, 1)', async () => {
+  // Its own gateway: a budget of 4 rejected tokens per 15 s for the address (loopback, shared with this test).
+  const BUDGET = 4;
+  const lockPort = await freePort();
+  const lockBase = `http://127.0.0.1:${lockPort}/pulse/`;
+  const lockGateway = await startGateway(lockPort, [
+    '--auth', 'tokens', '--tokens-file', path.join(tmp, 'tokens.yaml'), '--base-path', '/pulse',
+    '--max-auth-failures-per-ip', String(BUDGET), '--auth-failure-window', '15',
+  ]);
+  try {
+    const STALE = 'stale-token-0123456789abcdef';
+    const { page } = await harness(lockBase);
+    const httpWithToken = [];
+    page.on('request', (r) => {
+      if ((r.headers().authorization ?? '').includes(STALE)) httpWithToken.push(r.url());
+    });
+    await page.evaluate((t) => {
+      localStorage.setItem('tok', t);
+      window.loadedOnce = true;
+    }, STALE);
+    // The client's default backoff.
+    const cards = [['clusters/dev'], ['clusters/dev'], ['clusters/prod']];
+    await page.evaluate((o) => window.mountApp(o), { url: lockBase, transport: 'auto', cards });
+    await until('the lockout shown in every card', async () => {
+      const { cards: shown } = await page.evaluate(() => window.shown());
+      return shown.length === 3 && shown.every((c) => c.error === 'too_many_auth_failures' && c.status === 'error') && shown;
+    });
+    const { auth, handshakes, sockets } = await page.evaluate((t) => ({
+      auth: window.opsSent.filter((o) => o.op === 'auth' && o.token === t).length,
+      handshakes: window.handshakes.filter((p) => p.some((x) => x.startsWith('base64url.bearer'))).length,
+      sockets: window.socketsOpened,
+    }), STALE);
+    // Every failure the gateway counted was one attempt's only one: BUDGET attempts to be locked out.
+    assert.deepEqual({ auth, handshakes, http: httpWithToken }, { auth: BUDGET, handshakes: 0, http: [] }, 'the stale token went out once per socket, nowhere else');
+    assert.ok(sockets >= BUDGET + 1, `${sockets} sockets`);
+    // The user logs in; the lockout lifts when its window ends.
+    await page.evaluate((t) => localStorage.setItem('tok', t), TOKEN);
+    const lifted = await until('the lockout lifted', async () => {
+      const r = await fetch(`${lockBase}api/v1/clusters`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+      await r.arrayBuffer();
+      return r.status === 200 && Date.now();
+    }, 30_000);
+    await until('every card live with data', async () => {
+      const { cards: shown } = await page.evaluate(() => window.shown());
+      return shown.every((c) => c.status === 'live' && c.phase !== '' && c.error === '') || { wrong: shown };
+    }, 5_000);
+    const late = Date.now() - lifted;
+    assert.ok(late <= 5_000, `data ${late} ms after the lockout lifted`);
+    assert.equal(await page.evaluate(() => window.loadedOnce), true, 'no reload');
+    assert.equal(await page.evaluate(() => window.shown().transport), 'ws', 'still WebSocket');
+    assert.deepEqual(await sessions(lockBase, TOKEN), { ws: 1, sse: 0 });
+  } finally {
+    await stopGateway(lockGateway);
+  }
+});
+
+test("transport 'ws' through a proxy that refuses upgrades surfaces websocket_refused, and recovers when upgrades pass (issue 39, 4)", async () => {
+  const relayPort = await freePort();
+  const relayBase = `http://127.0.0.1:${relayPort}/`;
+  const relay = await startRelay(relayPort, port);
+  relay.refuseUpgrades = true;
+  try {
+    const { page } = await harness(relayBase);
+    await page.evaluate((o) => window.mountApp(o), { url: relayBase, transport: 'ws', cards: [['clusters/dev'], ['clusters/prod']], backoff: { initialMs: 200, maxMs: 1000 } });
+    const shown = await until('websocket_refused in every card', async () => {
+      const { cards, state } = await page.evaluate(() => window.shown());
+      return cards.length === 2 && cards.every((c) => c.error === 'websocket_refused' && c.status === 'error') && { cards, state };
+    }, 15_000);
+    assert.notEqual(shown.state, 'live');
+    assert.equal(await page.evaluate(() => window.shown().transport), 'ws', 'forced: no SSE');
+    relay.refuseUpgrades = false;
+    await until('the cards live once upgrades pass', async () => {
+      const { cards } = await page.evaluate(() => window.shown());
+      return cards.every((c) => c.status === 'live' && c.phase !== '' && c.error === '') || { wrong: cards };
+    }, 15_000);
+  } finally {
+    await closeRelay(relay);
+  }
 });

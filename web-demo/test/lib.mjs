@@ -66,11 +66,12 @@ function binaryEmbedsTree() {
  * on `upstream`. Resolves the server; `closeProxy` ends it and its connections.
  */
 async function pageProxy(port, upstream, basePath) {
-  const prefix = basePath === '/' ? '/' : `${basePath}/`;
+  // basePath null: a plain relay, no page files.
+  const prefix = basePath === null ? null : basePath === '/' ? '/' : `${basePath}/`;
   const sockets = new Set();
   const server = http.createServer((req, res) => {
     const { pathname } = new URL(req.url, 'http://x');
-    const file = req.method === 'GET' && pathname.startsWith(prefix) ? PAGE_FILES[pathname.slice(prefix.length)] : undefined;
+    const file = req.method === 'GET' && prefix && pathname.startsWith(prefix) ? PAGE_FILES[pathname.slice(prefix.length)] : undefined;
     if (file) {
       res.writeHead(200, { 'Content-Type': file[0], 'Cache-Control': 'no-cache' });
       res.end(readFileSync(join(WEB, file[1])));
@@ -113,6 +114,26 @@ async function pageProxy(port, upstream, basePath) {
   await once(server, 'listening');
   return server;
 }
+
+/**
+ * A loopback relay on `port` to the gateway on `upstream` that forwards
+ * HTTP (SSE included) and, unless `relay.refuseUpgrades` is set, WebSocket
+ * upgrades: set, it answers every upgrade 403, as a proxy that does not
+ * pass WebSockets does. Resolves the server; `closeRelay` ends it.
+ */
+export async function startRelay(port, upstream) {
+  const server = await pageProxy(port, upstream, null);
+  const upgrade = server.listeners('upgrade')[0];
+  server.removeAllListeners('upgrade');
+  server.refuseUpgrades = false;
+  server.on('upgrade', (req, socket, head) => {
+    if (!server.refuseUpgrades) return upgrade(req, socket, head);
+    socket.end('HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+  });
+  return server;
+}
+
+export const closeRelay = (server) => closeProxy(server);
 
 async function closeProxy(server) {
   const closed = once(server, 'close');

@@ -218,11 +218,13 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   client.onState((s) => states.push(s));
   const seen = [];
   client.subscribe(['apps/*/shop/*'], (c) => seen.push(c));
-  const ws = await until('a subscribe op', () => FakeSocket.all[0]?.sent.length && FakeSocket.all[0]);
+  const ws = await until('a subscribe op', () => FakeSocket.all[0]?.subscribes().length && FakeSocket.all[0]);
   assert.equal(ws.url, 'ws://gw.example/pulse/api/v1/ws');
-  // The token rides in a subprotocol (base64url of "secret").
-  assert.deepEqual(ws.protocols, ['kube-pulse', 'base64url.bearer.authorization.k8s.io.c2VjcmV0']);
-  const op = ws.sent[0];
+  // The token is the socket's first operation, not part of its handshake.
+  assert.deepEqual(ws.protocols, ['kube-pulse']);
+  assert.deepEqual({ ...ws.sent[0], id: undefined }, { op: 'auth', token: 'secret', id: undefined });
+  ws.push({ type: 'authenticated', subject: 'alice', id: ws.sent[0].id });
+  const op = ws.sent[1];
   assert.deepEqual({ ...op, id: undefined }, { op: 'subscribe', id: undefined, topics: ['apps/*/shop/*'] });
   const sub = op.id;
   assert.equal(client.status('apps/*/shop/*').status, 'loading');
@@ -242,9 +244,10 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   ws.drop();
   assert.equal(client.state, 'reconnecting');
   assert.equal(client.status('apps/*/shop/*').status, 'stale');
-  const ws2 = await until('a second socket', () => FakeSocket.all[1]?.sent.length && FakeSocket.all[1]);
-  assert.equal(ws2.sent[0].since, 'e1-9');
-  assert.equal(ws2.sent[0].id, sub);
+  const ws2 = await until('a second socket', () => FakeSocket.all[1]?.subscribes().length && FakeSocket.all[1]);
+  assert.equal(ws2.sent[0].op, 'auth');
+  assert.equal(ws2.subscribes()[0].since, 'e1-9');
+  assert.equal(ws2.subscribes()[0].id, sub);
   // Another gateway process answers: fresh snapshots, and what is gone is dropped.
   ws2.push({ sub, type: 'snapshot', topic: 'apps/a/shop/web', rev: 1, cursor: 'e2-3', doc: { state: 'Stopped' } });
   ws2.push({ sub, type: 'synced', cursor: 'e2-3', resumed: false, count: 1, reason: 'unknown epoch' });
@@ -259,7 +262,7 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
 
   // A gap in revisions starts the subscription over from snapshots.
   ws2.push({ sub, type: 'patch', topic: 'apps/a/shop/web', rev: 5, cursor: 'e2-8', patch: { state: 'x' } });
-  assert.deepEqual(ws2.sent.slice(1).map((o) => [o.op, o.since]), [['unsubscribe', undefined], ['subscribe', undefined]]);
+  assert.deepEqual(ws2.sent.slice(2).map((o) => [o.op, o.since]), [['unsubscribe', undefined], ['subscribe', undefined]]);
   client.close();
   assert.equal(client.state, 'offline');
 });
@@ -413,37 +416,48 @@ const jsonResponse = (status, body, headers = {}) => ({
   text: async () => JSON.stringify(body),
 });
 
-test('auto: a refused token is an auth error, not a reason for SSE; a new token recovers (finding 3)', async () => {
+test('auto: a refused token is an auth error, not a reason for SSE, one failure per attempt; a new token recovers (finding 3)', async () => {
   fresh();
-  FakeSocket.refuse = true;
   let token = 'bad';
-  const probes = [];
-  const fetch = async (url, init) => {
-    probes.push({ url, auth: init.headers.Authorization });
-    return jsonResponse(401, { code: 'unauthorized', message: 'token not accepted' });
+  let probes = 0;
+  const fetch = async () => {
+    probes++;
+    return jsonResponse(200, { items: [] });
   };
   const client = connect({ url: 'http://gw.example/', getToken: () => token, WebSocket: FakeSocket, fetch, backoff: { initialMs: 5, maxMs: 10 } });
-  const events = [];
+  const events = { a: [], b: [] };
   const errors = [];
   client.onError((e) => errors.push(e.code));
-  client.subscribe('clusters/*', (e) => events.push(e));
-  await until('the auth error', () => events.some((e) => e.type === 'error'));
-  assert.equal(probes[0].url, 'http://gw.example/api/v1/clusters');
-  assert.equal(probes[0].auth, 'Bearer bad');
-  const error = events.find((e) => e.type === 'error');
-  assert.equal(error.code, 'unauthorized');
-  assert.equal(error.error.auth, true);
+  client.subscribe('clusters/*', (e) => events.a.push(e));
+  client.subscribe('apps/**', (e) => events.b.push(e));
+  // The gateway refuses each socket's `auth` operation (the one failure the attempt costs).
+  const refuse = async (n) => {
+    const ws = await until(`socket ${n}`, () => FakeSocket.all[n]?.sent.length >= 3 && FakeSocket.all[n]);
+    const auth = ws.sent.filter((o) => o.op === 'auth');
+    assert.equal(auth.length, 1, 'one auth operation per socket');
+    assert.equal(ws.sent[0], auth[0], 'the token goes first');
+    ws.push({ type: 'error', code: 'unauthorized', message: 'token not accepted', id: auth[0].id });
+    // The subscribes that followed it are refused too (unauthenticated).
+    for (const op of ws.subscribes()) ws.push({ type: 'error', code: 'unauthenticated', message: 'auth first', id: op.id });
+    return ws;
+  };
+  for (let n = 0; n < 3; n++) {
+    const ws = await refuse(n);
+    assert.equal(ws.protocols.length, 1, 'no token in the handshake');
+    for (const [name, list] of Object.entries(events)) {
+      assert.equal(list.find((e) => e.type === 'error')?.code, 'unauthorized', `subscription ${name}`);
+    }
+    await until('the client closing the socket', () => ws.readyState === 3);
+  }
+  assert.equal(probes, 0, 'no HTTP probe: the socket said why');
   assert.equal(errors[0], 'unauthorized');
-  await until('more WebSocket attempts', () => FakeSocket.all.length >= 3);
   assert.equal(client.transport, 'ws', 'still WebSocket');
   // The user logs in: the next attempt carries the new token.
   token = 'good';
-  FakeSocket.refuse = false;
-  const ws = await until('an open socket', () => open(FakeSocket.all)[0]);
-  assert.equal(ws.protocols[1], `base64url.bearer.authorization.k8s.io.${base64url('good')}`);
-  await until('subscribe', () => ws.sent.length);
+  const ws = await until('a socket with the good token', () => FakeSocket.all.find((w) => w.sent[0]?.token === 'good' && w.subscribes().length === 2));
   assert.equal(client.status('clusters/*').status, 'loading');
-  ws.push({ sub: ws.sent[0].id, type: 'synced', cursor: 'e-1', resumed: false, count: 0 });
+  ws.push({ type: 'authenticated', subject: 'me', id: ws.sent[0].id });
+  ws.push({ sub: ws.subscribes()[0].id, type: 'synced', cursor: 'e-1', resumed: false, count: 0 });
   assert.equal(client.status('clusters/*').status, 'live');
   client.close();
 });
@@ -498,9 +512,9 @@ test('auto: SSE only when HTTP passes and WebSockets do not, twice; WebSocket ag
   assert.equal(requests[1].headers['Last-Event-ID'], 'e1-4');
   // WebSockets pass again: the subscription moves back, resuming.
   FakeSocket.refuse = false;
-  const ws = await until('a subscribe over WebSocket', () => FakeSocket.all.find((s) => s.sent.length));
+  const ws = await until('a subscribe over WebSocket', () => FakeSocket.all.find((s) => s.subscribes().length));
   assert.equal(client.transport, 'ws');
-  assert.equal(ws.sent[0].since, 'e1-4');
+  assert.equal(ws.subscribes()[0].since, 'e1-4');
   client.close();
 });
 
@@ -577,26 +591,118 @@ test('a lockout over SSE (429 too_many_auth_failures) is retried after Retry-Aft
   other.close();
 });
 
-test('a 429 from the HTTP probe is a refusal for now: retried over WebSocket, no switch to SSE', async () => {
+test('a 429 from the HTTP probe is a refusal for now: surfaced, retried over WebSocket when Retry-After says, no switch to SSE', async () => {
   fresh();
   FakeSocket.refuse = true;
-  let probes = 0;
-  const fetch = async (url) => {
+  const probes = [];
+  const fetch = async (url, init) => {
     if (url.endsWith('/api/v1/clusters')) {
-      probes++;
-      return jsonResponse(429, { code: 'too_many_auth_failures', message: 'locked out' }, { 'Retry-After': '60' });
+      probes.push({ at: Date.now(), auth: init.headers.Authorization });
+      return jsonResponse(429, { code: 'too_many_auth_failures', message: 'locked out' }, { 'Retry-After': '0.1' });
     }
     assert.fail(`no SSE request expected: ${url}`);
   };
-  const client = connect({ url: 'http://gw.example/', WebSocket: FakeSocket, fetch, backoff: { initialMs: 1, maxMs: 5 } });
-  client.subscribe('clusters/*');
-  await until('several probes', () => probes >= 4);
+  const client = connect({ url: 'http://gw.example/', token: 'stale', WebSocket: FakeSocket, fetch, backoff: { initialMs: 1, maxMs: 5 } });
+  const events = [];
+  client.subscribe('clusters/*', (e) => events.push(e));
+  await until('three probes', () => probes.length >= 3);
   assert.equal(client.transport, 'ws');
-  assert.ok(FakeSocket.all.length >= 4, 'the socket is tried again');
-  // Unlocked: the next socket opens and the subscription goes out.
+  assert.deepEqual(probes.map((p) => p.auth), [undefined, undefined, undefined], 'the probe sends no token');
+  // Paced by Retry-After (100 ms), not by the 1-5 ms backoff.
+  assert.ok(probes[2].at - probes[0].at >= 190, `${probes[2].at - probes[0].at} ms for three probes`);
+  const error = events.find((e) => e.type === 'error');
+  assert.deepEqual([error.code, error.error.retrying, error.error.status], ['too_many_auth_failures', true, 429]);
+  assert.equal(events.filter((e) => e.type === 'error').length, 1, 'told once, not at every attempt');
+  // Unlocked: the next socket opens, the error goes and the subscription goes out.
   FakeSocket.refuse = false;
-  const ws = await until('a subscribe over WebSocket', () => FakeSocket.all.find((s) => s.sent.length));
+  const ws = await until('a subscribe over WebSocket', () => FakeSocket.all.find((s) => s.subscribes().length));
   assert.equal(ws.subscribes()[0].topics[0], 'clusters/*');
+  assert.equal(client.status('clusters/*').status, 'loading');
+  client.close();
+});
+
+test('over SSE a token not yet accepted goes in one stream first: one failure per attempt, then every stream', async () => {
+  let token = 'bad';
+  const requests = [];
+  let inFlight = 0;
+  let most = 0;
+  const held = (init) => new Promise((resolve, reject) => init.signal.addEventListener('abort', () => reject(new Error('aborted'))));
+  const fetch = async (url, init) => {
+    requests.push({ url, auth: init.headers.Authorization });
+    if (init.headers.Authorization === 'Bearer bad') {
+      most = Math.max(most, ++inFlight);
+      await tick(2);
+      inFlight--;
+      return jsonResponse(401, { code: 'unauthorized', message: 'no' });
+    }
+    if (url.includes('tasks')) return held(init);
+    return { ok: true, status: 200, headers: new Map(), body: new ReadableStream({}) };
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', getToken: () => token, fetch, backoff: { initialMs: 5, maxMs: 10 } });
+  const events = { a: [], b: [], c: [] };
+  client.subscribe('clusters/*', (e) => events.a.push(e));
+  client.subscribe('apps/**', (e) => events.b.push(e));
+  client.subscribe('tasks/*', (e) => events.c.push(e));
+  await until('three refused attempts', () => requests.length >= 3);
+  await tick(20);
+  const attempts = requests.length;
+  assert.ok(requests.every((r) => r.auth === 'Bearer bad'));
+  // Each attempt is one stream: never two requests with the refused token at once.
+  assert.equal(most, 1);
+  for (const [name, list] of Object.entries(events)) {
+    assert.equal(list.find((e) => e.type === 'error')?.code, 'unauthorized', `subscription ${name}`);
+  }
+  token = 'good';
+  await until('every stream with the good token', () => requests.filter((r) => r.auth === 'Bearer good').length >= 3);
+  assert.ok(attempts >= 3);
+  const good = requests.filter((r) => r.auth === 'Bearer good').map((r) => new URL(r.url).searchParams.get('topic'));
+  assert.deepEqual(good.slice().sort(), ['apps/**', 'clusters/*', 'tasks/*']);
+  assert.equal(client.state, 'live');
+  client.close();
+});
+
+test("with transport 'ws', a socket that never opens while HTTP passes is the error websocket_refused, retried and revived", async () => {
+  fresh();
+  FakeSocket.refuse = true;
+  const fetch = async () => jsonResponse(200, { items: [] });
+  const client = connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: FakeSocket, fetch, backoff: { initialMs: 1, maxMs: 5 } });
+  const events = [];
+  const errors = [];
+  client.onError((e) => errors.push(e.code));
+  client.subscribe('clusters/*', (e) => events.push(e));
+  await until('the error', () => events.some((e) => e.type === 'error'));
+  const error = events.find((e) => e.type === 'error');
+  assert.deepEqual([error.code, error.error.retrying], ['websocket_refused', true]);
+  assert.deepEqual(client.status('clusters/*'), { status: 'error', error: error.error });
+  assert.equal(errors[0], 'websocket_refused');
+  await until('more attempts', () => FakeSocket.all.length >= 5);
+  assert.equal(events.filter((e) => e.type === 'error').length, 1, 'told once');
+  assert.equal(client.transport, 'ws');
+  FakeSocket.refuse = false;
+  const ws = await until('a subscribe', () => FakeSocket.all.find((w) => w.subscribes().length));
+  assert.equal(client.status('clusters/*').status, 'loading', 'revived by the connection');
+  ws.push({ sub: ws.subscribes()[0].id, type: 'synced', cursor: 'e-1', resumed: false, count: 0 });
+  assert.equal(client.status('clusters/*').status, 'live');
+  client.close();
+});
+
+test('reconnect() revives every error that is not the request\'s own fault; a bad pattern stays', async () => {
+  fresh();
+  const client = wsClient({ backoff: { initialMs: 60000, maxMs: 60000 } });
+  const stops = ['apps/**/x', 'clusters/*', 'tasks/*'].map((p) => client.subscribe(p));
+  const ws = await until('subscribes', () => FakeSocket.all[0]?.subscribes().length === 3 && FakeSocket.all[0]);
+  const [bad, limited, busy] = ws.subscribes().map((o) => o.id);
+  ws.push({ type: 'error', code: 'bad_pattern', message: 'no', id: bad });
+  ws.push({ type: 'error', code: 'rate_limited', message: 'slow', id: limited });
+  ws.push({ type: 'error', code: 'too_many_subscriptions', message: 'full', id: busy });
+  assert.equal(client.status('clusters/*').status, 'error');
+  client.reconnect();
+  await until('both again', () => ws.subscribes().length === 5);
+  await tick(20);
+  assert.deepEqual(ws.subscribes().slice(3).map((o) => o.topics[0]).sort(), ['clusters/*', 'tasks/*']);
+  assert.equal(client.status('apps/**/x').status, 'error');
+  assert.equal(client.status('clusters/*').status, 'error', 'until the gateway answers');
+  stops.forEach((s) => s());
   client.close();
 });
 
@@ -642,7 +748,7 @@ test('renewToken sends the auth operation and resolves with its answer', async (
   client.subscribe('clusters/*');
   const ws = await until('a socket', () => open(FakeSocket.all)[0]);
   const renewed = client.renewToken('new-token');
-  const op = ws.sent.find((o) => o.op === 'auth');
+  const op = ws.sent.find((o) => o.op === 'auth' && o.token === 'new-token');
   assert.equal(op.token, 'new-token');
   ws.push({ type: 'authenticated', subject: 'alice', expires: '2027-01-01T00:00:00Z', id: op.id });
   assert.equal((await renewed).subject, 'alice');

@@ -16,10 +16,13 @@ const usePulseTopics =
 const sockets = new Set();
 window.socketsOpened = 0;
 window.opsSent = [];
+window.handshakes = [];
 class CountingSocket extends WebSocket {
   constructor(...args) {
     super(...args);
     window.socketsOpened++;
+    // The subprotocols each handshake offered (a token may ride in one).
+    window.handshakes.push([].concat(args[1] ?? []));
     sockets.add(this);
     this.addEventListener('close', () => sockets.delete(this));
   }

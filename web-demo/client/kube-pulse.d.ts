@@ -273,7 +273,7 @@ export interface SubscribeOptions {
   /** At most one message per topic per this many ms (50–60 000); the first change goes out at once. */
   debounceMs?: number;
   /** JSON pointers (1–32) the documents are projected onto, e.g. `['/phase', '/reason']`. */
-  fields?: readonly string[];
+  fields?: readonly JsonPointer[];
 }
 
 /** A projected document: any member may be left out, at any depth. */
@@ -398,38 +398,58 @@ export type WholeQuery = LiveQuery & { fields?: undefined };
 /** Subscription states: `loading` until synced, `stale` while disconnected. */
 export type SubscriptionStatus = 'loading' | 'live' | 'stale' | 'error';
 
-/** Error codes of the protocol (docs/PROTOCOL.md) and of the HTTP API. */
-export type ErrorCode =
+/**
+ * Every code the gateway sends (docs/PROTOCOL.md, the HTTP API's error
+ * body, WebSocket `error` messages, SSE `error` events) and the client's own
+ * (`websocket_refused`, `closed`, `http_{status}`). The package test checks
+ * this list against the codes in the gateway's source.
+ */
+export type KnownErrorCode =
+  // Requests: refused for what they ask, not retried.
   | 'bad_request'
-  | 'unauthorized'
-  | 'too_many_auth_failures'
-  | 'misdirected_request'
-  | 'unsupported_media_type'
-  | 'unavailable'
-  | 'unauthenticated'
-  | 'forbidden'
-  | 'forbidden_origin'
-  | 'not_found'
-  | 'conflict'
-  | 'too_many_connections'
-  | 'rate_limited'
-  | 'token_expired'
-  | 'permissions_changed'
+  | 'bad_pattern'
+  | 'bad_option'
+  | 'bad_query'
   | 'invalid_json'
   | 'invalid_op'
   | 'unknown_op'
   | 'invalid_id'
   | 'duplicate_id'
-  | 'bad_pattern'
-  | 'bad_option'
-  | 'bad_query'
-  | 'too_many_subscriptions'
   | 'unknown_subscription'
   | 'binary_not_supported'
-  /** `transport: 'ws'`: the socket did not open twice in a row while HTTP passes (a proxy refusing upgrades). */
+  | 'not_found'
+  | 'conflict'
+  | 'unsupported_media_type'
+  | 'misdirected_request'
+  | 'forbidden_origin'
+  // Credentials: the connection retries with the token of that time.
+  | 'unauthorized'
+  | 'unauthenticated'
+  | 'forbidden'
+  | 'token_expired'
+  | 'permissions_changed'
+  // Refusals for now: retried (after `Retry-After`), never terminal.
+  | 'too_many_auth_failures'
+  | 'too_many_connections'
+  | 'too_many_subscriptions'
+  | 'rate_limited'
+  | 'unavailable'
+  // The gateway's own failures (configuration, simulator, I/O), as error bodies.
+  | 'invalid_config'
+  | 'invalid_cluster'
+  | 'invalid_settings'
+  | 'kubeconfig'
+  | 'read_failed'
+  | 'simulator'
+  | 'serve'
+  | 'listen'
+  // The client's: a forced WebSocket that cannot connect; the connection closed under a request.
   | 'websocket_refused'
   | 'closed'
-  | (string & {});
+  | `http_${number}`;
+
+/** A known code, or another string (a newer gateway's). */
+export type ErrorCode = KnownErrorCode | (string & {});
 
 /** An error from the gateway. */
 export class PulseError extends Error {
@@ -532,7 +552,11 @@ export interface PulseResult<T> {
 }
 
 export class KubePulse {
+  /** The same as `connect(options)`: nothing is opened until the first subscription. */
+  constructor(options: ConnectOptions);
   readonly state: ConnectionState;
+  /** The transport in use now: `ws`, or `sse` (forced, or `auto` while WebSockets are blocked). */
+  readonly transport: 'ws' | 'sse';
   /** The last connection-level error (e.g. `unauthorized`), null once live. */
   readonly error: PulseError | null;
   onState(listener: (state: ConnectionState) => void): () => void;
@@ -591,6 +615,8 @@ export class KubePulse {
 export function connect(options: ConnectOptions): KubePulse;
 export function backoffDelay(attempt: number, options?: BackoffOptions, random?: () => number): number;
 export function matches(pattern: string, topic: string): boolean;
+/** The patterns as a list without duplicates; throws on a segment `undefined` or `null` (a template topic whose name was not known). */
+export function patternList(patterns: string | readonly string[]): string[];
 export function base64url(text: string): string;
 export function mergePatch<T>(target: T, patch: unknown): T;
 export function sseParser(onEvent: (event: { id: string; event: string; data: string }) => void): (chunk: string) => void;

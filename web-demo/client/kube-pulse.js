@@ -294,6 +294,24 @@ export function liveQuery(query = {}) {
   return out;
 }
 
+/**
+ * The patterns of a subscription, a list without duplicates; a segment
+ * `undefined` or `null` throws: it is a template topic whose name was not
+ * known yet (`clusters/${name}`), not a cluster to subscribe to.
+ */
+export function patternList(patterns) {
+  const list = [...new Set([].concat(patterns))];
+  if (list.length === 0) throw new Error('kube-pulse: subscribe to at least one pattern');
+  for (const p of list) {
+    if (typeof p !== 'string') throw new TypeError(`kube-pulse: a pattern is a string such as "clusters/*", not ${p}`);
+    const bad = p.split('/').find((segment) => segment === 'undefined' || segment === 'null');
+    if (bad) {
+      throw new TypeError(`kube-pulse: "${p}" has a segment "${bad}": a name in a template topic was ${bad}; subscribe once it is known`);
+    }
+  }
+  return list;
+}
+
 const queryKey = (patterns, query) =>
   `query\n${[...new Set(patterns)].sort().join('\n')}\n${JSON.stringify(QUERY_MEMBERS.map((m) => query[m] ?? null))}`;
 
@@ -481,8 +499,7 @@ export class KubePulse {
    */
   subscribe(patterns, onEvent = () => {}, options = undefined) {
     if (typeof onEvent === 'object' && onEvent !== null) [onEvent, options] = [options ?? (() => {}), onEvent];
-    const list = [...new Set([].concat(patterns))];
-    if (list.length === 0) throw new Error('kube-pulse: subscribe needs at least one pattern');
+    const list = patternList(patterns);
     if (this.closed) throw new Error('kube-pulse: the client is closed');
     const normalized = subscriptionOptions(options);
     const key = keyOf(list, normalized);
@@ -562,8 +579,7 @@ export class KubePulse {
    * Returns the function that ends it.
    */
   query(patterns, query = {}, onChange = () => {}) {
-    const list = [...new Set([].concat(patterns))];
-    if (list.length === 0) throw new Error('kube-pulse: query needs at least one pattern');
+    const list = patternList(patterns);
     if (this.closed) throw new Error('kube-pulse: the client is closed');
     const normalized = liveQuery(query);
     const key = queryKey(list, normalized);
@@ -1450,7 +1466,7 @@ export class KubePulse {
  * one document of an exact topic.
  */
 export function topicStore(client, patterns, { single = false, debounceMs, fields } = {}) {
-  const list = [...new Set([].concat(patterns))];
+  const list = patternList(patterns);
   const options = subscriptionOptions({ debounceMs, fields }) ?? undefined;
   const read = () => {
     const { status, error } = client.status(list, options);
@@ -1494,7 +1510,7 @@ export function topicStore(client, patterns, { single = false, debounceMs, field
  * changes; the first listener subscribes the query, the last one gone ends it.
  */
 export function queryStore(client, patterns, query = {}) {
-  const list = [...new Set([].concat(patterns))];
+  const list = patternList(patterns);
   const normalized = liveQuery(query);
   let snapshot = client.queryResult(list, normalized);
   const listeners = new Set();

@@ -16,6 +16,12 @@ import type {
 
 /** One document by exact topic, typed by it: `usePulse(client, 'clusters/dev').data` is a `ClusterStatus`. */
 export function usePulse<T extends string>(client: KubePulse, topic: T): PulseResult<DocumentFor<T> | undefined>;
+/** The same, coalesced and/or projected (`{debounceMs, fields}`): any member may be absent. */
+export function usePulse<T extends string>(
+  client: KubePulse,
+  topic: T,
+  options: SubscribeOptions,
+): PulseResult<Projected<DocumentFor<T>> | undefined>;
 /** The documents matching `patterns`, keyed by topic. */
 export function usePulseTopics<T extends string>(
   client: KubePulse,
@@ -36,6 +42,7 @@ export function useTopic<T extends string>(
 ): Record<string, Projected<DocumentFor<T>>>;
 /** One document by exact topic, or undefined while it is not there. */
 export function useDocument<T extends string>(client: KubePulse, topic: T): DocumentFor<T> | undefined;
+export function useDocument<T extends string>(client: KubePulse, topic: T, options: SubscribeOptions): Projected<DocumentFor<T>> | undefined;
 /** The client's connection state. */
 export function useConnectionState(client: KubePulse): ConnectionState;
 

@@ -887,3 +887,25 @@ test('over SSE the options are query parameters', async () => {
   assert.deepEqual(url.searchParams.getAll('field'), ['/phase', '/reason']);
   client.close();
 });
+
+test('a template topic whose name is undefined throws a clear error instead of subscribing', async () => {
+  fresh();
+  const client = wsClient();
+  let name;
+  for (const call of [
+    () => client.subscribe(`clusters/${name}`),
+    () => client.subscribe(['clusters/*', `apps/${null}/shop/*`]),
+    () => client.query(`apps/${name}/**`, { limit: 5 }),
+    () => topicStore(client, `clusters/${name}`, { single: true }),
+  ]) {
+    assert.throws(call, (e) => e instanceof TypeError && /a name in a template topic was (undefined|null)/.test(e.message) && /"(undefined|null)"/.test(e.message));
+  }
+  assert.throws(() => client.subscribe([]), /at least one pattern/);
+  await tick(20);
+  assert.equal(FakeSocket.all.length, 0, 'nothing was opened');
+  // A name that merely contains the word is a name.
+  client.subscribe('clusters/undefined-things');
+  const ws = await until('a subscribe', () => FakeSocket.all[0]?.subscribes().length && FakeSocket.all[0]);
+  assert.deepEqual(ws.subscribes()[0].topics, ['clusters/undefined-things']);
+  client.close();
+});

@@ -9,7 +9,7 @@
 
 import { after, afterEach, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,7 +46,10 @@ before(async () => {
         name: 'client',
         setup(b) {
           b.onResolve({ filter: /^@kube-pulse\/client(\/react)?$/ }, (args) => ({
-            path: path.join(CLIENT, args.path.endsWith('/react') ? 'react.js' : 'kube-pulse.js'),
+            // The hooks are esm/react.js (react.js in copies older than the CommonJS build).
+            path: args.path.endsWith('/react')
+              ? [path.join(CLIENT, 'esm/react.js'), path.join(CLIENT, 'react.js')].find((f) => existsSync(f))
+              : path.join(CLIENT, 'kube-pulse.js'),
           }));
         },
       },

@@ -70,11 +70,15 @@ test('npm pack, installed offline into a Vite + React + TS app, type-checks stri
       execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: CLIENT, encoding: 'utf8' }),
     )[0];
     assert.deepEqual(packed.files.map((f) => f.path).sort(), [
+      'cjs/kube-pulse.js',
+      'cjs/package.json',
+      'cjs/react.js',
+      'esm/react.js',
       'kube-pulse.d.ts',
       'kube-pulse.js',
       'package.json',
       'react.d.ts',
-      'react.js',
+      'react/package.json',
     ]);
     const manifest = JSON.parse(readFileSync(path.join(CLIENT, 'package.json'), 'utf8'));
     assert.equal(manifest.dependencies, undefined, 'no runtime dependencies');

@@ -7,7 +7,7 @@ import { createElement } from 'react';
 import { renderToString } from 'react-dom/server';
 
 import { connect } from '../kube-pulse.js';
-import { useConnectionState, useCount, useDocument, useGroupBy, useLiveQuery, usePulse, usePulseTopics, useTopic } from '../react.js';
+import { useConnectionState, useCount, useDocument, useGroupBy, useLiveQuery, usePulse, usePulseTopics, useTopic } from '../esm/react.js';
 
 class QuietSocket {
   static last = null;

@@ -2,7 +2,7 @@
 // kube-pulse.js so that the client itself needs no React.
 
 import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
-import { liveQuery, queryStore, topicStore } from './kube-pulse.js';
+import { liveQuery, queryStore, topicStore } from '../kube-pulse.js';
 
 function useStore(client, patterns, single, options = {}) {
   const key = [].concat(patterns).join('\n');

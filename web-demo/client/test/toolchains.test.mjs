@@ -26,7 +26,7 @@ const MODULES = path.join(WEB, 'node_modules');
  * `files` written; resolves its directory, `done()` removes it.
  */
 function appWith(files) {
-  const work = mkdtempSync(path.join(WEB, '.toolchain-'));
+  const work = mkdtempSync(path.join(WEB, '.fixture-toolchain-'));
   const packed = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: CLIENT, encoding: 'utf8' }))[0];
   const app = path.join(work, 'app');
   for (const [file, text] of Object.entries({ 'package.json': '{"name": "cra-like", "private": true}\n', ...files })) {

@@ -49,7 +49,7 @@ const since = (node, iso) => {
 
 // ---- connection -------------------------------------------------------------
 
-const LABELS = { idle: 'Idle', connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…', offline: 'Offline' };
+const LABELS = { idle: 'Idle', connecting: 'Connecting…', live: 'Live', reconnecting: 'Reconnecting…', offline: 'Offline', paused: 'Paused' };
 function showState(state) {
   const box = $('connection');
   attr(box, 'data-state', state);

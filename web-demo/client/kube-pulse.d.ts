@@ -2,7 +2,8 @@
 // (docs/STATUS.md, docs/TASKS.md, docs/PROTOCOL.md).
 
 /** `idle`: nothing is subscribed, so nothing is open. */
-export type ConnectionState = 'idle' | 'connecting' | 'live' | 'reconnecting' | 'offline';
+/** `paused`: the tab is hidden and its subscriptions wait, from their cursors, for it to be shown. */
+export type ConnectionState = 'idle' | 'connecting' | 'live' | 'reconnecting' | 'offline' | 'paused';
 export const STATES: readonly ConnectionState[];
 
 /** One recorded phase change of a status document. */
@@ -540,6 +541,19 @@ export interface ConnectOptions {
   subscribeRate?: number;
   /** With `auto` on SSE: how often to try WebSocket again (default 60 000 ms). */
   wsRetryMs?: number;
+  /**
+   * A hidden tab (`visibilitychange`) closes its socket or streams after
+   * this many ms, keeping documents and cursors, and resumes from the
+   * cursors when shown (default 60 000; `null` or `Infinity`: never).
+   */
+  hiddenGraceMs?: number | null;
+  /**
+   * At most this many bytes of documents and cursors kept in
+   * `sessionStorage` when the page is hidden or left, for its next load in
+   * the tab to resume from instead of taking snapshots (default 524 288;
+   * `false` or 0: none).
+   */
+  warmStart?: number | false;
   WebSocket?: typeof WebSocket;
   fetch?: typeof fetch;
 }

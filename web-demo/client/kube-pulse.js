@@ -15,8 +15,8 @@
 // messages, and started over whenever one does not fit.
 // Wire format: docs/PROTOCOL.md.
 
-/** Connection states: `idle` when nothing is subscribed. */
-export const STATES = Object.freeze(['idle', 'connecting', 'live', 'reconnecting', 'offline']);
+/** Connection states: `idle` when nothing is subscribed, `paused` while a hidden tab's subscriptions are. */
+export const STATES = Object.freeze(['idle', 'connecting', 'live', 'reconnecting', 'offline', 'paused']);
 
 /** Subscription states. */
 export const STATUSES = Object.freeze(['loading', 'live', 'stale', 'error']);
@@ -231,6 +231,13 @@ export class DocumentStore {
   }
 }
 
+/** A short tag of a token (FNV-1a), so that a warm start is not shown to another user of the tab. */
+function tokenTag(token = '') {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < token.length; i++) h = Math.imul(h ^ token.charCodeAt(i), 0x01000193);
+  return (h >>> 0).toString(36);
+}
+
 function httpBase(url) {
   const base = new URL(url, globalThis.location?.href);
   if (!base.pathname.endsWith('/')) base.pathname += '/';
@@ -338,6 +345,9 @@ let nextId = 0;
  * @param {object} [options.backoff]  `{initialMs, maxMs, factor, jitter}`
  * @param {number} [options.subscribeRate]  subscribe operations per second at most (default 10)
  * @param {number} [options.wsRetryMs]  `auto` on SSE: how often to try WebSocket again (default 60 s)
+ * @param {number|null} [options.hiddenGraceMs]  a hidden tab's subscriptions pause after this long (default 60 s; null: never)
+ * @param {number|false} [options.warmStart]  the most bytes of documents and cursors kept in `sessionStorage`
+ *   for the next load of the page to resume from (default 512 KiB; false: none)
  */
 export function connect(options) {
   return new KubePulse(options);
@@ -352,6 +362,8 @@ export class KubePulse {
     backoff = {},
     subscribeRate = 10,
     wsRetryMs = 60000,
+    hiddenGraceMs = 60000,
+    warmStart = 512 * 1024,
     WebSocket: WS,
     fetch: fetchImpl,
   } = {}) {
@@ -405,6 +417,120 @@ export class KubePulse {
     };
     globalThis.addEventListener?.('online', this.onOnline);
     globalThis.addEventListener?.('offline', this.onOffline);
+    // A hidden tab stops its subscriptions after a grace and resumes them
+    // from their cursors when it is shown again.
+    this.hiddenGraceMs = hiddenGraceMs;
+    this.paused = false;
+    this.hideTimer = null;
+    this.onVisibility = () => {
+      clearTimeout(this.hideTimer);
+      this.hideTimer = null;
+      if (globalThis.document?.visibilityState === 'hidden') {
+        if (this.hiddenGraceMs != null && this.hiddenGraceMs !== Infinity) {
+          this.hideTimer = setTimeout(() => this.pause(), this.hiddenGraceMs);
+        }
+        this.saveWarm();
+      } else if (this.paused) this.resume();
+    };
+    globalThis.document?.addEventListener?.('visibilitychange', this.onVisibility);
+    // Warm start: what the last load of this page held, to resume from.
+    this.warmBytes = warmStart;
+    this.warmKey = `kube-pulse:${this.base.href}`;
+    this.warm = this.loadWarm();
+    this.onPageHide = () => this.saveWarm();
+    globalThis.addEventListener?.('pagehide', this.onPageHide);
+  }
+
+  /**
+   * The tab is hidden and its grace is over: sockets and streams close,
+   * subscriptions keep their documents and cursors (status `stale`), and
+   * nothing reconnects until the tab is shown.
+   */
+  pause() {
+    this.hideTimer = null;
+    if (this.closed || this.subs.size === 0 || this.paused) return;
+    this.paused = true;
+    clearTimeout(this.timer);
+    clearTimeout(this.wsRetryTimer);
+    this.timer = this.wsRetryTimer = null;
+    this.probeAbort?.abort();
+    if (this.ws) {
+      const ws = this.ws;
+      this.ws = null;
+      ws.onclose = ws.onopen = ws.onmessage = null;
+      ws.close(1000);
+    }
+    this.queue = [];
+    for (const sub of this.subs.values()) {
+      sub.abort?.abort();
+      sub.abort = null;
+      sub.streaming = false;
+      sub.synced = false;
+      sub.sent = false;
+      clearTimeout(sub.retryTimer);
+      if (sub.status === 'live') this.setStatus(sub, 'stale', sub.error);
+    }
+    this.setState('paused');
+  }
+
+  /** The tab is shown again: every subscription resumes from its cursor. */
+  resume() {
+    this.paused = false;
+    if (this.closed || this.subs.size === 0) return;
+    this.setState(this.everLive ? 'reconnecting' : 'connecting');
+    this.attempt = 0;
+    this.reconnectNow();
+    if (this.auto && this.transport === 'sse') this.retryWebSocketLater();
+  }
+
+  /**
+   * What the last load of this page kept (`saveWarm`): by subscription
+   * key, its cursor and documents, when the same token holds now.
+   */
+  loadWarm() {
+    const warm = new Map();
+    if (!this.warmBytes) return warm;
+    try {
+      const storage = globalThis.sessionStorage;
+      const saved = JSON.parse(storage?.getItem(this.warmKey) ?? 'null');
+      storage?.removeItem(this.warmKey);
+      if (saved?.v !== 1 || saved.who !== tokenTag(this.currentToken())) return warm;
+      for (const sub of saved.subs) warm.set(sub.key, sub);
+    } catch {
+      // none, unreadable or refused: a cold start
+    }
+    return warm;
+  }
+
+  /**
+   * Keeps, for the next load of this page in this tab, each synced
+   * subscription's cursor and documents (whole-document subscriptions
+   * only: options and live queries do not resume), as many subscriptions
+   * as fit in `warmStart` bytes, and a tag of the token they were read with.
+   */
+  saveWarm() {
+    const storage = globalThis.sessionStorage;
+    if (!this.warmBytes || !storage || this.closed) return;
+    const subs = [];
+    let bytes = 0;
+    for (const sub of this.subs.values()) {
+      if (sub.options || !sub.cursor || !(sub.synced || sub.status === 'stale')) continue;
+      const docs = {};
+      for (const [topic, { rev, epoch, doc }] of this.store.docs) {
+        if (sub.patterns.some((p) => matches(p, topic))) docs[topic] = [rev, epoch, doc];
+      }
+      const entry = { key: sub.key, cursor: sub.cursor, docs };
+      const size = JSON.stringify(entry).length;
+      if (bytes + size > this.warmBytes) continue;
+      bytes += size;
+      subs.push(entry);
+    }
+    try {
+      if (subs.length) storage.setItem(this.warmKey, JSON.stringify({ v: 1, who: tokenTag(this.currentToken()), subs }));
+      else storage.removeItem(this.warmKey);
+    } catch {
+      // full or refused: the next load starts cold
+    }
   }
 
   /** The current bearer token, if any. */
@@ -535,6 +661,17 @@ export class KubePulse {
       };
       this.subs.set(sub.id, sub);
       this.byKey.set(key, sub);
+      const warm = !sub.options && this.warm.get(key);
+      if (warm) {
+        // The last load's documents, shown as `stale` until the gateway
+        // has sent what changed since its cursor (or fresh snapshots).
+        this.warm.delete(key);
+        sub.cursor = warm.cursor;
+        for (const [topic, [rev, epoch, doc]] of Object.entries(warm.docs)) {
+          if (!this.store.docs.has(topic)) this.store.docs.set(topic, { rev, epoch, doc });
+        }
+        sub.status = 'stale';
+      }
       this.open(sub);
     }
     return sub;
@@ -659,6 +796,7 @@ export class KubePulse {
     this.attempt = 0;
     this.wsFailures = 0;
     this.everLive = false;
+    this.paused = false;
     this.transport = this.preferred;
     if (!this.closed) this.setState('idle');
   }
@@ -668,6 +806,9 @@ export class KubePulse {
     this.closed = true;
     globalThis.removeEventListener?.('online', this.onOnline);
     globalThis.removeEventListener?.('offline', this.onOffline);
+    globalThis.removeEventListener?.('pagehide', this.onPageHide);
+    globalThis.document?.removeEventListener?.('visibilitychange', this.onVisibility);
+    clearTimeout(this.hideTimer);
     for (const sub of [...this.subs.values()]) {
       clearTimeout(sub.releaseTimer);
       this.release(sub);
@@ -710,7 +851,7 @@ export class KubePulse {
   }
 
   open(sub) {
-    if (this.closed) return;
+    if (this.closed || this.paused) return;
     if (this.state === 'idle') this.setState('connecting');
     if (this.transport === 'ws') this.openSocket(sub);
     else this.openStream(sub);
@@ -1011,7 +1152,7 @@ export class KubePulse {
    * refused again.
    */
   schedule(retryAfterMs) {
-    if (this.closed || this.subs.size === 0 || this.timer) return;
+    if (this.closed || this.subs.size === 0 || this.timer || this.paused) return;
     if (this.state === 'offline') return; // `online` resumes
     // Over SSE the connection is live while any stream is.
     const streaming = this.transport === 'sse' && [...this.subs.values()].some((s) => s.streaming);
@@ -1025,7 +1166,7 @@ export class KubePulse {
   }
 
   reconnectNow() {
-    if (this.closed || this.subs.size === 0) return;
+    if (this.closed || this.subs.size === 0 || this.paused) return;
     clearTimeout(this.timer);
     this.timer = null;
     if (this.state === 'offline') this.setState(this.everLive ? 'reconnecting' : 'connecting');

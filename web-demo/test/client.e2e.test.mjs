@@ -95,12 +95,31 @@ async function harness(at) {
   // network access checks would block its WebSocket to loopback.
   await page.route(`${at}__harness/app.js`, (route) => route.fulfill({ contentType: 'text/javascript', body: bundle }));
   await page.goto(`${at}__harness/`);
+  await loadHarness(page, at);
+  return { page, context, errors };
+}
+
+/** Writes the harness into the page's document and waits for it. */
+async function loadHarness(page, at) {
   await page.setContent(
     `<!doctype html><meta charset="utf-8"><div id="root"></div><script type="module" src="${at}__harness/app.js"></script>`,
   );
   await page.waitForFunction(() => window.harnessReady === true, null, { timeout: WAIT });
-  return { page, context, errors };
 }
+
+/**
+ * Sets the page's visibility and tells it (`visibilitychange`): headless
+ * Chromium keeps every page visible, whether minimized or behind a tab.
+ */
+function setVisibility(page, state) {
+  return page.evaluate((visibility) => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => visibility });
+    Object.defineProperty(document, 'hidden', { configurable: true, get: () => visibility === 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, state);
+}
+
+const snapshots = (page) => page.evaluate(() => window.framesIn.filter((t) => t === 'snapshot').length);
 
 async function rest(at, token) {
   const headers = token ? { Authorization: `Bearer ${token}` } : {};
@@ -445,4 +464,59 @@ test("transport 'ws' through a proxy that refuses upgrades surfaces websocket_re
   } finally {
     await closeRelay(relay);
   }
+});
+
+test('a hidden tab closes its socket after the grace and, shown again, resumes from its cursors: no snapshot (issue 39, 5)', async () => {
+  const { page, errors } = await harness(base);
+  await page.evaluate((o) => window.mountApp(o), { url: base, table: true, cards: [['clusters/dev'], ['clusters/staging']], options: { hiddenGraceMs: 500 } });
+  await equalToRest(page, base, { want: (r) => CLUSTERS.every((c) => r[`clusters/${c}`] === 'Healthy') });
+  assert.equal(await snapshots(page), 5, "the table's 3 and one per card");
+  assert.deepEqual(await sessions(base), { ws: 1, sse: 0 });
+  await setVisibility(page, 'hidden');
+  await until('the socket closed and the client paused', async () => {
+    const s = await sessions(base);
+    const state = await page.evaluate(() => window.shown().state);
+    return (s.ws === 0 && state === 'paused') || { wrong: { s, state } };
+  }, 10_000);
+  const cards = await page.evaluate(() => window.shown().cards);
+  assert.ok(cards.every((c) => c.status === 'stale' && c.phase === 'Healthy'), 'the last documents stay, stale');
+  // A change while the tab is hidden.
+  assert.equal((await fault(base, 'staging', { refuse: true })).status, 200);
+  await until('staging Unhealthy over REST', async () => (await rest(base))['clusters/staging'] === 'Unhealthy');
+  await new Promise((r) => setTimeout(r, 1000));
+  assert.equal(await page.evaluate(() => window.openSockets()), 0, 'nothing reconnected while hidden');
+  const before = await snapshots(page);
+  await setVisibility(page, 'visible');
+  await equalToRest(page, base, { want: (r) => r['clusters/staging'] === 'Unhealthy' });
+  assert.equal((await snapshots(page)) - before, 0, 'resumed: the change came as a patch, the rest as nothing');
+  assert.deepEqual(await sessions(base), { ws: 1, sse: 0 });
+  assert.equal((await fault(base, 'staging', null)).status, 200);
+  await equalToRest(page, base, { want: (r) => r['clusters/staging'] === 'Healthy' });
+  assert.deepEqual(errors, []);
+});
+
+test('a reload resumes from the cursors and documents kept in sessionStorage: no snapshot (issue 39, 5)', async () => {
+  const { page, errors } = await harness(base);
+  const app = { url: base, table: true, cards: [['clusters/dev'], ['clusters/prod']] };
+  await page.evaluate((o) => window.mountApp(o), app);
+  await equalToRest(page, base, { want: (r) => CLUSTERS.every((c) => r[`clusters/${c}`] === 'Healthy') });
+  assert.equal(await snapshots(page), 5);
+  await page.reload();
+  // A change while the page reloads.
+  assert.equal((await fault(base, 'prod', { refuse: true })).status, 200);
+  await until('prod Unhealthy over REST', async () => (await rest(base))['clusters/prod'] === 'Unhealthy');
+  await loadHarness(page, base);
+  const stored = await page.evaluate(() => Object.keys(sessionStorage).filter((k) => k.startsWith('kube-pulse:')).length);
+  assert.equal(stored, 1, 'the last load kept its state for this one');
+  await page.evaluate((o) => window.mountApp(o), app);
+  await equalToRest(page, base, { want: (r) => r['clusters/prod'] === 'Unhealthy' });
+  // Card 1 (prod): the kept document as soon as it subscribed, marked stale, before the gateway's answer.
+  const prod = (await page.evaluate(() => window.paints)).filter((p) => p.id === 1).map((p) => `${p.phase}:${p.status}`);
+  const kept = prod.indexOf('Healthy:stale');
+  assert.ok(kept >= 0 && kept < prod.indexOf('Unhealthy:live'), prod.join(' '));
+  assert.ok(!prod.includes('Healthy:live'), 'the old document never shown as live');
+  assert.equal(await snapshots(page), 0, 'resumed: no snapshot after the reload');
+  assert.equal((await fault(base, 'prod', null)).status, 200);
+  await equalToRest(page, base, { want: (r) => r['clusters/prod'] === 'Healthy' });
+  assert.deepEqual(errors, []);
 });

@@ -37,7 +37,7 @@ __export(kube_pulse_exports, {
   transitions: () => transitions
 });
 module.exports = __toCommonJS(kube_pulse_exports);
-const STATES = Object.freeze(["idle", "connecting", "live", "reconnecting", "offline"]);
+const STATES = Object.freeze(["idle", "connecting", "live", "reconnecting", "offline", "paused"]);
 const STATUSES = Object.freeze(["loading", "live", "stale", "error"]);
 const DEFAULT_BACKOFF = Object.freeze({ initialMs: 500, maxMs: 3e4, factor: 2, jitter: 0.5 });
 const AUTH_CODES = /* @__PURE__ */ new Set(["unauthorized", "unauthenticated", "token_expired", "permissions_changed", "forbidden"]);
@@ -187,6 +187,11 @@ class DocumentStore {
     return out;
   }
 }
+function tokenTag(token = "") {
+  let h = 2166136261;
+  for (let i = 0; i < token.length; i++) h = Math.imul(h ^ token.charCodeAt(i), 16777619);
+  return (h >>> 0).toString(36);
+}
 function httpBase(url) {
   const base = new URL(url, globalThis.location?.href);
   if (!base.pathname.endsWith("/")) base.pathname += "/";
@@ -263,6 +268,8 @@ class KubePulse {
     backoff = {},
     subscribeRate = 10,
     wsRetryMs = 6e4,
+    hiddenGraceMs = 6e4,
+    warmStart = 512 * 1024,
     WebSocket: WS,
     fetch: fetchImpl
   } = {}) {
@@ -314,6 +321,111 @@ class KubePulse {
     };
     globalThis.addEventListener?.("online", this.onOnline);
     globalThis.addEventListener?.("offline", this.onOffline);
+    this.hiddenGraceMs = hiddenGraceMs;
+    this.paused = false;
+    this.hideTimer = null;
+    this.onVisibility = () => {
+      clearTimeout(this.hideTimer);
+      this.hideTimer = null;
+      if (globalThis.document?.visibilityState === "hidden") {
+        if (this.hiddenGraceMs != null && this.hiddenGraceMs !== Infinity) {
+          this.hideTimer = setTimeout(() => this.pause(), this.hiddenGraceMs);
+        }
+        this.saveWarm();
+      } else if (this.paused) this.resume();
+    };
+    globalThis.document?.addEventListener?.("visibilitychange", this.onVisibility);
+    this.warmBytes = warmStart;
+    this.warmKey = `kube-pulse:${this.base.href}`;
+    this.warm = this.loadWarm();
+    this.onPageHide = () => this.saveWarm();
+    globalThis.addEventListener?.("pagehide", this.onPageHide);
+  }
+  /**
+   * The tab is hidden and its grace is over: sockets and streams close,
+   * subscriptions keep their documents and cursors (status `stale`), and
+   * nothing reconnects until the tab is shown.
+   */
+  pause() {
+    this.hideTimer = null;
+    if (this.closed || this.subs.size === 0 || this.paused) return;
+    this.paused = true;
+    clearTimeout(this.timer);
+    clearTimeout(this.wsRetryTimer);
+    this.timer = this.wsRetryTimer = null;
+    this.probeAbort?.abort();
+    if (this.ws) {
+      const ws = this.ws;
+      this.ws = null;
+      ws.onclose = ws.onopen = ws.onmessage = null;
+      ws.close(1e3);
+    }
+    this.queue = [];
+    for (const sub of this.subs.values()) {
+      sub.abort?.abort();
+      sub.abort = null;
+      sub.streaming = false;
+      sub.synced = false;
+      sub.sent = false;
+      clearTimeout(sub.retryTimer);
+      if (sub.status === "live") this.setStatus(sub, "stale", sub.error);
+    }
+    this.setState("paused");
+  }
+  /** The tab is shown again: every subscription resumes from its cursor. */
+  resume() {
+    this.paused = false;
+    if (this.closed || this.subs.size === 0) return;
+    this.setState(this.everLive ? "reconnecting" : "connecting");
+    this.attempt = 0;
+    this.reconnectNow();
+    if (this.auto && this.transport === "sse") this.retryWebSocketLater();
+  }
+  /**
+   * What the last load of this page kept (`saveWarm`): by subscription
+   * key, its cursor and documents, when the same token holds now.
+   */
+  loadWarm() {
+    const warm = /* @__PURE__ */ new Map();
+    if (!this.warmBytes) return warm;
+    try {
+      const storage = globalThis.sessionStorage;
+      const saved = JSON.parse(storage?.getItem(this.warmKey) ?? "null");
+      storage?.removeItem(this.warmKey);
+      if (saved?.v !== 1 || saved.who !== tokenTag(this.currentToken())) return warm;
+      for (const sub of saved.subs) warm.set(sub.key, sub);
+    } catch {
+    }
+    return warm;
+  }
+  /**
+   * Keeps, for the next load of this page in this tab, each synced
+   * subscription's cursor and documents (whole-document subscriptions
+   * only: options and live queries do not resume), as many subscriptions
+   * as fit in `warmStart` bytes, and a tag of the token they were read with.
+   */
+  saveWarm() {
+    const storage = globalThis.sessionStorage;
+    if (!this.warmBytes || !storage || this.closed) return;
+    const subs = [];
+    let bytes = 0;
+    for (const sub of this.subs.values()) {
+      if (sub.options || !sub.cursor || !(sub.synced || sub.status === "stale")) continue;
+      const docs = {};
+      for (const [topic, { rev, epoch, doc }] of this.store.docs) {
+        if (sub.patterns.some((p) => matches(p, topic))) docs[topic] = [rev, epoch, doc];
+      }
+      const entry = { key: sub.key, cursor: sub.cursor, docs };
+      const size = JSON.stringify(entry).length;
+      if (bytes + size > this.warmBytes) continue;
+      bytes += size;
+      subs.push(entry);
+    }
+    try {
+      if (subs.length) storage.setItem(this.warmKey, JSON.stringify({ v: 1, who: tokenTag(this.currentToken()), subs }));
+      else storage.removeItem(this.warmKey);
+    } catch {
+    }
   }
   /** The current bearer token, if any. */
   currentToken() {
@@ -435,6 +547,15 @@ class KubePulse {
       };
       this.subs.set(sub.id, sub);
       this.byKey.set(key, sub);
+      const warm = !sub.options && this.warm.get(key);
+      if (warm) {
+        this.warm.delete(key);
+        sub.cursor = warm.cursor;
+        for (const [topic, [rev, epoch, doc]] of Object.entries(warm.docs)) {
+          if (!this.store.docs.has(topic)) this.store.docs.set(topic, { rev, epoch, doc });
+        }
+        sub.status = "stale";
+      }
       this.open(sub);
     }
     return sub;
@@ -549,6 +670,7 @@ class KubePulse {
     this.attempt = 0;
     this.wsFailures = 0;
     this.everLive = false;
+    this.paused = false;
     this.transport = this.preferred;
     if (!this.closed) this.setState("idle");
   }
@@ -557,6 +679,9 @@ class KubePulse {
     this.closed = true;
     globalThis.removeEventListener?.("online", this.onOnline);
     globalThis.removeEventListener?.("offline", this.onOffline);
+    globalThis.removeEventListener?.("pagehide", this.onPageHide);
+    globalThis.document?.removeEventListener?.("visibilitychange", this.onVisibility);
+    clearTimeout(this.hideTimer);
     for (const sub of [...this.subs.values()]) {
       clearTimeout(sub.releaseTimer);
       this.release(sub);
@@ -595,7 +720,7 @@ class KubePulse {
     return !sub.dead;
   }
   open(sub) {
-    if (this.closed) return;
+    if (this.closed || this.paused) return;
     if (this.state === "idle") this.setState("connecting");
     if (this.transport === "ws") this.openSocket(sub);
     else this.openStream(sub);
@@ -870,7 +995,7 @@ class KubePulse {
    * refused again.
    */
   schedule(retryAfterMs) {
-    if (this.closed || this.subs.size === 0 || this.timer) return;
+    if (this.closed || this.subs.size === 0 || this.timer || this.paused) return;
     if (this.state === "offline") return;
     const streaming = this.transport === "sse" && [...this.subs.values()].some((s) => s.streaming);
     if (!streaming) this.setState(this.everLive ? "reconnecting" : "connecting");
@@ -882,7 +1007,7 @@ class KubePulse {
     }, delay);
   }
   reconnectNow() {
-    if (this.closed || this.subs.size === 0) return;
+    if (this.closed || this.subs.size === 0 || this.paused) return;
     clearTimeout(this.timer);
     this.timer = null;
     if (this.state === "offline") this.setState(this.everLive ? "reconnecting" : "connecting");

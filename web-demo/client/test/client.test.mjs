@@ -909,3 +909,111 @@ test('a template topic whose name is undefined throws a clear error instead of s
   assert.deepEqual(ws.subscribes()[0].topics, ['clusters/undefined-things']);
   client.close();
 });
+
+test('a hidden tab pauses after its grace and resumes from the cursor when shown', async () => {
+  fresh();
+  const doc = new EventTarget();
+  doc.visibilityState = 'visible';
+  globalThis.document = doc;
+  try {
+    const client = wsClient({ hiddenGraceMs: 30, warmStart: false });
+    const states = [];
+    client.onState((s) => states.push(s));
+    client.subscribe('clusters/*');
+    const ws = await until('a subscribe', () => FakeSocket.all[0]?.subscribes().length && FakeSocket.all[0]);
+    const sub = ws.subscribes()[0].id;
+    ws.push({ sub, type: 'snapshot', topic: 'clusters/dev', rev: 3, cursor: 'e1-7', doc: { phase: 'Healthy' } });
+    ws.push({ sub, type: 'synced', cursor: 'e1-7', resumed: false, count: 1 });
+    // Hidden, then shown within the grace: nothing happens.
+    doc.visibilityState = 'hidden';
+    doc.dispatchEvent(new Event('visibilitychange'));
+    await tick(10);
+    doc.visibilityState = 'visible';
+    doc.dispatchEvent(new Event('visibilitychange'));
+    await tick(50);
+    assert.equal(ws.readyState, 1, 'shown within the grace: still open');
+    // Hidden past the grace: the socket closes, the documents stay, nothing reconnects.
+    doc.visibilityState = 'hidden';
+    doc.dispatchEvent(new Event('visibilitychange'));
+    await until('paused', () => client.state === 'paused');
+    assert.equal(ws.readyState, 3);
+    assert.equal(client.status('clusters/*').status, 'stale');
+    assert.deepEqual(client.get('clusters/dev'), { phase: 'Healthy' });
+    await tick(50);
+    assert.equal(FakeSocket.all.length, 1, 'no reconnect while hidden');
+    // Shown: a new socket resumes from the cursor.
+    doc.visibilityState = 'visible';
+    doc.dispatchEvent(new Event('visibilitychange'));
+    const ws2 = await until('a second socket', () => FakeSocket.all[1]?.subscribes().length && FakeSocket.all[1]);
+    assert.equal(ws2.subscribes()[0].since, 'e1-7');
+    ws2.push({ sub, type: 'synced', cursor: 'e1-9', resumed: true, count: 0 });
+    assert.equal(client.status('clusters/*').status, 'live');
+    assert.deepEqual(states, ['connecting', 'live', 'paused', 'reconnecting', 'live']);
+    client.close();
+  } finally {
+    delete globalThis.document;
+  }
+});
+
+test('warm start: the next load resumes from the stored cursor with the stored documents, for the same token only', async () => {
+  fresh();
+  const items = new Map();
+  globalThis.sessionStorage = {
+    getItem: (k) => items.get(k) ?? null,
+    setItem: (k, v) => items.set(k, String(v)),
+    removeItem: (k) => items.delete(k),
+  };
+  try {
+    const first = wsClient({ token: 'alice' });
+    first.subscribe('clusters/*');
+    first.subscribe('apps/**', { fields: ['/state'] }); // options: not kept
+    const ws = await until('subscribes', () => FakeSocket.all[0]?.subscribes().length === 2 && FakeSocket.all[0]);
+    const [a, b] = ws.subscribes().map((o) => o.id);
+    ws.push({ sub: a, type: 'snapshot', topic: 'clusters/dev', rev: 4, cursor: 'e1-9', doc: { phase: 'Healthy' } });
+    ws.push({ sub: a, type: 'synced', cursor: 'e1-9', resumed: false, count: 1 });
+    ws.push({ sub: b, type: 'synced', cursor: 'e1-9', resumed: false, count: 0 });
+    first.saveWarm(); // what `pagehide` does
+    first.close();
+    const saved = JSON.parse([...items.values()][0]);
+    assert.deepEqual(saved.subs.map((s) => [s.key, s.cursor, Object.keys(s.docs)]), [['clusters/*', 'e1-9', ['clusters/dev']]]);
+
+    // The page loads again: the documents are there at once (stale), and the subscription resumes.
+    fresh();
+    const second = wsClient({ token: 'alice' });
+    second.subscribe('clusters/*');
+    assert.deepEqual(second.get('clusters/dev'), { phase: 'Healthy' });
+    assert.equal(second.status('clusters/*').status, 'stale');
+    const ws2 = await until('a subscribe', () => FakeSocket.all[0]?.subscribes().length && FakeSocket.all[0]);
+    assert.equal(ws2.subscribes()[0].since, 'e1-9');
+    ws2.push({ sub: ws2.subscribes()[0].id, type: 'patch', topic: 'clusters/dev', rev: 5, cursor: 'e1-12', patch: { phase: 'Degraded' } });
+    ws2.push({ sub: ws2.subscribes()[0].id, type: 'synced', cursor: 'e1-12', resumed: true, count: 1 });
+    assert.deepEqual(second.get('clusters/dev'), { phase: 'Degraded' }, 'the patch applied on the stored revision');
+    assert.equal(second.status('clusters/*').status, 'live');
+    assert.equal(items.size, 0, 'read once');
+    second.saveWarm();
+    second.close();
+
+    // Another user in the tab: nothing of the first is shown.
+    fresh();
+    const third = wsClient({ token: 'bob' });
+    third.subscribe('clusters/*');
+    assert.equal(third.get('clusters/dev'), undefined);
+    const ws3 = await until('a subscribe', () => FakeSocket.all[0]?.subscribes().length && FakeSocket.all[0]);
+    assert.equal(ws3.subscribes()[0].since, undefined);
+    third.close();
+
+    // Bounded: a subscription whose documents do not fit is not kept.
+    fresh();
+    const small = wsClient({ token: 'alice', warmStart: 200 });
+    small.subscribe('apps/**');
+    const ws4 = await until('a subscribe', () => FakeSocket.all[0]?.subscribes().length && FakeSocket.all[0]);
+    const id = ws4.subscribes()[0].id;
+    ws4.push({ sub: id, type: 'snapshot', topic: 'apps/a/b/c', rev: 1, cursor: 'e1-1', doc: { message: 'x'.repeat(300) } });
+    ws4.push({ sub: id, type: 'synced', cursor: 'e1-1', resumed: false, count: 1 });
+    small.saveWarm();
+    assert.equal(items.size, 0, 'over 200 bytes: nothing kept');
+    small.close();
+  } finally {
+    delete globalThis.sessionStorage;
+  }
+});

@@ -29,8 +29,8 @@ export function gzipped(entries) {
 
 // Budgets (bytes, gzipped): docs/WEB.md "Size".
 const BUDGETS = [
-  ['the client', ['kube-pulse.js'], 9 * 1024],
-  ['the client and its hooks', ['kube-pulse.js', 'esm/react.js'], 9.5 * 1024],
+  ['the client', ['kube-pulse.js'], 9.75 * 1024],
+  ['the client and its hooks', ['kube-pulse.js', 'esm/react.js'], 10.25 * 1024],
 ];
 
 test('each entry minified and gzipped stays within its budget', () => {

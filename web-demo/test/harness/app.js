@@ -25,6 +25,8 @@ class CountingSocket extends WebSocket {
     window.handshakes.push([].concat(args[1] ?? []));
     sockets.add(this);
     this.addEventListener('close', () => sockets.delete(this));
+    // The type of every message the gateway sent (the tests count snapshots).
+    this.addEventListener('message', (e) => window.framesIn.push(JSON.parse(e.data).type));
   }
   send(data) {
     window.opsSent.push(JSON.parse(data));
@@ -34,6 +36,7 @@ class CountingSocket extends WebSocket {
 window.openSockets = () => [...sockets].filter((s) => s.readyState <= 1).length;
 window.paints = [];
 window.errorsSeen = [];
+window.framesIn = [];
 
 function Card({ id, topics }) {
   const { data, status, error } = usePulseTopics(window.client, topics);
@@ -125,7 +128,7 @@ function LiveQueries() {
 }
 
 let root = null;
-window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, projected = false, live = false, reuseClient = false }) => {
+window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = [], table = false, projected = false, live = false, reuseClient = false, options = {} }) => {
   if (!reuseClient || !window.client) {
     window.client?.close();
     window.client = connect({
@@ -133,6 +136,7 @@ window.mountApp = ({ url, transport = 'auto', backoff, subscribeRate, cards = []
       transport,
       backoff,
       subscribeRate,
+      ...options,
       token: () => localStorage.getItem('tok') || undefined,
       WebSocket: CountingSocket,
     });

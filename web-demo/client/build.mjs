@@ -1,5 +1,5 @@
 // Writes the CommonJS build beside the ES modules: cjs/kube-pulse.js from
-// kube-pulse.js and cjs/react.js from esm/react.js, each file for file
+// kube-pulse.js, cjs/react.js and cjs/karpor.js from esm/, file for file
 // (no bundling, no minifying), for test runners and tools that do not
 // take ES modules from node_modules (Jest 27 as Create React App 5 runs
 // it). The output is committed; client/test/build.test.mjs fails when it
@@ -20,6 +20,7 @@ export function commonJs() {
   for (const [from, to] of [
     ['kube-pulse.js', 'cjs/kube-pulse.js'],
     ['esm/react.js', 'cjs/react.js'],
+    ['esm/karpor.js', 'cjs/karpor.js'],
   ]) {
     const { code } = esbuild.transformSync(readFileSync(path.join(HERE, from), 'utf8'), {
       format: 'cjs',

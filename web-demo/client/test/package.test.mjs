@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -64,16 +65,22 @@ function tsconfig(version, resolution, include) {
 }
 
 test('npm pack, installed offline into a Vite + React + TS app, type-checks strictly under TS 4.9 and 5.x', () => {
-  const work = mkdtempSync(path.join(WEB, '.fixture-'));
+  // Outside web-demo/: its node_modules (antd, for the browser tests) must
+  // not stand in for what the app installs (antd's types are stubbed there).
+  const work = mkdtempSync(path.join(tmpdir(), 'kube-pulse-fixture-'));
   try {
     const packed = JSON.parse(
       execFileSync('npm', ['pack', '--json', '--pack-destination', work], { cwd: CLIENT, encoding: 'utf8' }),
     )[0];
     assert.deepEqual(packed.files.map((f) => f.path).sort(), [
+      'cjs/karpor.js',
       'cjs/kube-pulse.js',
       'cjs/package.json',
       'cjs/react.js',
+      'esm/karpor.js',
       'esm/react.js',
+      'karpor.d.ts',
+      'karpor/package.json',
       'kube-pulse.d.ts',
       'kube-pulse.js',
       'package.json',

@@ -21,7 +21,7 @@ export function gzipped(entries) {
     minify: true,
     format: 'esm',
     write: false,
-    external: ['react'],
+    external: ['react', 'antd'],
   });
   const code = outputFiles[0].contents;
   return { minified: code.length, gzipped: gzipSync(code, { level: 9 }).length };
@@ -31,6 +31,7 @@ export function gzipped(entries) {
 const BUDGETS = [
   ['the client', ['kube-pulse.js'], 9.75 * 1024],
   ['the client and its hooks', ['kube-pulse.js', 'esm/react.js'], 10.25 * 1024],
+  ['the client, its hooks and the Karpor pieces', ['kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 11 * 1024],
 ];
 
 test('each entry minified and gzipped stays within its budget', () => {

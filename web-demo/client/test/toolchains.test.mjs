@@ -65,6 +65,11 @@ test('the package loads as CommonJS and the hooks render', () => {
   const client = connect({ url: 'http://127.0.0.1:9/', WebSocket: class { send() {} close() {} } });
   expect(renderToString(<Badge client={client} name="dev" />)).toBe('<span data-status="loading">…</span>');
   expect(() => renderToString(<Badge client={client} name={undefined} />)).toThrow(/a name in a template topic was undefined/);
+  // The Karpor pieces too (antd's CommonJS build beside them).
+  expect(require.resolve('@kube-pulse/client/karpor')).toMatch(/cjs[\\\\/]karpor\\.js$/);
+  const { ClusterPhaseBadge, sinceText } = require('@kube-pulse/client/karpor');
+  expect(sinceText('2026-01-01T00:00:00Z', Date.parse('2026-01-01T00:05:00Z'))).toBe('5m');
+  expect(renderToString(<ClusterPhaseBadge client={client} name="dev" />)).toContain('…');
   client.close();
 });
 `,

@@ -5,6 +5,7 @@
 //! forced), static `tokens`, `jwt`, and `kubernetes` (TokenReview +
 //! SubjectAccessReview on the host cluster). See `docs/SECURITY.md`.
 
+pub mod cookie;
 mod credential;
 pub mod jwt;
 pub mod kubernetes;
@@ -121,6 +122,8 @@ pub struct Auth {
     pub allow_query_token: bool,
     /// Failed authentications per client address (see [`Auth::authenticate_from`]).
     failures: throttle::FailureThrottle,
+    /// Cookie sessions issued from bearer tokens, for the native `EventSource`.
+    pub sessions: cookie::Sessions,
 }
 
 impl Auth {
@@ -142,6 +145,7 @@ impl Auth {
             mode,
             allow_query_token,
             failures: throttle::FailureThrottle::new(failures),
+            sessions: cookie::Sessions::default(),
         })
     }
 
@@ -403,10 +407,22 @@ pub fn peer_ip(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> 
 }
 
 /// Middleware for protected routes: authenticates the `Authorization`
-/// header and hands the [`Principal`] to the handler (401 otherwise, 429
-/// while the client's address is throttled for failed authentications).
+/// header (or, on a GET or HEAD without one, the token of the request's
+/// cookie session, see [`cookie`]) and hands the [`Principal`] to the
+/// handler (401 otherwise, 429 while the client's address is throttled for
+/// failed authentications).
 pub async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
-    let token = bearer(request.headers());
+    let safe = matches!(
+        *request.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD
+    );
+    let token = bearer(request.headers()).or_else(|| {
+        // Never for a request that changes something: a cross-site request
+        // carrying the cookie must not act (tasks need the bearer token).
+        safe.then(|| cookie::cookie_id(request.headers()))
+            .flatten()
+            .and_then(|id| auth.sessions.token(&id, std::time::Instant::now()))
+    });
     let ip = peer_ip(request.extensions());
     match auth.authenticate_from(ip, token.as_deref()).await {
         Ok(principal) => {

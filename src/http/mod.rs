@@ -13,6 +13,7 @@ mod query;
 pub mod rest;
 pub mod router;
 pub mod server;
+mod session;
 mod sse_socket;
 pub mod tasks;
 pub mod web;

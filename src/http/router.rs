@@ -159,6 +159,7 @@ pub fn with_extra(state: Arc<GatewayState>, extra: Router) -> Router {
     });
     let router = extra
         .merge(protected)
+        .merge(crate::http::session::router(state.auth.clone()))
         .merge(crate::http::health::router(state.health.clone()))
         .merge(crate::http::web::router())
         .merge(crate::transports::router(state.transports.clone()))

@@ -3,6 +3,7 @@
 
 mod agent;
 mod cli;
+mod cookie_session;
 mod demo_push;
 mod deploy;
 mod deploy_agent;

@@ -554,6 +554,13 @@ export interface ConnectOptions {
    * `false` or 0: none).
    */
   warmStart?: number | false;
+  /**
+   * With `transport: 'sse'`, same origin: streams over the native
+   * `EventSource`, authorized by an HttpOnly cookie session the token is
+   * traded for once (`POST api/v1/session`; docs/SECURITY.md).
+   */
+  eventSource?: boolean;
+  EventSource?: typeof EventSource;
   WebSocket?: typeof WebSocket;
   fetch?: typeof fetch;
 }
@@ -617,6 +624,8 @@ export class KubePulse {
   queryResult<T extends string>(patterns: T | readonly T[], query: LiveQuery): LiveQueryResult<Projected<DocumentFor<T>>>;
   /** Tries to connect again now, e.g. after the user logged in. */
   reconnect(): void;
+  /** Ends the cookie session of `eventSource: true` (`DELETE api/v1/session`), e.g. at logout. */
+  endSession(): Promise<unknown>;
   /** Renews the live WebSocket's token with the `auth` operation. */
   renewToken(token?: string): Promise<{ type: 'authenticated'; subject: string; expires?: string } | undefined>;
   close(): void;

@@ -348,6 +348,8 @@ let nextId = 0;
  * @param {number|null} [options.hiddenGraceMs]  a hidden tab's subscriptions pause after this long (default 60 s; null: never)
  * @param {number|false} [options.warmStart]  the most bytes of documents and cursors kept in `sessionStorage`
  *   for the next load of the page to resume from (default 512 KiB; false: none)
+ * @param {boolean} [options.eventSource]  SSE over the native `EventSource` with an HttpOnly cookie session
+ *   (same origin; the token is sent once, to `POST api/v1/session`)
  */
 export function connect(options) {
   return new KubePulse(options);
@@ -364,7 +366,9 @@ export class KubePulse {
     wsRetryMs = 60000,
     hiddenGraceMs = 60000,
     warmStart = 512 * 1024,
+    eventSource = false,
     WebSocket: WS,
+    EventSource: ES,
     fetch: fetchImpl,
   } = {}) {
     if (!url) throw new Error('kube-pulse: connect({url}) needs the gateway URL');
@@ -380,6 +384,9 @@ export class KubePulse {
     this.subscribeRate = subscribeRate > 0 ? subscribeRate : Infinity;
     this.wsRetryMs = wsRetryMs;
     this.WebSocket = WS ?? globalThis.WebSocket;
+    this.EventSource = ES ?? globalThis.EventSource;
+    // SSE streams over the native EventSource and a cookie session (same origin only).
+    this.eventSource = eventSource;
     this.fetch = fetchImpl ?? globalThis.fetch?.bind(globalThis);
     this.store = new DocumentStore();
     this.state = 'idle';
@@ -1484,6 +1491,10 @@ export class KubePulse {
       sub.rowsIn = false;
       sub.awaitSubscribed = false;
     }
+    if (this.eventSource) {
+      this.openEventSource(sub, url, token, unproven, abort);
+      return;
+    }
     const headers = { Accept: 'text/event-stream' };
     if (token) headers.Authorization = `Bearer ${token}`;
     if (sub.cursor && !sub.options) headers['Last-Event-ID'] = sub.cursor;
@@ -1552,6 +1563,99 @@ export class KubePulse {
     if (sub.status === 'live') this.setStatus(sub, 'stale');
     if (this.auto && this.transport === 'sse' && !this.wsRetryTimer) this.retryWebSocketLater();
     this.schedule();
+  }
+
+  /** A refused HTTP answer (its `{code, message}` body) as the refusal of `sub`. */
+  async httpRefused(sub, response) {
+    const body = await response.json().catch(() => ({}));
+    const code = body.code ?? `http_${response.status}`;
+    const error = new PulseError(code, body.message ?? `HTTP ${response.status}`, {
+      status: response.status,
+      retrying: RETRY_CODES.has(code) || BUSY_STATUSES.has(response.status),
+    });
+    const after = Number(response.headers?.get?.('Retry-After'));
+    this.refused(sub, error, after > 0 ? after * 1000 : undefined);
+    if (error.auth || error.status >= 500) this.schedule();
+  }
+
+  /**
+   * A stream over the browser's native `EventSource`, authorized by an
+   * HttpOnly cookie session (docs/SECURITY.md): the token is traded for
+   * the cookie once (`POST api/v1/session`, which checks it), and the
+   * streams carry no credential a script holds. `EventSource` does not say
+   * why a stream failed, so after one ends the cookie is asked for again,
+   * and that answer says.
+   */
+  async openEventSource(sub, url, token, unproven, abort) {
+    // The cookie is asked for by the scout alone (openStream), as the token is sent.
+    if (unproven) {
+      let response;
+      try {
+        response = await this.fetch(new URL('api/v1/session', this.base).toString(), {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' },
+          credentials: 'same-origin',
+          signal: abort.signal,
+        });
+      } catch {
+        response = null;
+      }
+      if (this.scout === sub) this.scout = null;
+      if (abort.signal.aborted || this.subs.get(sub.id) !== sub) return;
+      if (!response?.ok) {
+        sub.abort = null;
+        if (response) this.httpRefused(sub, response);
+        else this.schedule();
+        return;
+      }
+      this.sseToken = token;
+      queueMicrotask(() => this.reconnectNow());
+    }
+    if (sub.cursor && !sub.options) url.searchParams.set('since', sub.cursor);
+    const es = new this.EventSource(url.toString(), { withCredentials: true });
+    abort.signal.addEventListener('abort', () => es.close());
+    const mine = () => this.subs.get(sub.id) === sub && sub.abort === abort;
+    const onMessage = (event) => {
+      let message;
+      try {
+        message = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      if (mine()) this.deliver(sub, message);
+    };
+    for (const type of ['snapshot', 'patch', 'removed', 'synced', 'rows', 'enter', 'leave', 'move', 'total', 'groups']) {
+      es.addEventListener(type, onMessage);
+    }
+    es.onopen = () => {
+      if (!mine()) return;
+      sub.streaming = true;
+      this.setState('live');
+      this.revive(sub);
+    };
+    es.onerror = (event) => {
+      if (event.data) {
+        onMessage(event); // the gateway's `error` event (token_expired, permissions_changed)
+        return;
+      }
+      if (!mine()) return;
+      sub.streaming = false;
+      if (sub.status === 'live') this.setStatus(sub, 'stale');
+      // Connecting: the browser tries again by itself, from the last id.
+      if (es.readyState !== 2) return;
+      // Closed: refused (or not a stream). The cookie is asked for again.
+      es.close();
+      sub.abort = null;
+      sub.synced = false;
+      this.sseToken = undefined;
+      this.schedule();
+    };
+  }
+
+  /** Ends the cookie session (`DELETE api/v1/session`), e.g. at logout. */
+  endSession() {
+    this.sseToken = undefined;
+    return this.request('DELETE', 'api/v1/session');
   }
 
   // ---- requests (tasks, REST) -----------------------------------------------

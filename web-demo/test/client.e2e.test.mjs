@@ -520,3 +520,34 @@ test('a reload resumes from the cursors and documents kept in sessionStorage: no
   await equalToRest(page, base, { want: (r) => r['clusters/prod'] === 'Healthy' });
   assert.deepEqual(errors, []);
 });
+
+test('native EventSource with an HttpOnly cookie session: no token on any stream, and the cards follow REST (issue 39, 7)', async () => {
+  const { page, errors } = await harness(authBase);
+  const streams = [];
+  const sessionsAsked = [];
+  page.on('request', (r) => {
+    if (r.url().includes('/api/v1/events')) streams.push({ type: r.resourceType(), auth: r.headers().authorization ?? null });
+    if (r.url().endsWith('/api/v1/session')) sessionsAsked.push({ method: r.method(), auth: Boolean(r.headers().authorization) });
+  });
+  await page.evaluate((t) => localStorage.setItem('tok', t), TOKEN);
+  const cards = [['clusters/dev'], ['clusters/prod'], ['clusters/staging']];
+  await page.evaluate((o) => window.mountApp(o), { url: authBase, transport: 'sse', cards, options: { eventSource: true } });
+  await equalToRest(page, authBase, { token: TOKEN, want: (r) => r['clusters/dev'] === 'Healthy' });
+  assert.ok(streams.length >= 3, JSON.stringify(streams));
+  assert.deepEqual(streams.filter((s) => s.type !== 'eventsource' || s.auth !== null), [], 'native EventSources, no Authorization header');
+  assert.deepEqual(sessionsAsked, [{ method: 'POST', auth: true }], 'one session for the three streams');
+  assert.equal(await page.evaluate(() => document.cookie.includes('kube_pulse_session')), false, 'HttpOnly: no script reads it');
+  // A change comes through the streams.
+  const adminFault = (body) =>
+    fetch(`${authBase}_sim/clusters/dev/faults`, {
+      method: body ? 'PUT' : 'DELETE',
+      headers: { Authorization: `Bearer ${TOKEN}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+      body: body && JSON.stringify(body),
+    });
+  assert.equal((await adminFault({ refuse: true })).status, 200);
+  await equalToRest(page, authBase, { token: TOKEN, want: (r) => r['clusters/dev'] === 'Unhealthy' });
+  assert.equal((await adminFault(null)).status, 200);
+  await equalToRest(page, authBase, { token: TOKEN, want: (r) => r['clusters/dev'] === 'Healthy' });
+  assert.equal(await page.evaluate(() => window.shown().transport), 'sse');
+  assert.deepEqual(errors, []);
+});

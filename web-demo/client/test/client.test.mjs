@@ -1017,3 +1017,75 @@ test('warm start: the next load resumes from the stored cursor with the stored d
     delete globalThis.sessionStorage;
   }
 });
+
+test('eventSource: the token buys a cookie session once, then native EventSources stream, resuming with since', async () => {
+  const posts = [];
+  const fetch = async (url, init) => {
+    posts.push({ url, method: init.method, auth: init.headers.Authorization, credentials: init.credentials });
+    if (init.headers.Authorization === 'Bearer bad') return jsonResponse(401, { code: 'unauthorized', message: 'no' });
+    return jsonResponse(200, { subject: 'alice', expires: '2027-01-01T00:00:00Z' });
+  };
+  class FakeEventSource {
+    static all = [];
+    constructor(url, init) {
+      this.url = url;
+      this.init = init;
+      this.readyState = 0;
+      this.listeners = {};
+      FakeEventSource.all.push(this);
+      queueMicrotask(() => {
+        this.readyState = 1;
+        this.onopen?.();
+      });
+    }
+    addEventListener(type, f) {
+      (this.listeners[type] ??= []).push(f);
+    }
+    emit(type, data) {
+      for (const f of this.listeners[type] ?? []) f({ data: JSON.stringify(data) });
+    }
+    fail() {
+      this.readyState = 2;
+      this.onerror?.({});
+    }
+    close() {
+      this.readyState = 2;
+    }
+  }
+  let token = 'bad';
+  const client = connect({
+    url: 'http://gw.example/pulse/',
+    transport: 'sse',
+    eventSource: true,
+    getToken: () => token,
+    fetch,
+    EventSource: FakeEventSource,
+    backoff: { initialMs: 5, maxMs: 10 },
+  });
+  const a = [];
+  client.subscribe('clusters/*', (e) => a.push(e));
+  client.subscribe('apps/**');
+  await until('the refusal', () => a.some((e) => e.type === 'error'));
+  assert.equal(a.find((e) => e.type === 'error').code, 'unauthorized');
+  assert.equal(FakeEventSource.all.length, 0, 'no stream without a session');
+  await until('a second refused attempt', () => posts.length >= 2);
+  assert.ok(posts.every((p) => p.method === 'POST' && p.url === 'http://gw.example/pulse/api/v1/session' && p.credentials === 'same-origin'));
+  token = 'good';
+  await until('two streams', () => FakeEventSource.all.length === 2);
+  assert.equal(posts.filter((p) => p.auth === 'Bearer good').length, 1, 'one session for both streams');
+  const es = FakeEventSource.all.find((e) => e.url.includes('clusters'));
+  assert.equal(es.url, 'http://gw.example/pulse/api/v1/events?topic=clusters%2F*');
+  assert.deepEqual(es.init, { withCredentials: true });
+  es.emit('snapshot', { type: 'snapshot', topic: 'clusters/dev', rev: 1, cursor: 'e1-3', doc: { phase: 'Healthy' } });
+  es.emit('synced', { type: 'synced', cursor: 'e1-3', resumed: false, count: 1 });
+  assert.equal(client.status('clusters/*').status, 'live');
+  assert.deepEqual(client.get('clusters/dev'), { phase: 'Healthy' });
+  // Refused later (a gateway restart forgets sessions): the cookie is asked for again, the stream resumes.
+  es.fail();
+  assert.equal(client.status('clusters/*').status, 'stale');
+  await until('a new session', () => posts.filter((p) => p.auth === 'Bearer good').length === 2);
+  const again = await until('a new stream', () => FakeEventSource.all.find((e, i) => i >= 2 && e.url.includes('clusters')));
+  assert.match(again.url, /since=e1-3/);
+  client.close();
+  assert.equal(again.readyState, 2, 'closed with the client');
+});

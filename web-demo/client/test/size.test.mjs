@@ -29,9 +29,9 @@ export function gzipped(entries) {
 
 // Budgets (bytes, gzipped): docs/WEB.md "Size".
 const BUDGETS = [
-  ['the client', ['kube-pulse.js'], 9.75 * 1024],
-  ['the client and its hooks', ['kube-pulse.js', 'esm/react.js'], 10.25 * 1024],
-  ['the client, its hooks and the Karpor pieces', ['kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 11 * 1024],
+  ['the client', ['kube-pulse.js'], 10.25 * 1024],
+  ['the client and its hooks', ['kube-pulse.js', 'esm/react.js'], 10.75 * 1024],
+  ['the client, its hooks and the Karpor pieces', ['kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 11.75 * 1024],
 ];
 
 test('each entry minified and gzipped stays within its budget', () => {

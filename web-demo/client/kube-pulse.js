@@ -1123,7 +1123,12 @@ export class KubePulse {
       this.setStatus(other, 'error', error);
       this.emit(other, { type: 'error', code: error.code, message: error.message, error });
     }
-    if (this.transport === 'ws' && this.ws && this.wsOpened) this.ws.close(1000);
+    if (this.transport === 'ws' && this.ws && this.wsOpened) {
+      // What the socket still says (the subscribes that followed a refused
+      // token, each `unauthenticated`) is about a connection that is over.
+      this.ws.onmessage = null;
+      this.ws.close(1000);
+    }
   }
 
   restart(sub) {
@@ -1448,7 +1453,7 @@ export class KubePulse {
       trial.onopen = () => {
         trial.onclose = null;
         trial.close(1000);
-        if (this.closed || this.subs.size === 0 || this.transport !== 'sse') return;
+        if (this.closed || this.subs.size === 0 || this.transport !== 'sse' || this.paused) return;
         this.transport = 'ws';
         this.wsFailures = 0;
         for (const sub of this.subs.values()) {

@@ -966,7 +966,10 @@ class KubePulse {
       this.setStatus(other, "error", error);
       this.emit(other, { type: "error", code: error.code, message: error.message, error });
     }
-    if (this.transport === "ws" && this.ws && this.wsOpened) this.ws.close(1e3);
+    if (this.transport === "ws" && this.ws && this.wsOpened) {
+      this.ws.onmessage = null;
+      this.ws.close(1e3);
+    }
   }
   restart(sub) {
     sub.synced = false;
@@ -1256,7 +1259,7 @@ class KubePulse {
       trial.onopen = () => {
         trial.onclose = null;
         trial.close(1e3);
-        if (this.closed || this.subs.size === 0 || this.transport !== "sse") return;
+        if (this.closed || this.subs.size === 0 || this.transport !== "sse" || this.paused) return;
         this.transport = "ws";
         this.wsFailures = 0;
         for (const sub of this.subs.values()) {

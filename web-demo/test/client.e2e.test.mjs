@@ -551,3 +551,29 @@ test('native EventSource with an HttpOnly cookie session: no token on any stream
   assert.equal(await page.evaluate(() => window.shown().transport), 'sse');
   assert.deepEqual(errors, []);
 });
+
+test('with no token every hook shows unauthenticated, not only the first answered (issue 39, finding 3)', async () => {
+  const { page } = await harness(authBase);
+  const cards = [['clusters/dev'], ['clusters/prod'], ['apps/**'], ['tasks/*']];
+  await page.evaluate((o) => window.mountApp(o), { url: authBase, transport: 'ws', cards, backoff: { initialMs: 200, maxMs: 1000 } });
+  const shown = await until('unauthenticated in every card', async () => {
+    const { cards: now } = await page.evaluate(() => window.shown());
+    return (now.length === 4 && now.every((c) => c.error === 'unauthenticated' && c.status === 'error') && now) || { wrong: now };
+  }, 10_000);
+  assert.ok(shown.every((c) => c.phase === ''));
+});
+
+for (const transport of ['ws', 'sse']) {
+  test(`a bad pattern is bad_pattern in its hook over ${transport}, the other hooks live (issue 39, finding 2)`, async () => {
+    const { page } = await harness(base);
+    const cards = [['apps/**/web'], ['clusters/dev']];
+    await page.evaluate((o) => window.mountApp(o), { url: base, transport, cards });
+    const shown = await until('bad_pattern in the first card, the second live', async () => {
+      const { cards: now } = await page.evaluate(() => window.shown());
+      const [bad, good] = now;
+      return (bad?.error === 'bad_pattern' && bad.status === 'error' && good?.status === 'live' && good.phase !== '' && now) || { wrong: now };
+    }, 15_000);
+    assert.equal(shown[1].error, '');
+    assert.equal(await page.evaluate(() => window.shown().transport), transport);
+  });
+}

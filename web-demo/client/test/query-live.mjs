@@ -171,7 +171,7 @@ export async function liveScenario(transport) {
   try {
     await until('the simulated apps, all Running', async () => {
       const { items } = await api(base, 'GET', 'api/v1/apps');
-      return (items.length === 12 && items.every((a) => a.state === 'Running')) || { wrong: items.map((a) => a.state) };
+      return (items.length === 15 && items.every((a) => a.state === 'Running')) || { wrong: items.map((a) => a.state) };
     });
     // What changed the windows, by kind: the scenario must move rows, not only resend them.
     const applied = {};

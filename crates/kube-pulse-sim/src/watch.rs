@@ -188,11 +188,10 @@ async fn send(
     bytes: Bytes,
 ) -> Result<(), End> {
     let mut faults = shared.faults.subscribe();
-    let key = def.stats_key();
     loop {
         let silent = {
             let f = faults.borrow_and_update();
-            f.stall || f.silent_watches.contains(&key)
+            f.stall || (!f.silent_watches.is_empty() && f.silent_watches.contains(&def.stats_key()))
         };
         if !silent {
             break;

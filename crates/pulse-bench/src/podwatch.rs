@@ -50,6 +50,10 @@ pub(crate) struct PodWatchRun {
     /// How much this process's RSS (the simulators') grew during the
     /// initial sync, in MB: what serving the initial state cost the members.
     pub(crate) simulators_rss_growth_mb: f64,
+    /// Watch and list requests for pods the simulators served until every
+    /// member synced: one watch each when streamed, one list (or its pages)
+    /// and one watch when paged; more means restarted watches.
+    pub(crate) pod_requests: (u64, u64),
     /// From spawning the gateway until every member is Healthy with every watch Syncing.
     pub(crate) sync_seconds: f64,
     /// The gateway's CPU seconds (user + system) over that time.
@@ -238,6 +242,12 @@ async fn run_one(
     let watches = if pod_watch { 6 } else { 4 };
     let me = [std::process::id()];
     let sims_rss_before = proc::rss(&me);
+    let pod_requests = |verb: &str| -> u64 {
+        sims.iter()
+            .map(|s| s.stats().count("core/pods", verb))
+            .sum()
+    };
+    let requests_before = (pod_requests("watch"), pod_requests("list"));
     let started = Instant::now();
     let gateway = Gateway::start(bin, sims, pod_watch, initial_lists).await?;
     let http = http_client();
@@ -267,6 +277,10 @@ async fn run_one(
         run.synced_rss_mb = proc::rss(&pids) as f64 / 1e6;
         run.simulators_rss_growth_mb =
             (proc::rss(&me) as f64 - sims_rss_before as f64).max(0.0) / 1e6;
+        run.pod_requests = (
+            pod_requests("watch") - requests_before.0,
+            pod_requests("list") - requests_before.1,
+        );
 
         let (gateway_before, sims_before) = (proc::cpu_seconds(&pids), proc::cpu_seconds(&me));
         let window = Instant::now();

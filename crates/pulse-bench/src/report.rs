@@ -686,7 +686,7 @@ impl Results {
     fn pod_watch_table(out: &mut String, f: &PodFleet) {
         let _ = writeln!(
             out,
-            "{} members × {} pods ({} pods), created by the simulators in {:.0} s.\n\n| pod watch | initial lists | objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | simulators' RSS growth in it (MB) | steady window (s) | pods churned | CPU in it (s) | % of one core | simulators' CPU in it (s) | RSS after (MB) | peak RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "{} members × {} pods ({} pods), created by the simulators in {:.0} s.\n\n| pod watch | initial lists | objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | simulators' RSS growth in it (MB) | pod watches, lists in it | steady window (s) | pods churned | CPU in it (s) | % of one core | simulators' CPU in it (s) | RSS after (MB) | peak RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             f.members,
             f.pods_per_member,
             f.members * f.pods_per_member,
@@ -695,7 +695,7 @@ impl Results {
         for r in &f.runs {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {} | {:.1} | {:.1} % | {:.1} | {:.0} | {:.0} |{}",
+                "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {}, {} | {:.0} | {} | {:.1} | {:.1} % | {:.1} | {:.0} | {:.0} |{}",
                 if r.pod_watch { "on" } else { "off" },
                 r.initial_lists,
                 r.objects,
@@ -703,6 +703,8 @@ impl Results {
                 r.sync_cpu_seconds,
                 r.synced_rss_mb,
                 r.simulators_rss_growth_mb,
+                r.pod_requests.0,
+                r.pod_requests.1,
                 r.steady_seconds,
                 r.pods_churned,
                 r.steady_cpu_seconds,

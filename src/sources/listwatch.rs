@@ -102,11 +102,11 @@ where
     }
 
     /// The next item of `stream` within the silence this watch is allowed:
-    /// Err(()) when it stayed silent that long.
+    /// Err(how long) when it stayed silent that long.
     async fn next(
         &self,
         stream: &mut BoxStream<'static, kube::Result<WatchEvent<K>>>,
-    ) -> Result<Option<kube::Result<WatchEvent<K>>>, ()> {
+    ) -> Result<Option<kube::Result<WatchEvent<K>>>, Duration> {
         let bound = if self.proven {
             self.settings.silence
         } else {
@@ -114,7 +114,7 @@ where
         };
         tokio::time::timeout(bound, stream.next())
             .await
-            .map_err(|_| ())
+            .map_err(|_| bound)
     }
 
     /// One step: maybe an item, and the next state.
@@ -172,7 +172,7 @@ where
                 }
             }
             State::Streaming(mut stream) => match self.next(&mut stream).await {
-                Err(()) => (Some(Err(self.silent())), State::Empty),
+                Err(silent) => (Some(Err(Fault::Silent(silent))), State::Empty),
                 Ok(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
                     (Some(Ok(Event::InitApply(obj))), State::Streaming(stream))
                 }
@@ -231,9 +231,9 @@ where
                 resource_version,
                 mut stream,
             } => match self.next(&mut stream).await {
-                Err(()) if self.proven => (Some(Err(self.silent())), State::Empty),
+                Err(silent) if self.proven => (Some(Err(Fault::Silent(silent))), State::Empty),
                 // Nothing for a long while, and no bookmarks to tell: resumed.
-                Err(()) => (None, State::Listed(resource_version)),
+                Err(_) => (None, State::Listed(resource_version)),
                 Ok(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
                     changed(Event::Apply, obj, stream)
                 }
@@ -267,10 +267,6 @@ where
                 Ok(None) => (None, State::Listed(resource_version)),
             },
         }
-    }
-
-    fn silent(&self) -> Fault {
-        Fault::Silent(self.settings.silence)
     }
 }
 

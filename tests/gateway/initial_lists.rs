@@ -81,8 +81,9 @@ fn comparable(doc: &Value) -> Value {
     doc
 }
 
-/// Waits until both members' apps are Running with `web` at `replicas`,
-/// every watch Syncing, and returns each member's documents.
+/// Waits until both members' apps are Running with `web` at `replicas`
+/// and its Deployment current, every watch Syncing, and returns each
+/// member's documents.
 async fn settled(p: &Pipeline, web_replicas: u64) -> Vec<Vec<(String, Value)>> {
     let hub = p.hub();
     let mut out = Vec::new();
@@ -91,8 +92,12 @@ async fn settled(p: &Pipeline, web_replicas: u64) -> Vec<Vec<(String, Value)>> {
             d["phase"] == "Healthy" && d["resources"]["synced"] == 7
         })
         .await;
+        // Settled: its pods, and the Deployment's own status (a scale-down
+        // shows the pods gone before the status says so).
         doc_where(hub, &format!("apps/{cluster}/shop/web"), WAIT, |d| {
-            d["state"] == "Running" && d["pods"]["ready"] == web_replicas
+            d["state"] == "Running"
+                && d["pods"]["ready"] == web_replicas
+                && d["workloads"]["Deployment/web"]["health"] == "Current"
         })
         .await;
         for app in ["shop/cart", "ops/batch"] {

@@ -573,6 +573,16 @@ async fn not_served(
     if !report(tx, observe(SyncInput::NotServed { message })).await {
         return false;
     }
+    next_lookup((recoveries, attempt), shutdown).await
+}
+
+/// Waits for the next lookup of a resource the member does not serve:
+/// [`NOT_SERVED_LOOKUP`], or at once when the member answered again after
+/// failing since `attempt` (or does meanwhile). False on shutdown.
+async fn next_lookup(
+    (recoveries, attempt): (&mut Recoveries, u64),
+    shutdown: &CancellationToken,
+) -> bool {
     if *recoveries.borrow_and_update() != attempt {
         return true;
     }
@@ -619,13 +629,8 @@ async fn run_rule(client: kube::Client, rule: Arc<HealthRule>, app_label: String
             if let Some(found) = served {
                 break found;
             }
-            if *recoveries.borrow_and_update() != attempt {
-                continue;
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(NOT_SERVED_LOOKUP) => {}
-                Ok(()) = recoveries.changed() => {}
+            if !next_lookup((&mut recoveries, attempt), shutdown).await {
+                return;
             }
         }
     };

@@ -32,17 +32,13 @@ use serde::{Deserialize, Serialize};
 use super::board::Board;
 use super::model::{Task, TaskStatus, TaskStatus::*, TaskType};
 use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
-use super::reach::{Failure, Reach};
+use super::reach::{Failure, Reach, failure};
 use crate::hub::{Hub, Pattern};
 use crate::pipeline::Access;
 use crate::status::rules::HealthRules;
 
 /// Where Stop remembers a workload's replica count for Start.
 pub(super) const REPLICAS_ANNOTATION: &str = "kube-pulse.io/replicas-before-stop";
-
-fn failure(err: &kube::Error) -> Failure {
-    crate::classify::action_failure(err)
-}
 
 /// What is left of a task's deadline (`timeoutSeconds` from its creation):
 /// a task taken over from another replica keeps its deadline.

@@ -17,7 +17,8 @@ use crate::status::rules::{HealthRule, HealthRules};
 /// Why an action failed: a reason word and a message.
 pub(super) type Failure = (String, String);
 
-fn failure(err: &kube::Error) -> Failure {
+/// The reason and message of an action the member refused.
+pub(super) fn failure(err: &kube::Error) -> Failure {
     crate::classify::action_failure(err)
 }
 

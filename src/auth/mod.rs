@@ -88,7 +88,10 @@ impl AuthError {
     /// The machine-readable `code` of the error body.
     pub fn code(&self) -> &'static str {
         match self {
-            AuthError::Missing | AuthError::Invalid(_) => "unauthorized",
+            // The same codes as a WebSocket's: no credential at all is
+            // `unauthenticated`, one not accepted `unauthorized`.
+            AuthError::Missing => "unauthenticated",
+            AuthError::Invalid(_) => "unauthorized",
             AuthError::Forbidden(_) => "forbidden",
             AuthError::Unavailable(_) => "unavailable",
             AuthError::Throttled { .. } => "too_many_auth_failures",

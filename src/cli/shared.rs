@@ -48,6 +48,11 @@ pub struct PushArgs {
     /// reader pausing gets catch-up snapshots rather than a close.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = seconds())]
     pub write_timeout: u64,
+    /// Seconds between a subscription's heartbeats (an SSE `heartbeat`
+    /// event, a WebSocket `heartbeat` message and ping), which carry how
+    /// current each member is (`asOf`, docs/PROTOCOL.md).
+    #[arg(long, value_name = "SECONDS", default_value_t = 15, value_parser = seconds())]
+    pub heartbeat_seconds: u64,
     /// Serve everything (API, streams, health, UI) under this path, e.g.
     /// `/pulse` behind another app's origin.
     #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
@@ -128,6 +133,7 @@ impl PushArgs {
             max_connections_per_token: self.max_connections_per_token.max(1),
             max_subscribes_per_client_second: self.max_subscribes_per_client.max(1),
             write_timeout: std::time::Duration::from_secs(self.write_timeout),
+            heartbeat: std::time::Duration::from_secs(self.heartbeat_seconds),
             ..Default::default()
         }
     }

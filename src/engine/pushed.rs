@@ -68,6 +68,9 @@ impl Engine {
                 session,
                 synced,
             } => {
+                // Heard from the agent: its member is current as of now, by
+                // the hub's clock (heartbeats' `asOf`).
+                self.hub.freshness().mark(cluster, now);
                 let was_lost = model.lost.take().is_some();
                 model.agent = AgentView {
                     connected: true,
@@ -463,6 +466,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn agent_heartbeats_say_how_current_the_member_is() {
+        let hub = Hub::new(HubConfig::default());
+        let mut engine = Engine::new(hub.clone(), Thresholds::default());
+        let as_of = || hub.freshness().of("e");
+        engine.apply(pushed(PushedInput::Attached), t(0));
+        assert_eq!(as_of(), None, "not heard yet");
+        // The hub's clock when it heard the agent, not the agent's own.
+        engine.apply(heartbeat(1, 1, true), t(5));
+        assert_eq!(as_of(), Some(t(5)));
+        engine.apply(doc(APP, Some(app("Running")), 1), t(7));
+        engine.apply(lost(), t(50));
+        assert_eq!(as_of(), Some(t(5)), "a lost member's entry stops");
+        engine.apply(heartbeat(60, 2, false), t(61));
+        assert_eq!(as_of(), Some(t(61)));
+        engine.apply(
+            Observation::Unregistered {
+                cluster: "e".into(),
+            },
+            t(70),
+        );
+        assert_eq!(as_of(), None, "a member gone has no entry");
     }
 
     #[test]

@@ -188,12 +188,20 @@ impl Engine {
                 self.publish_cluster(&cluster);
             }
             Observation::Unregistered { cluster } => {
+                self.hub.freshness().forget(&cluster);
                 if !self.detach(&cluster) {
                     self.unregister(&cluster, now);
                 }
             }
             Observation::Pushed { cluster, input } => self.pushed_input(&cluster, input, now),
-            Observation::Cluster { cluster, input } => self.cluster_input(&cluster, input, now),
+            Observation::Cluster { cluster, input } => {
+                // A probe answered: the member's documents are current now
+                // (heartbeats' `asOf`).
+                if matches!(input, ClusterInput::ProbeSucceeded { .. }) {
+                    self.hub.freshness().mark(&cluster, now);
+                }
+                self.cluster_input(&cluster, input, now)
+            }
             Observation::Sync {
                 cluster,
                 resource,

@@ -61,6 +61,26 @@ impl Pattern {
         self.segments.len() == depth
     }
 
+    /// Whether the pattern can reach a topic whose documents come from
+    /// member `member`: `clusters/{m}…`, `apps/{m}/…` and
+    /// `summary/apps/{m}/…` by their member segment; `summary/clusters` and
+    /// `tasks/…` (a task's target may be any member) and a leading
+    /// wildcard reach every member.
+    pub fn reaches_member(&self, member: &str) -> bool {
+        let seg = |i: usize| self.segments.get(i).map(String::as_str);
+        let names = |i: usize| matches!(seg(i), Some(s) if s == "*" || s == "**" || s == member);
+        match seg(0) {
+            Some("clusters" | "apps") => names(1),
+            Some("summary") => match seg(1) {
+                Some("apps") => names(2),
+                Some("clusters" | "*" | "**") => true,
+                _ => false,
+            },
+            Some("tasks" | "*" | "**") => true,
+            _ => false,
+        }
+    }
+
     /// Whether the pattern names exactly one topic.
     pub fn is_exact(&self) -> bool {
         self.segments.iter().all(|s| s != "*" && s != "**")
@@ -251,6 +271,35 @@ impl<Id> Node<Id> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patterns_reach_the_members_whose_topics_they_can_match() {
+        let cases = [
+            ("clusters/prod", true),
+            ("clusters/dev", false),
+            ("clusters/*", true),
+            ("clusters/**", true),
+            ("clusters", false),
+            ("apps/prod/shop/*", true),
+            ("apps/*/shop/*", true),
+            ("apps/dev/**", false),
+            ("summary/apps/prod/shop", true),
+            ("summary/apps/dev/shop", false),
+            ("summary/clusters", true),
+            ("summary/*", true),
+            ("tasks/*", true),
+            ("*/prod", true),
+            ("**", true),
+            ("other/prod", false),
+        ];
+        for (pattern, want) in cases {
+            assert_eq!(
+                Pattern::parse(pattern).unwrap().reaches_member("prod"),
+                want,
+                "{pattern}"
+            );
+        }
+    }
 
     #[test]
     fn patterns_match_like_documented() {

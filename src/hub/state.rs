@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::change::{Change, ChangeKind, EncodeCache, encode};
+use super::freshness::Freshness;
 use super::pattern::{Pattern, PatternIndex};
 use super::position::StreamMark;
 use super::queue::Slots;
@@ -80,6 +81,7 @@ pub(super) struct Inner {
 pub struct Hub {
     epoch: String,
     config: HubConfig,
+    freshness: Freshness,
     pub(super) inner: Mutex<Inner>,
 }
 
@@ -109,6 +111,7 @@ impl Hub {
         Arc::new(Self {
             epoch,
             config,
+            freshness: Freshness::default(),
             inner: Mutex::new(Inner {
                 topics: BTreeMap::new(),
                 removed: HashMap::new(),
@@ -122,6 +125,12 @@ impl Hub {
                 stream: None,
             }),
         })
+    }
+
+    /// When each member's documents were last known current (heartbeats'
+    /// `asOf`).
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
     }
 
     /// Identifies this process lifetime in cursors (`{epoch}-{seq}`).

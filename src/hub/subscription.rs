@@ -138,6 +138,11 @@ impl std::fmt::Debug for Subscription {
 }
 
 impl Subscription {
+    /// The patterns it was made with.
+    pub fn patterns(&self) -> &[Pattern] {
+        &self.patterns
+    }
+
     /// The matching documents at subscription time.
     pub fn snapshot(&self) -> &[TopicDoc] {
         &self.snapshot

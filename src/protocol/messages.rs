@@ -82,6 +82,13 @@ pub enum ServerMessage<'a> {
         /// Why a resume fell back to fresh snapshots; absent otherwise.
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<&'a str>,
+        /// The gateway's clock when it was sent, as in a heartbeat.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        at: Option<&'a str>,
+        /// Per member the subscription reaches, when the member's source was
+        /// last known current, as in a heartbeat.
+        #[serde(rename = "asOf", skip_serializing_if = "Option::is_none")]
+        as_of: Option<&'a BTreeMap<String, String>>,
     },
     /// A WebSocket `subscribe` was accepted: its normalized options.
     Subscribed {
@@ -166,13 +173,22 @@ pub enum ServerMessage<'a> {
         /// `unsubscribed`, `permissions_changed`, `token_expired`, `shutdown`.
         reason: &'a str,
     },
-    /// The answer to a WebSocket `ping` operation.
+    /// The answer to a WebSocket `ping` operation (with `id`), or a
+    /// subscription's periodic heartbeat (with `at` and `asOf`).
     Heartbeat {
         /// The hub's current `{epoch}-{seq}`.
         cursor: &'a str,
         /// The `id` of the `ping` operation; absent when it had none.
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<&'a str>,
+        /// A subscription's heartbeat: the gateway's clock when it was sent
+        /// (RFC 3339, UTC, milliseconds).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        at: Option<&'a str>,
+        /// A subscription's heartbeat: per member it reaches, when the
+        /// member's source was last known current (docs/PROTOCOL.md).
+        #[serde(rename = "asOf", skip_serializing_if = "Option::is_none")]
+        as_of: Option<&'a BTreeMap<String, String>>,
     },
     /// A request was not acceptable; the session goes on (or, for
     /// `token_expired` / `permissions_changed` on SSE, ends after it).
@@ -238,6 +254,9 @@ pub struct Synced {
     pub count: usize,
     /// Why a resume fell back to fresh snapshots.
     pub reason: Option<String>,
+    /// The gateway's clock, and when each member reached was last known
+    /// current (`at`, `asOf`); set by the transports.
+    pub as_of: Option<(String, BTreeMap<String, String>)>,
 }
 
 impl Synced {
@@ -248,6 +267,8 @@ impl Synced {
             resumed: self.resumed,
             count: self.count,
             reason: self.reason.as_deref(),
+            at: self.as_of.as_ref().map(|(at, _)| at.as_str()),
+            as_of: self.as_of.as_ref().map(|(_, members)| members),
         }
     }
 }
@@ -298,6 +319,7 @@ mod tests {
         let patch = json!({"ready": 2});
         let topics = ["apps/**".to_string()];
         let fields = ["/phase".to_string()];
+        let as_of = BTreeMap::from([("dev".to_string(), "2026-12-05T10:31:00.001Z".to_string())]);
         let query = serde_json::json!({"limit": 5, "sort": ["/state"]});
         let groups: BTreeMap<String, usize> = [("Running".to_string(), 7)].into();
         let expires = DateTime::parse_from_rfc3339("2026-12-02T18:03:13Z")
@@ -443,6 +465,8 @@ mod tests {
                     resumed: false,
                     count: 1,
                     reason: None,
+                    at: None,
+                    as_of: None,
                 },
                 r#"{"type":"synced","cursor":"e1-101","resumed":false,"count":1}"#,
             ),
@@ -452,13 +476,28 @@ mod tests {
                     resumed: false,
                     count: 0,
                     reason: Some("too old"),
+                    at: None,
+                    as_of: None,
                 },
                 r#"{"type":"synced","cursor":"e1-101","resumed":false,"count":0,"reason":"too old"}"#,
+            ),
+            (
+                ServerMessage::Synced {
+                    cursor: "e1-101",
+                    resumed: false,
+                    count: 0,
+                    reason: None,
+                    at: Some("2026-12-05T10:31:02.123Z"),
+                    as_of: Some(&as_of),
+                },
+                r#"{"type":"synced","cursor":"e1-101","resumed":false,"count":0,"at":"2026-12-05T10:31:02.123Z","asOf":{"dev":"2026-12-05T10:31:00.001Z"}}"#,
             ),
             (
                 ServerMessage::Heartbeat {
                     cursor: "e1-57",
                     id: Some("p1"),
+                    at: None,
+                    as_of: None,
                 },
                 r#"{"type":"heartbeat","cursor":"e1-57","id":"p1"}"#,
             ),
@@ -466,8 +505,19 @@ mod tests {
                 ServerMessage::Heartbeat {
                     cursor: "e1-57",
                     id: None,
+                    at: None,
+                    as_of: None,
                 },
                 r#"{"type":"heartbeat","cursor":"e1-57"}"#,
+            ),
+            (
+                ServerMessage::Heartbeat {
+                    cursor: "e1-57",
+                    id: None,
+                    at: Some("2026-12-05T10:31:02.123Z"),
+                    as_of: Some(&as_of),
+                },
+                r#"{"type":"heartbeat","cursor":"e1-57","at":"2026-12-05T10:31:02.123Z","asOf":{"dev":"2026-12-05T10:31:00.001Z"}}"#,
             ),
             (
                 ServerMessage::Error {
@@ -516,10 +566,20 @@ mod tests {
             resumed: true,
             count: 2,
             reason: None,
+            as_of: None,
         };
         assert_eq!(
             text(synced.message()),
             r#"{"type":"synced","cursor":"e1-7","resumed":true,"count":2}"#
+        );
+        let members = BTreeMap::from([("b".to_string(), "2026-12-05T10:00:00.000Z".to_string())]);
+        let synced = Synced {
+            as_of: Some(("2026-12-05T10:00:01.000Z".into(), members)),
+            ..synced
+        };
+        assert_eq!(
+            text(synced.message()),
+            r#"{"type":"synced","cursor":"e1-7","resumed":true,"count":2,"at":"2026-12-05T10:00:01.000Z","asOf":{"b":"2026-12-05T10:00:00.000Z"}}"#
         );
     }
 

@@ -1,17 +1,14 @@
 //! Server-Sent Events framing (`hub → transports/sse → [these lines] →
 //! EventSource / curl -N`): each message is one event whose `id:` is the
 //! cursor, `event:` the message type and `data:` the JSON on one line; the
-//! stream opens with a `retry:` hint and keeps proxies awake with comment
-//! lines. The transport only decides *when* to write these.
+//! stream opens with a `retry:` hint, and heartbeat events (no `id:`) keep
+//! proxies awake and say how current each member is. The transport only decides *when* to write these.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::messages::ServerMessage;
-
-/// The comment line sent every heartbeat interval (clients ignore it).
-pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
 /// One event: `id:` (the cursor), `event:` (the message type), `data:` (the
 /// encoded message, which holds no newline).
@@ -23,6 +20,17 @@ pub fn frame(id: &str, event: &str, data: &[u8]) -> Bytes {
     out.extend_from_slice(b"\nevent: ");
     out.extend_from_slice(event.as_bytes());
     out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+/// A subscription's `heartbeat` (docs/PROTOCOL.md): an event with no
+/// `id:` line, so it never moves a client's `Last-Event-ID`.
+pub fn heartbeat_frame(data: &[u8]) -> Bytes {
+    debug_assert!(!data.contains(&b'\n'), "SSE data is one line");
+    let mut out = Vec::with_capacity(data.len() + 26);
+    out.extend_from_slice(b"event: heartbeat\ndata: ");
     out.extend_from_slice(data);
     out.extend_from_slice(b"\n\n");
     Bytes::from(out)
@@ -53,12 +61,17 @@ mod tests {
             resumed: false,
             count: 1,
             reason: None,
+            at: None,
+            as_of: None,
         };
         assert_eq!(
             &message_frame("e-4", &synced)[..],
             &b"id: e-4\nevent: synced\ndata: {\"type\":\"synced\",\"cursor\":\"e-4\",\"resumed\":false,\"count\":1}\n\n"[..]
         );
         assert_eq!(&retry(Duration::from_secs(2))[..], b"retry: 2000\n\n");
-        assert_eq!(HEARTBEAT, b": heartbeat\n\n");
+        assert_eq!(
+            &heartbeat_frame(b"{\"type\":\"heartbeat\"}")[..],
+            b"event: heartbeat\ndata: {\"type\":\"heartbeat\"}\n\n"
+        );
     }
 }

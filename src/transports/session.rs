@@ -4,6 +4,7 @@
 //! messages.
 
 use std::borrow::BorrowMut;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,6 +20,49 @@ use crate::auth::Principal;
 use crate::hub::{Change, Delivery, Pattern, Replayed, Subscription, TopicDoc};
 use crate::protocol::{self, Cursor, QueryRow, ServerMessage, SubscribeOptions, Synced};
 use crate::query::{LiveQuery, QueryMembers, QueryOut, QuerySpec};
+
+/// The gateway's clock and, per member `subscription`'s patterns reach
+/// and `principal` may see, when the member was last known current: the
+/// `at` and `asOf` of `synced` and of heartbeats (docs/PROTOCOL.md).
+fn as_of(
+    t: &Transports,
+    subscription: &Subscription,
+    principal: &Principal,
+) -> (String, BTreeMap<String, String>) {
+    let millis =
+        |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let members = t
+        .hub
+        .freshness()
+        .reached(subscription.patterns(), |m| principal.can_see_cluster(m))
+        .into_iter()
+        .map(|(m, at)| (m, millis(at)))
+        .collect();
+    (millis(chrono::Utc::now()), members)
+}
+
+/// A subscription's heartbeat, made when it is sent:
+/// `{"type":"heartbeat","cursor","at","asOf"}`. Its cursor is where the
+/// subscription may be resumed from (every change up to it delivered), not
+/// the gateway's position a ping's answer gives: a client that keeps the
+/// last cursor it received, as docs/PROTOCOL.md asks, must never skip a
+/// change it has not had, such as a topic still waiting for its catch-up
+/// snapshot.
+pub(super) fn heartbeat(
+    t: &Transports,
+    subscription: &Subscription,
+    principal: &Principal,
+) -> Bytes {
+    let (at, members) = as_of(t, subscription, principal);
+    let cursor = t.hub.cursor(subscription.resume_seq());
+    ServerMessage::Heartbeat {
+        cursor: &cursor,
+        id: None,
+        at: Some(&at),
+        as_of: Some(&members),
+    }
+    .encode()
+}
 
 /// A started subscription: its first messages, then live deliveries.
 pub(super) struct Started {
@@ -163,7 +207,21 @@ pub(super) fn query_spec(
 /// cursor of this process still in the log, else fresh snapshots (with the
 /// reason in `synced`). A subscription with options always starts from
 /// fresh (projected) snapshots: the replay log holds changes as published.
+/// `synced` carries `at` and `asOf`.
 pub(super) fn start(
+    transports: &Transports,
+    patterns: Vec<Pattern>,
+    since: Option<&str>,
+    principal: &Principal,
+    options: &SubscribeOptions,
+    query: Option<QuerySpec>,
+) -> Started {
+    let mut started = begin(transports, patterns, since, principal, options, query);
+    started.synced.as_of = Some(as_of(transports, &started.subscription, principal));
+    started
+}
+
+fn begin(
     transports: &Transports,
     patterns: Vec<Pattern>,
     since: Option<&str>,
@@ -193,6 +251,7 @@ pub(super) fn start(
             resumed: false,
             count: initial.len(),
             reason,
+            as_of: None,
         };
         Started {
             subscription,
@@ -285,6 +344,7 @@ pub(super) fn start(
         resumed: true,
         count: initial.len(),
         reason: None,
+        as_of: None,
     };
     Started {
         subscription,
@@ -329,6 +389,7 @@ fn start_shaped(
             "a subscription with debounceMs or fields does not replay; sending fresh snapshots"
                 .to_string()
         }),
+        as_of: None,
     };
     Started {
         subscription,
@@ -383,6 +444,7 @@ fn start_query(
         resumed: false,
         count: rows.len(),
         reason: since.map(|_| "a live query does not replay; sending its rows afresh".to_string()),
+        as_of: None,
     };
     Started {
         subscription,

@@ -1,6 +1,6 @@
 //! Server-Sent Events: `GET /api/v1/events?topic=…&topic=…[&since=CURSOR]`.
 //! `id:` is the cursor, `event:` the message type, `data:` one JSON line;
-//! comment heartbeats keep proxies from closing the stream; `Last-Event-ID`
+//! heartbeat events (with `asOf`) keep proxies from closing the stream; `Last-Event-ID`
 //! (or `since`) resumes. Pleasant from `curl -N`.
 
 use std::future::Future;
@@ -246,11 +246,10 @@ struct EventStream {
     /// `retry:`, then the initial messages, then `synced`.
     opening: Option<Box<Opening>>,
     heartbeat: Heartbeat,
-    /// Messages went out since the last heartbeat tick: the next one is
-    /// not needed (a stream that carries changes is not idle, and a
-    /// thousand streams opened together would otherwise all write their
-    /// heartbeats in the same instant).
-    busy: bool,
+    /// A `heartbeat` event is to be written: at every tick, busy or not (it
+    /// carries `asOf`, which changes flowing for some topics say nothing
+    /// about for the others).
+    heartbeat_due: bool,
     /// When the credential must be checked again (its expiry).
     recheck: Option<Pin<Box<tokio::time::Sleep>>>,
     /// The check under way.
@@ -361,7 +360,7 @@ impl EventStream {
             shaping: shaper.map(|s| Shaping::new(Box::new(s))),
             opening: Some(Box::new(opening)),
             heartbeat,
-            busy: false,
+            heartbeat_due: false,
             recheck,
             renewing: None,
             stopping: t.shutdown.wait(),
@@ -390,20 +389,21 @@ impl EventStream {
             self.ended = true;
             return Poll::Ready(Some(self.sent(error, 1)));
         }
+        // The timer's deadline is read on every poll; it is polled only
+        // when that has passed (see `Heartbeat`).
+        while self.heartbeat.poll(cx).is_ready() {
+            self.heartbeat_due = true;
+        }
+        if std::mem::take(&mut self.heartbeat_due) {
+            let json = session::heartbeat(&self.t, &self.subscription, &self.principal);
+            return Poll::Ready(Some(self.sent(sse::heartbeat_frame(&json), 1)));
+        }
         let (t, principal) = (&self.t, &self.principal);
         let shaping = self.shaping.as_mut();
         if let Poll::Ready(first) =
             session::poll_next(t, &mut self.subscription, principal, shaping, cx)
         {
             return Poll::Ready(Some(self.batch(first)));
-        }
-        // Idle: the heartbeat timer is looked at only now (a stream that
-        // carries messages needs none), and a tick skips the heartbeat when
-        // messages went out since the last one.
-        while self.heartbeat.poll(cx).is_ready() {
-            if !std::mem::take(&mut self.busy) {
-                return Poll::Ready(Some(self.sent(Bytes::from_static(sse::HEARTBEAT), 1)));
-            }
         }
         Poll::Pending
     }
@@ -433,7 +433,6 @@ impl EventStream {
         if let Some(joined) = joined {
             chunk = joined.freeze();
         }
-        self.busy = true;
         self.sent(chunk, count)
     }
 

@@ -17,7 +17,7 @@ use crate::hub::Hub;
 /// Limits and timings of the transports.
 #[derive(Debug, Clone)]
 pub struct TransportConfig {
-    /// Interval of SSE comment heartbeats and WebSocket pings.
+    /// Interval of subscriptions' heartbeats (with `asOf`) and WebSocket pings.
     pub heartbeat: Duration,
     /// A session whose writes are blocked this long is closed (slow consumer).
     pub write_timeout: Duration,

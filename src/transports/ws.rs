@@ -271,6 +271,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
                         break End::Close(close::GOING_AWAY, "idle timeout".into());
                     }
                     s.outbox.ping();
+                    s.outbox.heartbeats();
                     next_ping = now + t.config.heartbeat;
                 }
             }
@@ -542,6 +543,8 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
             let heartbeat = ServerMessage::Heartbeat {
                 cursor: &cursor,
                 id: id.as_deref(),
+                at: None,
+                as_of: None,
             };
             Some(Out::Text(heartbeat.encode()))
         }

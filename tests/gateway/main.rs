@@ -2,6 +2,7 @@
 //! (the shared fixtures are the `pulse-testkit` crate).
 
 mod agent;
+mod as_of;
 mod cli;
 mod cookie_session;
 mod demo_push;

@@ -202,9 +202,11 @@ async fn each_token_sees_only_its_grants_everywhere() {
     ] {
         let (status, body) = get(&format!("{url}{path}"), None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
-        assert_eq!(body["code"], "unauthorized", "{path}");
-        let (status, _) = get(&format!("{url}{path}"), Some("wrong-token-0123456789")).await;
+        // The WebSocket's codes: no credential, then one not accepted.
+        assert_eq!(body["code"], "unauthenticated", "{path}");
+        let (status, body) = get(&format!("{url}{path}"), Some("wrong-token-0123456789")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(body["code"], "unauthorized", "{path}");
     }
     assert_eq!(get(&format!("{url}/readyz"), None).await.0, StatusCode::OK);
     assert_eq!(

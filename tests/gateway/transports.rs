@@ -822,6 +822,8 @@ async fn upstream_watches_do_not_grow_with_subscribers() {
 async fn heartbeats_flow_and_silent_sockets_are_closed() {
     let hub = Hub::new(HubConfig::default());
     hub.put("clusters/a", json!({"n": 0}));
+    let as_of = "2026-12-05T10:00:00.250Z";
+    hub.freshness().mark("a", as_of.parse().unwrap());
     let config = TransportConfig {
         heartbeat: Duration::from_millis(100),
         ws_idle_timeout: Duration::from_millis(400),
@@ -829,31 +831,53 @@ async fn heartbeats_flow_and_silent_sockets_are_closed() {
     };
     let (url, stop, _state, _server) = gateway(hub.clone(), config).await;
     let mut sse = SseReader::open(&format!("{url}/api/v1/events?topic=clusters/*"), None).await;
-    sse.until_synced().await;
+    let synced = sse.until_synced().await.pop().unwrap();
+    assert_eq!(
+        synced.data["asOf"],
+        json!({ "a": as_of }),
+        "{}",
+        synced.data
+    );
     tokio::time::sleep(Duration::from_millis(350)).await;
     hub.put("clusters/a", json!({"n": 1}));
-    sse.next().await;
+    let patch = sse.next().await;
+    assert_eq!(patch.event, "patch");
+    assert!(sse.heartbeats >= 2, "SSE heartbeats: {}", sse.heartbeats);
+    let beat = sse.last_heartbeat.clone().unwrap();
+    assert_eq!(beat["type"], "heartbeat");
+    assert_eq!(beat["asOf"], json!({ "a": as_of }), "{beat}");
     assert!(
-        sse.comments >= 2,
-        "SSE comment heartbeats: {}",
-        sse.comments
+        beat["at"].as_str().is_some_and(|at| at.ends_with('Z')),
+        "{beat}"
     );
-    // A stream that carries changes is not idle: no heartbeats meanwhile
-    // (about 10 intervals with a change every 20 ms; a stalled test
-    // runtime may leave one interval empty now and then).
-    let idle_until_now = sse.comments;
+    assert_eq!(sse.comments, 0, "heartbeats are events now, not comments");
+    // A stream that carries changes still gets its heartbeats: they say how
+    // current the members are, which changes of some topics do not.
+    let before = sse.heartbeats;
     let started = std::time::Instant::now();
     for n in 2..52 {
         hub.put("clusters/a", json!({ "n": n }));
-        sse.next().await;
+        let event = sse.next().await;
+        assert!(
+            !event.id.is_empty(),
+            "every message but heartbeats has its cursor"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let busy = sse.comments - idle_until_now;
+    let busy = sse.heartbeats - before;
     assert!(
-        busy <= 3,
+        busy >= 3,
         "{busy} heartbeats in {:?} of changes every 20 ms",
         started.elapsed()
     );
+    // A heartbeat's cursor is the subscription's, safe to resume from: the
+    // last change delivered, not the gateway's position (changes of topics
+    // the subscription does not match move that).
+    hub.put("clusters/a", json!({"n": "last"}));
+    let last = sse.next().await;
+    hub.put("other/x", json!({"unmatched": true}));
+    let beat = sse.next_heartbeat(Duration::from_secs(5)).await;
+    assert_eq!(beat["cursor"], last.id.as_str(), "{beat}");
     // A WebSocket client that never reads never answers pings: closed as idle.
     let mut ws = ws_connect(&url).await;
     tokio::time::sleep(Duration::from_millis(900)).await;

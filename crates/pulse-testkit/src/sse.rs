@@ -17,8 +17,12 @@ pub struct SseEvent {
 pub struct SseReader {
     stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     buffer: String,
-    /// Comment lines read so far (keep-alives).
+    /// Comment lines read so far.
     pub comments: usize,
+    /// `heartbeat` events read so far: [`SseReader::next`] skips them.
+    pub heartbeats: usize,
+    /// The last `heartbeat` event's data (`at`, `asOf`).
+    pub last_heartbeat: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for SseReader {
@@ -26,6 +30,7 @@ impl std::fmt::Debug for SseReader {
         f.debug_struct("SseReader")
             .field("buffer", &self.buffer)
             .field("comments", &self.comments)
+            .field("heartbeats", &self.heartbeats)
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +65,8 @@ impl SseReader {
             stream: Box::pin(response.bytes_stream()),
             buffer: String::new(),
             comments: 0,
+            heartbeats: 0,
+            last_heartbeat: None,
         }
     }
 
@@ -71,8 +78,15 @@ impl SseReader {
     }
 
     /// The next event if one arrives within `quiet` (None: none did);
-    /// Some(None) when the stream ended.
+    /// Some(None) when the stream ended. `heartbeat` events are counted
+    /// and kept in `last_heartbeat`, not returned.
     pub async fn next_or_quiet(&mut self, quiet: Duration) -> Option<Option<SseEvent>> {
+        self.read(quiet, false).await
+    }
+
+    /// [`SseReader::next_or_quiet`], returning heartbeat events too when
+    /// `heartbeats`.
+    async fn read(&mut self, quiet: Duration, heartbeats: bool) -> Option<Option<SseEvent>> {
         use futures::StreamExt;
         let deadline = tokio::time::Instant::now() + quiet;
         loop {
@@ -96,7 +110,13 @@ impl SseReader {
                         self.comments += 1;
                     }
                 }
-                if is_event {
+                if is_event && event.event == "heartbeat" && event.id.is_empty() {
+                    self.heartbeats += 1;
+                    self.last_heartbeat = Some(event.data.clone());
+                    if heartbeats {
+                        return Some(Some(event));
+                    }
+                } else if is_event {
                     return Some(Some(event));
                 }
             }
@@ -110,7 +130,23 @@ impl SseReader {
         }
     }
 
-    /// The next event; panics after 20 s or when the stream ends.
+    /// The next `heartbeat` event's data (events before it are dropped);
+    /// panics after `within`.
+    pub async fn next_heartbeat(&mut self, within: Duration) -> serde_json::Value {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self.read(left, true).await {
+                None => panic!("no heartbeat within {within:?}"),
+                Some(None) => panic!("the stream ended before a heartbeat"),
+                Some(Some(event)) if event.event == "heartbeat" => return event.data,
+                Some(Some(_)) => {}
+            }
+        }
+    }
+
+    /// The next event (`heartbeat` events are counted, not returned);
+    /// panics after 20 s or when the stream ends.
     pub async fn next(&mut self) -> SseEvent {
         self.next_within(Duration::from_secs(20))
             .await

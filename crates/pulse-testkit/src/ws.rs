@@ -17,13 +17,15 @@ pub async fn ws_send(ws: &mut Ws, value: serde_json::Value) {
     .unwrap();
 }
 
-/// The next JSON text message (skipping pings and the per-subscription
-/// lifecycle messages `subscribed` and `stopped`, which [`ws_next_any`]
-/// returns), or the close frame's code.
+/// The next JSON text message (skipping pings, the per-subscription
+/// lifecycle messages `subscribed` and `stopped` and subscriptions'
+/// heartbeats, which [`ws_next_any`] returns), or the close frame's code.
 pub async fn ws_next(ws: &mut Ws) -> Result<serde_json::Value, Option<u16>> {
     loop {
         let m = ws_next_any(ws).await?;
-        if m["type"] != "subscribed" && m["type"] != "stopped" {
+        // A subscription's heartbeat carries `asOf`; a ping's answer does not.
+        let heartbeat = m["type"] == "heartbeat" && m.get("asOf").is_some();
+        if m["type"] != "subscribed" && m["type"] != "stopped" && !heartbeat {
             return Ok(m);
         }
     }

@@ -62,6 +62,8 @@ pub(super) struct Sub {
     first: VecDeque<Bytes>,
     /// Boxed: only subscriptions with options have one.
     shaping: Option<Box<Shaping<Shaper>>>,
+    /// A `heartbeat` (with `asOf`) is to be written: at every ping tick.
+    heartbeat_due: bool,
 }
 
 impl Sub {
@@ -90,6 +92,7 @@ impl Sub {
             subscription,
             first,
             shaping: shaper.map(|s| Box::new(Shaping::new(s))),
+            heartbeat_due: false,
         }
     }
 
@@ -104,6 +107,10 @@ impl Sub {
             if self.first.is_empty() {
                 self.first = VecDeque::new();
             }
+            return Poll::Ready((protocol::with_subscription(&self.id_json, &json), None));
+        }
+        if std::mem::take(&mut self.heartbeat_due) {
+            let json = session::heartbeat(t, &self.subscription, &self.principal);
             return Poll::Ready((protocol::with_subscription(&self.id_json, &json), None));
         }
         let shaping = self.shaping.as_deref_mut();
@@ -147,6 +154,13 @@ impl Outbox {
     pub(super) fn ping(&mut self) {
         if self.replies.is_empty() {
             self.replies.push_back(Out::Ping);
+        }
+    }
+
+    /// Every subscription writes a `heartbeat` next.
+    pub(super) fn heartbeats(&mut self) {
+        for sub in &mut self.subs {
+            sub.heartbeat_due = true;
         }
     }
 

@@ -178,7 +178,7 @@ impl Gateway {
         // brings (this replica's own members' documents included), and the
         // engine's hub is where the relay's publisher reads them.
         let pipeline = if nats.is_some() {
-            let origin = Hub::new(pipeline.hub);
+            let origin = Hub::beside(&hub, pipeline.hub);
             Pipeline::start_apart(hub, origin, members, pipeline, shutdown).await?
         } else {
             Pipeline::start_on(hub, members, pipeline, shutdown).await?

@@ -81,7 +81,7 @@ pub(super) struct Inner {
 pub struct Hub {
     epoch: String,
     config: HubConfig,
-    freshness: Freshness,
+    freshness: Arc<Freshness>,
     pub(super) inner: Mutex<Inner>,
 }
 
@@ -107,11 +107,22 @@ impl std::fmt::Debug for Hub {
 impl Hub {
     /// An empty hub with a fresh epoch (one per process lifetime).
     pub fn new(config: HubConfig) -> Arc<Self> {
+        Self::with_freshness(config, Arc::default())
+    }
+
+    /// An empty hub of the same gateway as `other`, sharing what it knows
+    /// of how current each member is: the engine's hub and the one clients
+    /// are served from when a stream of changes lies between them.
+    pub fn beside(other: &Hub, config: HubConfig) -> Arc<Self> {
+        Self::with_freshness(config, other.freshness.clone())
+    }
+
+    fn with_freshness(config: HubConfig, freshness: Arc<Freshness>) -> Arc<Self> {
         let epoch = format!("{:x}", Utc::now().timestamp_micros());
         Arc::new(Self {
             epoch,
             config,
-            freshness: Freshness::default(),
+            freshness,
             inner: Mutex::new(Inner {
                 topics: BTreeMap::new(),
                 removed: HashMap::new(),

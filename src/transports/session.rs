@@ -216,25 +216,24 @@ pub(super) fn start(
     options: &SubscribeOptions,
     query: Option<QuerySpec>,
 ) -> Started {
-    let mut started = begin(transports, patterns, since, principal, options, query);
+    let mut started = match query {
+        Some(spec) => start_query(transports, patterns, since, principal, options, spec),
+        None if !options.is_plain() => {
+            start_shaped(transports, patterns, since, principal, options)
+        }
+        None => start_plain(transports, patterns, since, principal),
+    };
     started.synced.as_of = Some(as_of(transports, &started.subscription, principal));
     started
 }
 
-fn begin(
+/// A subscription without options: a replay from `since`, or snapshots.
+fn start_plain(
     transports: &Transports,
     patterns: Vec<Pattern>,
     since: Option<&str>,
     principal: &Principal,
-    options: &SubscribeOptions,
-    query: Option<QuerySpec>,
 ) -> Started {
-    if let Some(spec) = query {
-        return start_query(transports, patterns, since, principal, options, spec);
-    }
-    if !options.is_plain() {
-        return start_shaped(transports, patterns, since, principal, options);
-    }
     let hub = &transports.hub;
     let subscription = hub.subscribe(patterns.clone());
     let at = subscription.seq();

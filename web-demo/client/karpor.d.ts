@@ -1,5 +1,5 @@
 import type { ReactElement } from 'react';
-import type { ClusterPhase, KubePulse, PulseError, SubscriptionStatus, SyncPhase } from './kube-pulse.js';
+import type { ClusterPhase, PulseClient, PulseError, SubscriptionStatus, SyncPhase } from './kube-pulse.js';
 
 /** antd `Badge` statuses. */
 export type BadgeStatus = 'success' | 'processing' | 'default' | 'error' | 'warning';
@@ -16,13 +16,13 @@ export function sinceText(since: string | undefined, now?: number): string;
  * A cluster's phase as an antd `Badge` (`Healthy (Ready) · 5m`, its message
  * in a `Tooltip`), live; nothing until `name` is known.
  */
-export function ClusterPhaseBadge(props: { client: KubePulse; name: string | undefined }): ReactElement | null;
+export function ClusterPhaseBadge(props: { client: PulseClient; name: string | undefined }): ReactElement | null;
 
 /**
  * The cluster list's tabs, live, in the shape of Karpor's cluster summary
  * (`/rest-api/v1/clusters?summary=true`); unhealthy is every cluster not `Healthy`.
  */
-export function useClusterSummary(client: KubePulse): {
+export function useClusterSummary(client: PulseClient): {
   totalCount: number;
   healthyCount: number;
   unhealthyCount: number;
@@ -33,4 +33,4 @@ export function useClusterSummary(client: KubePulse): {
 };
 
 /** A cluster's sync registry as an antd `Table`, live; nothing until `cluster` is known. */
-export function SyncRegistryTable(props: { client: KubePulse; cluster: string | undefined; pageSize?: number }): ReactElement | null;
+export function SyncRegistryTable(props: { client: PulseClient; cluster: string | undefined; pageSize?: number }): ReactElement | null;

@@ -1,5 +1,8 @@
 // Types of the kube-pulse client and of the documents it delivers
-// (docs/STATUS.md, docs/TASKS.md, docs/PROTOCOL.md).
+// (docs/STATUS.md, docs/TASKS.md, docs/PROTOCOL.md): the full client
+// (`KubePulse`, `@kube-pulse/client`) and the core it extends
+// (`PulseClient`, also `@kube-pulse/client/core`, whose types core.d.ts
+// takes from here).
 
 /** `idle`: nothing is subscribed, so nothing is open. */
 /** `paused`: the tab is hidden and its subscriptions wait, from their cursors, for it to be shown. */
@@ -486,11 +489,24 @@ export interface HistoryResponse {
   history: Transition[];
 }
 
+/**
+ * How current a subscription's member clusters are, from its heartbeat:
+ * `at` the gateway's clock when it sent it, `asOf` per member cluster the
+ * time its source was last known current (RFC 3339; a member never current
+ * is absent). An entry that stops moving while `at` moves is a member lost.
+ */
+export interface Heartbeat {
+  at: string;
+  asOf: Record<string, string>;
+}
+
 export type SubscriptionEvent<D = unknown> =
   | DocumentChange<D>
   | { type: 'synced'; resumed: boolean; reason?: string }
   | { type: 'status'; status: SubscriptionStatus; error: PulseError | null }
-  | { type: 'error'; code: ErrorCode; message: string; error: PulseError };
+  | { type: 'error'; code: ErrorCode; message: string; error: PulseError }
+  /** At each of the subscription's heartbeats (every 15 s by default, and right after `synced`). */
+  | ({ type: 'heartbeat' } & Heartbeat);
 
 /** Wire messages (docs/PROTOCOL.md). */
 export type Message =
@@ -505,8 +521,9 @@ export type Message =
   | { type: 'groups'; groups: Record<string, number>; cursor: string; sub?: string }
   | { type: 'stopped'; reason: string; sub: string }
   | { type: 'removed'; topic: string; rev?: number; cursor: string; sub?: string }
-  | { type: 'synced'; cursor: string; resumed: boolean; count: number; reason?: string; sub?: string }
-  | { type: 'heartbeat'; cursor: string; id?: string }
+  | { type: 'synced'; cursor: string; resumed: boolean; count: number; reason?: string; at?: string; asOf?: Record<string, string>; sub?: string }
+  /** A `ping`'s answer (with `id`), or a subscription's heartbeat (with `at`, `asOf` and, over WebSocket, `sub`); its cursor is no subscription's. */
+  | { type: 'heartbeat'; cursor: string; id?: string; at?: string; asOf?: Record<string, string>; sub?: string }
   | { type: 'error'; code: ErrorCode; message: string; id?: string; sub?: string }
   | { type: 'authenticated'; subject: string; expires?: string; id?: string };
 
@@ -527,18 +544,29 @@ export interface BackoffOptions {
 
 export type TokenSource = string | (() => string | undefined | null);
 
-export interface ConnectOptions {
+/** What both clients take. */
+export interface BaseConnectOptions {
   /** Base URL of the gateway, e.g. `https://karpor.example.com/pulse/`. */
   url: string;
   /** Bearer token, or a getter read at each (re)connect. */
   token?: TokenSource;
   /** A getter of the bearer token, read at each (re)connect and retry. */
   getToken?: () => string | undefined | null;
-  /** `auto` (default): WebSocket; SSE only while WebSockets are blocked. */
-  transport?: 'ws' | 'sse' | 'auto';
   backoff?: BackoffOptions;
   /** Subscribe operations per second at most (default 10; the gateway refuses over 20 per socket). */
   subscribeRate?: number;
+  WebSocket?: typeof WebSocket;
+  fetch?: typeof fetch;
+}
+
+/** The core client's options (`@kube-pulse/client/core`): WebSocket only. */
+export interface CoreConnectOptions extends BaseConnectOptions {
+  transport?: 'ws';
+}
+
+export interface ConnectOptions extends BaseConnectOptions {
+  /** `auto` (default): WebSocket; SSE only while WebSockets are blocked. */
+  transport?: 'ws' | 'sse' | 'auto';
   /** With `auto` on SSE: how often to try WebSocket again (default 60 000 ms). */
   wsRetryMs?: number;
   /**
@@ -561,8 +589,6 @@ export interface ConnectOptions {
    */
   eventSource?: boolean;
   EventSource?: typeof EventSource;
-  WebSocket?: typeof WebSocket;
-  fetch?: typeof fetch;
 }
 
 /** What hooks and `topicStore` snapshots hold. */
@@ -572,11 +598,29 @@ export interface PulseResult<T> {
   error: PulseError | null;
 }
 
-export class KubePulse {
-  /** The same as `connect(options)`: nothing is opened until the first subscription. */
-  constructor(options: ConnectOptions);
+/**
+ * One document's snapshot (`usePulse`, `topicStore(…, {single: true})`):
+ * also how current it is. `asOf` is when its source was last known current
+ * (null: unknown), `age` how old that was when the snapshot was taken (its
+ * last heartbeat's `at` − `asOf`, plus the time since that heartbeat came:
+ * the gateway's clock, not this machine's; null: unknown). The snapshot is
+ * new at each heartbeat; `client.age(topic)` is the age now.
+ */
+export interface PulseDocumentResult<T> extends PulseResult<T> {
+  asOf: Date | null;
+  age: number | null;
+}
+
+/**
+ * The core client (`@kube-pulse/client/core`, and what `KubePulse`
+ * extends): one WebSocket, the shared local copy, resume, backoff, auth
+ * retries, subscription options and how current each topic is.
+ */
+export class PulseClient {
+  /** The same as the core's `connect(options)`: nothing is opened until the first subscription. */
+  constructor(options: CoreConnectOptions);
   readonly state: ConnectionState;
-  /** The transport in use now: `ws`, or `sse` (forced, or `auto` while WebSockets are blocked). */
+  /** The transport in use now: `ws`, or `sse` (the full client, forced or while WebSockets are blocked). */
   readonly transport: 'ws' | 'sse';
   /** The last connection-level error (e.g. `unauthorized`), null once live. */
   readonly error: PulseError | null;
@@ -588,6 +632,16 @@ export class KubePulse {
   select<T extends string>(patterns: T | readonly T[]): Record<string, DocumentFor<T>>;
   select<T extends string>(patterns: T | readonly T[], options: SubscribeOptions): Record<string, Projected<DocumentFor<T>>>;
   status(patterns: string | readonly string[], options?: SubscribeOptions): { status: SubscriptionStatus; error: PulseError | null };
+  /**
+   * When the source of `topic`'s document was last known current (its
+   * member cluster's last successful probe, or its agent's last
+   * heartbeat), from the latest heartbeat of a subscription holding it
+   * (with these options); null when unknown: no heartbeat yet, a topic of
+   * no member, a member never current.
+   */
+  asOf(topic: string, options?: SubscribeOptions): Date | null;
+  /** How old `asOf` is now, in ms of the gateway's clock (so this machine's clock does not matter); null when unknown. */
+  age(topic: string, options?: SubscribeOptions): number | null;
   subscribe<T extends string>(
     patterns: T | readonly T[],
     onEvent?: (event: SubscriptionEvent<DocumentFor<T>>) => void,
@@ -603,6 +657,15 @@ export class KubePulse {
     options: SubscribeOptions,
     onEvent?: (event: SubscriptionEvent<Projected<DocumentFor<T>>>) => void,
   ): () => void;
+  /** Tries to connect again now, e.g. after the user logged in. */
+  reconnect(): void;
+  close(): void;
+}
+
+/** The full client (`@kube-pulse/client`): the core with SSE, live queries, hidden-tab pause, warm start and REST helpers. */
+export class KubePulse extends PulseClient {
+  /** The same as `connect(options)`: nothing is opened until the first subscription. */
+  constructor(options: ConnectOptions);
   /**
    * A live query over the documents of `patterns`: `onChange` gets its
    * result, equal to the gateway's window, at each change. Returns the
@@ -622,13 +685,15 @@ export class KubePulse {
   /** The current result of that live query (`loading` with no rows when it is not subscribed). */
   queryResult<T extends string>(patterns: T | readonly T[], query?: WholeQuery): LiveQueryResult<DocumentFor<T>>;
   queryResult<T extends string>(patterns: T | readonly T[], query: LiveQuery): LiveQueryResult<Projected<DocumentFor<T>>>;
-  /** Tries to connect again now, e.g. after the user logged in. */
-  reconnect(): void;
   /** Ends the cookie session of `eventSource: true` (`DELETE api/v1/session`), e.g. at logout. */
   endSession(): Promise<unknown>;
   /** Renews the live WebSocket's token with the `auth` operation. */
   renewToken(token?: string): Promise<{ type: 'authenticated'; subject: string; expires?: string } | undefined>;
-  close(): void;
+  /** Pauses now, as a tab hidden past `hiddenGraceMs` does; `resume()` as one shown again. */
+  pause(): void;
+  resume(): void;
+  /** Keeps in `sessionStorage` what the next load of the page in this tab resumes from (what `pagehide` does). */
+  saveWarm(): void;
   request<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
   createTask(task: TaskRequest): Promise<Task>;
   cancelTask(id: string): Promise<Task>;
@@ -651,20 +716,25 @@ export class DocumentStore {
 }
 
 export function topicStore<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   patterns: T | readonly T[],
   options?: { single?: false },
 ): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, DocumentFor<T>>> };
 export function topicStore<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   patterns: T | readonly T[],
   options: { single?: false } & SubscribeOptions,
 ): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, Projected<DocumentFor<T>>>> };
 export function topicStore<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   topic: T,
   options: { single: true },
-): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<DocumentFor<T> | undefined> };
+): { subscribe(listener: () => void): () => void; getSnapshot(): PulseDocumentResult<DocumentFor<T> | undefined> };
+export function topicStore<T extends string>(
+  client: PulseClient,
+  topic: T,
+  options: { single: true } & SubscribeOptions,
+): { subscribe(listener: () => void): () => void; getSnapshot(): PulseDocumentResult<Projected<DocumentFor<T>> | undefined> };
 
 /** A live query as a store for React's `useSyncExternalStore`. */
 export function queryStore<T extends string>(

@@ -6,6 +6,8 @@ import type {
   LiveQuery,
   LiveQueryResult,
   Projected,
+  PulseClient,
+  PulseDocumentResult,
   PulseError,
   PulseResult,
   QueryFilter,
@@ -14,37 +16,43 @@ import type {
   WholeQuery,
 } from './kube-pulse.js';
 
-/** One document by exact topic, typed by it: `usePulse(client, 'clusters/dev').data` is a `ClusterStatus`. */
-export function usePulse<T extends string>(client: KubePulse, topic: T): PulseResult<DocumentFor<T> | undefined>;
+// The document hooks take any client (`PulseClient`: the core's, or the
+// full `KubePulse`); the live query hooks the full client.
+
+/**
+ * One document by exact topic, typed by it: `usePulse(client, 'clusters/dev').data`
+ * is a `ClusterStatus`; with `asOf` and `age`, how current it is (new at each heartbeat).
+ */
+export function usePulse<T extends string>(client: PulseClient, topic: T): PulseDocumentResult<DocumentFor<T> | undefined>;
 /** The same, coalesced and/or projected (`{debounceMs, fields}`): any member may be absent. */
 export function usePulse<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   topic: T,
   options: SubscribeOptions,
-): PulseResult<Projected<DocumentFor<T>> | undefined>;
+): PulseDocumentResult<Projected<DocumentFor<T>> | undefined>;
 /** The documents matching `patterns`, keyed by topic. */
 export function usePulseTopics<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   patterns: T | readonly T[],
 ): PulseResult<Record<string, DocumentFor<T>>>;
 /** The same, coalesced and/or projected (`{debounceMs, fields}`). */
 export function usePulseTopics<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   patterns: T | readonly T[],
   options: SubscribeOptions,
 ): PulseResult<Record<string, Projected<DocumentFor<T>>>>;
 /** The live documents matching `patterns`, keyed by topic. */
-export function useTopic<T extends string>(client: KubePulse, patterns: T | readonly T[]): Record<string, DocumentFor<T>>;
+export function useTopic<T extends string>(client: PulseClient, patterns: T | readonly T[]): Record<string, DocumentFor<T>>;
 export function useTopic<T extends string>(
-  client: KubePulse,
+  client: PulseClient,
   patterns: T | readonly T[],
   options: SubscribeOptions,
 ): Record<string, Projected<DocumentFor<T>>>;
 /** One document by exact topic, or undefined while it is not there. */
-export function useDocument<T extends string>(client: KubePulse, topic: T): DocumentFor<T> | undefined;
-export function useDocument<T extends string>(client: KubePulse, topic: T, options: SubscribeOptions): Projected<DocumentFor<T>> | undefined;
+export function useDocument<T extends string>(client: PulseClient, topic: T): DocumentFor<T> | undefined;
+export function useDocument<T extends string>(client: PulseClient, topic: T, options: SubscribeOptions): Projected<DocumentFor<T>> | undefined;
 /** The client's connection state. */
-export function useConnectionState(client: KubePulse): ConnectionState;
+export function useConnectionState(client: PulseClient): ConnectionState;
 
 /**
  * A live query's result, equal to the gateway's window: `{rows, total,

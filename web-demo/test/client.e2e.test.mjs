@@ -46,10 +46,13 @@ before(async () => {
         name: 'client',
         setup(b) {
           b.onResolve({ filter: /^@kube-pulse\/client(\/react)?$/ }, (args) => ({
-            // The hooks are esm/react.js (react.js in copies older than the CommonJS build).
-            path: args.path.endsWith('/react')
-              ? [path.join(CLIENT, 'esm/react.js'), path.join(CLIENT, 'react.js')].find((f) => existsSync(f))
-              : path.join(CLIENT, 'kube-pulse.js'),
+            // The ES modules in esm/ (copies older than them: kube-pulse.js,
+            // and react.js in those older than the CommonJS build).
+            path: [
+              ...(args.path.endsWith('/react') ? ['esm/react.js', 'react.js'] : ['esm/kube-pulse.js', 'kube-pulse.js']),
+            ]
+              .map((f) => path.join(CLIENT, f))
+              .find((f) => existsSync(f)),
           }));
         },
       },

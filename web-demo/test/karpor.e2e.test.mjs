@@ -34,7 +34,7 @@ before(async () => {
       {
         name: 'client',
         setup(b) {
-          const entries = { '': 'kube-pulse.js', '/react': 'esm/react.js', '/karpor': 'esm/karpor.js' };
+          const entries = { '': 'esm/kube-pulse.js', '/react': 'esm/react.js', '/karpor': 'esm/karpor.js' };
           b.onResolve({ filter: /^@kube-pulse\/client(\/react|\/karpor)?$/ }, (args) => ({
             path: path.join(CLIENT, entries[args.path.slice('@kube-pulse/client'.length)]),
           }));

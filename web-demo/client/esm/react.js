@@ -1,8 +1,11 @@
 // React bindings for the kube-pulse client (React 18+). Kept apart from
-// kube-pulse.js so that the client itself needs no React.
+// the client so that the client itself needs no React. The document hooks
+// take any client, the core's (`@kube-pulse/client/core`) too; the live
+// query hooks need the full client's `query`.
 
 import { useEffect, useMemo, useState, useSyncExternalStore } from 'react';
-import { liveQuery, queryStore, topicStore } from '../kube-pulse.js';
+import { liveQuery } from './query.js';
+import { queryStore, topicStore } from './stores.js';
 
 function useStore(client, patterns, single, options = {}) {
   const key = [].concat(patterns).join('\n');

@@ -1,12 +1,15 @@
 // Unit tests of the browser client (node's test runner): patterns, merge
 // patches, revision order, the SSE parser, backoff, and the client's
-// connection life over fake WebSocket / fetch transports.
+// connection life over fake WebSocket / fetch transports. The WebSocket
+// tests run twice: against the full client (`@kube-pulse/client`) and the
+// core alone (`@kube-pulse/client/core`), which must behave the same.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   DocumentStore,
+  PulseClient,
   PulseError,
   backoffDelay,
   connect,
@@ -17,7 +20,26 @@ import {
   base64url,
   topicStore,
   transitions,
-} from '../kube-pulse.js';
+} from '../esm/kube-pulse.js';
+import { connect as connectCore } from '../esm/core.js';
+import { FakeEventSource, FakeSocket, jsonResponse, sseResponse, tick, until } from './fakes.mjs';
+
+test('the core entry is the WebSocket client alone; the full client is that class extended', () => {
+  const core = connectCore({ url: 'http://gw.example/', WebSocket: FakeSocket });
+  assert.equal(core.transport, 'ws');
+  for (const member of ['query', 'queryResult', 'openStream', 'endSession', 'pause', 'saveWarm', 'request', 'createTask', 'renewToken']) {
+    assert.equal(core[member], undefined, member);
+  }
+  for (const transport of ['sse', 'auto']) {
+    assert.throws(() => connectCore({ url: 'http://gw.example/', transport }), /core client is WebSocket only/, transport);
+  }
+  const full = connect({ url: 'http://gw.example/', WebSocket: FakeSocket });
+  assert.ok(full instanceof PulseClient && core instanceof PulseClient);
+  assert.equal(typeof full.query, 'function');
+  assert.throws(() => connect({ url: 'http://gw.example/', transport: 'smoke' }), /transport must be 'ws', 'sse' or 'auto'/);
+  core.close();
+  full.close();
+});
 
 test('patterns match like the gateway', () => {
   const cases = [
@@ -143,60 +165,6 @@ test('backoff grows exponentially, is capped, and jitter only shortens it', () =
 
 // ---- the client over fake transports --------------------------------------
 
-class FakeSocket {
-  static all = [];
-  static refuse = false;
-  constructor(url, protocols) {
-    this.url = url;
-    this.protocols = protocols;
-    this.sent = [];
-    this.readyState = 0;
-    this.closedWith = undefined;
-    FakeSocket.all.push(this);
-    queueMicrotask(() => {
-      if (this.readyState !== 0) return;
-      if (FakeSocket.refuse) {
-        this.readyState = 3;
-        this.onclose?.({ code: 1006 });
-      } else {
-        this.readyState = 1;
-        this.onopen?.();
-      }
-    });
-  }
-  send(text) {
-    this.sent.push(JSON.parse(text));
-  }
-  close(code) {
-    if (this.readyState === 3) return;
-    this.readyState = 3;
-    this.closedWith = code;
-    queueMicrotask(() => this.onclose?.({ code: code ?? 1005 }));
-  }
-  /** The server's side. */
-  push(message) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-  drop(code = 1006) {
-    this.readyState = 3;
-    this.onclose?.({ code });
-  }
-  subscribes() {
-    return this.sent.filter((o) => o.op === 'subscribe');
-  }
-}
-
-const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, check) {
-  for (let i = 0; i < 400; i++) {
-    const v = check();
-    if (v) return v;
-    await tick();
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
-
 const open = (sockets) => sockets.filter((s) => s.readyState === 1);
 const fresh = () => {
   FakeSocket.all = [];
@@ -205,7 +173,22 @@ const fresh = () => {
 const wsClient = (options = {}) =>
   connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 5 }, ...options });
 
-test('over WebSocket: snapshots, patches, live state, and resume from the last cursor', async () => {
+/**
+ * A test of the WebSocket path, run with each entry's `connect` (the full
+ * client's, then the core's): `body({connect, wsClient})`.
+ */
+function both(name, body) {
+  for (const [entry, connectWith] of [
+    ['full', connect],
+    ['core', connectCore],
+  ]) {
+    const wsClientWith = (options = {}) =>
+      connectWith({ url: 'http://gw.example/', transport: 'ws', WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 5 }, ...options });
+    test(`${name} (${entry})`, () => body({ connect: connectWith, wsClient: wsClientWith }));
+  }
+}
+
+both('over WebSocket: snapshots, patches, live state, and resume from the last cursor', async ({ connect, wsClient }) => {
   fresh();
   const client = connect({
     url: 'http://gw.example/pulse',
@@ -267,7 +250,7 @@ test('over WebSocket: snapshots, patches, live state, and resume from the last c
   assert.equal(client.state, 'offline');
 });
 
-test('every holder of a topic hears every change, whichever subscription brought it (finding 1)', async () => {
+both('every holder of a topic hears every change, whichever subscription brought it (finding 1)', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient();
   const table = [];
@@ -293,7 +276,7 @@ test('every holder of a topic hears every change, whichever subscription brought
   client.close();
 });
 
-test('errors reach the subscription by the id of the refused operation (finding 2)', async () => {
+both('errors reach the subscription by the id of the refused operation (finding 2)', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient();
   const events = [];
@@ -320,7 +303,7 @@ test('errors reach the subscription by the id of the refused operation (finding 
   client.close();
 });
 
-test('subscribe operations are paced under the gateway rate limit', async () => {
+both('subscribe operations are paced under the gateway rate limit', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient({ subscribeRate: 50 });
   const stops = [];
@@ -336,7 +319,7 @@ test('subscribe operations are paced under the gateway rate limit', async () => 
   client.close();
 });
 
-test('nothing subscribed leaves no socket and no timer, also while reconnecting (finding 4)', async () => {
+both('nothing subscribed leaves no socket and no timer, also while reconnecting (finding 4)', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient({ backoff: { initialMs: 50, maxMs: 50, jitter: 0 } });
   const stop = client.subscribe('clusters/*');
@@ -363,7 +346,7 @@ test('nothing subscribed leaves no socket and no timer, also while reconnecting 
   client.close();
 });
 
-test('unsubscribe and subscribe again at once (React StrictMode) keeps the subscription and the socket (finding 7)', async () => {
+both('unsubscribe and subscribe again at once (React StrictMode) keeps the subscription and the socket (finding 7)', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient();
   client.subscribe('clusters/*')();
@@ -378,7 +361,7 @@ test('unsubscribe and subscribe again at once (React StrictMode) keeps the subsc
   client.close();
 });
 
-test('documents no subscription covers are dropped, not shown later as current (finding 5)', async () => {
+both('documents no subscription covers are dropped, not shown later as current (finding 5)', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient();
   const stop = client.subscribe('clusters/dev');
@@ -391,32 +374,7 @@ test('documents no subscription covers are dropped, not shown later as current (
   client.close();
 });
 
-function sseResponse(text, status = 200) {
-  const bytes = new TextEncoder().encode(text);
-  return {
-    ok: status === 200,
-    status,
-    headers: new Map(),
-    body: new ReadableStream({
-      start(controller) {
-        controller.enqueue(bytes.slice(0, 10));
-        controller.enqueue(bytes.slice(10));
-        controller.close();
-      },
-    }),
-  };
-}
-
-const jsonResponse = (status, body, headers = {}) => ({
-  ok: status < 300,
-  status,
-  statusText: String(status),
-  headers: new Map(Object.entries(headers)),
-  json: async () => body,
-  text: async () => JSON.stringify(body),
-});
-
-test('auto: a refused token is an auth error, not a reason for SSE, one failure per attempt; a new token recovers (finding 3)', async () => {
+both('auto: a refused token is an auth error, not a reason for SSE, one failure per attempt; a new token recovers (finding 3)', async ({ connect, wsClient }) => {
   fresh();
   let token = 'bad';
   let probes = 0;
@@ -462,7 +420,7 @@ test('auto: a refused token is an auth error, not a reason for SSE, one failure 
   client.close();
 });
 
-test('auto: a gateway that is down (a restart) is retried over WebSocket (finding 3)', async () => {
+both('auto: a gateway that is down (a restart) is retried over WebSocket (finding 3)', async ({ connect, wsClient }) => {
   fresh();
   FakeSocket.refuse = true;
   const fetch = async () => {
@@ -541,7 +499,7 @@ test('a refused SSE request is reported, not retried; a rate limit is retried af
   client.close();
 });
 
-test('an auth refusal reaches every subscription still loading, not only the first answered', async () => {
+both('an auth refusal reaches every subscription still loading, not only the first answered', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient({ backoff: { initialMs: 1000, maxMs: 1000 } });
   const seen = { a: [], b: [], c: [] };
@@ -591,13 +549,13 @@ test('a lockout over SSE (429 too_many_auth_failures) is retried after Retry-Aft
   other.close();
 });
 
-test('a 429 from the HTTP probe is a refusal for now: surfaced, retried over WebSocket when Retry-After says, no switch to SSE', async () => {
+both('a 429 from the HTTP probe is a refusal for now: surfaced, retried over WebSocket when Retry-After says, no switch to SSE', async ({ connect, wsClient }) => {
   fresh();
   FakeSocket.refuse = true;
   const probes = [];
   const fetch = async (url, init) => {
     if (url.endsWith('/api/v1/clusters')) {
-      probes.push({ at: Date.now(), auth: init.headers.Authorization });
+      probes.push({ at: Date.now(), auth: init.headers?.Authorization });
       return jsonResponse(429, { code: 'too_many_auth_failures', message: 'locked out' }, { 'Retry-After': '0.1' });
     }
     assert.fail(`no SSE request expected: ${url}`);
@@ -661,7 +619,7 @@ test('over SSE a token not yet accepted goes in one stream first: one failure pe
   client.close();
 });
 
-test("with transport 'ws', a socket that never opens while HTTP passes is the error websocket_refused, retried and revived", async () => {
+both("with transport 'ws', a socket that never opens while HTTP passes is the error websocket_refused, retried and revived", async ({ connect, wsClient }) => {
   fresh();
   FakeSocket.refuse = true;
   const fetch = async () => jsonResponse(200, { items: [] });
@@ -686,7 +644,7 @@ test("with transport 'ws', a socket that never opens while HTTP passes is the er
   client.close();
 });
 
-test('reconnect() revives every error that is not the request\'s own fault; a bad pattern stays', async () => {
+both('reconnect() revives every error that is not the request\'s own fault; a bad pattern stays', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient({ backoff: { initialMs: 60000, maxMs: 60000 } });
   const stops = ['apps/**/x', 'clusters/*', 'tasks/*'].map((p) => client.subscribe(p));
@@ -758,7 +716,7 @@ test('renewToken sends the auth operation and resolves with its answer', async (
   client.close();
 });
 
-test('topicStore gives {data, status, error}, one object until something changes', async () => {
+both('topicStore gives {data, status, error}, one object until something changes', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient();
   const store = topicStore(client, 'clusters/*');
@@ -831,7 +789,7 @@ test('subscription options are checked and normalized like the gateway does', ()
   }
 });
 
-test('options go on the wire, and a subscription with them keeps its own copy', async () => {
+both('options go on the wire, and a subscription with them keeps its own copy', async ({ connect, wsClient }) => {
   fresh();
   const client = wsClient();
   const whole = [];
@@ -1025,34 +983,8 @@ test('eventSource: the token buys a cookie session once, then native EventSource
     if (init.headers.Authorization === 'Bearer bad') return jsonResponse(401, { code: 'unauthorized', message: 'no' });
     return jsonResponse(200, { subject: 'alice', expires: '2027-01-01T00:00:00Z' });
   };
-  class FakeEventSource {
-    static all = [];
-    constructor(url, init) {
-      this.url = url;
-      this.init = init;
-      this.readyState = 0;
-      this.listeners = {};
-      FakeEventSource.all.push(this);
-      queueMicrotask(() => {
-        this.readyState = 1;
-        this.onopen?.();
-      });
-    }
-    addEventListener(type, f) {
-      (this.listeners[type] ??= []).push(f);
-    }
-    emit(type, data) {
-      for (const f of this.listeners[type] ?? []) f({ data: JSON.stringify(data) });
-    }
-    fail() {
-      this.readyState = 2;
-      this.onerror?.({});
-    }
-    close() {
-      this.readyState = 2;
-    }
-  }
   let token = 'bad';
+  FakeEventSource.all = [];
   const client = connect({
     url: 'http://gw.example/pulse/',
     transport: 'sse',

@@ -16,7 +16,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 
-import { connect } from '../kube-pulse.js';
+import { connect } from '../esm/kube-pulse.js';
+import { mismatch } from '../esm/query.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '../../..');
@@ -217,7 +218,7 @@ export async function liveScenario(transport) {
     await api(base, 'PUT', '_sim/clusters/staging/capacity', { pods: 1 });
     await api(base, 'POST', 'api/v1/tasks', { type: 'Update', cluster: 'staging', namespace: 'shop', app: 'web', replicas: 6, timeoutSeconds: 1 });
     await new Promise((r) => setTimeout(r, 300));
-    for (const sub of [...client.subs.values()]) client.mismatch(sub, 'forced by the test');
+    for (const sub of [...client.subs.values()]) mismatch(client, sub, 'forced by the test');
     await app('apps/staging/shop/web', (d) => d.state === 'Degraded' && !d.task);
     await allEqual('an app degraded, every query subscribed again');
 

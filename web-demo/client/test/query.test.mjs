@@ -13,56 +13,13 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
-import { connect, liveQuery, queryStore } from '../kube-pulse.js';
+import { connect, liveQuery, queryStore } from '../esm/kube-pulse.js';
+import { FakeSocket, tick, until } from './fakes.mjs';
 import { BIN, liveScenario } from './query-live.mjs';
-
-class FakeSocket {
-  static all = [];
-  constructor(url, protocols) {
-    this.url = url;
-    this.protocols = protocols;
-    this.sent = [];
-    this.readyState = 0;
-    FakeSocket.all.push(this);
-    queueMicrotask(() => {
-      if (this.readyState !== 0) return;
-      this.readyState = 1;
-      this.onopen?.();
-    });
-  }
-  send(text) {
-    this.sent.push(JSON.parse(text));
-  }
-  close(code) {
-    if (this.readyState === 3) return;
-    this.readyState = 3;
-    queueMicrotask(() => this.onclose?.({ code: code ?? 1005 }));
-  }
-  push(message) {
-    this.onmessage?.({ data: JSON.stringify(message) });
-  }
-  drop(code = 1006) {
-    this.readyState = 3;
-    this.onclose?.({ code });
-  }
-  ops(op) {
-    return this.sent.filter((o) => o.op === op);
-  }
-}
-
-const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, check) {
-  for (let i = 0; i < 400; i++) {
-    const v = check();
-    if (v) return v;
-    await tick();
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
 
 const wsClient = () => {
   FakeSocket.all = [];
+  FakeSocket.refuse = false;
   return connect({ url: 'http://gw.example/', transport: 'ws', WebSocket: FakeSocket, backoff: { initialMs: 1, maxMs: 5 } });
 };
 

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { createElement } from 'react';
 import { renderToString } from 'react-dom/server';
 
-import { connect } from '../kube-pulse.js';
+import { connect } from '../esm/kube-pulse.js';
+import { connect as connectCore } from '../esm/core.js';
 import { useConnectionState, useCount, useDocument, useGroupBy, useLiveQuery, usePulse, usePulseTopics, useTopic } from '../esm/react.js';
 
 class QuietSocket {
@@ -127,5 +128,33 @@ test('before their rows the hooks say loading, with nothing', () => {
     return createElement('p', null, `${q.status} ${q.rows.length} ${q.total} · ${c.status} ${c.count} · ${g.status} ${Object.keys(g.groups).length} ${g.total}`);
   }
   assert.equal(renderToString(createElement(Page)), '<p>loading 0 0 · loading 0 · loading 0 0</p>');
+  client.close();
+});
+
+test('the document hooks take a core client; usePulse says how current its document is', async () => {
+  const client = connectCore({ url: 'http://gw.example/', WebSocket: QuietSocket });
+  client.store.apply({ type: 'snapshot', topic: 'clusters/dev', rev: 1, cursor: 'e-1', doc: { name: 'dev', phase: 'Healthy' } });
+  function Card() {
+    const { data, status, asOf, age } = usePulse(client, 'clusters/dev');
+    const all = usePulseTopics(client, 'clusters/*');
+    const state = useConnectionState(client);
+    return createElement('p', { 'data-as-of': String(asOf), 'data-age': String(age) }, `${data?.phase} ${status} ${Object.keys(all.data)} ${state}`);
+  }
+  assert.equal(renderToString(createElement(Card)), '<p data-as-of="null" data-age="null">Healthy loading clusters/dev idle</p>');
+  // Subscribed and heard from: the snapshot carries the heartbeat's asOf.
+  const stop = client.subscribe('clusters/dev');
+  await new Promise((r) => setTimeout(r, 0));
+  const ws = QuietSocket.last;
+  ws.readyState = 1;
+  ws.onopen();
+  const sub = ws.sent.find((o) => o.op === 'subscribe').id;
+  ws.onmessage({ data: JSON.stringify({ sub, type: 'synced', cursor: 'e-1', resumed: false, count: 1 }) });
+  ws.onmessage({ data: JSON.stringify({ sub, type: 'heartbeat', cursor: 'e-1', at: '2026-12-05T10:31:02.000Z', asOf: { dev: '2026-12-05T10:30:02.000Z' } }) });
+  function AsOf() {
+    const { asOf, age } = usePulse(client, 'clusters/dev');
+    return createElement('p', null, `${asOf.toISOString()} ${Math.floor(age / 1000)}s`);
+  }
+  assert.equal(renderToString(createElement(AsOf)), '<p>2026-12-05T10:30:02.000Z 60s</p>');
+  stop();
   client.close();
 });

@@ -13,25 +13,40 @@ import * as esbuild from 'esbuild';
 
 const CLIENT = fileURLToPath(new URL('..', import.meta.url));
 
-/** Bytes of a module that re-exports `entries` of the package, bundled and minified, then gzipped (level 9). */
+/**
+ * Bytes of a module that re-exports `entries` of the package (a module's
+ * path, everything it exports; or `[path, names]`, those), bundled and
+ * minified, then gzipped (level 9).
+ */
 export function gzipped(entries) {
+  const code = bundled(entries);
+  return { minified: code.length, gzipped: gzipSync(code, { level: 9 }).length };
+}
+
+/** `entries` bundled and minified, as `gzipped` measures them. */
+function bundled(entries) {
+  const line = (e) => (Array.isArray(e) ? `export { ${e[1].join(', ')} } from './${e[0]}';` : `export * from './${e}';`);
   const { outputFiles } = esbuild.buildSync({
-    stdin: { contents: entries.map((e) => `export * from './${e}';`).join('\n'), resolveDir: CLIENT },
+    stdin: { contents: entries.map(line).join('\n'), resolveDir: CLIENT },
     bundle: true,
     minify: true,
     format: 'esm',
     write: false,
     external: ['react', 'antd'],
   });
-  const code = outputFiles[0].contents;
-  return { minified: code.length, gzipped: gzipSync(code, { level: 9 }).length };
+  return outputFiles[0].contents;
 }
+
+/** The hooks that take a core client. */
+const DOCUMENT_HOOKS = ['esm/react.js', ['usePulse', 'usePulseTopics', 'useTopic', 'useDocument', 'useConnectionState']];
 
 // Budgets (bytes, gzipped): docs/WEB.md "Size".
 const BUDGETS = [
-  ['the client', ['kube-pulse.js'], 10.25 * 1024],
-  ['the client and its hooks', ['kube-pulse.js', 'esm/react.js'], 10.75 * 1024],
-  ['the client, its hooks and the Karpor pieces', ['kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 11.75 * 1024],
+  ['the core client', ['esm/core.js'], 5 * 1024],
+  ['the core client and the hooks that take it', ['esm/core.js', DOCUMENT_HOOKS], 5.5 * 1024],
+  ['the client', ['esm/kube-pulse.js'], 10.25 * 1024],
+  ['the client and its hooks', ['esm/kube-pulse.js', 'esm/react.js'], 10.75 * 1024],
+  ['the client, its hooks and the Karpor pieces', ['esm/kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 11.75 * 1024],
 ];
 
 test('each entry minified and gzipped stays within its budget', () => {
@@ -42,4 +57,15 @@ test('each entry minified and gzipped stays within its budget', () => {
     if (size.gzipped > budget) over.push(`${what}: ${size.gzipped} B gzipped, over its budget of ${budget}`);
   }
   assert.deepEqual(over, []);
+});
+
+test('the core entry, with or without its hooks, bundles none of what it leaves out', () => {
+  for (const entries of [['esm/core.js'], ['esm/core.js', DOCUMENT_HOOKS]]) {
+    const text = new TextDecoder().decode(bundled(entries));
+    // SSE, the cookie session, live queries, the warm start, the REST helpers.
+    for (const mark of ['api/v1/events', 'api/v1/session', 'groupBy', 'sessionStorage', 'api/v1/tasks', 'visibilitychange']) {
+      assert.ok(!text.includes(mark), `${entries.flat().join(' + ')} holds ${mark}`);
+    }
+    assert.ok(text.includes('api/v1/ws'));
+  }
 });

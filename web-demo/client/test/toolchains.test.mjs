@@ -71,6 +71,12 @@ test('the package loads as CommonJS and the hooks render', () => {
   expect(sinceText('2026-01-01T00:00:00Z', Date.parse('2026-01-01T00:05:00Z'))).toBe('5m');
   expect(renderToString(<ClusterPhaseBadge client={client} name="dev" />)).toContain('…');
   client.close();
+  // The core entry, and the hooks over a core client.
+  expect(require.resolve('@kube-pulse/client/core')).toMatch(/cjs[\\/]core\.js$/);
+  const core = require('@kube-pulse/client/core').connect({ url: 'http://127.0.0.1:9/', WebSocket: class { send() {} close() {} } });
+  expect(core.query).toBeUndefined();
+  expect(renderToString(<Badge client={core} name="dev" />)).toBe('<span data-status="loading">…</span>');
+  core.close();
 });
 `,
   });
@@ -92,9 +98,16 @@ test('the package loads as CommonJS and the hooks render', () => {
 test('a CRA-like webpack 5 production build takes the ES modules through `exports`, and its bundle runs', async () => {
   const { app, done } = appWith({
     'src/index.js': `import { connect, matches } from '@kube-pulse/client';
+import { connect as connectCore } from '@kube-pulse/client/core';
 import { usePulse, useLiveQuery } from '@kube-pulse/client/react';
 const client = connect({ url: 'http://127.0.0.1:9/' });
-globalThis.result = { matches: matches('apps/**', 'apps/dev/shop/web'), hooks: [typeof usePulse, typeof useLiveQuery], state: client.state };
+const core = connectCore({ url: 'http://127.0.0.1:9/' });
+globalThis.result = {
+  matches: matches('apps/**', 'apps/dev/shop/web'),
+  hooks: [typeof usePulse, typeof useLiveQuery],
+  state: client.state,
+  core: [core.state, typeof core.query, core.asOf('clusters/dev')],
+};
 `,
   });
   try {
@@ -124,13 +137,19 @@ globalThis.result = { matches: matches('apps/**', 'apps/dev/shop/web'), hooks: [
     const info = stats.toJson({ all: false, errors: true, warnings: true, modules: true, nestedModules: true });
     assert.deepEqual(info.errors, [], 'no build errors');
     const names = info.modules.flatMap((m) => [m.name, ...(m.modules ?? []).map((n) => n.name)]).join('\n');
-    assert.match(names, /@kube-pulse\/client\/kube-pulse\.js/, `the ES module, not the CommonJS build: ${names}`);
+    assert.match(names, /@kube-pulse\/client\/esm\/kube-pulse\.js/, `the ES module, not the CommonJS build: ${names}`);
+    assert.match(names, /@kube-pulse\/client\/esm\/core\.js/, `the core's ES module: ${names}`);
     assert.doesNotMatch(names, /client\/cjs\//);
     const bundle = readFileSync(path.join(app, 'build/main.js'), 'utf8');
     const context = { URL, console };
     context.globalThis = context;
     vm.runInNewContext(bundle, context);
-    assert.deepEqual(JSON.parse(JSON.stringify(context.result)), { matches: true, hooks: ['function', 'function'], state: 'idle' });
+    assert.deepEqual(JSON.parse(JSON.stringify(context.result)), {
+      matches: true,
+      hooks: ['function', 'function'],
+      state: 'idle',
+      core: ['idle', 'undefined', null],
+    });
   } finally {
     done();
   }

@@ -13,10 +13,20 @@ export const SYNC_PHASE_STATUS: Readonly<Record<SyncPhase, BadgeStatus>>;
 export function sinceText(since: string | undefined, now?: number): string;
 
 /**
- * A cluster's phase as an antd `Badge` (`Healthy (Ready) · 5m`, its message
- * in a `Tooltip`), live; nothing until `name` is known.
+ * How old (ms, `asOf`'s age) a badge's cluster may be before it shows as
+ * stale by default: 45 000, three heartbeats of the gateway's default
+ * period (15 s).
  */
-export function ClusterPhaseBadge(props: { client: PulseClient; name: string | undefined }): ReactElement | null;
+export const STALE_AFTER_MS: number;
+
+/**
+ * A cluster's phase as an antd `Badge` (`Healthy (Ready) · 5m`, its message
+ * in a `Tooltip`), live; grey and `· as of 2m ago` when what the gateway
+ * knows of the member is older than `staleAfterMs` (default
+ * `STALE_AFTER_MS`; with `--heartbeat-seconds N`, about `3 * N * 1000`);
+ * nothing until `name` is known.
+ */
+export function ClusterPhaseBadge(props: { client: PulseClient; name: string | undefined; staleAfterMs?: number }): ReactElement | null;
 
 /**
  * The cluster list's tabs, live, in the shape of Karpor's cluster summary

@@ -20,6 +20,7 @@ var karpor_exports = {};
 __export(karpor_exports, {
   CLUSTER_PHASE_STATUS: () => CLUSTER_PHASE_STATUS,
   ClusterPhaseBadge: () => ClusterPhaseBadge,
+  STALE_AFTER_MS: () => STALE_AFTER_MS,
   SYNC_PHASE_STATUS: () => SYNC_PHASE_STATUS,
   SyncRegistryTable: () => SyncRegistryTable,
   sinceText: () => sinceText,
@@ -47,15 +48,18 @@ const SYNC_PHASE_STATUS = Object.freeze({
   NotServed: "default",
   Stopped: "default"
 });
-function sinceText(since, now = Date.now()) {
-  const at = Date.parse(since ?? "");
-  if (Number.isNaN(at)) return "";
-  const s = Math.max(0, Math.floor((now - at) / 1e3));
+function durationText(ms) {
+  const s = Math.max(0, Math.floor(ms / 1e3));
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m`;
   if (s < 86400) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
 }
+function sinceText(since, now = Date.now()) {
+  const at = Date.parse(since ?? "");
+  return Number.isNaN(at) ? "" : durationText(now - at);
+}
+const STALE_AFTER_MS = 45e3;
 function useNow(everyMs = 15e3) {
   const [now, setNow] = (0, import_react.useState)(() => Date.now());
   (0, import_react.useEffect)(() => {
@@ -64,22 +68,25 @@ function useNow(everyMs = 15e3) {
   }, [everyMs]);
   return now;
 }
-function ClusterPhaseBadge({ client, name }) {
-  return name ? (0, import_react.createElement)(PhaseBadge, { client, name }) : null;
+function ClusterPhaseBadge({ client, name, staleAfterMs = STALE_AFTER_MS }) {
+  return name ? (0, import_react.createElement)(PhaseBadge, { client, name, staleAfterMs }) : null;
 }
-function PhaseBadge({ client, name }) {
+function PhaseBadge({ client, name, staleAfterMs }) {
   const now = useNow();
-  const { data: cluster, status, error } = (0, import_react2.usePulse)(client, `clusters/${name}`);
-  const attrs = { className: "kp-cluster-phase", "data-cluster": name, "data-status": status };
+  const topic = `clusters/${name}`;
+  const { data: cluster, status, error, asOf } = (0, import_react2.usePulse)(client, topic);
+  const age = client.age(topic);
+  const old = age !== null && age > staleAfterMs;
+  const attrs = { className: "kp-cluster-phase", "data-cluster": name, "data-status": status, "data-as-of": asOf?.toISOString() ?? "", "data-old": String(old) };
   if (error) return (0, import_react.createElement)("span", attrs, (0, import_react.createElement)(import_antd.Badge, { status: "error", text: `${error.code}: ${error.message}` }));
   if (!cluster) return (0, import_react.createElement)("span", attrs, (0, import_react.createElement)(import_antd.Badge, { status: "default", text: status === "loading" ? "\u2026" : "gone" }));
   const stale = status !== "live";
-  const ago = sinceText(cluster.since, now);
+  const ago = old ? `as of ${durationText(age)} ago` : sinceText(cluster.since, now);
   const text = `${cluster.phase} (${cluster.reason})${ago ? ` \xB7 ${ago}` : ""}${stale ? " \xB7 reconnecting" : ""}`;
   return (0, import_react.createElement)(
     "span",
     { ...attrs, "data-phase": cluster.phase, "data-reason": cluster.reason },
-    (0, import_react.createElement)(import_antd.Tooltip, { title: cluster.message }, (0, import_react.createElement)(import_antd.Badge, { status: stale ? "default" : CLUSTER_PHASE_STATUS[cluster.phase] ?? "default", text }))
+    (0, import_react.createElement)(import_antd.Tooltip, { title: cluster.message }, (0, import_react.createElement)(import_antd.Badge, { status: stale || old ? "default" : CLUSTER_PHASE_STATUS[cluster.phase] ?? "default", text }))
   );
 }
 function useClusterSummary(client) {

@@ -32,16 +32,29 @@ export const SYNC_PHASE_STATUS = Object.freeze({
   Stopped: 'default',
 });
 
-/** How long ago `since` (RFC 3339) was, short: `42s`, `5m`, `3h`, `2d`; '' when unknown. */
-export function sinceText(since, now = Date.now()) {
-  const at = Date.parse(since ?? '');
-  if (Number.isNaN(at)) return '';
-  const s = Math.max(0, Math.floor((now - at) / 1000));
+/** A duration, short: `42s`, `5m`, `3h`, `2d`. */
+function durationText(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m`;
   if (s < 86400) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
 }
+
+/** How long ago `since` (RFC 3339) was, short: `42s`, `5m`, `3h`, `2d`; '' when unknown. */
+export function sinceText(since, now = Date.now()) {
+  const at = Date.parse(since ?? '');
+  return Number.isNaN(at) ? '' : durationText(now - at);
+}
+
+/**
+ * How old a badge's cluster may be before it shows as stale: three
+ * heartbeats of the gateway's default period (15 s) without news of the
+ * member. A member's `asOf` moves with each probe (every 5 s by default)
+ * or agent heartbeat, and the client hears it at each heartbeat, so a
+ * current member is at most about 20 s old.
+ */
+export const STALE_AFTER_MS = 45000;
 
 /** The current time, again every `everyMs`: so that "for 5m" moves on without a change. */
 function useNow(everyMs = 15000) {
@@ -56,26 +69,32 @@ function useNow(everyMs = 15000) {
 /**
  * A cluster's phase as an antd `Badge`: `Healthy (Ready) · 5m`, the
  * phase's colour, its message in a `Tooltip`; `…` while loading, grey and
- * `· reconnecting` while the connection is lost, the error's code when
- * the gateway refused it. Renders nothing until it has a name.
+ * `· reconnecting` while the connection is lost, grey and `· as of 2m ago`
+ * when what the gateway knows of the member is older than `staleAfterMs`
+ * (its `asOf`, default `STALE_AFTER_MS`), the error's code when the
+ * gateway refused it. Renders nothing until it has a name.
  */
-export function ClusterPhaseBadge({ client, name }) {
-  return name ? h(PhaseBadge, { client, name }) : null;
+export function ClusterPhaseBadge({ client, name, staleAfterMs = STALE_AFTER_MS }) {
+  return name ? h(PhaseBadge, { client, name, staleAfterMs }) : null;
 }
 
-function PhaseBadge({ client, name }) {
+function PhaseBadge({ client, name, staleAfterMs }) {
   const now = useNow();
-  const { data: cluster, status, error } = usePulse(client, `clusters/${name}`);
-  const attrs = { className: 'kp-cluster-phase', 'data-cluster': name, 'data-status': status };
+  const topic = `clusters/${name}`;
+  const { data: cluster, status, error, asOf } = usePulse(client, topic);
+  // Its age now (the snapshot's is its last heartbeat's): this renders again every 15 s.
+  const age = client.age(topic);
+  const old = age !== null && age > staleAfterMs;
+  const attrs = { className: 'kp-cluster-phase', 'data-cluster': name, 'data-status': status, 'data-as-of': asOf?.toISOString() ?? '', 'data-old': String(old) };
   if (error) return h('span', attrs, h(Badge, { status: 'error', text: `${error.code}: ${error.message}` }));
   if (!cluster) return h('span', attrs, h(Badge, { status: 'default', text: status === 'loading' ? '…' : 'gone' }));
   const stale = status !== 'live';
-  const ago = sinceText(cluster.since, now);
+  const ago = old ? `as of ${durationText(age)} ago` : sinceText(cluster.since, now);
   const text = `${cluster.phase} (${cluster.reason})${ago ? ` · ${ago}` : ''}${stale ? ' · reconnecting' : ''}`;
   return h(
     'span',
     { ...attrs, 'data-phase': cluster.phase, 'data-reason': cluster.reason },
-    h(Tooltip, { title: cluster.message }, h(Badge, { status: stale ? 'default' : CLUSTER_PHASE_STATUS[cluster.phase] ?? 'default', text })),
+    h(Tooltip, { title: cluster.message }, h(Badge, { status: stale || old ? 'default' : CLUSTER_PHASE_STATUS[cluster.phase] ?? 'default', text })),
   );
 }
 

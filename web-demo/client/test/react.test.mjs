@@ -158,3 +158,41 @@ test('the document hooks take a core client; usePulse says how current its docum
   stop();
   client.close();
 });
+
+test('ClusterPhaseBadge turns grey with "as of … ago" once its cluster is older than staleAfterMs', async () => {
+  const { ClusterPhaseBadge, STALE_AFTER_MS } = await import('../esm/karpor.js');
+  assert.equal(STALE_AFTER_MS, 45000);
+  const client = connectCore({ url: 'http://gw.example/', WebSocket: QuietSocket });
+  const stop = client.subscribe('clusters/dev');
+  await new Promise((r) => setTimeout(r, 0));
+  const ws = QuietSocket.last;
+  ws.readyState = 1;
+  ws.onopen();
+  const sub = ws.sent.find((o) => o.op === 'subscribe').id;
+  const say = (m) => ws.onmessage({ data: JSON.stringify({ sub, cursor: 'e-1', ...m }) });
+  const since = new Date(Date.now() - 5 * 60000).toISOString();
+  say({ type: 'snapshot', topic: 'clusters/dev', rev: 1, doc: { name: 'dev', phase: 'Healthy', reason: 'Ready', message: 'ok', since } });
+  say({ type: 'synced', resumed: false, count: 1 });
+  const badge = (props = {}) => renderToString(createElement(ClusterPhaseBadge, { client, name: 'dev', ...props }));
+  const at = Date.parse('2026-12-05T10:31:02.000Z');
+  // Current: 3 s old, the phase's colour and its time in phase.
+  say({ type: 'heartbeat', at: new Date(at).toISOString(), asOf: { dev: new Date(at - 3000).toISOString() } });
+  let html = badge();
+  assert.match(html, /data-as-of="2026-12-05T10:30:59.000Z"/);
+  assert.match(html, /data-old="false"/);
+  assert.match(html, /Healthy \(Ready\) · 5m/);
+  assert.match(html, /ant-badge-status-success/);
+  // 2 minutes old at the last heartbeat: grey, as of 2m ago.
+  say({ type: 'heartbeat', at: new Date(at + 15000).toISOString(), asOf: { dev: new Date(at - 105000).toISOString() } });
+  html = badge();
+  assert.match(html, /data-old="true"/);
+  assert.match(html, /Healthy \(Ready\) · as of 2m ago/);
+  assert.match(html, /ant-badge-status-default/);
+  assert.doesNotMatch(html, /ant-badge-status-success/);
+  // A larger threshold: current again.
+  html = badge({ staleAfterMs: 180000 });
+  assert.match(html, /data-old="false"/);
+  assert.match(html, /Healthy \(Ready\) · 5m/);
+  stop();
+  client.close();
+});

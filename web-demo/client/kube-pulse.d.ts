@@ -522,7 +522,7 @@ export type Message =
   | { type: 'stopped'; reason: string; sub: string }
   | { type: 'removed'; topic: string; rev?: number; cursor: string; sub?: string }
   | { type: 'synced'; cursor: string; resumed: boolean; count: number; reason?: string; at?: string; asOf?: Record<string, string>; sub?: string }
-  /** A `ping`'s answer (with `id`), or a subscription's heartbeat (with `at`, `asOf` and, over WebSocket, `sub`); its cursor is no subscription's. */
+  /** A `ping`'s answer (with `id`; its cursor is the gateway's), or a subscription's heartbeat (with `at`, `asOf` and, over WebSocket, `sub`). */
   | { type: 'heartbeat'; cursor: string; id?: string; at?: string; asOf?: Record<string, string>; sub?: string }
   | { type: 'error'; code: ErrorCode; message: string; id?: string; sub?: string }
   | { type: 'authenticated'; subject: string; expires?: string; id?: string };

@@ -454,7 +454,7 @@ export class PulseClient {
       sub.beatAt = Date.now();
       this.emit(sub, { type: 'heartbeat', at, asOf });
     }
-    // A heartbeat's cursor is the gateway's, not the subscription's: not one to resume from.
+    // A heartbeat does not move the resume point: that stays the subscription's last other message's.
     if (cursor && type !== 'heartbeat') sub.cursor = cursor;
     if (type === 'synced') {
       sub.synced = true;

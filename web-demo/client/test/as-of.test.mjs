@@ -1,7 +1,7 @@
 // How current each topic is (docs/WEB.md "How current: asOf"): a
 // subscription's heartbeats (`at`, `asOf` per member cluster) give each
-// topic its member's time, its age measured against the gateway's `at`,
-// and never a cursor to resume from. Over fake WebSocket, fetch and
+// topic its member's time and its age measured against the gateway's `at`,
+// and never move the point the client resumes from. Over fake WebSocket, fetch and
 // EventSource transports, with the core and the full client.
 
 import { test } from 'node:test';
@@ -106,7 +106,7 @@ for (const [entry, connectWith] of ENTRIES) {
     client.close();
   });
 
-  test(`a heartbeat's cursor is not one to resume from (WebSocket, ${entry})`, async () => {
+  test(`a heartbeat does not move the resume point (WebSocket, ${entry})`, async () => {
     const client = wsClient(connectWith);
     const { ws, sub } = await synced(client, 'clusters/*', { 'clusters/dev': { phase: 'Healthy' } });
     ws.push({ sub, type: 'heartbeat', cursor: 'e1-90', at: iso(AT), asOf: { dev: iso(AT - 100) } });

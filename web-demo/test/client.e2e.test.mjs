@@ -86,10 +86,16 @@ afterEach(async () => {
   for (const c of contexts.splice(0)) await c.close();
 });
 
-/** A page on the gateway's origin (so the WebSocket origin check passes) serving the harness. */
-async function harness(at) {
-  const context = await browser.newContext();
-  contexts.push(context);
+/**
+ * A page on the gateway's origin (so the WebSocket origin check passes)
+ * serving the harness: in a new browser context, or as another tab of
+ * `context` (which shares its origin's localStorage).
+ */
+async function harness(at, context = undefined) {
+  if (!context) {
+    context = await browser.newContext();
+    contexts.push(context);
+  }
   const page = await context.newPage();
   const errors = [];
   page.on('pageerror', (err) => errors.push(err.message));
@@ -389,9 +395,12 @@ test('a gateway restart stays on WebSocket (finding 3)', async () => {
   assert.deepEqual(await sessions(base), { ws: 1, sse: 0 });
 });
 
-test('a lockout by a stale token costs one failure per attempt, is shown, and a valid token then gets data within 5 s on WebSocket, no reload (issue 39, 1)', async () => {
-  // Its own gateway: a budget of 4 rejected tokens per 15 s for the address (loopback, shared with this test).
-  const BUDGET = 4;
+/** Budget of rejected tokens per 15 s for the address (loopback, shared by every tab of a test) of a lockout gateway. */
+const BUDGET = 4;
+const STALE = 'stale-token-0123456789abcdef';
+
+/** Runs `body(base)` against a gateway of its own whose auth-failure budget is BUDGET per 15 s. */
+async function withLockoutGateway(body) {
   const lockPort = await freePort();
   const lockBase = `http://127.0.0.1:${lockPort}/pulse/`;
   const lockGateway = await startGateway(lockPort, [
@@ -399,9 +408,21 @@ test('a lockout by a stale token costs one failure per attempt, is shown, and a 
     '--max-auth-failures-per-ip', String(BUDGET), '--auth-failure-window', '15',
   ]);
   try {
-    const STALE = 'stale-token-0123456789abcdef';
-    const { page } = await harness(lockBase);
-    const httpWithToken = [];
+    await body(lockBase);
+  } finally {
+    await stopGateway(lockGateway);
+  }
+}
+
+/**
+ * Mounts `cards` in each of `pages` with the stale token stored (the
+ * client's default backoff) and waits for every card of every page to show
+ * the lockout; resolves the URLs of the page requests that carried the
+ * stale token as a header (there should be none).
+ */
+async function lockOut(pages, lockBase, cards) {
+  const httpWithToken = [];
+  for (const page of pages) {
     page.on('request', (r) => {
       if ((r.headers().authorization ?? '').includes(STALE)) httpWithToken.push(r.url());
     });
@@ -409,40 +430,86 @@ test('a lockout by a stale token costs one failure per attempt, is shown, and a 
       localStorage.setItem('tok', t);
       window.loadedOnce = true;
     }, STALE);
-    // The client's default backoff.
-    const cards = [['clusters/dev'], ['clusters/dev'], ['clusters/prod']];
-    await page.evaluate((o) => window.mountApp(o), { url: lockBase, transport: 'auto', cards });
-    await until('the lockout shown in every card', async () => {
-      const { cards: shown } = await page.evaluate(() => window.shown());
-      return shown.length === 3 && shown.every((c) => c.error === 'too_many_auth_failures' && c.status === 'error') && shown;
-    });
-    const { auth, handshakes, sockets } = await page.evaluate((t) => ({
-      auth: window.opsSent.filter((o) => o.op === 'auth' && o.token === t).length,
-      handshakes: window.handshakes.filter((p) => p.some((x) => x.startsWith('base64url.bearer'))).length,
-      sockets: window.socketsOpened,
-    }), STALE);
+  }
+  await Promise.all(pages.map((page) => page.evaluate((o) => window.mountApp(o), { url: lockBase, transport: 'auto', cards })));
+  await until('the lockout shown in every card', async () => {
+    const shown = await Promise.all(pages.map((page) => page.evaluate(() => window.shown().cards)));
+    const all = shown.flat();
+    return (all.length === cards.length * pages.length && all.every((c) => c.error === 'too_many_auth_failures' && c.status === 'error')) || { wrong: shown };
+  });
+  return httpWithToken;
+}
+
+/** What the pages sent with the stale token: `auth` operations, handshakes that carried it, sockets opened. */
+const staleSent = (pages) =>
+  Promise.all(
+    pages.map((page) =>
+      page.evaluate((t) => ({
+        auth: window.opsSent.filter((o) => o.op === 'auth' && o.token === t).length,
+        handshakes: window.handshakes.filter((p) => p.some((x) => x.startsWith('base64url.bearer'))).length,
+        sockets: window.socketsOpened,
+      }), STALE),
+    ),
+  );
+
+/**
+ * Stores the valid token (in `pages[0]`: every tab of its context reads
+ * it), waits for the lockout to lift, then for every card of every page to
+ * be live with data within 5 s of that; each page on WebSocket, never
+ * reloaded.
+ */
+async function liveAfterLockout(pages, lockBase) {
+  await pages[0].evaluate((t) => localStorage.setItem('tok', t), TOKEN);
+  const lifted = await until('the lockout lifted', async () => {
+    const r = await fetch(`${lockBase}api/v1/clusters`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    await r.arrayBuffer();
+    return r.status === 200 && Date.now();
+  }, 30_000);
+  await until('every card of every page live with data', async () => {
+    const shown = await Promise.all(pages.map((page) => page.evaluate(() => window.shown().cards)));
+    return shown.flat().every((c) => c.status === 'live' && c.phase !== '' && c.error === '') || { wrong: shown };
+  }, 5_000);
+  const late = Date.now() - lifted;
+  assert.ok(late <= 5_000, `data ${late} ms after the lockout lifted`);
+  for (const page of pages) {
+    assert.equal(await page.evaluate(() => window.loadedOnce), true, 'no reload');
+    assert.equal(await page.evaluate(() => window.shown().transport), 'ws', 'still WebSocket');
+  }
+}
+
+test('a lockout by a stale token costs one failure per attempt, is shown, and a valid token then gets data within 5 s on WebSocket, no reload (issue 39, 1)', async () => {
+  await withLockoutGateway(async (lockBase) => {
+    const { page } = await harness(lockBase);
+    const httpWithToken = await lockOut([page], lockBase, [['clusters/dev'], ['clusters/dev'], ['clusters/prod']]);
+    const [{ auth, handshakes, sockets }] = await staleSent([page]);
     // Every failure the gateway counted was one attempt's only one: BUDGET attempts to be locked out.
     assert.deepEqual({ auth, handshakes, http: httpWithToken }, { auth: BUDGET, handshakes: 0, http: [] }, 'the stale token went out once per socket, nowhere else');
     assert.ok(sockets >= BUDGET + 1, `${sockets} sockets`);
     // The user logs in; the lockout lifts when its window ends.
-    await page.evaluate((t) => localStorage.setItem('tok', t), TOKEN);
-    const lifted = await until('the lockout lifted', async () => {
-      const r = await fetch(`${lockBase}api/v1/clusters`, { headers: { Authorization: `Bearer ${TOKEN}` } });
-      await r.arrayBuffer();
-      return r.status === 200 && Date.now();
-    }, 30_000);
-    await until('every card live with data', async () => {
-      const { cards: shown } = await page.evaluate(() => window.shown());
-      return shown.every((c) => c.status === 'live' && c.phase !== '' && c.error === '') || { wrong: shown };
-    }, 5_000);
-    const late = Date.now() - lifted;
-    assert.ok(late <= 5_000, `data ${late} ms after the lockout lifted`);
-    assert.equal(await page.evaluate(() => window.loadedOnce), true, 'no reload');
-    assert.equal(await page.evaluate(() => window.shown().transport), 'ws', 'still WebSocket');
+    await liveAfterLockout([page], lockBase);
     assert.deepEqual(await sessions(lockBase, TOKEN), { ws: 1, sse: 0 });
-  } finally {
-    await stopGateway(lockGateway);
-  }
+  });
+});
+
+test('two tabs locked out by a stale token both get data within 5 s of the lockout\'s end once a valid token is stored, on WebSocket, no reload', async () => {
+  await withLockoutGateway(async (lockBase) => {
+    // Two tabs of one browser: one origin, one localStorage, one address to lock out.
+    const first = await harness(lockBase);
+    const second = await harness(lockBase, first.context);
+    const pages = [first.page, second.page];
+    const httpWithToken = await lockOut(pages, lockBase, [['clusters/dev'], ['clusters/prod']]);
+    const sent = await staleSent(pages);
+    // The tabs share the budget: together they spent it, each token only in
+    // an `auth` operation (one more may go out, unchecked, from a tab whose
+    // socket opened just before the other spent the last failure).
+    const auth = sent.reduce((n, s) => n + s.auth, 0);
+    assert.ok(sent.every((s) => s.auth >= 1), `both tabs sent the stale token: ${JSON.stringify(sent)}`);
+    assert.ok(auth >= BUDGET && auth <= BUDGET + 1, `${auth} auth operations with the stale token for a budget of ${BUDGET}: ${JSON.stringify(sent)}`);
+    assert.deepEqual({ handshakes: sent.map((s) => s.handshakes), http: httpWithToken }, { handshakes: [0, 0], http: [] });
+    await liveAfterLockout(pages, lockBase);
+    assert.deepEqual(await sessions(lockBase, TOKEN), { ws: 2, sse: 0 }, 'one socket per tab');
+    assert.deepEqual([...first.errors, ...second.errors], []);
+  });
 });
 
 test("transport 'ws' through a proxy that refuses upgrades surfaces websocket_refused, and recovers when upgrades pass (issue 39, 4)", async () => {

@@ -505,7 +505,7 @@ export type SubscriptionEvent<D = unknown> =
   | { type: 'synced'; resumed: boolean; reason?: string }
   | { type: 'status'; status: SubscriptionStatus; error: PulseError | null }
   | { type: 'error'; code: ErrorCode; message: string; error: PulseError }
-  /** At each of the subscription's heartbeats (every 15 s by default, and right after `synced`). */
+  /** At each of the subscription's heartbeats (every 15 s by default) and at a `synced` that carries `at` and `asOf`. */
   | ({ type: 'heartbeat' } & Heartbeat);
 
 /** Wire messages (docs/PROTOCOL.md). */

@@ -355,7 +355,7 @@ export class PulseClient {
     }
   }
 
-  /** Closes everything; the client goes `offline` and stays so. */
+  /** Closes everything; the client goes `offline` and stays so. Extension point. */
   close() {
     this.closed = true;
     for (const off of this.unlisten) off();
@@ -438,6 +438,7 @@ export class PulseClient {
     for (const other of [...this.subs.values()]) if (!other.options && matchesAny(other.patterns, change.topic)) this.emit(other, change);
   }
 
+  /** `sub`'s status, told to its holders when it changes. Extension point (a live query's result carries it). */
   setStatus(sub, status, error = null) {
     if (sub.status === status && sub.error === error) return;
     sub.status = status;
@@ -485,7 +486,7 @@ export class PulseClient {
     this.emit(sub, { type: 'error', code: error.code, message: error.message, error });
   }
 
-  /** The gateway refused (or ended) a subscription. */
+  /** The gateway refused (or ended) a subscription. Extension point (a live query drops its window). */
   refused(sub, error, retryAfterMs = error.retryAfterMs) {
     this.fail(sub, error);
     if (error.auth) return this.authRefused(error, sub);
@@ -597,6 +598,7 @@ export class PulseClient {
     }
   }
 
+  /** `sub`'s subscribe operation, from its cursor when it has one and no options. Extension point (live queries). */
   sendSubscribe(sub) {
     if (this.subs.get(sub.id) !== sub || sub.dead) return;
     const op = { op: 'subscribe', id: sub.id, topics: sub.patterns, ...sub.options };

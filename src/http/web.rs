@@ -17,7 +17,22 @@ const INDEX: &str = include_str!("../../web-demo/index.html");
 
 const JS: &str = "text/javascript; charset=utf-8";
 
-/// `/ui/{path}` → (content type, body).
+/// One of the client's ES modules, at `client/esm/{name}`.
+macro_rules! client_module {
+    ($name:literal) => {
+        (
+            concat!("client/esm/", $name),
+            JS,
+            include_str!(concat!("../../web-demo/client/esm/", $name)),
+        )
+    };
+}
+
+/// `/ui/{path}` → (content type, body). The client is served as its ES
+/// modules, the sources themselves: `client/kube-pulse.js` re-exports
+/// `client/esm/kube-pulse.js`, which imports the others (the React and
+/// Karpor entries import packages by name, which a browser cannot
+/// resolve without a bundler, so they are not served).
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", JS, include_str!("../../web-demo/app.js")),
     (
@@ -30,6 +45,16 @@ const ASSETS: &[(&str, &str, &str)] = &[
         JS,
         include_str!("../../web-demo/client/kube-pulse.js"),
     ),
+    client_module!("client.js"),
+    client_module!("core.js"),
+    client_module!("documents.js"),
+    client_module!("event-source.js"),
+    client_module!("kube-pulse.js"),
+    client_module!("query.js"),
+    client_module!("rest.js"),
+    client_module!("sse.js"),
+    client_module!("stores.js"),
+    client_module!("tab.js"),
     (
         "client/kube-pulse.d.ts",
         "text/plain; charset=utf-8",
@@ -151,12 +176,36 @@ mod tests {
         let (status, _, body) = get(&app, "/").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("ui/app.js"), "relative links");
-        let (status, _, body) = get(&app, "/ui/client/kube-pulse.js").await;
+        let (status, _, body) = get(&app, "/ui/client/esm/kube-pulse.js").await;
         assert_eq!(status, StatusCode::OK);
         assert!(body.contains("export function connect"));
         let (status, _, body) = get(&app, "/ui/nope.js").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert!(body.contains("not_found"));
+    }
+
+    /// Every module the page's client imports (relative `from './x.js'`),
+    /// from `client/kube-pulse.js` on, is served: a module added to esm/
+    /// and not to ASSETS fails here, not in a browser.
+    #[tokio::test]
+    async fn every_module_the_client_imports_is_served() {
+        let app = router();
+        let mut todo = vec!["client/kube-pulse.js".to_string()];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(path) = todo.pop() {
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            let (status, _, body) = get(&app, &format!("/ui/{path}")).await;
+            assert_eq!(status, StatusCode::OK, "{path} is imported but not served");
+            let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+            for (_, rest) in body.match_indices(" from './").map(|(i, _)| body.split_at(i)) {
+                let target = &rest[" from './".len()..];
+                let name = &target[..target.find('\'').unwrap()];
+                todo.push(format!("{dir}/{name}"));
+            }
+        }
+        assert!(seen.len() >= 8, "the module graph: {seen:?}");
     }
 
     #[tokio::test]

@@ -1,16 +1,15 @@
 // Writes what is generated from the ES modules in esm/ (the sources) and
-// committed beside them, so that `npm pack ./web-demo/client` needs no
-// build:
+// committed beside them, so that `npm pack ./web-demo/client` and an app
+// installing this folder need no build:
 //
 // - cjs/: the CommonJS build, file for file (no bundling, no minifying),
 //   for test runners and tools that do not take ES modules from
-//   node_modules (Jest 27 as Create React App 5 runs it);
-// - kube-pulse.js: the full client as one ES module (bundled, not
-//   minified), the file the gateway embeds and its page imports
-//   (src/http/web.rs serves it at /ui/client/kube-pulse.js).
+//   node_modules (Jest 27 as Create React App 5 runs it).
 //
-// client/test/build.test.mjs fails when they are not what this script
-// writes from the sources. Run: npm run build (in web-demo/).
+// The gateway serves esm/ itself (src/http/web.rs), with kube-pulse.js
+// re-exporting esm/kube-pulse.js for its page. client/test/build.test.mjs
+// fails when cjs/ is not what this script writes from the sources. Run:
+// npm run build (in web-demo/).
 
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -36,18 +35,6 @@ export function generatedFiles() {
     out[`cjs/${file}`] = generated(from) + code;
   }
   out['cjs/package.json'] = `${JSON.stringify({ type: 'commonjs' }, null, 2)}\n`;
-  const { outputFiles } = esbuild.buildSync({
-    entryPoints: ['esm/kube-pulse.js'],
-    absWorkingDir: HERE,
-    bundle: true,
-    format: 'esm',
-    write: false,
-  });
-  out['kube-pulse.js'] =
-    `${generated('esm/*.js (the entry esm/kube-pulse.js, bundled)')}` +
-    '// The kube-pulse browser client in one dependency-free ES module, for the\n' +
-    "// gateway's page and a <script type=\"module\"> without a bundler.\n\n" +
-    outputFiles[0].text;
   return out;
 }
 

@@ -12,7 +12,7 @@
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -43,6 +43,13 @@ const PAGE_FILES = {
   'ui/client/kube-pulse.js': ['text/javascript; charset=utf-8', 'client/kube-pulse.js'],
   'ui/client/kube-pulse.d.ts': ['text/plain; charset=utf-8', 'client/kube-pulse.d.ts'],
 };
+// The client's ES modules the gateway serves beside it (src/http/web.rs: all
+// of esm/ but the React and Karpor entries, which import packages by name).
+for (const file of readdirSync(join(WEB, 'client/esm'))) {
+  if (file.endsWith('.js') && file !== 'react.js' && file !== 'karpor.js') {
+    PAGE_FILES[`ui/client/esm/${file}`] = ['text/javascript; charset=utf-8', `client/esm/${file}`];
+  }
+}
 
 let embedsTree;
 /** Whether the gateway binary embeds this tree's page files byte for byte. */

@@ -120,9 +120,16 @@ test('its agent stopped, the member is Unknown (AgentLost) in its own style and 
   assert.equal(lost.agent, 'lost', JSON.stringify(lost));
   assert.match(lost.line, /^push agent lost · heartbeat \d+s ago$/, JSON.stringify(lost));
   assert.equal(lost.border, 'dashed', 'AgentLost has its own border');
-  assert.notEqual(lost.badge, healthy.badge, 'and its own badge colour');
+  // The badge's colour eases over 0.3 s (style.css): read it once that is over.
+  await page.waitForFunction(
+    ([card, before]) => getComputedStyle(document.querySelector(`${card} .phase`)).backgroundColor !== before,
+    [CARD, healthy.badge],
+    { timeout: 2_000 },
+  ).catch(() => {});
+  const { badge } = await pushedCard();
+  assert.notEqual(badge, healthy.badge, 'and its own badge colour');
   const pulledBadge = await page.$eval(`article[data-cluster="${PULLED[0]}"] .phase`, (b) => getComputedStyle(b).backgroundColor);
-  assert.notEqual(lost.badge, pulledBadge);
+  assert.notEqual(badge, pulledBadge);
   // Its apps: the agent's last report, marked stale, nothing to act on.
   await page.waitForSelector(`${APP}[data-stale="AgentLost"]`, { timeout: WAIT });
   assert.equal(await page.isVisible(`${APP} .stale`), true);

@@ -1,5 +1,4 @@
-// The committed generated files (client/cjs/, the CommonJS build, and
-// client/kube-pulse.js, the single-file client the gateway embeds) are what
+// The committed generated files (client/cjs/, the CommonJS build) are what
 // client/build.mjs writes from the ES modules in client/esm/ now: a source
 // changed without `npm run build` fails here, and so does a CommonJS file
 // whose source is gone.
@@ -14,7 +13,7 @@ import { generatedFiles } from '../build.mjs';
 
 const CLIENT = fileURLToPath(new URL('..', import.meta.url));
 
-test('the committed CommonJS build and single-file client are up to date with the ES modules', () => {
+test('the committed CommonJS build is up to date with the ES modules', () => {
   const files = generatedFiles();
   for (const [file, text] of Object.entries(files)) {
     assert.equal(readFileSync(path.join(CLIENT, file), 'utf8'), text, `client/${file} is stale: run npm run build in web-demo/`);

@@ -19,6 +19,21 @@ impl Engine {
     /// Pods and warning events: updates the model, then the apps they touch.
     pub(super) fn pod_input(&mut self, observation: Observation, now: DateTime<Utc>) {
         let (cluster, touched) = match observation {
+            Observation::PodsWatched { cluster, watched } => {
+                let Some(model) = self.clusters.get_mut(&cluster) else {
+                    return;
+                };
+                model.pods_watched = watched;
+                if !watched {
+                    // What the stopped watches brought is no longer followed.
+                    model.pods = None;
+                    model.pod_figures = PodFigures::default();
+                    model.warnings.clear();
+                }
+                let touched = model.apps.keys().cloned().collect();
+                self.capacity_changed(&cluster, true, now);
+                (cluster, touched)
+            }
             Observation::PodsListed { cluster, items } => {
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
@@ -241,7 +256,11 @@ impl Engine {
             };
             self.transitions
                 .log_after(&subject, &topic, &next.lifecycle, before);
-            self.hub.put(&topic, to_doc(&next));
+            let mut doc = to_doc(&next);
+            if !model.pods_watched {
+                doc["podsWatched"] = false.into();
+            }
+            self.hub.put(&topic, doc);
             model.apps.insert((ns, app), next);
         }
     }

@@ -79,7 +79,7 @@ impl Engine {
         // The source ends a watch before reporting its removal, so whatever a
         // removed resource reports afterwards comes from a new watch: the
         // resource is back in a registry, with a status of its own.
-        if !matches!(input, SyncInput::Removed)
+        if !matches!(input, SyncInput::Removed | SyncInput::NoViewers)
             && model.syncs.get(&gvr).is_some_and(SyncStatus::is_removed)
         {
             let fresh = SyncStatus::new(cluster, gvr.clone(), now);

@@ -42,6 +42,9 @@ pub(super) struct ClusterModel {
     pub(super) nodes: Option<HashMap<Box<str>, NodeFacts>>,
     /// Warning events about pods and workloads, by event key; at most [`MAX_WARNINGS`].
     pub(super) warnings: BTreeMap<EventKey, Warning>,
+    /// False while on-demand pod and event watches are stopped
+    /// (`podWatch.onDemand`): the app documents say so.
+    pub(super) pods_watched: bool,
 }
 
 impl ClusterModel {

@@ -94,6 +94,15 @@ pub enum Observation {
         /// The namespace's name.
         name: String,
     },
+    /// The member's pod and event watches started or stopped
+    /// (`podWatch.onDemand`): stopped, what they brought is forgotten and
+    /// its app documents say `podsWatched: false`.
+    PodsWatched {
+        /// The member cluster's name.
+        cluster: String,
+        /// Whether they run now.
+        watched: bool,
+    },
     /// A completed (re)list of pods: the whole current set.
     PodsListed {
         /// The member cluster's name.
@@ -235,6 +244,7 @@ impl Observation {
             | Observation::NamespacesListed { cluster, .. }
             | Observation::NamespaceApplied { cluster, .. }
             | Observation::NamespaceDeleted { cluster, .. }
+            | Observation::PodsWatched { cluster, .. }
             | Observation::PodsListed { cluster, .. }
             | Observation::PodApplied { cluster, .. }
             | Observation::PodDeleted { cluster, .. }

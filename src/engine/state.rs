@@ -181,6 +181,7 @@ impl Engine {
                             pod_figures: Default::default(),
                             nodes: None,
                             warnings: BTreeMap::new(),
+                            pods_watched: true,
                         })
                     }
                 };
@@ -270,7 +271,8 @@ impl Engine {
             Observation::NamespaceDeleted { cluster, name } => {
                 self.namespace_event(&cluster, &name, false, now)
             }
-            Observation::PodsListed { .. }
+            Observation::PodsWatched { .. }
+            | Observation::PodsListed { .. }
             | Observation::PodApplied { .. }
             | Observation::PodDeleted { .. }
             | Observation::WarningsListed { .. }

@@ -141,6 +141,11 @@ impl Gateway {
         if let Some(nats) = &nats {
             nats.validate()?;
         }
+        if nats.is_some() && pipeline.source.pod_watch.on_demand {
+            return Err(Error::Settings(
+                "podWatch.onDemand counts the subscriptions of one gateway process: with --nats, clients of the other replicas would not count for the members this one runs (docs/STATUS.md, \"Pods on demand\")".into(),
+            ));
+        }
         if nats.is_some() && leases.is_none() {
             return Err(Error::Settings(
                 "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),
@@ -183,6 +188,10 @@ impl Gateway {
         } else {
             Pipeline::start_on(hub, members, pipeline, shutdown).await?
         };
+        if pipeline.pod_watch().on_demand {
+            tracing::info!(linger = ?pipeline.pod_watch().linger(), "pods and events watched on demand");
+            tokio::spawn(pipeline.clone().follow_demand(shutdown.child_token()));
+        }
         let union = MemberUnion::with_owned(pipeline.clone(), file_part, owned);
         // Subscribed to the hub before any member starts here.
         let relay = match (nats, &leases) {

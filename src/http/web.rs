@@ -199,7 +199,10 @@ mod tests {
             let (status, _, body) = get(&app, &format!("/ui/{path}")).await;
             assert_eq!(status, StatusCode::OK, "{path} is imported but not served");
             let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-            for (_, rest) in body.match_indices(" from './").map(|(i, _)| body.split_at(i)) {
+            for (_, rest) in body
+                .match_indices(" from './")
+                .map(|(i, _)| body.split_at(i))
+            {
                 let target = &rest[" from './".len()..];
                 let name = &target[..target.find('\'').unwrap()];
                 todo.push(format!("{dir}/{name}"));

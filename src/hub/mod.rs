@@ -8,11 +8,13 @@
 //!
 //! Its parts: the hub's state and publishing (`state`), changes from other
 //! replicas (`remote`, `position`), a change and its encoding (`change`),
-//! how current each member's documents are (`freshness`),
+//! how current each member's documents are (`freshness`), what clients'
+//! subscriptions look at (`demand`),
 //! the replay log (`log`), subscriptions (`subscription`) and their queues
 //! (`queue`), the pattern index (`pattern`), settings and counters.
 
 mod change;
+mod demand;
 mod freshness;
 mod log;
 mod pattern;
@@ -30,6 +32,7 @@ mod tests;
 
 pub use crate::protocol::topic::Topic;
 pub use change::{Change, ChangeKind, EncodeCache};
+pub use demand::{Demand, DemandGuard};
 pub use freshness::Freshness;
 pub use pattern::Pattern;
 pub use settings::{DEFAULT_LOG_AGE, DEFAULT_LOG_BYTES, HubConfig};

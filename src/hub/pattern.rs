@@ -81,6 +81,19 @@ impl Pattern {
         }
     }
 
+    /// Whether the pattern can reach an app document of member `member`
+    /// (`apps/{member}/…`), which pod-level reasons are part of.
+    pub fn reaches_apps_of(&self, member: &str) -> bool {
+        let seg = |i: usize| self.segments.get(i).map(String::as_str);
+        match seg(0) {
+            Some("**") => true,
+            Some("apps" | "*") => {
+                matches!(seg(1), Some(s) if s == "*" || s == "**" || s == member)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the pattern names exactly one topic.
     pub fn is_exact(&self) -> bool {
         self.segments.iter().all(|s| s != "*" && s != "**")
@@ -295,6 +308,30 @@ mod tests {
         for (pattern, want) in cases {
             assert_eq!(
                 Pattern::parse(pattern).unwrap().reaches_member("prod"),
+                want,
+                "{pattern}"
+            );
+        }
+    }
+
+    #[test]
+    fn patterns_reach_the_apps_of_a_member() {
+        let cases = [
+            ("apps/prod/shop/web", true),
+            ("apps/prod/**", true),
+            ("apps/*/shop/*", true),
+            ("apps/**", true),
+            ("apps/dev/**", false),
+            ("*/prod/shop/web", true),
+            ("**", true),
+            ("clusters/prod", false),
+            ("clusters/**", false),
+            ("summary/apps/prod/shop", false),
+            ("tasks/*", false),
+        ];
+        for (pattern, want) in cases {
+            assert_eq!(
+                Pattern::parse(pattern).unwrap().reaches_apps_of("prod"),
                 want,
                 "{pattern}"
             );

@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::change::{Change, ChangeKind, EncodeCache, encode};
+use super::demand::Demand;
 use super::freshness::Freshness;
 use super::pattern::{Pattern, PatternIndex};
 use super::position::StreamMark;
@@ -82,6 +83,7 @@ pub struct Hub {
     epoch: String,
     config: HubConfig,
     freshness: Arc<Freshness>,
+    demand: Arc<Demand>,
     pub(super) inner: Mutex<Inner>,
 }
 
@@ -123,6 +125,7 @@ impl Hub {
             epoch,
             config,
             freshness,
+            demand: Arc::default(),
             inner: Mutex::new(Inner {
                 topics: BTreeMap::new(),
                 removed: HashMap::new(),
@@ -142,6 +145,11 @@ impl Hub {
     /// `asOf`).
     pub fn freshness(&self) -> &Freshness {
         &self.freshness
+    }
+
+    /// The patterns clients' subscriptions hold (on-demand pod watches).
+    pub fn demand(&self) -> &Arc<Demand> {
+        &self.demand
     }
 
     /// Identifies this process lifetime in cursors (`{epoch}-{seq}`).

@@ -86,6 +86,7 @@ impl Hub {
             queue,
             streamed_through: 0,
             more_queued: false,
+            demand: None,
         }
     }
 
@@ -115,6 +116,8 @@ pub struct Subscription {
     streamed_through: u64,
     /// The last change taken from the queue had more queued behind it.
     more_queued: bool,
+    /// A client's subscription: its patterns count in the hub's demand.
+    demand: Option<super::demand::DemandGuard>,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -138,6 +141,14 @@ impl std::fmt::Debug for Subscription {
 }
 
 impl Subscription {
+    /// A client holds it: its patterns count in the hub's demand (what
+    /// clients look at) until it is dropped.
+    pub fn count_as_demand(&mut self) {
+        if self.demand.is_none() {
+            self.demand = Some(self.hub.demand().hold(&self.patterns));
+        }
+    }
+
     /// The patterns it was made with.
     pub fn patterns(&self) -> &[Pattern] {
         &self.patterns

@@ -11,6 +11,7 @@
 //! ones, which tasks read.
 
 mod clients;
+mod demand;
 mod diff;
 mod log;
 mod member;
@@ -546,6 +547,38 @@ impl Pipeline {
     /// The label that groups workloads into apps.
     pub fn app_label(&self) -> &str {
         &self.app_label
+    }
+
+    /// Which pods are watched, and whether on demand.
+    pub fn pod_watch(&self) -> &crate::sources::PodWatch {
+        &self.source_config.pod_watch
+    }
+
+    /// `podWatch.onDemand`: every second, starts each running member's pod
+    /// and event watches while a client's subscription reaches its apps
+    /// (the hub's demand), and stops them `lingerSeconds` after the last
+    /// one went. Until `shutdown`.
+    pub async fn follow_demand(self: Arc<Self>, shutdown: CancellationToken) {
+        let linger = self.source_config.pod_watch.linger();
+        let demand = self.hub().demand().clone();
+        let mut viewed = demand::LastViewed::default();
+        let mut tick = tokio::time::interval(demand::TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = tokio::time::Instant::now();
+            let mut members = self.members.lock().await;
+            for running in members.running.values_mut() {
+                let name = running.source.name().to_string();
+                let looked_at = demand.any(|p| p.reaches_apps_of(&name));
+                let wanted = viewed.wanted(&name, looked_at, now, linger);
+                running.source.want_pods(wanted).await;
+            }
+            viewed.keep(|name| members.running.contains_key(name));
+        }
     }
 
     /// How custom workloads are read (the health rules in force).

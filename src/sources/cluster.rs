@@ -31,6 +31,10 @@ pub(crate) struct ClusterSource {
     /// The probe's count of the member's recoveries, which cuts short the watches' backoff.
     recoveries: watch::Recoveries,
     watches: BTreeMap<Gvr, RunningWatch>,
+    /// The sync registries' resources for this member, as last set.
+    resources: Vec<SyncResource>,
+    /// Its pods and events are watched (always, unless `podWatch.onDemand`).
+    pods_wanted: bool,
 }
 
 impl ClusterSource {
@@ -67,6 +71,7 @@ impl ClusterSource {
             recovered,
             token.clone(),
         ));
+        let pods_wanted = !config.pod_watch.on_demand;
         let mut source = Self {
             name: name.into(),
             client,
@@ -76,7 +81,12 @@ impl ClusterSource {
             probe,
             recoveries,
             watches: BTreeMap::new(),
+            resources: Vec::new(),
+            pods_wanted,
         };
+        if !source.pods_wanted && source.config.pod_watch.enabled {
+            source.tell_pods_watched().await;
+        }
         source.set_resources(resources).await;
         source
     }
@@ -85,12 +95,37 @@ impl ClusterSource {
         &self.name
     }
 
+    /// Starts or stops the pod and event watches (`podWatch.onDemand`);
+    /// stopped, their sync documents are removed and the engine forgets
+    /// what they brought.
+    pub(crate) async fn want_pods(&mut self, wanted: bool) {
+        if wanted != self.pods_wanted && self.config.pod_watch.enabled {
+            self.pods_wanted = wanted;
+            tracing::info!(cluster = %self.name, watched = wanted, "pod and event watches on demand");
+            // Stopped before the engine hears it: no pod arrives after.
+            self.set_resources(self.resources.clone()).await;
+            self.tell_pods_watched().await;
+        }
+    }
+
+    async fn tell_pods_watched(&self) {
+        let _ = self
+            .tx
+            .send(Observation::PodsWatched {
+                cluster: self.name.clone(),
+                watched: self.pods_wanted,
+            })
+            .await;
+    }
+
     /// Makes the running watches match built-ins + `resources`: starts new
     /// ones, stops dropped ones (reported as removed from the registry).
     /// Exactly one watch per resource: the first entry naming it wins.
     pub(crate) async fn set_resources(&mut self, resources: Vec<SyncResource>) {
+        self.resources = resources.clone();
         let mut wanted: BTreeMap<Gvr, SyncResource> = BTreeMap::new();
-        for r in builtin_resources(&self.config.pod_watch, &self.config.rules)
+        let config = &self.config;
+        for r in builtin_resources(&config.pod_watch, &config.rules, self.pods_wanted)
             .into_iter()
             .chain(resources)
         {
@@ -107,9 +142,21 @@ impl ClusterSource {
                 w.token.cancel();
                 let _ = w.task.await;
                 if !wanted.contains_key(&gvr) {
+                    // A pod or event watch stopped on demand says so; any
+                    // other resource left the registries.
+                    let on_demand = !self.pods_wanted
+                        && matches!(
+                            (gvr.group.as_str(), gvr.resource.as_str()),
+                            ("", "pods" | "events")
+                        );
+                    let input = if on_demand {
+                        SyncInput::NoViewers
+                    } else {
+                        SyncInput::Removed
+                    };
                     let _ = self
                         .tx
-                        .send(Observation::sync(&self.name, &gvr, SyncInput::Removed))
+                        .send(Observation::sync(&self.name, &gvr, input))
                         .await;
                 }
             }

@@ -56,7 +56,13 @@ impl SyncResource {
 /// the Nodes the cluster document sums up. With the pod watch on, also
 /// Pods (narrowed by its label selector) and Events (only `type=Warning`,
 /// a field selector the watch adds itself).
-pub(crate) fn builtin_resources(pods: &PodWatch, rules: &HealthRules) -> Vec<SyncResource> {
+/// `pods_wanted`: the pod and event watches are wanted now (always, unless
+/// `podWatch.onDemand` and no client looks at the member's apps).
+pub(crate) fn builtin_resources(
+    pods: &PodWatch,
+    rules: &HealthRules,
+    pods_wanted: bool,
+) -> Vec<SyncResource> {
     let mut resources = vec![
         SyncResource::all("apps", "v1", "deployments"),
         SyncResource::all("apps", "v1", "statefulsets"),
@@ -69,7 +75,7 @@ pub(crate) fn builtin_resources(pods: &PodWatch, rules: &HealthRules) -> Vec<Syn
         label_selector: None,
         field_selector: None,
     }));
-    if pods.enabled {
+    if pods.enabled && pods_wanted {
         resources.push(SyncResource {
             label_selector: pods.label_selector.clone(),
             ..SyncResource::all("", "v1", "pods")
@@ -105,10 +111,23 @@ pub struct PodWatch {
     pub enabled: bool,
     /// Only pods with these labels (`tier=web`); absent: every pod.
     pub label_selector: Option<String>,
+    /// Watch a member's Pods and Warning events only while a client's
+    /// subscription reaches its apps (`apps/{member}/…`, a live query
+    /// included), and for `lingerSeconds` after (default false: always).
+    #[serde(default)]
+    pub on_demand: bool,
+    /// With `onDemand`: how long the watches stay after the last
+    /// subscription that needed them went (default 300 s).
+    #[serde(default = "linger_seconds")]
+    pub linger_seconds: u64,
 }
 
 fn enabled() -> bool {
     true
+}
+
+fn linger_seconds() -> u64 {
+    300
 }
 
 impl Default for PodWatch {
@@ -116,7 +135,16 @@ impl Default for PodWatch {
         Self {
             enabled: true,
             label_selector: None,
+            on_demand: false,
+            linger_seconds: linger_seconds(),
         }
+    }
+}
+
+impl PodWatch {
+    /// How long on-demand watches stay after their last viewer.
+    pub fn linger(&self) -> Duration {
+        Duration::from_secs(self.linger_seconds)
     }
 }
 

@@ -160,6 +160,10 @@ pub enum SyncInput {
     ClusterUp,
     /// No registry names the resource any more: `Stopped (RemovedFromRegistry)`, final.
     Removed,
+    /// A watch run on demand (`podWatch.onDemand`) stopped because no client
+    /// looks at what it serves: `Stopped (NoViewers)`, final like `Removed`
+    /// (a watch started again starts over at `Pending`).
+    NoViewers,
     /// The resource's kind, learnt from discovery (or known for built-ins); no phase change.
     Kind(String),
     /// Discovery says the member does not serve the resource: `NotServed`.
@@ -398,9 +402,14 @@ impl SyncStatus {
         self.last_list_at
     }
 
-    /// No registry names the resource any more (final): the cluster counts it no more.
+    /// No registry names the resource any more, or its on-demand watch
+    /// stopped (final): the cluster counts it no more.
     pub(crate) fn is_removed(&self) -> bool {
-        self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "RemovedFromRegistry"
+        self.phase() == SyncPhase::Stopped
+            && matches!(
+                self.lifecycle.reason.as_str(),
+                "RemovedFromRegistry" | "NoViewers"
+            )
     }
 
     fn stopped_for_cluster(&self) -> bool {
@@ -549,6 +558,14 @@ impl SyncStatus {
                     SyncPhase::Stopped,
                     "RemovedFromRegistry",
                     "no sync registry names this resource any more",
+                    now,
+                );
+            }
+            SyncInput::NoViewers => {
+                self.lifecycle.set(
+                    SyncPhase::Stopped,
+                    "NoViewers",
+                    "watched on demand (podWatch.onDemand): no client looks at this member's apps",
                     now,
                 );
             }
@@ -745,6 +762,15 @@ mod tests {
                     "Syncing (Watching) 1",
                     "Stopped (RemovedFromRegistry) 1",
                     "Stopped (RemovedFromRegistry) 1",
+                ],
+            ),
+            (
+                "an on-demand watch stopped for want of viewers is final too",
+                vec![done(1), SyncInput::NoViewers, SyncInput::ListStarted],
+                vec![
+                    "Syncing (Watching) 1",
+                    "Stopped (NoViewers) 1",
+                    "Stopped (NoViewers) 1",
                 ],
             ),
             (

@@ -224,6 +224,8 @@ pub(super) fn start(
         None => start_plain(transports, patterns, since, principal),
     };
     started.synced.as_of = Some(as_of(transports, &started.subscription, principal));
+    // A client looks at these patterns (on-demand pod watches).
+    started.subscription.count_as_demand();
     started
 }
 

@@ -27,6 +27,7 @@ mod nodes;
 mod ownership;
 mod pipeline;
 mod pods;
+mod pods_on_demand;
 mod replay_window;
 mod scaleout;
 mod scaleout_faults;

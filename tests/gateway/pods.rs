@@ -190,7 +190,7 @@ async fn the_pod_watch_can_be_turned_off_or_narrowed() {
         (
             PodWatch {
                 enabled: false,
-                label_selector: None,
+                ..PodWatch::default()
             },
             None,
         ),
@@ -198,6 +198,7 @@ async fn the_pod_watch_can_be_turned_off_or_narrowed() {
             PodWatch {
                 enabled: true,
                 label_selector: Some("app.kubernetes.io/name=other".into()),
+                ..PodWatch::default()
             },
             Some(0),
         ),

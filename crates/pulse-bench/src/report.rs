@@ -686,7 +686,7 @@ impl Results {
     fn pod_watch_table(out: &mut String, f: &PodFleet) {
         let _ = writeln!(
             out,
-            "{} members × {} pods ({} pods), created by the simulators in {:.0} s.\n\n| pod watch | initial lists | objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | simulators' RSS growth in it (MB) | pod watches, lists in it | steady window (s) | pods churned | CPU in it (s) | % of one core | simulators' CPU in it (s) | RSS after (MB) | peak RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "{} members × {} pods ({} pods), created and started by the simulators in {:.0} s.\n\n| pod watch | initial lists | objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | simulators' RSS growth in it (MB) | pod watches, lists in it | steady window (s) | pods churned | CPU in it (s) | % of one core | simulators' CPU in it (s) | RSS after (MB) | peak RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             f.members,
             f.pods_per_member,
             f.members * f.pods_per_member,

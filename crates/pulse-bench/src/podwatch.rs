@@ -40,6 +40,27 @@ pub(crate) struct PodFleet {
     /// any gateway ran).
     pub(crate) fleet_ready_seconds: f64,
     pub(crate) runs: Vec<PodWatchRun>,
+    /// `podWatch.onDemand` over the same fleet: the stages of one gateway.
+    pub(crate) on_demand: Vec<DemandStage>,
+    /// Why the on-demand run stopped early, if it did.
+    pub(crate) on_demand_error: Option<String>,
+}
+
+/// One stage of the on-demand run: who looks, and what that costs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct DemandStage {
+    pub(crate) stage: &'static str,
+    /// Members whose pod and event watches run (their clusters report 6
+    /// watched resources, not 4).
+    pub(crate) members_watched: usize,
+    /// Watches open on the simulators (every resource of every member).
+    pub(crate) open_watches: usize,
+    /// Pod watch requests the simulators served since the gateway started.
+    pub(crate) pod_watches: u64,
+    /// Seconds from the stage's start until the fleet showed it.
+    pub(crate) seconds: f64,
+    /// The gateway's RSS then, in MB.
+    pub(crate) rss_mb: f64,
 }
 
 /// One gateway run, with or without the pod watch.
@@ -159,10 +180,11 @@ struct Gateway {
 }
 
 impl Gateway {
+    /// `pod_watch`: the config file's `podWatch` block, in flow style.
     async fn start(
         bin: &Path,
         sims: &[SimCluster],
-        pod_watch: bool,
+        pod_watch: &str,
         initial_lists: &str,
     ) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
@@ -175,7 +197,7 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                "listen: 127.0.0.1:{port}\nclusters:\n{clusters}podWatch: {{enabled: {pod_watch}}}\ninitialLists: {initial_lists}\n"
+                "listen: 127.0.0.1:{port}\nclusters:\n{clusters}podWatch: {pod_watch}\ninitialLists: {initial_lists}\n"
             ),
         )?;
         let child = Command::new(bin)
@@ -271,7 +293,8 @@ async fn run_one(
     };
     let requests_before = (pod_requests("watch"), pod_requests("list"));
     let started = Instant::now();
-    let gateway = Gateway::start(bin, sims, pod_watch, initial_lists).await?;
+    let block = format!("{{enabled: {pod_watch}}}");
+    let gateway = Gateway::start(bin, sims, &block, initial_lists).await?;
     let http = http_client();
     let url = format!("http://{}/api/v1/clusters", gateway.addr);
     let mut run = PodWatchRun {
@@ -332,6 +355,107 @@ async fn run_one(
     Ok(run)
 }
 
+/// How many members are Healthy with `watches` resources all Syncing.
+fn members_with(docs: &Value, watches: u64) -> usize {
+    docs["items"].as_array().map_or(0, |items| {
+        items
+            .iter()
+            .filter(|d| {
+                d["phase"] == "Healthy"
+                    && d["resources"]["total"].as_u64() == Some(watches)
+                    && d["resources"]["synced"].as_u64() == Some(watches)
+            })
+            .count()
+    })
+}
+
+/// An SSE subscription held open (not read: the stream's few messages wait
+/// in the socket), closed when dropped.
+async fn hold_stream(
+    http: &crate::targets::HttpClient,
+    addr: SocketAddr,
+    topic: &str,
+) -> anyhow::Result<Box<dyn std::any::Any + Send>> {
+    let url = format!("http://{addr}/api/v1/events?topic={topic}");
+    let request = http::Request::get(url).body(http_body_util::Full::new(bytes::Bytes::new()))?;
+    let response = http.request(request).await?;
+    anyhow::ensure!(
+        response.status() == 200,
+        "{topic}: HTTP {}",
+        response.status()
+    );
+    Ok(Box::new(response))
+}
+
+/// `podWatch.onDemand` (linger 5 s) over the fleet: nobody looking, one
+/// member's apps looked at, every app, then nobody again after the linger.
+async fn run_on_demand(
+    bin: &Path,
+    sims: &[SimCluster],
+    plan: &Plan,
+    stages: &mut Vec<DemandStage>,
+) -> anyhow::Result<()> {
+    settle(sims, plan, Instant::now() + SETTLE_LIMIT).await?;
+    let pod_watches = || -> u64 {
+        sims.iter()
+            .map(|s| s.stats().count("core/pods", "watch"))
+            .sum()
+    };
+    let open = || -> usize { sims.iter().map(|s| s.stats().open_watches).sum() };
+    let before = pod_watches();
+    let block = "{enabled: true, onDemand: true, lingerSeconds: 5}";
+    let mut started = Instant::now();
+    let gateway = Gateway::start(bin, sims, block, "streaming").await?;
+    let http = http_client();
+    let url = format!("http://{}/api/v1/clusters", gateway.addr);
+    let members = sims.len();
+    let mut streams = Vec::new();
+    let result = async {
+        let plan_of = [
+            ("nobody looks", None, 0),
+            ("one member's apps (apps/m0/**)", Some("apps/m0/**"), 1),
+            ("every app (apps/**)", Some("apps/**"), members),
+            ("nobody again, after the linger", None, 0),
+        ];
+        for (i, (stage, topic, watched)) in plan_of.into_iter().enumerate() {
+            if i == plan_of.len() - 1 {
+                streams.clear();
+            }
+            if let Some(topic) = topic {
+                streams.push(hold_stream(&http, gateway.addr, topic).await?);
+            }
+            let deadline = started + SETTLE_LIMIT;
+            loop {
+                let body = get(&http, &url).await.unwrap_or_default();
+                let docs: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let (six, four) = (members_with(&docs, 6), members_with(&docs, 4));
+                if six == watched && four == members - watched {
+                    break;
+                }
+                anyhow::ensure!(
+                    Instant::now() < deadline,
+                    "{stage}: {six} members watched, {four} not, within {SETTLE_LIMIT:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            stages.push(DemandStage {
+                stage,
+                members_watched: watched,
+                open_watches: open(),
+                pod_watches: pod_watches() - before,
+                seconds: started.elapsed().as_secs_f64(),
+                rss_mb: proc::rss(&gateway.pids()) as f64 / 1e6,
+            });
+            started = Instant::now();
+        }
+        Ok(())
+    }
+    .await;
+    drop(streams);
+    gateway.stop();
+    result
+}
+
 /// The scenario: the fleet, then the gateway with and without the pod watch.
 pub(crate) async fn pod_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<PodFleet> {
     let (sims, fleet_ready_seconds) = start_fleet(plan).await?;
@@ -346,6 +470,12 @@ pub(crate) async fn pod_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<PodFlee
         );
         runs.push(run_one(bin, &sims, plan, (pod_watch, initial_lists)).await?);
     }
+    eprintln!("pods: kube-pulse over the same fleet, pods watched on demand");
+    let mut on_demand = Vec::new();
+    let on_demand_error = run_on_demand(bin, &sims, plan, &mut on_demand)
+        .await
+        .err()
+        .map(|e| e.to_string());
     for sim in sims {
         sim.shutdown().await;
     }
@@ -354,6 +484,8 @@ pub(crate) async fn pod_fleet(bin: &Path, plan: &Plan) -> anyhow::Result<PodFlee
         pods_per_member: plan.pod_deployments * plan.pod_replicas as usize,
         fleet_ready_seconds,
         runs,
+        on_demand,
+        on_demand_error,
     })
 }
 

@@ -718,6 +718,28 @@ impl Results {
                     .unwrap_or_default()
             );
         }
+        if f.on_demand.is_empty() && f.on_demand_error.is_none() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\nPods on demand (`podWatch: {{onDemand: true, lingerSeconds: 5}}`, initial state streamed), one gateway through four stages:\n\n| who looks | members whose pods are watched | open watches on the members | pod watch requests so far | stage reached in (s) | RSS (MB) |\n|---|---|---|---|---|---|"
+        );
+        for st in &f.on_demand {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {:.1} | {:.0} |",
+                st.stage,
+                st.members_watched,
+                st.open_watches,
+                st.pod_watches,
+                st.seconds,
+                st.rss_mb
+            );
+        }
+        if let Some(e) = &f.on_demand_error {
+            let _ = writeln!(out, "\nThe on-demand run stopped: {e}");
+        }
     }
 
     /// p99 latency at each server's sustained rate against subscribers.

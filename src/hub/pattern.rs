@@ -286,55 +286,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn patterns_reach_the_members_whose_topics_they_can_match() {
+    fn patterns_reach_members_and_their_apps() {
+        // (pattern, reaches a topic of member prod, reaches an app of prod)
         let cases = [
-            ("clusters/prod", true),
-            ("clusters/dev", false),
-            ("clusters/*", true),
-            ("clusters/**", true),
-            ("clusters", false),
-            ("apps/prod/shop/*", true),
-            ("apps/*/shop/*", true),
-            ("apps/dev/**", false),
-            ("summary/apps/prod/shop", true),
-            ("summary/apps/dev/shop", false),
-            ("summary/clusters", true),
-            ("summary/*", true),
-            ("tasks/*", true),
-            ("*/prod", true),
-            ("**", true),
-            ("other/prod", false),
+            ("clusters/prod", true, false),
+            ("clusters/dev", false, false),
+            ("clusters/*", true, false),
+            ("clusters/**", true, false),
+            ("clusters", false, false),
+            ("apps/prod/shop/web", true, true),
+            ("apps/prod/**", true, true),
+            ("apps/*/shop/*", true, true),
+            ("apps/**", true, true),
+            ("apps/dev/**", false, false),
+            ("summary/apps/prod/shop", true, false),
+            ("summary/apps/dev/shop", false, false),
+            ("summary/clusters", true, false),
+            ("summary/*", true, false),
+            ("tasks/*", true, false),
+            ("*/prod", true, true),
+            ("*/prod/shop/web", true, true),
+            ("**", true, true),
+            ("other/prod", false, false),
         ];
-        for (pattern, want) in cases {
-            assert_eq!(
-                Pattern::parse(pattern).unwrap().reaches_member("prod"),
-                want,
-                "{pattern}"
-            );
-        }
-    }
-
-    #[test]
-    fn patterns_reach_the_apps_of_a_member() {
-        let cases = [
-            ("apps/prod/shop/web", true),
-            ("apps/prod/**", true),
-            ("apps/*/shop/*", true),
-            ("apps/**", true),
-            ("apps/dev/**", false),
-            ("*/prod/shop/web", true),
-            ("**", true),
-            ("clusters/prod", false),
-            ("clusters/**", false),
-            ("summary/apps/prod/shop", false),
-            ("tasks/*", false),
-        ];
-        for (pattern, want) in cases {
-            assert_eq!(
-                Pattern::parse(pattern).unwrap().reaches_apps_of("prod"),
-                want,
-                "{pattern}"
-            );
+        for (pattern, member, apps) in cases {
+            let p = Pattern::parse(pattern).unwrap();
+            assert_eq!(p.reaches_member("prod"), member, "{pattern}: member");
+            assert_eq!(p.reaches_apps_of("prod"), apps, "{pattern}: apps");
         }
     }
 

@@ -622,16 +622,21 @@ test('native EventSource with an HttpOnly cookie session: no token on any stream
   assert.deepEqual(errors, []);
 });
 
-test('with no token every hook shows unauthenticated, not only the first answered (issue 39, finding 3)', async () => {
-  const { page } = await harness(authBase);
-  const cards = [['clusters/dev'], ['clusters/prod'], ['apps/**'], ['tasks/*']];
-  await page.evaluate((o) => window.mountApp(o), { url: authBase, transport: 'ws', cards, backoff: { initialMs: 200, maxMs: 1000 } });
-  const shown = await until('unauthenticated in every card', async () => {
-    const { cards: now } = await page.evaluate(() => window.shown());
-    return (now.length === 4 && now.every((c) => c.error === 'unauthenticated' && c.status === 'error') && now) || { wrong: now };
-  }, 10_000);
-  assert.ok(shown.every((c) => c.phase === ''));
-});
+// The same code over both transports: the gateway answers a request with no
+// credential `unauthenticated` (HTTP 401) as it answers a subscribe before
+// `auth` on a WebSocket.
+for (const transport of ['ws', 'sse']) {
+  test(`with no token every hook shows unauthenticated over ${transport}, not only the first answered (issue 39, finding 3)`, async () => {
+    const { page } = await harness(authBase);
+    const cards = [['clusters/dev'], ['clusters/prod'], ['apps/**'], ['tasks/*']];
+    await page.evaluate((o) => window.mountApp(o), { url: authBase, transport, cards, backoff: { initialMs: 200, maxMs: 1000 } });
+    const shown = await until('unauthenticated in every card', async () => {
+      const { cards: now } = await page.evaluate(() => window.shown());
+      return (now.length === 4 && now.every((c) => c.error === 'unauthenticated' && c.status === 'error') && now) || { wrong: now };
+    }, 10_000);
+    assert.ok(shown.every((c) => c.phase === ''));
+  });
+}
 
 for (const transport of ['ws', 'sse']) {
   test(`a bad pattern is bad_pattern in its hook over ${transport}, the other hooks live (issue 39, finding 2)`, async () => {

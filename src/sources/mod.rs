@@ -7,6 +7,7 @@ pub mod bounded;
 mod census;
 mod cluster;
 pub(crate) mod credentials;
+mod discover;
 mod listwatch;
 mod pacer;
 mod probe;
@@ -22,6 +23,7 @@ use crate::status::rules::HealthRules;
 use crate::status::sync::Gvr;
 
 pub(crate) use cluster::ClusterSource;
+pub(crate) use discover::lookup;
 pub use pacer::{DEFAULT_START_RATE, Pacer};
 
 /// A resource to keep in sync on a cluster (a sync registry entry).

@@ -611,20 +611,13 @@ async fn run_rule(client: kube::Client, rule: Arc<HealthRule>, app_label: String
         let mut recoveries = recoveries.clone();
         loop {
             let attempt = *recoveries.borrow_and_update();
-            let gv = kube::core::GroupVersion::gv(&gvr.group, &gvr.version);
             let discovered = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                d = kube::discovery::pinned_group(&client, &gv) => d,
+                d = super::lookup(&client, gvr) => d,
             };
-            let served = discovered.ok().and_then(|group| {
-                group
-                    .versioned_resources(&gvr.version)
-                    .into_iter()
-                    .find(|(ar, caps)| {
-                        ar.plural == gvr.resource
-                            && caps.supports_operation(kube::discovery::verbs::WATCH)
-                    })
-                    .map(|(ar, _)| ar)
+            let served = discovered.ok().flatten().and_then(|(ar, caps)| {
+                caps.supports_operation(kube::discovery::verbs::WATCH)
+                    .then_some(ar)
             });
             if let Some(found) = served {
                 break found;
@@ -676,31 +669,22 @@ async fn run_dynamic(client: kube::Client, resource: SyncResource, watch: Watch)
     let mut backoff = DefaultBackoff::default();
     let found: ApiResource = loop {
         let attempt = *recoveries.borrow_and_update();
-        let gv = kube::core::GroupVersion::gv(&gvr.group, &gvr.version);
         let discovered = tokio::select! {
             _ = shutdown.cancelled() => return,
-            d = kube::discovery::pinned_group(&client, &gv) => d,
+            d = super::lookup(&client, &gvr) => d,
         };
         let (reason, message) = match discovered {
-            Ok(group) => {
-                let hit = group
-                    .versioned_resources(&gvr.version)
-                    .into_iter()
-                    .find(|(ar, _)| ar.plural == gvr.resource);
-                match hit {
-                    Some((ar, caps)) if caps.supports_operation(kube::discovery::verbs::WATCH) => {
-                        break ar;
-                    }
-                    Some(_) => (
-                        "NotServed".to_string(),
-                        format!("{} cannot be watched", gvr.path()),
-                    ),
-                    None => (
-                        "NotServed".to_string(),
-                        format!("{} is not served by this cluster", gvr.path()),
-                    ),
-                }
+            Ok(Some((ar, caps))) if caps.supports_operation(kube::discovery::verbs::WATCH) => {
+                break ar;
             }
+            Ok(Some(_)) => (
+                "NotServed".to_string(),
+                format!("{} cannot be watched", gvr.path()),
+            ),
+            Ok(None) => (
+                "NotServed".to_string(),
+                format!("{} is not served by this cluster", gvr.path()),
+            ),
             Err(kube::Error::Discovery(e)) => ("NotServed".to_string(), classify::describe(&e)),
             Err(e) => {
                 let (reason, message) = classify::sync_reason(&e);

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::board::Board;
 use super::model::{Task, TaskStatus, TaskStatus::*, TaskType};
 use super::progress::{self, AppView, Plan, Verdict, WorkloadTarget};
-use super::reach::{Failure, Reach, failure};
+use super::reach::{Failure, Reaches, failure};
 use crate::hub::{Hub, Pattern};
 use crate::pipeline::Access;
 use crate::status::rules::HealthRules;
@@ -282,10 +282,11 @@ async fn act(
 ) -> Result<Plan, Failure> {
     let ns = &task.target.namespace;
     let mut targets = Vec::new();
+    let mut reaches = Reaches::new(client, rules, ns);
     match task.kind {
         TaskType::Stop => {
             for w in baseline.workloads.values() {
-                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                let reach = reaches.of(&w.kind).await?;
                 let obj = reach.api.get(&w.name).await.map_err(|e| failure(&e))?;
                 let remember = reach
                     .replicas(&obj)
@@ -298,7 +299,7 @@ async fn act(
         }
         TaskType::Start => {
             for w in baseline.workloads.values() {
-                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                let reach = reaches.of(&w.kind).await?;
                 let obj = reach.api.get(&w.name).await.map_err(|e| failure(&e))?;
                 let remembered = obj
                     .metadata
@@ -323,7 +324,7 @@ async fn act(
         }
         TaskType::Update => {
             for w in baseline.workloads.values() {
-                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                let reach = reaches.of(&w.kind).await?;
                 if let Some(image) = &task.image {
                     let obj = reach.api.get(&w.name).await.map_err(|e| failure(&e))?;
                     let container = reach.first_container(&obj).ok_or_else(|| {
@@ -346,7 +347,7 @@ async fn act(
         }
         TaskType::Delete => {
             for w in baseline.workloads.values() {
-                let reach = Reach::new(client, rules, &w.kind, ns).await?;
+                let reach = reaches.of(&w.kind).await?;
                 match reach.api.delete(&w.name, &DeleteParams::background()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}

@@ -31,6 +31,39 @@ pub(super) struct Reach<'a> {
     scale: bool,
 }
 
+/// The reaches of one task's workloads, made once per kind: an app of two
+/// workloads of one custom kind looks its resource up once.
+pub(super) struct Reaches<'a> {
+    client: &'a kube::Client,
+    rules: &'a HealthRules,
+    namespace: &'a str,
+    by_kind: std::collections::HashMap<String, Reach<'a>>,
+}
+
+impl<'a> Reaches<'a> {
+    pub(super) fn new(
+        client: &'a kube::Client,
+        rules: &'a HealthRules,
+        namespace: &'a str,
+    ) -> Self {
+        Self {
+            client,
+            rules,
+            namespace,
+            by_kind: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The reach of `kind`, made the first time it is asked for.
+    pub(super) async fn of(&mut self, kind: &str) -> Result<&Reach<'a>, Failure> {
+        if !self.by_kind.contains_key(kind) {
+            let reach = Reach::new(self.client, self.rules, kind, self.namespace).await?;
+            self.by_kind.insert(kind.to_string(), reach);
+        }
+        Ok(&self.by_kind[kind])
+    }
+}
+
 impl<'a> Reach<'a> {
     /// The workloads of `kind` in `namespace`: a Deployment or StatefulSet,
     /// or a kind a health rule reads (whose `/scale` is looked up).
@@ -66,19 +99,14 @@ impl<'a> Reach<'a> {
             kind: rule.kind.to_string(),
             plural: gvr.resource.clone(),
         };
-        let gv = kube::core::GroupVersion::gv(&gvr.group, &gvr.version);
-        let group = kube::discovery::pinned_group(client, &gv)
+        let found = crate::sources::lookup(client, gvr)
             .await
             .map_err(|e| failure(&e))?;
-        let scale = group
-            .versioned_resources(&gvr.version)
-            .into_iter()
-            .find(|(ar, _)| ar.plural == gvr.resource)
-            .is_some_and(|(_, caps)| {
-                caps.subresources
-                    .iter()
-                    .any(|(sub, _)| sub.plural == "scale")
-            });
+        let scale = found.is_some_and(|(_, caps)| {
+            caps.subresources
+                .iter()
+                .any(|(sub, _)| sub.plural == "scale")
+        });
         Ok(Self {
             api: Api::namespaced_with(client.clone(), namespace, &resource),
             rule: Some(rule),

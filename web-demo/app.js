@@ -76,9 +76,24 @@ function clock(date = new Date()) {
 }
 setInterval(() => {
   for (const t of document.querySelectorAll('time[data-since]')) text(t, ago(t.dataset.since));
+  renderAsOf();
 }, 1000);
 
 // ---- clusters and their sync registries ------------------------------------
+
+// How old a member's documents may be (the subscription's heartbeats: the
+// gateway's clock, docs/PROTOCOL.md "Heartbeats and asOf"). Past three
+// default heartbeats (15 s) without news of the member, its card greys out.
+const STALE_AFTER_MS = 45_000;
+function renderAsOf() {
+  for (const [name, card] of clusterCards) {
+    const age = client.age(`clusters/${name}`);
+    const dd = card.querySelector('.asof');
+    text(dd, age == null ? '—' : `${ago(new Date(Date.now() - age).toISOString())} ago`);
+    optAttr(dd, 'data-age-ms', age == null ? null : String(Math.round(age)));
+    optAttr(card, 'data-stale-data', age != null && age > STALE_AFTER_MS ? '' : null);
+  }
+}
 
 const clusterCards = new Map();
 
@@ -107,6 +122,7 @@ function clusterCard(name) {
       el('div', {}, el('dt', {}, 'resources'), el('dd', { class: 'resources' })),
       el('div', {}, el('dt', {}, 'nodes'), el('dd', { class: 'nodes' })),
       el('div', { class: 'wide' }, el('dt', {}, 'capacity'), el('dd', { class: 'capacity' })),
+      el('div', {}, el('dt', {}, 'as of'), el('dd', { class: 'asof' }, '—')),
     ),
     el('p', { class: 'message' }),
     el('table', { class: 'sync' }, el('tbody')),
@@ -489,6 +505,10 @@ function logTask(topic, doc) {
 client.subscribe(['clusters/**', 'tasks/*'], (change) => {
   if (change.type === 'error') {
     if (!change.error.auth) notice(`subscription refused: ${change.message}`);
+    return;
+  }
+  if (change.type === 'heartbeat') {
+    renderAsOf();
     return;
   }
   if (!change.topic) return;

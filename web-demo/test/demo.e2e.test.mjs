@@ -23,7 +23,8 @@ const pageErrors = [];
 before(async () => {
   port = await freePort();
   url = `http://127.0.0.1:${port}`;
-  gateway = await startGateway(port);
+  // Heartbeats every second: the cards' "as of" moves within the test.
+  gateway = await startGateway(port, ['--heartbeat-seconds', '1']);
   browser = await launchBrowser();
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   page.on('pageerror', (err) => pageErrors.push(err.message));
@@ -95,6 +96,16 @@ test('a cluster made unreachable turns Unhealthy (Disconnected) without a reload
   );
   assert.equal(await page.textContent('article[data-cluster="staging"] .phase'), 'Unhealthy');
   assert.ok(await notReloaded());
+  // Its "as of" grows with the heartbeats while a healthy member's stays
+  // within a few probes.
+  const ageOf = (name) => page.$eval(`article[data-cluster="${name}"] .asof`, (dd) => Number(dd.dataset.ageMs));
+  const lost = await ageOf('staging');
+  await page.waitForFunction(
+    (before) => Number(document.querySelector('article[data-cluster="staging"] .asof').dataset.ageMs) >= before + 2000,
+    lost,
+    { timeout: WAIT },
+  );
+  assert.ok((await ageOf('prod')) < 10_000, 'prod is current');
   // The transition is in the log.
   const log = await page.textContent('#log');
   assert.match(log, /cluster staging\s*Healthy → Unhealthy\s*Disconnected/);

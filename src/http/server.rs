@@ -168,6 +168,12 @@ const HTTP1: bool = true;
 /// Accept errors are logged at most this often (the rest are counted).
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// How long a connection may take to finish once the server shuts down:
+/// an event stream's last bytes to a client that does not read them would
+/// otherwise hold the process open for ever (a WebSocket session ends
+/// within its own close grace, well before).
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+
 /// The accept loop of both listeners: counts each connection against its
 /// IP and the ceiling before anything is read, backs off when descriptors
 /// run out, and serves each connection on its own task.
@@ -434,7 +440,13 @@ impl Connection {
             }
             _ = self.shutdown.cancelled() => {
                 graceful(connection.as_mut());
-                connection.await
+                match tokio::time::timeout(SHUTDOWN_DRAIN, connection).await {
+                    Ok(result) => result,
+                    Err(_) => {
+                        tracing::debug!(peer = %self.peer, "connection cut: not finished {SHUTDOWN_DRAIN:?} after shutdown");
+                        return;
+                    }
+                }
             }
         };
         if let Err(e) = result {

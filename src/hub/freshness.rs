@@ -38,6 +38,11 @@ impl Freshness {
         self.members.write().remove(member);
     }
 
+    /// Keeps the entries of the members `keep` names.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.members.write().retain(|m, _| keep(m));
+    }
+
     /// When `member` was last known current.
     pub fn of(&self, member: &str) -> Option<DateTime<Utc>> {
         self.members.read().get(member).copied()
@@ -77,6 +82,10 @@ mod tests {
         assert_eq!(f.of("prod"), Some(at("2026-12-05T10:00:09Z")));
         f.forget("prod");
         assert_eq!(f.of("prod"), None);
+        f.mark("dev", at("2026-12-05T10:00:00Z"));
+        f.mark("edge", at("2026-12-05T10:00:00Z"));
+        f.retain(|m| m == "dev");
+        assert_eq!((f.of("dev").is_some(), f.of("edge")), (true, None));
     }
 
     #[test]

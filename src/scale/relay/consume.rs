@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::freshness;
 use super::publish::{Shared, cluster_of, member_patterns};
 use super::stream::ensure_stream;
 use crate::hub::Topic;
@@ -173,6 +174,12 @@ impl Shared {
         parked: &mut Parked,
     ) {
         let runs = |cluster: &str| self.running.contains(cluster);
+        // Another replica's report of how current its members are.
+        let takes = |m: &str| desired.contains(m) && !runs(m);
+        if freshness::take(&envelope, &self.replica, takes, self.served.freshness()) {
+            self.served.stream_read(read.seq, read.following);
+            return;
+        }
         let decision = decide(&envelope, &self.replica, runs, desired);
         let member = cluster_of(&Topic::new(&envelope.topic)).is_some();
         if decision == Decision::Park || !member {
@@ -201,6 +208,10 @@ impl Shared {
     /// applied. True when parked messages were dropped since the stream was
     /// last read from its start: it is read again, to bring them.
     fn members_changed(&self, desired: &BTreeSet<String>, parked: &mut Parked) -> bool {
+        // What other replicas said of members that are gone goes with them.
+        self.served
+            .freshness()
+            .retain(|m| desired.contains(m) || self.running.contains(m));
         for hub in [&self.hub, &self.served] {
             for doc in hub.list(&member_patterns()) {
                 let Some(cluster) = cluster_of(&doc.topic) else {

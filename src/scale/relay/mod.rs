@@ -12,6 +12,7 @@
 //! design and its limits.
 
 mod consume;
+mod freshness;
 mod publish;
 mod settings;
 mod stream;
@@ -147,6 +148,7 @@ impl Relay {
         let agent_grace = shared.settings.agent_grace;
         let tasks = vec![
             tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
+            tokio::spawn(freshness::share(shared.clone(), stop.clone())),
             tokio::spawn(stream::guard(shared.clone(), stop.clone())),
             tokio::spawn(consume(shared, desired, state.clone(), stop.clone())),
         ];

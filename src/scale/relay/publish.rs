@@ -165,7 +165,7 @@ async fn publish_next(
 impl Shared {
     /// Publishes one envelope, with its MAC in [`signing::HEADER`] when
     /// the replicas sign, and waits for the stream's acknowledgement.
-    async fn send(&self, envelope: &Envelope) -> bool {
+    pub(super) async fn send(&self, envelope: &Envelope) -> bool {
         let payload = match serde_json::to_vec(envelope) {
             Ok(payload) => payload,
             Err(e) => {

@@ -164,7 +164,7 @@ impl Agent {
         }
         if settings.pipeline.source.pod_watch.on_demand {
             return Err(crate::Error::Settings(
-                "podWatch.onDemand is the hub's: an agent has no subscribers of its own, and watches its member's pods always (set it on the hub, whose documents the agent's feed)".into(),
+                "podWatch.onDemand is the hub's: an agent has no subscribers of its own, and watches its member's pods always (set it on the hub the agent reports to)".into(),
             ));
         }
         let AgentSettings {

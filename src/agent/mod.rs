@@ -162,11 +162,6 @@ impl Agent {
                 settings.member
             )));
         }
-        if settings.pipeline.source.pod_watch.on_demand {
-            return Err(crate::Error::Settings(
-                "podWatch.onDemand is the hub's: an agent has no subscribers of its own, and watches its member's pods always (set it on the hub the agent reports to)".into(),
-            ));
-        }
         let AgentSettings {
             member,
             client,

@@ -103,6 +103,11 @@ impl AgentArgs {
             .as_ref()
             .map(crate::pipeline::PipelineConfig::from_file)
             .unwrap_or_default();
+        if pipeline.source.pod_watch.on_demand {
+            return Err(Error::Settings(
+                "podWatch.onDemand is the hub's: an agent has no subscribers of its own, and watches its member's pods always (set it on the hub the agent reports to)".into(),
+            ));
+        }
         let health = file.map(|f| f.health).unwrap_or_default();
         let client = match &self.kubeconfig {
             Some(path) => {

@@ -477,6 +477,15 @@ fn serve_rejects_bad_configuration_clearly() {
             vec!["demo".into(), "--auth".into(), "magic".into()],
             "invalid value 'magic' for '--auth <AUTH>'",
         ),
+        (
+            {
+                let mut args = file("on-demand.yaml", "podWatch: {onDemand: true}\n");
+                args.splice(0..1, ["agent".into(), "--member".into(), "a".into()]);
+                args.extend(["--nats".into(), "nats://127.0.0.1:1".into()]);
+                args
+            },
+            "podWatch.onDemand is the hub's",
+        ),
     ];
     for (args, want) in cases {
         let out = Command::new(env!("CARGO_BIN_EXE_kube-pulse"))

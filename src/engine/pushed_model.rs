@@ -135,7 +135,7 @@ impl PushedModel {
         if let Some(lost) = &self.lost {
             doc["stale"] = json!({
                 "reason": "AgentLost",
-                "since": lost.since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "since": crate::status::time::millis(&lost.since),
             });
         }
         if let Ok(parsed) = Topic::parse(topic)

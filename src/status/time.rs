@@ -5,9 +5,15 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serializer;
 
+/// A time as RFC 3339 UTC with milliseconds, as documents and messages
+/// write every time (`2026-12-02T21:29:12.274Z`).
+pub(crate) fn millis(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
 /// Serializes a time as RFC 3339 UTC with milliseconds (`serialize_with`).
 pub(crate) fn serialize_millis<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&t.to_rfc3339_opts(SecondsFormat::Millis, true))
+    s.serialize_str(&millis(t))
 }
 
 /// Like [`serialize_millis`], for an optional time (`null` when absent).

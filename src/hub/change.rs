@@ -7,6 +7,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+
+use crate::protocol::deflate::Deflated;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -131,6 +133,11 @@ pub struct EncodeCache {
     pub json: OnceLock<Bytes>,
     /// The change as an SSE frame (`id:`, `event:`, `data:`), made on first use.
     pub sse: OnceLock<Bytes>,
+    /// The SSE frame compressed, for gzip streams; made on first use.
+    pub sse_deflated: OnceLock<Box<Deflated>>,
+    /// The JSON message's fields (after its opening brace) compressed, for
+    /// WebSockets with `permessage-deflate`; made on first use.
+    pub ws_deflated: OnceLock<Box<Deflated>>,
 }
 
 /// A change's JSON message at its own cursor, as every subscriber gets it.

@@ -291,7 +291,7 @@ impl Hub {
             patch: None,
             encoded: EncodeCache {
                 json: OnceLock::from(json),
-                sse: OnceLock::new(),
+                ..EncodeCache::default()
             },
             streamed_at: AtomicU64::new(0),
             ..change

@@ -277,11 +277,23 @@ impl Synced {
 pub fn with_subscription(id_json: &[u8], message: &[u8]) -> Bytes {
     debug_assert!(message.first() == Some(&b'{'));
     let mut out = Vec::with_capacity(message.len() + id_json.len() + 8);
+    put_subscription_prefix(&mut out, id_json);
+    out.extend_from_slice(&message[1..]);
+    Bytes::from(out)
+}
+
+/// What [`with_subscription`] writes before the message's own fields (which
+/// follow its opening brace): `{"sub":ID,`.
+pub fn subscription_prefix(id_json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(id_json.len() + 8);
+    put_subscription_prefix(&mut out, id_json);
+    out
+}
+
+fn put_subscription_prefix(out: &mut Vec<u8>, id_json: &[u8]) {
     out.extend_from_slice(br#"{"sub":"#);
     out.extend_from_slice(id_json);
     out.push(b',');
-    out.extend_from_slice(&message[1..]);
-    Bytes::from(out)
 }
 
 /// The JSON body of every HTTP error answer: `{"code": …, "message": …}`.

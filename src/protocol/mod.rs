@@ -2,9 +2,10 @@
 //! side by side with `docs/PROTOCOL.md` and `web-demo/client/kube-pulse.js`
 //! (`hub → transports → [protocol] → clients`). Server messages and the
 //! HTTP error body ([`messages`]), merge patches ([`patch`]), REST bodies
-//! ([`rest`]), SSE framing ([`sse`]), topic names ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
+//! ([`rest`]), SSE framing ([`sse`]), compressed frames ([`deflate`]), topic names ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
 //! the crate, so the hub, the transports, auth and the tests can all use it.
 
+pub mod deflate;
 mod messages;
 pub mod options;
 pub mod patch;
@@ -14,7 +15,10 @@ pub mod topic;
 
 use serde::Deserialize;
 
-pub use messages::{ErrorBody, QueryRow, ServerMessage, Synced, error_response, with_subscription};
+pub use messages::{
+    ErrorBody, QueryRow, ServerMessage, Synced, error_response, subscription_prefix,
+    with_subscription,
+};
 pub use options::SubscribeOptions;
 pub use topic::{Topic, TopicKind};
 

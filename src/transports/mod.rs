@@ -20,7 +20,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 
-pub use state::{TransportConfig, Transports};
+pub use state::{Compression, TransportConfig, Transports};
 
 /// The push routes: `/api/v1/events` (SSE, behind the authentication
 /// middleware) and `/api/v1/ws` (WebSocket, which authenticates its

@@ -18,6 +18,7 @@ use super::shape::{Shaped, Shaper};
 use super::state::Transports;
 use crate::auth::Principal;
 use crate::hub::{Change, Delivery, Pattern, Replayed, Subscription, TopicDoc};
+use crate::protocol::deflate::{self, Deflated};
 use crate::protocol::{self, Cursor, QueryRow, ServerMessage, SubscribeOptions, Synced};
 use crate::query::{LiveQuery, QueryMembers, QueryOut, QuerySpec};
 
@@ -129,9 +130,40 @@ impl Message {
             Encoded::Own { cursor, json } => protocol::sse::frame(cursor, self.kind, json),
         }
     }
+    /// The SSE event compressed at `level` (made once for a shared change).
+    pub(super) fn sse_deflated(&self, level: u32) -> Deflated {
+        match &self.encoded {
+            Encoded::Shared(change) => (**change
+                .encoded
+                .sse_deflated
+                .get_or_init(|| Box::new(Deflated::new(&self.sse_frame(), level))))
+            .clone(),
+            Encoded::Own { .. } => Deflated::new(&self.sse_frame(), level),
+        }
+    }
+
+    /// The JSON message's fields (after its opening brace) compressed at
+    /// `level`, for a WebSocket to put its subscription id before; None
+    /// for a message too short to be worth it (made once for a shared change).
+    pub(super) fn ws_deflated(&self, level: u32) -> Option<Deflated> {
+        let deflated = |json: &Bytes| Deflated::new(&json[1..], level);
+        match &self.encoded {
+            Encoded::Shared(change) => {
+                let json = shared_json(change);
+                (json.len() >= deflate::MIN_BYTES).then(|| {
+                    (**change
+                        .encoded
+                        .ws_deflated
+                        .get_or_init(|| Box::new(deflated(json))))
+                    .clone()
+                })
+            }
+            Encoded::Own { json, .. } => (json.len() >= deflate::MIN_BYTES).then(|| deflated(json)),
+        }
+    }
 }
 
-/// A change's JSON message at its own cursor, made by the first subscriber
+/// A change's JSON message at its own cursor, made by the first subscriber/// A change's JSON message at its own cursor, made by the first subscriber
 /// that needs it (the hub makes it when it publishes; a change applied
 /// from another replica's stream may come without).
 fn shared_json(change: &Change) -> &Bytes {

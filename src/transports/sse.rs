@@ -22,6 +22,7 @@ use super::state::{Admitted, Transports};
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::hub::Subscription;
+use crate::protocol::deflate::{self, Deflated, GzipStream};
 use crate::protocol::{ServerMessage, SubscribeOptions, error_response, sse};
 use crate::query::QueryMembers;
 use serde_json::Value;
@@ -148,7 +149,15 @@ pub async fn events(
         .map(str::to_string);
     let since = last_event_id.or(request.since);
     let started = session::start(&t, patterns, since.as_deref(), &principal, &options, query);
-    let stream = EventStream::new(&t, started, principal, credential, admitted);
+    let compression = t.config.compression;
+    let gzip = compression.sse
+        && headers
+            .get_all(header::ACCEPT_ENCODING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(deflate::accepts_gzip);
+    let gzip = gzip.then_some(compression.level);
+    let stream = EventStream::new(&t, started, principal, credential, admitted, gzip);
     let direct = extensions.get::<WrittenDirectly>().is_some();
     let body = if direct {
         Body::from_stream(stream)
@@ -169,6 +178,12 @@ pub async fn events(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if compression.sse {
+        h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
+    if gzip.is_some() {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
     response
 }
 
@@ -258,6 +273,8 @@ struct EventStream {
     principal: Principal,
     credential: Credential,
     ended: bool,
+    /// A gzip response: its stream, and the compression level.
+    gzip: Option<(GzipStream, u32)>,
     _admitted: Admitted,
 }
 
@@ -338,6 +355,7 @@ impl EventStream {
         principal: Principal,
         credential: Credential,
         admitted: Admitted,
+        gzip: Option<u32>,
     ) -> Self {
         let session::Started {
             subscription,
@@ -367,13 +385,16 @@ impl EventStream {
             principal,
             credential,
             ended: false,
+            gzip: gzip.map(|level| (GzipStream::default(), level)),
             _admitted: admitted,
         }
     }
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if self.ended {
-            return Poll::Ready(None);
+            // A gzip stream's final block and trailer, once.
+            let trailer = self.gzip.take().map(|(mut gzip, _)| gzip.finish());
+            return Poll::Ready(trailer.map(|t| self.counted(t, 0)));
         }
         if let Some(opening) = &mut self.opening {
             match opening.next() {
@@ -383,7 +404,7 @@ impl EventStream {
         }
         if self.stopping.poll(cx).is_ready() {
             self.ended = true;
-            return Poll::Ready(None);
+            return self.poll_chunk(cx);
         }
         if let Some(error) = self.poll_credential(cx) {
             self.ended = true;
@@ -412,9 +433,27 @@ impl EventStream {
     /// [`session::MAX_BATCH`]) as one chunk: one write for all of them.
     fn batch(&mut self, first: Message) -> Bytes {
         let now = chrono::Utc::now();
-        let metrics = &self.t.metrics;
+        let metrics = self.t.metrics.clone();
         let mut count = 1;
         metrics.observe_delivery(first.at, now);
+        if let Some((gzip, level)) = &mut self.gzip {
+            // Each message compressed once (a shared change for every
+            // stream), the pieces spliced into this response's stream.
+            let mut out = BytesMut::new();
+            gzip.put(&mut out, &first.sse_deflated(*level));
+            while count < session::MAX_BATCH {
+                let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
+                let Some(m) =
+                    session::try_next(&self.t, &mut self.subscription, &self.principal, shaper)
+                else {
+                    break;
+                };
+                gzip.put(&mut out, &m.sse_deflated(*level));
+                metrics.observe_delivery(m.at, now);
+                count += 1;
+            }
+            return self.counted(out.freeze(), count);
+        }
         let mut chunk = first.sse_frame();
         let mut joined: Option<BytesMut> = None;
         while count < session::MAX_BATCH {
@@ -433,10 +472,20 @@ impl EventStream {
         if let Some(joined) = joined {
             chunk = joined.freeze();
         }
-        self.sent(chunk, count)
+        self.counted(chunk, count)
     }
 
-    fn sent(&self, chunk: Bytes, messages: usize) -> Bytes {
+    /// `frames` (made for this stream alone) as the response writes them:
+    /// compressed in a gzip response.
+    fn sent(&mut self, frames: Bytes, messages: usize) -> Bytes {
+        let chunk = match &mut self.gzip {
+            Some((gzip, level)) => gzip.chunk([&Deflated::new(&frames, *level)]),
+            None => frames,
+        };
+        self.counted(chunk, messages)
+    }
+
+    fn counted(&self, chunk: Bytes, messages: usize) -> Bytes {
         self.t.metrics.sent(messages, chunk.len());
         chunk
     }

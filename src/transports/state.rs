@@ -49,6 +49,30 @@ pub struct TransportConfig {
     /// Subscribe operations (WebSocket subscribes and SSE requests) per
     /// second per client IP and per subject, across all its sessions.
     pub max_subscribes_per_client_second: u32,
+    /// Which streams are compressed for the clients that ask.
+    pub compression: Compression,
+}
+
+/// Compressed streams (docs/PROTOCOL.md, "Compression"): each message is
+/// compressed once and the same bytes go to every subscriber that asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compression {
+    /// `permessage-deflate` for WebSockets that offer it.
+    pub websocket: bool,
+    /// gzip for SSE requests whose `Accept-Encoding` takes it.
+    pub sse: bool,
+    /// zlib's level, 1 (fastest) to 9 (smallest).
+    pub level: u32,
+}
+
+impl Default for Compression {
+    fn default() -> Self {
+        Self {
+            websocket: true,
+            sse: true,
+            level: 6,
+        }
+    }
 }
 
 impl Default for TransportConfig {
@@ -68,6 +92,7 @@ impl Default for TransportConfig {
             max_connections_per_ip: 1000,
             max_connections_per_token: 200,
             max_subscribes_per_client_second: 100,
+            compression: Compression::default(),
         }
     }
 }

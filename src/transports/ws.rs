@@ -4,6 +4,8 @@
 //! socket reads and answers the operations, serves its subscriptions and
 //! writes ([`wire`]); protocol pings keep it alive.
 
+mod inflate;
+mod upgrade;
 mod wire;
 
 use std::future::Future;
@@ -12,7 +14,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::State;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
@@ -22,6 +23,9 @@ use super::state::Transports;
 use crate::auth::{AuthError, Principal};
 use crate::protocol::{self, ClientOp, ServerMessage, SubscribeOptions, close};
 use crate::query::{QueryMembers, QuerySpec};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use upgrade::Upgrade;
 use wire::{Event, Out, Outbox, Sub, Wire};
 
 /// Longest accepted subscription id.
@@ -50,12 +54,12 @@ fn handshake_token(t: &Transports, headers: &HeaderMap, query: Option<&str>) -> 
 
 /// Handles the upgrade request: credential and connection limits first (the
 /// Host and Origin were checked by `crate::http::guard`, in front of every route).
-pub async fn upgrade(
+pub(crate) async fn upgrade(
     State(t): State<Arc<Transports>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
-    ws: WebSocketUpgrade,
+    ws: Upgrade,
 ) -> Response {
     let token = handshake_token(&t, &headers, query.as_deref());
     // The address the per-client limits count, for the failure throttle.
@@ -80,14 +84,19 @@ pub async fn upgrade(
         Err(response) => return *response,
     };
     let max = t.config.max_ws_message_bytes;
-    ws.protocols([crate::auth::WS_PROTOCOL])
-        .max_message_size(max)
-        .max_frame_size(max)
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
         // Mostly server→client: a small read buffer (client operations are
         // short; longer ones take several reads), a modest write buffer.
         .read_buffer_size(1024)
-        .write_buffer_size(16 * 1024)
-        .on_upgrade(move |socket| async move {
+        .write_buffer_size(16 * 1024);
+    let compression = t.config.compression;
+    ws.accept(
+        config,
+        compression.websocket,
+        max,
+        move |socket, deflate| async move {
             let _admitted = admitted;
             t.metrics.ws_sessions.inc();
             let session = Session {
@@ -95,9 +104,11 @@ pub async fn upgrade(
                 token,
                 client,
             };
-            run(t.clone(), socket, session).await;
+            let level = deflate.map(|_| compression.level);
+            run(t.clone(), socket, session, level).await;
             t.metrics.ws_sessions.dec();
-        })
+        },
+    )
 }
 
 /// Who a socket belongs to; `principal` is None until an `auth` operation.
@@ -127,15 +138,17 @@ fn error(code: &str, message: &str, id: Option<&str>) -> Out {
 }
 
 /// The close code for a read error.
-fn close_for(err: &axum::Error) -> (u16, String) {
-    let text = err.to_string();
-    let lower = text.to_ascii_lowercase();
-    if lower.contains("too long") || lower.contains("space limit") || lower.contains("too big") {
-        (close::TOO_BIG, "message too big".into())
-    } else if lower.contains("utf-8") || lower.contains("utf8") {
-        (close::INVALID_PAYLOAD, "text frames must be UTF-8".into())
-    } else {
-        (close::INVALID_PAYLOAD, "protocol error".into())
+fn close_for(err: &WsError) -> (u16, String) {
+    use tokio_tungstenite::tungstenite::error::CapacityError;
+    let too_big = (close::TOO_BIG, "message too big".to_string());
+    match err {
+        WsError::Capacity(CapacityError::MessageTooLong { .. }) => too_big,
+        WsError::Io(e) if e.get_ref().is_some_and(|e| e.is::<inflate::TooLong>()) => too_big,
+        WsError::Utf8(_) => (close::INVALID_PAYLOAD, "text frames must be UTF-8".into()),
+        WsError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            (close::INVALID_PAYLOAD, e.to_string())
+        }
+        _ => (close::INVALID_PAYLOAD, "protocol error".into()),
     }
 }
 
@@ -200,7 +213,7 @@ fn slow_consumer(t: &Transports) -> End {
 /// A socket's one task: reads and answers operations, serves every
 /// subscription, writes, pings, and re-checks the credential, until the
 /// socket closes (then it sends the close frame).
-async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
+async fn run(t: Arc<Transports>, socket: upgrade::Socket, session: Session, deflate: Option<u32>) {
     let mut wire = Wire::new(socket);
     let auth_deadline = session
         .principal
@@ -211,7 +224,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
         subject_slot: None,
         auth_failures: 0,
         bucket: Bucket::new(t.config.max_subscribes_per_second),
-        outbox: Outbox::default(),
+        outbox: Outbox::new(deflate),
     };
     let mut last_seen = Instant::now();
     let mut next_ping = tokio::time::Instant::now() + t.config.heartbeat;
@@ -319,7 +332,7 @@ async fn run(t: Arc<Transports>, socket: WebSocket, session: Session) {
                         }
                     },
                     Message::Binary(_) => Some(error("binary_not_supported", "send operations as JSON text frames", None)),
-                    Message::Ping(_) | Message::Pong(_) => None,
+                    Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => None,
                     Message::Close(_) => break End::Peer,
                 };
                 if let Some(out) = out

@@ -4,6 +4,7 @@
 mod agent;
 mod as_of;
 mod cli;
+mod compression;
 mod cookie_session;
 mod demo_push;
 mod deploy;

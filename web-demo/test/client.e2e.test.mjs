@@ -172,9 +172,17 @@ const CARDS = Array.from({ length: 25 }, (_, i) => [`clusters/${CLUSTERS[i % 3]}
 for (const transport of ['ws', 'sse']) {
   test(`a table and 25 cards on the same topics equal REST after each settled change (${transport}; findings 1, 7)`, async () => {
     const { page, errors } = await harness(base);
+    // Chromium asks for compression on both transports (docs/PROTOCOL.md "Compression").
+    const encodings = [];
+    page.on('response', (r) => r.url().includes('/api/v1/events') && encodings.push(r.headers()['content-encoding']));
     await page.evaluate((o) => window.mountApp(o), { url: base, transport, table: true, cards: CARDS });
     await equalToRest(page, base, { want: (r) => CLUSTERS.every((c) => r[`clusters/${c}`] === 'Healthy') });
-    if (transport === 'ws') assert.equal(await page.evaluate(() => window.socketsOpened), 1, 'StrictMode: one socket');
+    if (transport === 'ws') {
+      assert.equal(await page.evaluate(() => window.socketsOpened), 1, 'StrictMode: one socket');
+      assert.deepEqual(await page.evaluate(() => window.socketExtensions), ['permessage-deflate; server_no_context_takeover']);
+    } else {
+      assert.ok(encodings.length >= 1 && encodings.every((e) => e === 'gzip'), `SSE responses gzip: ${encodings}`);
+    }
     const steps = [
       ['staging', { refuse: true }, 'Unhealthy'],
       ['staging', null, 'Healthy'],

@@ -38,7 +38,7 @@ pub(crate) struct Seen {
 impl Seen {
     /// Records every timestamp in `bytes` (with `carry`, the unparsed tail of
     /// the previous read).
-    fn scan(&self, carry: &mut Vec<u8>, bytes: &[u8]) {
+    pub(crate) fn scan(&self, carry: &mut Vec<u8>, bytes: &[u8]) {
         carry.extend_from_slice(bytes);
         let mut at = 0;
         let mut keep_from = carry.len().saturating_sub(MARKER.len() + 24);

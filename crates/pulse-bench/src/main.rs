@@ -8,6 +8,7 @@
 //! the baseline server it spawns.
 
 mod agents;
+mod compression;
 mod curves;
 mod load;
 mod members;
@@ -314,6 +315,13 @@ async fn main() -> anyhow::Result<()> {
             plan.query_docs, plan.query_count, plan.query_rate, plan.query_window
         );
         results.queries = Some(queries::live_queries(&plan).await?);
+    }
+    if wants("compression") && servers.contains(&Kind::KubePulse) {
+        eprintln!(
+            "compression: {} subscribers to {} apps over SSE and WebSocket, plain and compressed",
+            plan.compression_subscribers, plan.compression_apps
+        );
+        results.compression = Some(compression::compression(&bin, &plan).await?);
     }
     results.write(&cli.out)?;
     eprintln!("results in {}", cli.out.display());

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::agents::PushMembers;
+use crate::compression::Compression;
 use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
 use crate::members::MemberFleet;
 use crate::objects::ObjectsCurve;
@@ -42,6 +43,7 @@ pub(crate) struct Results {
     pub(crate) members: Option<MemberFleet>,
     pub(crate) agents: Option<PushMembers>,
     pub(crate) queries: Option<LiveQueries>,
+    pub(crate) compression: Option<Compression>,
 }
 
 /// Each server's colour in every plot.
@@ -133,6 +135,7 @@ impl Results {
             members: None,
             agents: None,
             queries: None,
+            compression: None,
         }
     }
 
@@ -303,6 +306,9 @@ impl Results {
         }
         if let Some(q) = &self.queries {
             Self::queries_table(&mut out, q);
+        }
+        if let Some(c) = &self.compression {
+            c.markdown(&mut out);
         }
         out
     }

@@ -87,6 +87,12 @@ pub(crate) struct Plan {
     pub(crate) query_count: usize,
     pub(crate) query_rate: u32,
     pub(crate) query_window: Duration,
+    /// Compressed streams: apps (a snapshot each), subscribers per run,
+    /// changes and their rate.
+    pub(crate) compression_apps: usize,
+    pub(crate) compression_subscribers: usize,
+    pub(crate) compression_changes: usize,
+    pub(crate) compression_rate: u32,
 }
 
 impl Plan {
@@ -145,6 +151,10 @@ impl Plan {
             query_count: 1000,
             query_rate: 200,
             query_window: Duration::from_secs(30),
+            compression_apps: 100,
+            compression_subscribers: 1000,
+            compression_changes: 200,
+            compression_rate: 50,
         }
     }
 
@@ -201,6 +211,10 @@ impl Plan {
             query_count: 40,
             query_rate: 50,
             query_window: Duration::from_secs(2),
+            compression_apps: 10,
+            compression_subscribers: 20,
+            compression_changes: 10,
+            compression_rate: 20,
         }
     }
 }

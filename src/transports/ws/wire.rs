@@ -14,16 +14,21 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use tokio::time::Sleep;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
 
 use super::super::session::{self, Shaping};
 use super::super::shape::Shaper;
 use super::super::state::Transports;
+use super::upgrade::Socket;
 use crate::auth::Principal;
 use crate::hub::Subscription;
+use crate::protocol::deflate::{self, Deflated};
 use crate::protocol::{self, close};
 
 /// Replies to a socket's operations (and pings) waiting to be written; a
@@ -96,22 +101,24 @@ impl Sub {
         }
     }
 
-    /// Its next message, with its subscription id: (JSON, when the hub
-    /// published it).
+    /// Its next message, with its subscription id (compressed at
+    /// `deflate`'s level when the socket agreed to it): the payload, and
+    /// when the hub published it.
     fn poll_next(
         &mut self,
         t: &Transports,
+        deflate: Option<u32>,
         cx: &mut Context<'_>,
-    ) -> Poll<(Bytes, Option<chrono::DateTime<chrono::Utc>>)> {
+    ) -> Poll<(Payload, Option<chrono::DateTime<chrono::Utc>>)> {
         if let Some(json) = self.first.pop_front() {
             if self.first.is_empty() {
                 self.first = VecDeque::new();
             }
-            return Poll::Ready((protocol::with_subscription(&self.id_json, &json), None));
+            return Poll::Ready((self.own(&json, deflate), None));
         }
         if std::mem::take(&mut self.heartbeat_due) {
             let json = session::heartbeat(t, &self.subscription, &self.principal);
-            return Poll::Ready((protocol::with_subscription(&self.id_json, &json), None));
+            return Poll::Ready((self.own(&json, deflate), None));
         }
         let shaping = self.shaping.as_deref_mut();
         let message = ready!(session::poll_next(
@@ -121,25 +128,60 @@ impl Sub {
             shaping,
             cx
         ));
-        Poll::Ready((
-            protocol::with_subscription(&self.id_json, &message.json()),
-            message.at,
-        ))
+        let payload = match deflate.and_then(|level| message.ws_deflated(level)) {
+            Some(body) => Payload::Deflated(deflate::ws_payload(&self.prefix(), &body)),
+            None => Payload::Plain(protocol::with_subscription(&self.id_json, &message.json())),
+        };
+        Poll::Ready((payload, message.at))
     }
+
+    /// A message made for this subscription alone.
+    fn own(&self, json: &Bytes, deflate: Option<u32>) -> Payload {
+        match deflate {
+            Some(level) if json.len() >= deflate::MIN_BYTES => {
+                let body = Deflated::new(&json[1..], level);
+                Payload::Deflated(deflate::ws_payload(&self.prefix(), &body))
+            }
+            _ => Payload::Plain(protocol::with_subscription(&self.id_json, json)),
+        }
+    }
+
+    /// What [`protocol::with_subscription`] puts before a message's fields.
+    fn prefix(&self) -> Vec<u8> {
+        protocol::subscription_prefix(&self.id_json)
+    }
+}
+
+/// A message as the socket writes it.
+enum Payload {
+    /// JSON text.
+    Plain(Bytes),
+    /// JSON text compressed (`permessage-deflate`, RSV1 set).
+    Deflated(Bytes),
 }
 
 /// What a socket has to write: replies to its operations first, then its
 /// subscriptions' messages, each subscription in order and all of them in
 /// turn.
-#[derive(Default)]
 pub(super) struct Outbox {
     replies: VecDeque<Out>,
     subs: Vec<Sub>,
     /// The subscription served first next time.
     turn: usize,
+    /// The compression level of a socket that agreed to `permessage-deflate`.
+    deflate: Option<u32>,
 }
 
 impl Outbox {
+    pub(super) fn new(deflate: Option<u32>) -> Self {
+        Self {
+            replies: VecDeque::new(),
+            subs: Vec::new(),
+            turn: 0,
+            deflate,
+        }
+    }
+
     /// Queues a reply; false when [`MAX_REPLIES`] are already waiting.
     pub(super) fn reply(&mut self, out: Out) -> bool {
         if self.replies.len() >= MAX_REPLIES {
@@ -208,16 +250,16 @@ impl Outbox {
                 self.replies = VecDeque::new();
             }
             return Poll::Ready(match out {
-                Out::Text(json) => Next::Text(json, None),
+                Out::Text(json) => Next::Text(Payload::Plain(json), None),
                 Out::Ping => Next::Ping,
             });
         }
         let n = self.subs.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
-            if let Poll::Ready((json, at)) = self.subs[i].poll_next(t, cx) {
+            if let Poll::Ready((payload, at)) = self.subs[i].poll_next(t, self.deflate, cx) {
                 self.turn = i + 1;
-                return Poll::Ready(Next::Text(json, at));
+                return Poll::Ready(Next::Text(payload, at));
             }
         }
         Poll::Pending
@@ -226,7 +268,7 @@ impl Outbox {
 
 /// A frame to write: a message (with when the hub published it), or a ping.
 enum Next {
-    Text(Bytes, Option<chrono::DateTime<chrono::Utc>>),
+    Text(Payload, Option<chrono::DateTime<chrono::Utc>>),
     Ping,
 }
 
@@ -237,7 +279,7 @@ pub(super) enum Event {
     /// The client closed, or the socket ended.
     Ended,
     /// A frame could not be read (too big, not UTF-8, not WebSocket).
-    ReadFailed(axum::Error),
+    ReadFailed(WsError),
     /// A write failed: the socket is gone.
     WriteFailed,
     /// A batch was not taken within the write timeout.
@@ -253,7 +295,7 @@ struct Batch {
 
 /// The socket, and what is being written to it.
 pub(super) struct Wire {
-    socket: WebSocket,
+    socket: Socket,
     /// A batch fed to tungstenite and not yet flushed to the kernel; no
     /// other is fed meanwhile.
     flushing: Option<Batch>,
@@ -263,7 +305,7 @@ pub(super) struct Wire {
 }
 
 impl Wire {
-    pub(super) fn new(socket: WebSocket) -> Self {
+    pub(super) fn new(socket: Socket) -> Self {
         Self {
             socket,
             flushing: None,
@@ -307,7 +349,7 @@ impl Wire {
         t: &Transports,
         outbox: &mut Outbox,
         cx: &mut Context<'_>,
-    ) -> Result<(), axum::Error> {
+    ) -> Result<(), WsError> {
         for _ in 0..ROUNDS {
             if let Some(batch) = self.flushing {
                 match self.socket.poll_flush_unpin(cx) {
@@ -338,19 +380,30 @@ impl Wire {
                 };
                 let frame = match next {
                     Next::Ping => Message::Ping(Bytes::new()),
-                    Next::Text(json, at) => {
-                        let len = json.len();
-                        // Encoded by the gateway as JSON: UTF-8, else skipped.
-                        let Ok(text) = Utf8Bytes::try_from(json) else {
-                            continue;
+                    Next::Text(payload, at) => {
+                        let frame = match payload {
+                            Payload::Plain(json) => {
+                                // Encoded by the gateway as JSON: UTF-8, else skipped.
+                                let Ok(text) = Utf8Bytes::try_from(json) else {
+                                    continue;
+                                };
+                                batch.bytes += text.len();
+                                Message::Text(text)
+                            }
+                            Payload::Deflated(bytes) => {
+                                batch.bytes += bytes.len();
+                                let mut frame =
+                                    Frame::message(bytes, OpCode::Data(Data::Text), true);
+                                frame.header_mut().rsv1 = true;
+                                Message::Frame(frame)
+                            }
                         };
                         batch.messages += 1;
-                        batch.bytes += len;
                         if at.is_some() {
                             let now = *now.get_or_insert_with(chrono::Utc::now);
                             t.metrics.observe_delivery(at, now);
                         }
-                        Message::Text(text)
+                        frame
                     }
                 };
                 self.socket.start_send_unpin(frame)?;
@@ -381,7 +434,7 @@ impl Wire {
             CLOSE_GRACE
         };
         let frame = Message::Close(Some(CloseFrame {
-            code,
+            code: CloseCode::from(code),
             reason: reason.into(),
         }));
         let _ = tokio::time::timeout(grace, self.socket.send(frame)).await;
@@ -397,6 +450,6 @@ impl Wire {
 
     /// Completes a close the client started (tungstenite answers it).
     pub(super) async fn finish(mut self) {
-        let _ = tokio::time::timeout(CLOSE_GRACE, self.socket.close()).await;
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.socket.close(None)).await;
     }
 }

@@ -17,10 +17,13 @@ const sockets = new Set();
 window.socketsOpened = 0;
 window.opsSent = [];
 window.handshakes = [];
+// The extensions each socket's handshake agreed on (permessage-deflate).
+window.socketExtensions = [];
 class CountingSocket extends WebSocket {
   constructor(...args) {
     super(...args);
     window.socketsOpened++;
+    this.addEventListener('open', () => window.socketExtensions.push(this.extensions));
     // The subprotocols each handshake offered (a token may ride in one).
     window.handshakes.push([].concat(args[1] ?? []));
     sockets.add(this);

@@ -30,6 +30,9 @@ use serde_json::Value;
 /// Where the stream is served.
 pub const PATH: &str = "/api/v1/events";
 
+/// Bytes of opening frames (snapshots) a gzip stream compresses together.
+const OPENING_CHUNK: usize = 64 * 1024;
+
 /// Longest accepted query string.
 const MAX_QUERY: usize = 16 * 1024;
 
@@ -398,6 +401,19 @@ impl EventStream {
         }
         if let Some(opening) = &mut self.opening {
             match opening.next() {
+                // Compressed, the opening goes in chunks of many frames:
+                // snapshots compressed together share their field names.
+                Some(frame) if self.gzip.is_some() => {
+                    let mut frames = BytesMut::from(&frame[..]);
+                    let mut count = 1;
+                    while frames.len() < OPENING_CHUNK
+                        && let Some(frame) = opening.next()
+                    {
+                        frames.extend_from_slice(&frame);
+                        count += 1;
+                    }
+                    return Poll::Ready(Some(self.sent(frames.freeze(), count)));
+                }
                 Some(frame) => return Poll::Ready(Some(self.sent(frame, 1))),
                 None => self.opening = None,
             }

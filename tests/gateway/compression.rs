@@ -196,7 +196,7 @@ async fn compressed_frames_carry_rsv1_and_inflate_to_the_messages() {
     assert!(head.starts_with("HTTP/1.1 101"), "{head}");
     assert!(
         head.to_ascii_lowercase().contains(
-            "sec-websocket-extensions: permessage-deflate; server_no_context_takeover\r\n"
+            "sec-websocket-extensions: permessage-deflate; server_no_context_takeover; client_no_context_takeover\r\n"
         ),
         "{head}"
     );

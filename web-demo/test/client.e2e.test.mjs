@@ -179,7 +179,7 @@ for (const transport of ['ws', 'sse']) {
     await equalToRest(page, base, { want: (r) => CLUSTERS.every((c) => r[`clusters/${c}`] === 'Healthy') });
     if (transport === 'ws') {
       assert.equal(await page.evaluate(() => window.socketsOpened), 1, 'StrictMode: one socket');
-      assert.deepEqual(await page.evaluate(() => window.socketExtensions), ['permessage-deflate; server_no_context_takeover']);
+      assert.deepEqual(await page.evaluate(() => window.socketExtensions), ['permessage-deflate; server_no_context_takeover; client_no_context_takeover']);
     } else {
       assert.ok(encodings.length >= 1 && encodings.every((e) => e === 'gzip'), `SSE responses gzip: ${encodings}`);
     }

@@ -14,14 +14,11 @@ use bytes::{Buf, BufMut, BytesMut};
 use flate2::{Decompress, FlushDecompress};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// What a handshake agreed on for `permessage-deflate`
-/// (`ws::upgrade` negotiates it).
+/// `permessage-deflate` agreed (`ws::upgrade` negotiates it), with
+/// `client_no_context_takeover`: each message the client sends inflates on
+/// its own, so no inflater outlives a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Deflate {
-    /// The client resets its compressor after each message
-    /// (`client_no_context_takeover`), so the inflater may too.
-    pub(crate) client_no_context_takeover: bool,
-}
+pub(crate) struct Deflate;
 
 /// The tail a sender leaves off each compressed message (RFC 7692 §7.2.1).
 const SYNC_TAIL: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
@@ -52,10 +49,8 @@ pub(crate) struct Inflating<S> {
 struct State {
     /// Largest message, inflated.
     limit: usize,
-    /// The client resets its compressor per message: so does the inflater.
-    reset_each: bool,
-    /// Made at the first compressed message (most sockets send a few short
-    /// operations, some none compressed).
+    /// Made for each compressed message and dropped after it (a socket
+    /// sends a few short operations: it keeps no 32 KiB window between them).
     inflater: Option<Decompress>,
     /// Bytes read from the client and not yet looked at.
     raw: BytesMut,
@@ -72,10 +67,9 @@ struct State {
 
 impl<S> Inflating<S> {
     pub(crate) fn new(io: S, deflate: Option<Deflate>, limit: usize) -> Self {
-        let state = deflate.map(|d| {
+        let state = deflate.map(|Deflate| {
             Box::new(State {
                 limit,
-                reset_each: d.client_no_context_takeover,
                 inflater: None,
                 raw: BytesMut::new(),
                 ready: BytesMut::new(),
@@ -178,11 +172,7 @@ impl State {
         if h.fin {
             self.inflate(&SYNC_TAIL)?;
             let (opcode, message) = self.message.take().expect("a message under way");
-            if self.reset_each
-                && let Some(inflater) = &mut self.inflater
-            {
-                inflater.reset(false);
-            }
+            self.inflater = None;
             self.put_frame(opcode, &message);
         }
         Ok(true)
@@ -259,9 +249,16 @@ impl<S: AsyncRead + Unpin> AsyncRead for Inflating<S> {
                 let n = state.ready.len().min(buf.remaining());
                 buf.put_slice(&state.ready[..n]);
                 state.ready.advance(n);
+                if state.ready.is_empty() {
+                    // An idle socket holds no buffer.
+                    state.ready = BytesMut::new();
+                }
                 return Poll::Ready(Ok(()));
             }
             if state.step()? {
+                if state.raw.is_empty() {
+                    state.raw = BytesMut::new();
+                }
                 continue;
             }
             if state.eof {
@@ -371,20 +368,17 @@ mod tests {
         result.map(|_| out)
     }
 
-    const DEFLATE: Option<Deflate> = Some(Deflate {
-        client_no_context_takeover: false,
-    });
+    const DEFLATE: Option<Deflate> = Some(Deflate);
 
     #[tokio::test]
     async fn compressed_messages_become_plain_frames() {
         let key = [1, 2, 3, 4];
-        let mut c = flate2::Compress::new(flate2::Compression::default(), false);
+        let fresh = || flate2::Compress::new(flate2::Compression::default(), false);
         let first = br#"{"op":"subscribe","id":"a","topics":["apps/**"]}"#;
         let second = br#"{"op":"subscribe","id":"b","topics":["apps/**"]}"#;
-        let one = deflate(&mut c, first);
-        // The second uses the first as its dictionary (context takeover),
-        // and comes in two frames with a ping between them.
-        let two = deflate(&mut c, second);
+        let one = deflate(&mut fresh(), first);
+        // The second comes in two frames with a ping between them.
+        let two = deflate(&mut fresh(), second);
         let (a, b) = two.split_at(two.len() / 2);
         let mut input = frame(true, true, 1, &one, key);
         input.extend(frame(false, true, 1, a, key));
@@ -442,17 +436,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn no_context_takeover_resets_the_inflater() {
-        let no_takeover = Some(Deflate {
-            client_no_context_takeover: true,
-        });
-        let mut input = Vec::new();
-        let mut want = Vec::new();
-        for text in [&b"{\"op\":\"ping\"} one"[..], b"{\"op\":\"ping\"} two"] {
-            let mut c = flate2::Compress::new(flate2::Compression::default(), false);
-            input.extend(frame(true, true, 1, &deflate(&mut c, text), [5; 4]));
-            want.extend(frame(true, false, 1, text, [0; 4]));
-        }
-        assert_eq!(read_all(input, no_takeover, 1024).await.unwrap(), want);
+    async fn a_client_that_keeps_its_context_against_the_agreement_is_refused() {
+        // client_no_context_takeover was agreed: the second message, which
+        // refers back into the first, cannot be read on its own.
+        let mut c = flate2::Compress::new(flate2::Compression::default(), false);
+        let text = br#"{"op":"subscribe","id":"a","topics":["apps/**","clusters/**"]}"#;
+        let mut input = frame(true, true, 1, &deflate(&mut c, text), [5; 4]);
+        input.extend(frame(true, true, 1, &deflate(&mut c, text), [5; 4]));
+        let err = read_all(input, DEFLATE, 1024).await.unwrap_err();
+        assert!(
+            err.to_string().contains("invalid compressed message"),
+            "{err}"
+        );
     }
 }

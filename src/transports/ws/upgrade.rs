@@ -155,22 +155,22 @@ impl Upgrade {
         if let Some(protocol) = self.protocol {
             h.insert(header::SEC_WEBSOCKET_PROTOCOL, protocol);
         }
-        if let Some(agreed) = agreed {
-            h.insert(header::SEC_WEBSOCKET_EXTENSIONS, agreed_header(agreed));
+        if agreed.is_some() {
+            h.insert(header::SEC_WEBSOCKET_EXTENSIONS, AGREED);
         }
         response
     }
 }
 
-/// The `Sec-WebSocket-Extensions` answer: the gateway compresses each
-/// message on its own (`server_no_context_takeover`).
-fn agreed_header(deflate: Deflate) -> HeaderValue {
-    HeaderValue::from_static(if deflate.client_no_context_takeover {
-        "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
-    } else {
-        "permessage-deflate; server_no_context_takeover"
-    })
-}
+/// The `Sec-WebSocket-Extensions` answer: each side compresses every
+/// message on its own. The gateway's messages are shared by its sockets
+/// (`server_no_context_takeover`); asking the same of the client
+/// (`client_no_context_takeover`, RFC 7692 §7.1.1.2: a server may, offered
+/// or not) lets a socket drop its inflater after each operation instead of
+/// keeping a 32 KiB window for as long as it is open.
+const AGREED: HeaderValue = HeaderValue::from_static(
+    "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+);
 
 /// The first `permessage-deflate` offer of a header value that the gateway
 /// can accept (RFC 7692 §7.1): any parameter but a server window smaller
@@ -182,7 +182,6 @@ fn acceptable_offer(value: &str) -> Option<Deflate> {
             return None;
         }
         let mut seen: Vec<String> = Vec::new();
-        let mut client_no_context_takeover = false;
         for param in params {
             let (name, value) = match param.split_once('=') {
                 Some((n, v)) => (n.trim(), Some(v.trim().trim_matches('"'))),
@@ -197,8 +196,7 @@ fn acceptable_offer(value: &str) -> Option<Deflate> {
                     .filter(|b| (8..=15).contains(b))
             };
             match (name.as_str(), value) {
-                ("server_no_context_takeover", None) => {}
-                ("client_no_context_takeover", None) => client_no_context_takeover = true,
+                ("server_no_context_takeover" | "client_no_context_takeover", None) => {}
                 ("server_max_window_bits", v) => {
                     if bits(v) != Some(15) {
                         return None;
@@ -212,9 +210,7 @@ fn acceptable_offer(value: &str) -> Option<Deflate> {
             }
             seen.push(name);
         }
-        Some(Deflate {
-            client_no_context_takeover,
-        })
+        Some(Deflate)
     })
 }
 
@@ -224,12 +220,8 @@ mod tests {
 
     #[test]
     fn offers() {
-        let plain = Some(Deflate {
-            client_no_context_takeover: false,
-        });
-        let no_takeover = Some(Deflate {
-            client_no_context_takeover: true,
-        });
+        let plain = Some(Deflate);
+        let no_takeover = Some(Deflate);
         let table = [
             // Chromium's, Firefox's, Python websockets' and Node ws' offers.
             ("permessage-deflate; client_max_window_bits", plain),

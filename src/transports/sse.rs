@@ -449,7 +449,7 @@ impl EventStream {
     /// [`session::MAX_BATCH`]) as one chunk: one write for all of them.
     fn batch(&mut self, first: Message) -> Bytes {
         let now = chrono::Utc::now();
-        let metrics = self.t.metrics.clone();
+        let metrics = &self.t.metrics;
         let mut count = 1;
         metrics.observe_delivery(first.at, now);
         if let Some((gzip, level)) = &mut self.gzip {

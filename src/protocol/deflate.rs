@@ -147,6 +147,73 @@ pub fn ws_payload(prefix: &[u8], body: &Deflated) -> Bytes {
     out.freeze()
 }
 
+/// Recently compressed message bodies, by content: the same snapshot sent
+/// to many sockets (a page load, a reconnect storm) is compressed once.
+/// Bounded in bytes; the oldest go first. A hit is checked byte for byte.
+#[derive(Debug)]
+pub struct Recent {
+    inner: parking_lot::Mutex<RecentInner>,
+    max_bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct RecentInner {
+    by_hash: std::collections::HashMap<u64, (Bytes, Deflated)>,
+    order: std::collections::VecDeque<u64>,
+    bytes: usize,
+}
+
+impl Recent {
+    /// A cache of at most `max_bytes` (bodies and their compressed forms).
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            inner: parking_lot::Mutex::default(),
+            max_bytes,
+        }
+    }
+
+    /// `body` compressed at `level`: from the cache when the same bytes were
+    /// compressed lately, else compressed (outside the lock) and kept.
+    pub fn deflate(&self, body: &Bytes, level: u32) -> Deflated {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = SEED.build_hasher();
+        h.write(body);
+        h.write_u32(level);
+        let hash = h.finish();
+        if let Some((kept, deflated)) = self.inner.lock().by_hash.get(&hash)
+            && kept == body
+        {
+            return deflated.clone();
+        }
+        let deflated = Deflated::new(body, level);
+        let cost = body.len() + deflated.bytes.len();
+        if cost > self.max_bytes / 4 {
+            return deflated;
+        }
+        let mut inner = self.inner.lock();
+        if let Some((old_body, old)) = inner.by_hash.insert(hash, (body.clone(), deflated.clone()))
+        {
+            inner.bytes -= old_body.len() + old.bytes.len();
+        } else {
+            inner.order.push_back(hash);
+        }
+        inner.bytes += cost;
+        while inner.bytes > self.max_bytes {
+            let Some(oldest) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some((b, d)) = inner.by_hash.remove(&oldest) {
+                inner.bytes -= b.len() + d.bytes.len();
+            }
+        }
+        deflated
+    }
+}
+
+/// The hasher keys of [`Recent`], drawn once per process.
+static SEED: std::sync::LazyLock<std::hash::RandomState> =
+    std::sync::LazyLock::new(std::hash::RandomState::new);
+
 /// One response's gzip stream, made of [`Deflated`] pieces: what it keeps
 /// is the running CRC-32 and length.
 #[derive(Debug, Default)]
@@ -316,6 +383,29 @@ mod tests {
                 .unwrap();
             assert_eq!(out, [prefix, &body[1..]].concat());
         }
+    }
+
+    #[test]
+    fn recent_bodies_are_compressed_once_and_bounded() {
+        let recent = Recent::new(64 * 1024);
+        let body = Bytes::from(json(40));
+        let first = recent.deflate(&body, 6);
+        let again = recent.deflate(&Bytes::copy_from_slice(&body), 6);
+        assert_eq!(
+            first.bytes.as_ptr(),
+            again.bytes.as_ptr(),
+            "the same bytes, shared"
+        );
+        assert_eq!(inflate_raw(&again.bytes), &body[..]);
+        // Other bodies push the oldest out, within the bound.
+        for n in 41..200 {
+            let other = Bytes::from(json(n));
+            assert_eq!(inflate_raw(&recent.deflate(&other, 6).bytes), &other[..]);
+        }
+        assert!(recent.inner.lock().bytes <= 64 * 1024);
+        let evicted = recent.deflate(&body, 6);
+        assert_ne!(first.bytes.as_ptr(), evicted.bytes.as_ptr(), "made again");
+        assert_eq!(inflate_raw(&evicted.bytes), &body[..]);
     }
 
     #[test]

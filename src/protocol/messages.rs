@@ -282,6 +282,20 @@ pub fn with_subscription(id_json: &[u8], message: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// Where the `"doc":` member of an encoded snapshot message starts (its
+/// last member: `{"type":"snapshot","topic":…,"rev":…,"cursor":…,"doc":…}`);
+/// None for any other message.
+pub fn snapshot_doc_at(message: &[u8]) -> Option<usize> {
+    const HEAD: &[u8] = br#"{"type":"snapshot","#;
+    const DOC: &[u8] = br#","doc":"#;
+    if !message.starts_with(HEAD) {
+        return None;
+    }
+    // The first: the topic and cursor before it hold no quote.
+    let at = message.windows(DOC.len()).position(|w| w == DOC)?;
+    Some(at + 1)
+}
+
 /// What [`with_subscription`] writes before the message's own fields (which
 /// follow its opening brace): `{"sub":ID,`.
 pub fn subscription_prefix(id_json: &[u8]) -> Vec<u8> {
@@ -319,6 +333,34 @@ mod tests {
 
     fn text(message: ServerMessage<'_>) -> String {
         String::from_utf8(message.encode().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_splits_before_its_document() {
+        let topic = Topic::new("apps/prod/shop/web");
+        let doc = json!({"x": {"doc": 1}, "note": ",\"doc\":"});
+        let message = ServerMessage::Snapshot {
+            topic: &topic,
+            rev: 3,
+            cursor: "e-9",
+            doc: &doc,
+        }
+        .encode();
+        let at = snapshot_doc_at(&message).unwrap();
+        assert_eq!(
+            &message[..at],
+            br#"{"type":"snapshot","topic":"apps/prod/shop/web","rev":3,"cursor":"e-9","#
+        );
+        let rest: serde_json::Value =
+            serde_json::from_slice(&[b"{", &message[at..]].concat()).unwrap();
+        assert_eq!(rest["doc"], doc);
+        let patch = ServerMessage::Removed {
+            topic: &topic,
+            rev: None,
+            cursor: "e-9",
+        }
+        .encode();
+        assert_eq!(snapshot_doc_at(&patch), None);
     }
 
     /// The exact bytes of every message type, so that a renamed or

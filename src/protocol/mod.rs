@@ -16,8 +16,8 @@ pub mod topic;
 use serde::Deserialize;
 
 pub use messages::{
-    ErrorBody, QueryRow, ServerMessage, Synced, error_response, subscription_prefix,
-    with_subscription,
+    ErrorBody, QueryRow, ServerMessage, Synced, error_response, snapshot_doc_at,
+    subscription_prefix, with_subscription,
 };
 pub use options::SubscribeOptions;
 pub use topic::{Topic, TopicKind};

@@ -112,7 +112,13 @@ pub struct Transports {
     connections: Arc<Semaphore>,
     /// Every session ends itself at shutdown.
     pub(crate) shutdown: Arc<super::stopping::Signal>,
+    /// Snapshot documents compressed lately, shared by the WebSockets
+    /// that load them ([`crate::protocol::deflate::Recent`]).
+    pub(crate) recent_snapshots: crate::protocol::deflate::Recent,
 }
+
+/// Bytes of recently compressed snapshot documents kept for other sockets.
+const RECENT_SNAPSHOT_BYTES: usize = 8 * 1024 * 1024;
 
 impl std::fmt::Debug for Transports {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,6 +153,7 @@ impl Transports {
             connections: Arc::new(Semaphore::new(config.max_connections)),
             config,
             shutdown: super::stopping::Signal::new(shutdown),
+            recent_snapshots: crate::protocol::deflate::Recent::new(RECENT_SNAPSHOT_BYTES),
         })
     }
 

@@ -114,11 +114,11 @@ impl Sub {
             if self.first.is_empty() {
                 self.first = VecDeque::new();
             }
-            return Poll::Ready((self.own(&json, deflate), None));
+            return Poll::Ready((self.own(t, &json, deflate), None));
         }
         if std::mem::take(&mut self.heartbeat_due) {
             let json = session::heartbeat(t, &self.subscription, &self.principal);
-            return Poll::Ready((self.own(&json, deflate), None));
+            return Poll::Ready((self.own(t, &json, deflate), None));
         }
         let shaping = self.shaping.as_deref_mut();
         let message = ready!(session::poll_next(
@@ -135,15 +135,23 @@ impl Sub {
         Poll::Ready((payload, message.at))
     }
 
-    /// A message made for this subscription alone.
-    fn own(&self, json: &Bytes, deflate: Option<u32>) -> Payload {
-        match deflate {
-            Some(level) if json.len() >= deflate::MIN_BYTES => {
-                let body = Deflated::new(&json[1..], level);
-                Payload::Deflated(deflate::ws_payload(&self.prefix(), &body))
+    /// A message made for this subscription alone. A snapshot's document
+    /// is compressed apart from the fields before it (its cursor is the
+    /// subscription's), so that sockets loading the same documents share
+    /// the work ([`deflate::Recent`]).
+    fn own(&self, t: &Transports, json: &Bytes, deflate: Option<u32>) -> Payload {
+        let Some(level) = deflate.filter(|_| json.len() >= deflate::MIN_BYTES) else {
+            return Payload::Plain(protocol::with_subscription(&self.id_json, json));
+        };
+        let mut prefix = self.prefix();
+        let body = match protocol::snapshot_doc_at(json) {
+            Some(at) => {
+                prefix.extend_from_slice(&json[1..at]);
+                t.recent_snapshots.deflate(&json.slice(at..), level)
             }
-            _ => Payload::Plain(protocol::with_subscription(&self.id_json, json)),
-        }
+            None => Deflated::new(&json[1..], level),
+        };
+        Payload::Deflated(deflate::ws_payload(&prefix, &body))
     }
 
     /// What [`protocol::with_subscription`] puts before a message's fields.

@@ -4,7 +4,7 @@
 //! `pulse-bench [--smoke] [--out DIR] [--only SCENARIO,…] [--servers …]`
 //! runs the scenarios and writes `results.json`, `results.md` and
 //! the plots (`latency.svg`, `connections.svg`, `objects-rss.svg`,
-//! `objects-sync.svg`, `cpu-per-delivery.svg`); `pulse-bench raw-server` is
+//! `objects-sync.svg`, `pods-rss.svg`, `cpu-per-delivery.svg`); `pulse-bench raw-server` is
 //! the baseline server it spawns.
 
 mod agents;
@@ -14,6 +14,7 @@ mod load;
 mod members;
 mod objects;
 mod plot;
+mod podcurve;
 mod podwatch;
 mod proc;
 mod queries;
@@ -41,7 +42,7 @@ struct Cli {
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
     /// Scenarios to run (default: all): fanout, ws, idle, slow, narrow, diff, sync, pods, registry,
-    /// connections, objects, cpu, latency, replicas, members, agents, queries.
+    /// podcurve, connections, objects, cpu, latency, replicas, members, agents, queries.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Servers to compare (default: all that are installed).
@@ -221,6 +222,13 @@ async fn main() -> anyhow::Result<()> {
             plan.pod_deployments * plan.pod_replicas as usize
         );
         results.pod_watch = Some(podwatch::pod_fleet(&bin, &plan).await?);
+    }
+    if wants("podcurve") && servers.contains(&Kind::KubePulse) {
+        eprintln!(
+            "podcurve: kube-pulse over {:?} pods in {:?} members",
+            plan.podcurve_sizes, plan.podcurve_members
+        );
+        results.pod_curve = Some(podcurve::pod_curve(&bin, &plan).await?);
     }
     if wants("registry") {
         eprintln!(

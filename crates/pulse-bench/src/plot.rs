@@ -101,7 +101,10 @@ fn label(v: f64) -> String {
 
 impl Plot {
     pub(crate) fn svg(&self) -> String {
-        let (w, h, left, right, top, bottom) = (720.0, 400.0, 64.0, 190.0, 40.0, 48.0);
+        // The legend's column widens for long series names; the plot's area does not change.
+        let longest = self.series.iter().map(|s| s.name.chars().count()).max();
+        let right = (48.0 + longest.unwrap_or(0) as f64 * 6.8).max(190.0);
+        let (w, h, left, top, bottom) = (530.0 + right, 400.0, 64.0, 40.0, 48.0);
         let points = || self.series.iter().flat_map(|s| s.points.iter());
         let fold = |f: fn(&(f64, f64)) -> f64, init: f64, pick: fn(f64, f64) -> f64| {
             points().map(f).fold(init, pick)

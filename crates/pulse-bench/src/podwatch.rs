@@ -116,7 +116,7 @@ fn seeds(plan: &Plan) -> Vec<WorkloadSeed> {
 
 /// The pods of `sim`, and how many of them have started (phase `Running`;
 /// a crash-looping pod is `Running` between its restarts).
-fn pod_count(sim: &SimCluster) -> (usize, usize) {
+pub(crate) fn pod_count(sim: &SimCluster) -> (usize, usize) {
     let Some(def) = sim.store().catalog().find("", "v1", "pods").cloned() else {
         return (0, 0);
     };
@@ -173,15 +173,15 @@ async fn start_fleet(plan: &Plan) -> anyhow::Result<(Vec<SimCluster>, f64)> {
 }
 
 /// The gateway process over the fleet.
-struct Gateway {
+pub(crate) struct Gateway {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     _dir: tempfile::TempDir,
 }
 
 impl Gateway {
     /// `pod_watch`: the config file's `podWatch` block, in flow style.
-    async fn start(
+    pub(crate) async fn start(
         bin: &Path,
         sims: &[SimCluster],
         pod_watch: &str,
@@ -217,11 +217,11 @@ impl Gateway {
         Ok(gateway)
     }
 
-    fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         proc::tree(&[self.child.id()])
     }
 
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -237,7 +237,7 @@ impl Gateway {
 }
 
 /// The cluster documents, when every one is Healthy with all `watches` Syncing.
-fn all_synced(docs: &Value, members: usize, watches: u64) -> Option<u64> {
+pub(crate) fn all_synced(docs: &Value, members: usize, watches: u64) -> Option<u64> {
     (members_with(docs, watches) == members).then(|| {
         docs["items"]
             .as_array()
@@ -352,7 +352,7 @@ async fn run_one(
 }
 
 /// How many members are Healthy with `watches` resources all Syncing.
-fn members_with(docs: &Value, watches: u64) -> usize {
+pub(crate) fn members_with(docs: &Value, watches: u64) -> usize {
     docs["items"].as_array().map_or(0, |items| {
         items
             .iter()
@@ -367,7 +367,7 @@ fn members_with(docs: &Value, watches: u64) -> usize {
 
 /// An SSE subscription held open (not read: the stream's few messages wait
 /// in the socket), closed when dropped.
-async fn hold_stream(
+pub(crate) async fn hold_stream(
     http: &crate::targets::HttpClient,
     addr: SocketAddr,
     topic: &str,

@@ -14,6 +14,7 @@ use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
 use crate::members::MemberFleet;
 use crate::objects::ObjectsCurve;
 use crate::plot::{Axis, Plot, Series};
+use crate::podcurve::{self, PodCurve};
 use crate::podwatch::PodFleet;
 use crate::queries::LiveQueries;
 use crate::registry::{self, RegistryMemory};
@@ -37,6 +38,7 @@ pub(crate) struct Results {
     pub(crate) registry: Option<RegistryMemory>,
     pub(crate) connections: Vec<ConnectionCurve>,
     pub(crate) objects: Option<ObjectsCurve>,
+    pub(crate) pod_curve: Option<PodCurve>,
     pub(crate) cpu: Vec<CpuCurve>,
     pub(crate) latency: Vec<LatencyRound>,
     pub(crate) replicas: Vec<ReplicaRun>,
@@ -129,6 +131,7 @@ impl Results {
             registry: None,
             connections: Vec::new(),
             objects: None,
+            pod_curve: None,
             cpu: Vec::new(),
             latency: Vec::new(),
             replicas: Vec::new(),
@@ -465,6 +468,10 @@ impl Results {
                 );
             }
         }
+        if let Some(c) = &self.pod_curve {
+            out.push_str("\n### 25. RSS against pods held\n\n");
+            podcurve::table(out, c);
+        }
         out.push_str("\n### 14. CPU per delivery against subscribers (SSE, one topic)\n\n| server | rate (changes/s) | subscribers | achieved rate | delivered | loss | server CPU (s) | server CPU per delivery (µs) | load generator CPU per delivery (µs) | p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for c in &self.cpu {
             for p in &c.points {
@@ -624,6 +631,9 @@ impl Results {
                     series: by_members(&|p| p.sync_seconds),
                 },
             ));
+        }
+        if let Some(c) = &self.pod_curve {
+            plots.push(("pods-rss.svg", podcurve::plot(c)));
         }
         let rate = self.cpu.first().map(|c| c.rate).unwrap_or(0);
         plots.push((

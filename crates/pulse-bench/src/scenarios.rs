@@ -37,6 +37,13 @@ pub(crate) struct Plan {
     /// The measured steady window, and how often a Deployment per member is scaled in it.
     pub(crate) pod_steady: Duration,
     pub(crate) pod_churn_every: Duration,
+    /// The pods-held curve: member counts, pod totals (spread evenly over
+    /// the members' Deployments), the replicas of a Deployment at the top
+    /// size (which sets the Deployments of a member), controller step.
+    pub(crate) podcurve_members: Vec<usize>,
+    pub(crate) podcurve_sizes: Vec<usize>,
+    pub(crate) podcurve_replicas: usize,
+    pub(crate) podcurve_tick: Duration,
     /// ConfigMaps in a sync registry, one gateway run per size, and their data bytes.
     pub(crate) registry_sizes: Vec<usize>,
     pub(crate) registry_object_bytes: usize,
@@ -117,6 +124,10 @@ impl Plan {
             pod_tick: Duration::from_secs(5),
             pod_steady: Duration::from_secs(60),
             pod_churn_every: Duration::from_secs(5),
+            podcurve_members: vec![1, 100],
+            podcurve_sizes: vec![10_000, 50_000, 100_000, 250_000, 500_000],
+            podcurve_replicas: 5000,
+            podcurve_tick: Duration::from_secs(20),
             registry_sizes: vec![0, 10_000, 20_000, 40_000],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
@@ -178,6 +189,10 @@ impl Plan {
             pod_tick: Duration::from_millis(200),
             pod_steady: Duration::from_secs(2),
             pod_churn_every: Duration::from_secs(1),
+            podcurve_members: vec![1, 2],
+            podcurve_sizes: vec![20, 40],
+            podcurve_replicas: 10,
+            podcurve_tick: Duration::from_millis(200),
             registry_sizes: vec![0, 200, 400],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,

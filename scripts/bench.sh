@@ -3,7 +3,8 @@
 # (Pushpin, Nginx + Nchan) from Debian's packages when missing, builds
 # kube-pulse and pulse-bench in release mode, and runs every scenario.
 # Results: target/bench/results.{json,md}, latency.svg and the cost curves
-# (connections.svg, objects-rss.svg, objects-sync.svg, cpu-per-delivery.svg).
+# (connections.svg, objects-rss.svg, objects-sync.svg, pods-rss.svg,
+# cpu-per-delivery.svg).
 # `./scripts/bench.sh --smoke` runs the small version CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."

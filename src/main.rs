@@ -9,11 +9,11 @@ use kube_pulse::pipeline::reload::Reloader;
 use kube_pulse::{shutdown, telemetry};
 use tokio_util::sync::CancellationToken;
 
-/// mimalloc rather than glibc's malloc: over a fleet's pod watch it took a
+/// jemalloc rather than glibc's malloc: over a fleet's pod watch it took a
 /// third less CPU and gave back memory freed when on-demand pod watches
 /// stopped, which glibc's arenas kept (docs/benchmarks/25-fleet-scale.md).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

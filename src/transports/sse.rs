@@ -329,6 +329,39 @@ impl Heartbeat {
     }
 }
 
+/// A batch's bytes: one frame as it is (no copy), more joined.
+#[derive(Default)]
+struct Frames {
+    first: Option<Bytes>,
+    joined: Option<BytesMut>,
+}
+
+impl Frames {
+    fn push(&mut self, frame: Bytes) {
+        match self.first.take() {
+            None if self.joined.is_none() => self.first = Some(frame),
+            first => {
+                let joined = self.joined();
+                if let Some(first) = first {
+                    joined.extend_from_slice(&first);
+                }
+                joined.extend_from_slice(&frame);
+            }
+        }
+    }
+
+    fn joined(&mut self) -> &mut BytesMut {
+        self.joined.get_or_insert_with(BytesMut::new)
+    }
+
+    fn freeze(self) -> Bytes {
+        self.joined
+            .map(BytesMut::freeze)
+            .or(self.first)
+            .unwrap_or_default()
+    }
+}
+
 type Renewing = Pin<Box<dyn Future<Output = Result<Principal, session::Revoked>> + Send>>;
 
 /// What a stream sends before live messages.
@@ -446,49 +479,29 @@ impl EventStream {
     }
 
     /// `first` and every message already queued behind it (up to
-    /// [`session::MAX_BATCH`]) as one chunk: one write for all of them.
+    /// [`session::MAX_BATCH`]) as one chunk: one write for all of them. In
+    /// a gzip response each message is compressed once (a shared change
+    /// for every stream) and the pieces spliced into this response's stream.
     fn batch(&mut self, first: Message) -> Bytes {
         let now = chrono::Utc::now();
         let metrics = &self.t.metrics;
-        let mut count = 1;
-        metrics.observe_delivery(first.at, now);
-        if let Some((gzip, level)) = &mut self.gzip {
-            // Each message compressed once (a shared change for every
-            // stream), the pieces spliced into this response's stream.
-            let mut out = BytesMut::new();
-            gzip.put(&mut out, &first.sse_deflated(*level));
-            while count < session::MAX_BATCH {
-                let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
-                let Some(m) =
-                    session::try_next(&self.t, &mut self.subscription, &self.principal, shaper)
-                else {
-                    break;
-                };
-                gzip.put(&mut out, &m.sse_deflated(*level));
-                metrics.observe_delivery(m.at, now);
-                count += 1;
-            }
-            return self.counted(out.freeze(), count);
-        }
-        let mut chunk = first.sse_frame();
-        let mut joined: Option<BytesMut> = None;
-        while count < session::MAX_BATCH {
-            let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
-            let Some(m) =
-                session::try_next(&self.t, &mut self.subscription, &self.principal, shaper)
-            else {
-                break;
-            };
-            joined
-                .get_or_insert_with(|| BytesMut::from(&chunk[..]))
-                .extend_from_slice(&m.sse_frame());
+        let mut gzip = self.gzip.as_mut();
+        let mut chunk = Frames::default();
+        let mut next = Some(first);
+        let mut count = 0;
+        while let Some(m) = next.take() {
             metrics.observe_delivery(m.at, now);
+            match &mut gzip {
+                Some((stream, level)) => stream.put(chunk.joined(), &m.sse_deflated(*level)),
+                None => chunk.push(m.sse_frame()),
+            }
             count += 1;
+            if count < session::MAX_BATCH {
+                let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
+                next = session::try_next(&self.t, &mut self.subscription, &self.principal, shaper);
+            }
         }
-        if let Some(joined) = joined {
-            chunk = joined.freeze();
-        }
-        self.counted(chunk, count)
+        self.counted(chunk.freeze(), count)
     }
 
     /// `frames` (made for this stream alone) as the response writes them:
@@ -605,6 +618,20 @@ mod tests {
         let tick = std::future::poll_fn(|cx| heartbeat.poll(cx));
         let woken = tokio::time::timeout(Duration::from_secs(11), tick).await;
         assert!(woken.is_ok(), "the heartbeat woke its task");
+    }
+
+    #[test]
+    fn a_batch_of_one_frame_is_not_copied() {
+        let one = Bytes::from_static(b"data: 1\n\n");
+        let mut frames = Frames::default();
+        frames.push(one.clone());
+        assert_eq!(frames.freeze().as_ptr(), one.as_ptr());
+        let mut frames = Frames::default();
+        for f in ["a\n\n", "b\n\n", "c\n\n"] {
+            frames.push(Bytes::from_static(f.as_bytes()));
+        }
+        assert_eq!(&frames.freeze()[..], b"a\n\nb\n\nc\n\n");
+        assert!(Frames::default().freeze().is_empty());
     }
 
     #[test]

@@ -135,6 +135,26 @@ async fn head(stream: &mut TcpStream, status: &str) -> std::io::Result<(String, 
     }
 }
 
+/// Reads what the server sent next into `raw` (counted), waiting at most
+/// 200 ms; false once the server closed.
+async fn read_more(
+    stream: &mut TcpStream,
+    chunk: &mut [u8],
+    raw: &mut Vec<u8>,
+    meter: &Meter,
+) -> std::io::Result<bool> {
+    match tokio::time::timeout(Duration::from_millis(200), stream.read(chunk)).await {
+        Ok(Ok(0)) => Ok(false),
+        Ok(Ok(n)) => {
+            meter.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            raw.extend_from_slice(&chunk[..n]);
+            Ok(true)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(true),
+    }
+}
+
 /// An SSE client: chunked body, gzip when `compressed`.
 async fn sse(
     addr: SocketAddr,
@@ -189,14 +209,8 @@ async fn sse(
             }
             raw.drain(..line + 2 + size + 2);
         }
-        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut chunk)).await {
-            Ok(Ok(0)) => return Ok(()),
-            Ok(Ok(n)) => {
-                meter.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                raw.extend_from_slice(&chunk[..n]);
-            }
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {}
+        if !read_more(&mut stream, &mut chunk, &mut raw, meter).await? {
+            return Ok(());
         }
     }
     Ok(())
@@ -273,14 +287,8 @@ async fn ws(
             }
             raw.drain(..at + len);
         }
-        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut chunk)).await {
-            Ok(Ok(0)) => return Ok(()),
-            Ok(Ok(n)) => {
-                meter.bytes.fetch_add(n as u64, Ordering::Relaxed);
-                raw.extend_from_slice(&chunk[..n]);
-            }
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {}
+        if !read_more(&mut stream, &mut chunk, &mut raw, meter).await? {
+            return Ok(());
         }
     }
     Ok(())

@@ -42,6 +42,7 @@ pub mod status;
 pub mod tasks;
 pub mod telemetry;
 pub mod transports;
+mod write_through;
 
 #[cfg(test)]
 mod fuzz;

@@ -4,8 +4,8 @@
 //! extension) checks its size, its UTF-8 and the protocol as for any other
 //! (`client ──▶ ws::upgrade ──▶ [ws::inflate] ──▶ tungstenite`). Every
 //! other frame goes through as it came, faults included, for tungstenite
-//! to refuse. Writes go straight through: the gateway's compressed frames
-//! are made in `ws::wire`.
+//! to refuse. Writes go straight through ([`crate::write_through`]): the
+//! gateway's compressed frames are made in `ws::wire`.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -282,35 +282,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Inflating<S> {
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Inflating<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
+crate::write_through::write_through!(Inflating<S>, [S: AsyncWrite + Unpin]);
 
 #[cfg(test)]
 mod tests {

@@ -273,11 +273,12 @@ impl Synced {
     }
 }
 
-/// Adds `"sub": id` to an encoded message object without re-encoding it.
-pub fn with_subscription(id_json: &[u8], message: &[u8]) -> Bytes {
+/// Adds `"sub": id` to an encoded message object without re-encoding it:
+/// `prefix` is the subscription's [`subscription_prefix`].
+pub fn with_subscription(prefix: &[u8], message: &[u8]) -> Bytes {
     debug_assert!(message.first() == Some(&b'{'));
-    let mut out = Vec::with_capacity(message.len() + id_json.len() + 8);
-    put_subscription_prefix(&mut out, id_json);
+    let mut out = Vec::with_capacity(prefix.len() + message.len() - 1);
+    out.extend_from_slice(prefix);
     out.extend_from_slice(&message[1..]);
     Bytes::from(out)
 }
@@ -296,18 +297,13 @@ pub fn snapshot_doc_at(message: &[u8]) -> Option<usize> {
     Some(at + 1)
 }
 
-/// What [`with_subscription`] writes before the message's own fields (which
-/// follow its opening brace): `{"sub":ID,`.
-pub fn subscription_prefix(id_json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(id_json.len() + 8);
-    put_subscription_prefix(&mut out, id_json);
-    out
-}
-
-fn put_subscription_prefix(out: &mut Vec<u8>, id_json: &[u8]) {
-    out.extend_from_slice(br#"{"sub":"#);
-    out.extend_from_slice(id_json);
+/// What [`with_subscription`] writes before a message's own fields (which
+/// follow its opening brace): `{"sub":ID,`, made once per subscription.
+pub fn subscription_prefix(id: &str) -> Box<[u8]> {
+    let mut out = br#"{"sub":"#.to_vec();
+    serde_json::to_writer(&mut out, id).expect("strings encode");
     out.push(b',');
+    out.into()
 }
 
 /// The JSON body of every HTTP error answer: `{"code": …, "message": …}`.
@@ -640,7 +636,7 @@ mod tests {
     #[test]
     fn subscription_ids_are_spliced_in() {
         let msg = br#"{"type":"patch","rev":2}"#;
-        let out = with_subscription(br#""s1""#, msg);
+        let out = with_subscription(&subscription_prefix("s1"), msg);
         assert_eq!(&out[..], br#"{"sub":"s1","type":"patch","rev":2}"#);
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v, json!({"sub": "s1", "type": "patch", "rev": 2}));

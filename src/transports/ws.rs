@@ -126,9 +126,8 @@ const MAX_AUTH_FAILURES: u32 = 3;
 
 /// `stopped` for subscription `id`.
 fn stopped(id: &str, reason: &str) -> Out {
-    let id_json = serde_json::to_vec(id).expect("strings encode");
     Out::Text(protocol::with_subscription(
-        &id_json,
+        &protocol::subscription_prefix(id),
         &ServerMessage::Stopped { reason }.encode(),
     ))
 }

@@ -58,8 +58,8 @@ pub(super) enum Out {
 /// One subscription of a socket.
 pub(super) struct Sub {
     id: Box<str>,
-    /// `id` as a JSON string, spliced into each of its messages.
-    id_json: Box<[u8]>,
+    /// `{"sub":ID,`, spliced into each of its messages.
+    prefix: Box<[u8]>,
     principal: Arc<Principal>,
     subscription: Subscription,
     /// `subscribed`, the initial messages and `synced`, in order, before
@@ -91,7 +91,7 @@ impl Sub {
         first.extend(initial.into_iter().map(|m| m.json()));
         first.push_back(synced.message().encode());
         Self {
-            id_json: serde_json::to_vec(&id).expect("strings encode").into(),
+            prefix: protocol::subscription_prefix(&id),
             id: id.into(),
             principal,
             subscription,
@@ -129,8 +129,8 @@ impl Sub {
             cx
         ));
         let payload = match deflate.and_then(|level| message.ws_deflated(level)) {
-            Some(body) => Payload::Deflated(deflate::ws_payload(&self.prefix(), &body)),
-            None => Payload::Plain(protocol::with_subscription(&self.id_json, &message.json())),
+            Some(body) => Payload::Deflated(deflate::ws_payload(&self.prefix, &body)),
+            None => Payload::Plain(protocol::with_subscription(&self.prefix, &message.json())),
         };
         Poll::Ready((payload, message.at))
     }
@@ -141,22 +141,15 @@ impl Sub {
     /// the work ([`deflate::Recent`]).
     fn own(&self, t: &Transports, json: &Bytes, deflate: Option<u32>) -> Payload {
         let Some(level) = deflate.filter(|_| json.len() >= deflate::MIN_BYTES) else {
-            return Payload::Plain(protocol::with_subscription(&self.id_json, json));
+            return Payload::Plain(protocol::with_subscription(&self.prefix, json));
         };
-        let mut prefix = self.prefix();
-        let body = match protocol::snapshot_doc_at(json) {
+        Payload::Deflated(match protocol::snapshot_doc_at(json) {
             Some(at) => {
-                prefix.extend_from_slice(&json[1..at]);
-                t.recent_snapshots.deflate(&json.slice(at..), level)
+                let body = t.recent_snapshots.deflate(&json.slice(at..), level);
+                deflate::ws_payload(&[&self.prefix[..], &json[1..at]].concat(), &body)
             }
-            None => Deflated::new(&json[1..], level),
-        };
-        Payload::Deflated(deflate::ws_payload(&prefix, &body))
-    }
-
-    /// What [`protocol::with_subscription`] puts before a message's fields.
-    fn prefix(&self) -> Vec<u8> {
-        protocol::subscription_prefix(&self.id_json)
+            None => deflate::ws_payload(&self.prefix, &Deflated::new(&json[1..], level)),
+        })
     }
 }
 

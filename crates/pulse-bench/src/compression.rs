@@ -71,30 +71,20 @@ fn found_across(tail: &mut Vec<u8>, bytes: &[u8], needle: &[u8]) -> bool {
     hit
 }
 
-/// A streaming inflater of raw deflate data.
-struct Inflater(flate2::Decompress);
+/// A streaming inflater of raw deflate data: each call gives what its
+/// input completes (the server sync-flushes every piece).
+struct Inflater(flate2::write::DeflateDecoder<Vec<u8>>);
 
 impl Inflater {
     fn new() -> Self {
-        Self(flate2::Decompress::new(false))
+        Self(flate2::write::DeflateDecoder::new(Vec::new()))
     }
 
     fn inflate(&mut self, input: &[u8]) -> std::io::Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(input.len() * 8 + 256);
-        let start = self.0.total_in();
-        loop {
-            let consumed = (self.0.total_in() - start) as usize;
-            if out.len() == out.capacity() {
-                out.reserve(out.capacity());
-            }
-            self.0
-                .decompress_vec(&input[consumed..], &mut out, flate2::FlushDecompress::Sync)
-                .map_err(std::io::Error::other)?;
-            let consumed = (self.0.total_in() - start) as usize;
-            if consumed == input.len() && out.len() < out.capacity() {
-                return Ok(out);
-            }
-        }
+        use std::io::Write;
+        self.0.write_all(input)?;
+        self.0.flush()?;
+        Ok(std::mem::take(self.0.get_mut()))
     }
 }
 
@@ -105,7 +95,15 @@ struct Sink<'a> {
     tail: Vec<u8>,
 }
 
-impl Sink<'_> {
+impl<'a> Sink<'a> {
+    fn new(meter: &'a Meter) -> Self {
+        Self {
+            meter,
+            carry: Vec::new(),
+            tail: Vec::new(),
+        }
+    }
+
     fn text(&mut self, bytes: &[u8]) {
         self.meter.seen.scan(&mut self.carry, bytes);
         if !self.meter.synced.load(Ordering::Relaxed) && found_across(&mut self.tail, bytes, SYNCED)
@@ -115,8 +113,17 @@ impl Sink<'_> {
     }
 }
 
-/// Reads the response head; what followed it in the same reads is returned.
-async fn head(stream: &mut TcpStream, status: &str) -> std::io::Result<(String, Vec<u8>)> {
+/// Connects, sends `request` and reads the response head, which must
+/// start with `status`: the stream, the head (lower case), and the bytes
+/// read past it (counted).
+async fn open(
+    addr: SocketAddr,
+    request: &str,
+    status: &str,
+    meter: &Meter,
+) -> std::io::Result<(TcpStream, String, Vec<u8>)> {
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.write_all(request.as_bytes()).await?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -130,7 +137,9 @@ async fn head(stream: &mut TcpStream, status: &str) -> std::io::Result<(String, 
             if !head.starts_with(status) {
                 return Err(std::io::Error::other(head));
             }
-            return Ok((head, buf[end + 4..].to_vec()));
+            let rest = buf[end + 4..].to_vec();
+            meter.bytes.fetch_add(rest.len() as u64, Ordering::Relaxed);
+            return Ok((stream, head, rest));
         }
     }
 }
@@ -162,7 +171,6 @@ async fn sse(
     meter: &Meter,
     stop: &AtomicBool,
 ) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect(addr).await?;
     let encoding = if compressed {
         "Accept-Encoding: gzip\r\n"
     } else {
@@ -171,20 +179,14 @@ async fn sse(
     let request = format!(
         "GET /api/v1/events?topic=apps/** HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{encoding}\r\n"
     );
-    stream.write_all(request.as_bytes()).await?;
-    let (head, mut raw) = head(&mut stream, "http/1.1 200").await?;
+    let (mut stream, head, mut raw) = open(addr, &request, "http/1.1 200", meter).await?;
     let gzip = head.contains("content-encoding: gzip");
     if gzip != compressed {
         return Err(std::io::Error::other(format!(
             "gzip {gzip}, asked {compressed}"
         )));
     }
-    meter.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
-    let mut sink = Sink {
-        meter,
-        carry: Vec::new(),
-        tail: Vec::new(),
-    };
+    let mut sink = Sink::new(meter);
     let mut inflater = Inflater::new();
     let mut header_left = if gzip { 10 } else { 0 };
     let mut chunk = vec![0u8; 16 * 1024];
@@ -223,7 +225,6 @@ async fn ws(
     meter: &Meter,
     stop: &AtomicBool,
 ) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect(addr).await?;
     let offer = if compressed {
         "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
     } else {
@@ -233,22 +234,16 @@ async fn ws(
         "GET /api/v1/ws HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
          Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{offer}\r\n"
     );
-    stream.write_all(request.as_bytes()).await?;
-    let (head, mut raw) = head(&mut stream, "http/1.1 101").await?;
+    let (mut stream, head, mut raw) = open(addr, &request, "http/1.1 101", meter).await?;
     if head.contains("permessage-deflate") != compressed {
         return Err(std::io::Error::other(format!("extension agreed: {head}")));
     }
-    meter.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
     // One operation, sent plain (a compressing client may send it either way).
     let op = br#"{"op":"subscribe","id":"s","topics":["apps/**"]}"#;
     let mut frame = vec![0x81, 0x80 | op.len() as u8, 0, 0, 0, 0];
     frame.extend_from_slice(op);
     stream.write_all(&frame).await?;
-    let mut sink = Sink {
-        meter,
-        carry: Vec::new(),
-        tail: Vec::new(),
-    };
+    let mut sink = Sink::new(meter);
     let mut inflater = Inflater::new();
     let mut chunk = vec![0u8; 16 * 1024];
     while !stop.load(Ordering::Relaxed) {

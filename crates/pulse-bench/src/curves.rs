@@ -151,6 +151,17 @@ pub(crate) struct CpuPoint {
     pub(crate) bench_us_per_delivery: f64,
 }
 
+/// The least-squares slope of `y` over `x` (at least two distinct `x`):
+/// the cost of one more object, pod or connection on a curve.
+pub(crate) fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
+}
+
 /// CPU microseconds per delivery over a step.
 pub(crate) fn per_delivery_us(cpu_seconds: f64, delivered: u64) -> f64 {
     if delivered == 0 {

@@ -29,6 +29,7 @@ use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig, WorkloadSeed, worklo
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::curves::slope;
 use crate::objects::share;
 use crate::plot::{Axis, Plot, Series};
 use crate::podwatch::{Gateway, all_synced, hold_stream, members_with, pod_count};
@@ -106,16 +107,6 @@ pub(crate) const SERIES: [(&str, Reading); 3] = [
     ("on demand, apps/** subscribed", |p| p.demand_rss_mb),
     ("on demand, nobody subscribed", |p| p.idle_rss_mb),
 ];
-
-/// The least-squares slope of `y` over `x` (at least two distinct `x`).
-pub(crate) fn slope(points: &[(f64, f64)]) -> Option<f64> {
-    let n = points.len() as f64;
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
-    (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
-}
 
 /// Bytes a pod for each member count and series, over the points that completed.
 fn slopes(points: &[PodCurvePoint]) -> Vec<Slope> {

@@ -202,12 +202,7 @@ fn per_object(runs: &[RegistryRun]) -> Option<f64> {
         .filter(|r| r.error.is_none() && r.objects > 0)
         .map(|r| (r.objects as f64, r.rss_mb * 1e6))
         .collect();
-    let n = points.len() as f64;
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
-    (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
+    crate::curves::slope(&points)
 }
 
 /// A run's RSS above the empty run's, per object.

@@ -7,13 +7,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
-
-use crate::protocol::deflate::Deflated;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::protocol::ServerMessage;
+use crate::protocol::deflate::Deflated;
 use crate::protocol::topic::Topic;
 
 /// What happened to a topic.

@@ -7,7 +7,7 @@ use std::borrow::BorrowMut;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -17,7 +17,7 @@ use tokio::time::Sleep;
 use super::shape::{Shaped, Shaper};
 use super::state::Transports;
 use crate::auth::Principal;
-use crate::hub::{Change, Delivery, Pattern, Replayed, Subscription, TopicDoc};
+use crate::hub::{Change, Delivery, EncodeCache, Pattern, Replayed, Subscription, TopicDoc};
 use crate::protocol::deflate::{self, Deflated};
 use crate::protocol::{self, Cursor, QueryRow, ServerMessage, SubscribeOptions, Synced};
 use crate::query::{LiveQuery, QueryMembers, QueryOut, QuerySpec};
@@ -132,38 +132,42 @@ impl Message {
     }
     /// The SSE event compressed at `level` (made once for a shared change).
     pub(super) fn sse_deflated(&self, level: u32) -> Deflated {
-        match &self.encoded {
-            Encoded::Shared(change) => (**change
-                .encoded
-                .sse_deflated
-                .get_or_init(|| Box::new(Deflated::new(&self.sse_frame(), level))))
-            .clone(),
-            Encoded::Own { .. } => Deflated::new(&self.sse_frame(), level),
-        }
+        self.deflated_once(
+            |cache| &cache.sse_deflated,
+            || Deflated::new(&self.sse_frame(), level),
+        )
     }
 
     /// The JSON message's fields (after its opening brace) compressed at
     /// `level`, for a WebSocket to put its subscription id before; None
     /// for a message too short to be worth it (made once for a shared change).
     pub(super) fn ws_deflated(&self, level: u32) -> Option<Deflated> {
-        let deflated = |json: &Bytes| Deflated::new(&json[1..], level);
+        let json = self.json();
+        (json.len() >= deflate::MIN_BYTES).then(|| {
+            self.deflated_once(
+                |cache| &cache.ws_deflated,
+                || Deflated::new(&json[1..], level),
+            )
+        })
+    }
+
+    /// `make()`, kept in the change's `cell` when the change is shared, so
+    /// that every later subscriber takes it as it is.
+    fn deflated_once(
+        &self,
+        cell: impl FnOnce(&EncodeCache) -> &OnceLock<Box<Deflated>>,
+        make: impl FnOnce() -> Deflated,
+    ) -> Deflated {
         match &self.encoded {
             Encoded::Shared(change) => {
-                let json = shared_json(change);
-                (json.len() >= deflate::MIN_BYTES).then(|| {
-                    (**change
-                        .encoded
-                        .ws_deflated
-                        .get_or_init(|| Box::new(deflated(json))))
-                    .clone()
-                })
+                (**cell(&change.encoded).get_or_init(|| Box::new(make()))).clone()
             }
-            Encoded::Own { json, .. } => (json.len() >= deflate::MIN_BYTES).then(|| deflated(json)),
+            Encoded::Own { .. } => make(),
         }
     }
 }
 
-/// A change's JSON message at its own cursor, made by the first subscriber/// A change's JSON message at its own cursor, made by the first subscriber
+/// A change's JSON message at its own cursor, made by the first subscriber
 /// that needs it (the hub makes it when it publishes; a change applied
 /// from another replica's stream may come without).
 fn shared_json(change: &Change) -> &Bytes {

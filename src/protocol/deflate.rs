@@ -62,15 +62,6 @@ impl Deflated {
             len: data.len() as u64,
         }
     }
-
-    /// `data` in stored blocks (copied, not compressed).
-    pub fn stored(data: &[u8]) -> Self {
-        Self {
-            bytes: stored(data),
-            crc: crc32fast::hash(data),
-            len: data.len() as u64,
-        }
-    }
 }
 
 thread_local! {
@@ -364,8 +355,8 @@ mod tests {
     #[test]
     fn stored_blocks_split_at_their_limit() {
         let big = vec![b'x'; MAX_STORED * 2 + 10];
-        assert_eq!(inflate_raw(&Deflated::stored(&big).bytes), big);
-        assert_eq!(inflate_raw(&Deflated::stored(b"").bytes), b"");
+        assert_eq!(inflate_raw(&stored(&big)), big);
+        assert_eq!(inflate_raw(&stored(b"")), b"");
     }
 
     #[test]

@@ -187,15 +187,10 @@ impl State {
         loop {
             let consumed = (inflater.total_in() - start) as usize;
             if out.len() == out.capacity() {
-                if out.len() > limit {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        TooLong(limit),
-                    ));
-                }
-                // Never more room than one byte past the limit.
-                let room = (limit + 1).saturating_sub(out.len());
-                out.reserve(out.capacity().max(256).min(room).max(1));
+                // Never more room than one byte past the limit (what is
+                // held is within it: checked after each round below).
+                let room = limit + 1 - out.len();
+                out.reserve_exact(out.capacity().max(256).min(room));
             }
             inflater
                 .decompress_vec(&input[consumed..], out, FlushDecompress::Sync)

@@ -15,6 +15,7 @@ use pulse_testkit::binary::{demo, spawn_binary, terminate, wait_for_url};
 use pulse_testkit::docs::Replica;
 use pulse_testkit::helm::test_venv;
 use pulse_testkit::http::rest_docs;
+use pulse_testkit::mirror::differences;
 use pulse_testkit::poll::eventually;
 use serde_json::Value;
 
@@ -85,16 +86,6 @@ impl Drop for PyClient {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Differences between what a client holds and REST's documents (each
-/// REST document must be held, and equal).
-fn differences(held: &BTreeMap<String, Value>, truth: &BTreeMap<String, Value>) -> Vec<String> {
-    truth
-        .iter()
-        .filter(|(topic, doc)| held.get(*topic) != Some(doc))
-        .map(|(topic, _)| topic.clone())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

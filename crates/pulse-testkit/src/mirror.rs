@@ -113,19 +113,28 @@ impl Mirror {
 
     /// Topics whose document differs from `truth` (missing, extra or different).
     pub fn differences(&self, truth: &BTreeMap<String, Value>) -> Vec<String> {
-        let mut wrong: Vec<String> = truth
-            .iter()
-            .filter(|(topic, doc)| self.docs.get(*topic).map(|(_, d)| d) != Some(doc))
-            .map(|(topic, _)| topic.clone())
-            .collect();
-        wrong.extend(
-            self.docs
-                .keys()
-                .filter(|t| !truth.contains_key(*t))
-                .cloned(),
-        );
-        wrong
+        differences(self.docs.iter().map(|(t, (_, d))| (t, d)), truth)
     }
+}
+
+/// Topics whose document in `held` (topic, document) differs from `truth`:
+/// missing, extra or different.
+pub fn differences<'a>(
+    held: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    truth: &BTreeMap<String, Value>,
+) -> Vec<String> {
+    let held: BTreeMap<&String, &Value> = held.into_iter().collect();
+    let mut wrong: Vec<String> = truth
+        .iter()
+        .filter(|(topic, doc)| held.get(topic).copied() != Some(*doc))
+        .map(|(topic, _)| topic.clone())
+        .collect();
+    wrong.extend(
+        held.keys()
+            .filter(|t| !truth.contains_key(**t))
+            .map(|t| (*t).clone()),
+    );
+    wrong
 }
 
 /// What a connection yields: a message, or its end with the WebSocket

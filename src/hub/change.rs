@@ -137,6 +137,11 @@ pub struct EncodeCache {
     /// The JSON message's fields (after its opening brace) compressed, for
     /// WebSockets with `permessage-deflate`; made on first use.
     pub ws_deflated: OnceLock<Box<Deflated>>,
+    /// The JSON message with a WebSocket subscription's `{"sub":ID,` before
+    /// its fields, for the first id asked for (that prefix, then the
+    /// message): sockets mostly name a subscription alike (the JS client's
+    /// first is `s1`), so they share it; made on first use.
+    pub ws: OnceLock<Box<(Box<[u8]>, Bytes)>>,
 }
 
 /// A change's JSON message at its own cursor, as every subscriber gets it.

@@ -117,6 +117,23 @@ impl Message {
         }
     }
 
+    /// The JSON message as WebSocket subscription `prefix` gets it (see
+    /// [`protocol::with_subscription`]): for a shared change, made once for
+    /// the first prefix asked and taken as it is by every socket whose
+    /// subscription has the same id.
+    pub(super) fn ws_json(&self, prefix: &[u8]) -> Bytes {
+        if let Encoded::Shared(change) = &self.encoded {
+            let shared = change.encoded.ws.get_or_init(|| {
+                let json = protocol::with_subscription(prefix, shared_json(change));
+                Box::new((prefix.into(), json))
+            });
+            if *shared.0 == *prefix {
+                return shared.1.clone();
+            }
+        }
+        protocol::with_subscription(prefix, &self.json())
+    }
+
     /// The SSE event: `id:` the cursor, `event:` the type, `data:` the JSON.
     pub(super) fn sse_frame(&self) -> Bytes {
         match &self.encoded {
@@ -834,5 +851,61 @@ fn message(transports: &Transports, delivery: Delivery, resume: u64) -> Message 
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::{ChangeKind, Topic};
+
+    fn shared_change() -> Message {
+        change_message(Arc::new(Change {
+            topic: Topic::new("apps/c/ns/a"),
+            rev: 2,
+            seq: 7,
+            cursor: "e-7".into(),
+            position: 0,
+            streamed_at: Default::default(),
+            kind: ChangeKind::Snapshot,
+            doc: Some(Arc::new(serde_json::json!({"phase": "Running"}))),
+            patch: None,
+            at: chrono::Utc::now(),
+            encoded: EncodeCache::default(),
+            remote: false,
+        }))
+    }
+
+    #[test]
+    fn sockets_naming_a_subscription_alike_share_its_websocket_message() {
+        let message = shared_change();
+        let (s1, s2) = (
+            protocol::subscription_prefix("s1"),
+            protocol::subscription_prefix("s2"),
+        );
+        let first = message.ws_json(&s1);
+        let again = message.clone().ws_json(&s1);
+        let other = message.ws_json(&s2);
+        // The first id asked for is made once and shared, byte for byte.
+        assert_eq!(first.as_ptr(), again.as_ptr());
+        assert_ne!(first.as_ptr(), other.as_ptr());
+        for (json, id) in [(&first, "s1"), (&other, "s2")] {
+            let value: serde_json::Value = serde_json::from_slice(json).unwrap();
+            assert_eq!(value["sub"], id);
+            assert_eq!(value["topic"], "apps/c/ns/a");
+            assert_eq!(value["doc"]["phase"], "Running");
+        }
+    }
+
+    #[test]
+    fn a_message_of_one_subscription_gets_its_id_each_time() {
+        let own = Message::own(
+            "snapshot",
+            "e-1".into(),
+            Bytes::from_static(b"{\"a\":1}"),
+            None,
+        );
+        let prefix = protocol::subscription_prefix("q1");
+        assert_eq!(&own.ws_json(&prefix)[..], br#"{"sub":"q1","a":1}"#);
     }
 }

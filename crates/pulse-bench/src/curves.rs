@@ -223,44 +223,60 @@ pub(crate) async fn cpu(target: &Target, plan: &Plan) -> CpuCurve {
     curve
 }
 
-/// Latency at a fixed subscriber count: one server, one round, its steps.
+/// Latency at a fixed subscriber count: one server, one transport, one
+/// round, its steps.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LatencyRound {
     pub(crate) server: Kind,
+    /// `SSE` or `WebSocket`.
+    pub(crate) transport: &'static str,
     pub(crate) round: usize,
     pub(crate) subscribers: usize,
     pub(crate) steps: Vec<Step>,
     pub(crate) error: Option<String>,
 }
 
-/// Rounds of: for each server (kube-pulse, then the raw baseline), a fresh
-/// server, then for each of `plan.latency_sizes` a fresh crowd of SSE
-/// subscribers and one step per rate. One subscriber shows a change's path
-/// without fan-out; the rounds alternate the servers so that both see the
-/// machine's load alike.
+/// Rounds of: for each server, a fresh server, then for each transport it
+/// serves (SSE, WebSocket) and each of `plan.latency_sizes` a fresh crowd
+/// of subscribers and one step per rate. One subscriber shows a change's
+/// path without fan-out; the rounds alternate the servers so that all see
+/// the machine's load alike.
 pub(crate) async fn latency(bin: &Path, servers: &[Kind], plan: &Plan) -> Vec<LatencyRound> {
     let mut rounds = Vec::new();
     for round in 1..=plan.latency_rounds {
         for &kind in servers {
+            let failed = |e: anyhow::Error| LatencyRound {
+                server: kind,
+                transport: "SSE",
+                round,
+                subscribers: 0,
+                steps: Vec::new(),
+                error: Some(e.to_string()),
+            };
             let target = match scenarios::start(kind, bin, 1).await {
                 Ok(t) => t,
                 Err(e) => {
-                    rounds.push(LatencyRound {
-                        server: kind,
-                        round,
-                        subscribers: 0,
-                        steps: Vec::new(),
-                        error: Some(e.to_string()),
-                    });
+                    rounds.push(failed(e));
                     continue;
                 }
             };
-            for &n in &plan.latency_sizes {
-                eprintln!(
-                    "latency: round {round}, {} with {n} SSE subscribers",
-                    kind.name()
-                );
-                rounds.push(latency_round(&target, round, n, plan).await);
+            let ws = target.ws();
+            let transports: &[&'static str] = match ws {
+                Some(_) => &["SSE", "WebSocket"],
+                None => &["SSE"],
+            };
+            for &transport in transports {
+                for &n in &plan.latency_sizes {
+                    eprintln!(
+                        "latency: round {round}, {} with {n} {transport} subscribers",
+                        kind.name()
+                    );
+                    let via = |i| match (&ws, transport) {
+                        (Some(ws), "WebSocket") => ws.clone(),
+                        _ => target.sse(i, false),
+                    };
+                    rounds.push(latency_round(&target, transport, via, round, n, plan).await);
+                }
             }
             target.stop();
         }
@@ -268,15 +284,23 @@ pub(crate) async fn latency(bin: &Path, servers: &[Kind], plan: &Plan) -> Vec<La
     rounds
 }
 
-async fn latency_round(target: &Target, round: usize, n: usize, plan: &Plan) -> LatencyRound {
+async fn latency_round(
+    target: &Target,
+    transport: &'static str,
+    via: impl Fn(usize) -> Via,
+    round: usize,
+    n: usize,
+    plan: &Plan,
+) -> LatencyRound {
     let mut result = LatencyRound {
         server: target.kind,
+        transport,
         round,
         subscribers: n,
         steps: Vec::new(),
         error: None,
     };
-    let crowd = match Crowd::connect(|i| target.sse(i, false), n, 0).await {
+    let crowd = match Crowd::connect(via, n, 0).await {
         Ok(c) => c,
         Err(e) => {
             result.error = Some(e.to_string());
@@ -290,7 +314,7 @@ async fn latency_round(target: &Target, round: usize, n: usize, plan: &Plan) -> 
         match scenarios::step(target, &crowd, 0..n, rate, plan.latency_step, |_| n as u64).await {
             Ok(s) => {
                 eprintln!(
-                    "  {} n={n} {rate}/s: p50 {:.2} ms, p99 {:.2} ms, loss {}",
+                    "  {} {transport} n={n} {rate}/s: p50 {:.2} ms, p99 {:.2} ms, loss {}",
                     target.kind.name(),
                     s.p50_ms,
                     s.p99_ms,

@@ -13,6 +13,7 @@ mod curves;
 mod load;
 mod members;
 mod objects;
+mod pin;
 mod plot;
 mod podcurve;
 mod podwatch;
@@ -54,6 +55,12 @@ struct Cli {
     /// ConfigMap counts of the registry scenario, one gateway run each (default: the plan's).
     #[arg(long, value_delimiter = ',')]
     registry_sizes: Vec<usize>,
+    /// Servers on core 0, the benchmark on the other cores (needs `taskset`).
+    #[arg(long)]
+    pin: bool,
+    /// Rounds of the latency scenario (default: the plan's).
+    #[arg(long)]
+    latency_rounds: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -120,6 +127,12 @@ async fn main() -> anyhow::Result<()> {
     };
     if !cli.registry_sizes.is_empty() {
         plan.registry_sizes = cli.registry_sizes.clone();
+    }
+    if let Some(rounds) = cli.latency_rounds {
+        plan.latency_rounds = rounds;
+    }
+    if cli.pin {
+        pin::start()?;
     }
     let mut servers = vec![Kind::KubePulse];
     let mut skipped = Vec::new();
@@ -283,11 +296,11 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     if wants("latency") {
-        let pair: Vec<Kind> = [Kind::KubePulse, Kind::Raw]
+        let compared: Vec<Kind> = [Kind::KubePulse, Kind::Nchan, Kind::Raw]
             .into_iter()
             .filter(|k| servers.contains(k))
             .collect();
-        results.latency = curves::latency(&bin, &pair, &plan).await;
+        results.latency = curves::latency(&bin, &compared, &plan).await;
     }
     if wants("replicas") && servers.contains(&Kind::KubePulse) {
         eprintln!(

@@ -494,14 +494,20 @@ impl Results {
                 let _ = writeln!(out, "| {} | stopped: {e} ||||||||| ", c.server.name());
             }
         }
-        out.push_str("\n### 15. Latency at 1 000 SSE subscribers (and at 1), kube-pulse and the raw baseline\n\n| round | server | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        if crate::pin::pinned() {
+            out.push_str(
+                "\nServers pinned to core 0, the benchmark to the other cores (`--pin`).\n",
+            );
+        }
+        out.push_str("\n### 15. Latency at 1 000 subscribers (and at 1), kube-pulse, Nchan and the raw baseline\n\n| round | server | transport | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &self.latency {
             for st in &r.steps {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.0}% |",
+                    "| {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.0}% |",
                     r.round,
                     r.server.name(),
+                    r.transport,
                     r.subscribers,
                     st.rate,
                     st.achieved_rate,
@@ -515,9 +521,10 @@ impl Results {
             if let Some(e) = &r.error {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | stopped: {e} |||||||",
+                    "| {} | {} | {} | {} | stopped: {e} |||||||",
                     r.round,
                     r.server.name(),
+                    r.transport,
                     r.subscribers
                 );
             }

@@ -296,7 +296,7 @@ impl Target {
                 ],
             ),
         )?;
-        let child = Command::new("nginx")
+        let child = crate::pin::server("nginx")
             .arg("-p")
             .arg(dir.path())
             .arg("-c")
@@ -345,7 +345,7 @@ impl Target {
         )?;
         std::fs::create_dir_all(dir.path().join("run"))?;
         std::fs::create_dir_all(dir.path().join("log"))?;
-        let child = Command::new("pushpin")
+        let child = crate::pin::server("pushpin")
             .arg("--config")
             .arg(&config)
             .stdout(Stdio::null())
@@ -374,7 +374,7 @@ impl Target {
     pub(crate) async fn raw() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let (port, control) = (free_port(), free_port());
-        let child = Command::new(std::env::current_exe()?)
+        let child = crate::pin::server(std::env::current_exe()?)
             .args([
                 "raw-server",
                 "--port",
@@ -557,7 +557,7 @@ async fn bench_member(apps: usize) -> anyhow::Result<SimCluster> {
 
 /// `kube-pulse serve --config config` with limits no benchmark reaches.
 fn serve(bin: &Path, config: &Path) -> Command {
-    let mut command = Command::new(bin);
+    let mut command = crate::pin::server(bin);
     command
         .args(["serve", "--config"])
         .arg(config)

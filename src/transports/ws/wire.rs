@@ -20,7 +20,7 @@ use tokio::time::Sleep;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message, Utf8Bytes};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::super::session::{self, Shaping};
 use super::super::shape::Shaper;
@@ -130,7 +130,7 @@ impl Sub {
         ));
         let payload = match deflate.and_then(|level| message.ws_deflated(level)) {
             Some(body) => Payload::Deflated(deflate::ws_payload(&self.prefix, &body)),
-            None => Payload::Plain(protocol::with_subscription(&self.prefix, &message.json())),
+            None => Payload::Plain(message.ws_json(&self.prefix)),
         };
         Poll::Ready((payload, message.at))
     }
@@ -382,29 +382,23 @@ impl Wire {
                 let frame = match next {
                     Next::Ping => Message::Ping(Bytes::new()),
                     Next::Text(payload, at) => {
-                        let frame = match payload {
-                            Payload::Plain(json) => {
-                                // Encoded by the gateway as JSON: UTF-8, else skipped.
-                                let Ok(text) = Utf8Bytes::try_from(json) else {
-                                    continue;
-                                };
-                                batch.bytes += text.len();
-                                Message::Text(text)
-                            }
-                            Payload::Deflated(bytes) => {
-                                batch.bytes += bytes.len();
-                                let mut frame =
-                                    Frame::message(bytes, OpCode::Data(Data::Text), true);
-                                frame.header_mut().rsv1 = true;
-                                Message::Frame(frame)
-                            }
+                        // The gateway's own JSON, UTF-8 as serde wrote it:
+                        // a text frame as it is (no second check per
+                        // delivery), RSV1 when compressed.
+                        let (bytes, rsv1) = match payload {
+                            Payload::Plain(json) => (json, false),
+                            Payload::Deflated(bytes) => (bytes, true),
                         };
+                        debug_assert!(rsv1 || std::str::from_utf8(&bytes).is_ok());
+                        batch.bytes += bytes.len();
+                        let mut frame = Frame::message(bytes, OpCode::Data(Data::Text), true);
+                        frame.header_mut().rsv1 = rsv1;
                         batch.messages += 1;
                         if at.is_some() {
                             let now = *now.get_or_insert_with(chrono::Utc::now);
                             t.metrics.observe_delivery(at, now);
                         }
-                        frame
+                        Message::Frame(frame)
                     }
                 };
                 self.socket.start_send_unpin(frame)?;

@@ -260,7 +260,6 @@ impl Metrics {
     }
 
     /// Refreshes the hub's gauges and change count, then encodes.
-    /// Refreshes the hub's gauges and change count, then encodes.
     pub fn render(&self, hub: &Hub) -> String {
         self.hub.refresh(hub);
         self.phases.refresh(hub);

@@ -33,8 +33,17 @@ pub(crate) struct ClusterSource {
     watches: BTreeMap<Gvr, RunningWatch>,
     /// The sync registries' resources for this member, as last set.
     resources: Vec<SyncResource>,
-    /// Its pods and events are watched (always, unless `podWatch.onDemand`).
+    /// A client looks at its apps (always true, unless `podWatch.onDemand`).
     pods_wanted: bool,
+    /// Its pod and event watches run, as the engine was last told: while
+    /// pods are wanted, or a sync registry names pods or events (that watch
+    /// runs for the registry anyway, so the apps get its detail).
+    pods_watched: bool,
+}
+
+/// Whether `gvr` is one of the pod-detail watches (pods, Warning events).
+fn is_pod_detail(gvr: &Gvr) -> bool {
+    gvr.group.is_empty() && matches!(gvr.resource.as_str(), "pods" | "events")
 }
 
 impl ClusterSource {
@@ -83,10 +92,9 @@ impl ClusterSource {
             watches: BTreeMap::new(),
             resources: Vec::new(),
             pods_wanted,
+            // What the engine assumes of a member it has just registered.
+            pods_watched: true,
         };
-        if !source.pods_wanted && source.config.pod_watch.enabled {
-            source.tell_pods_watched().await;
-        }
         source.set_resources(resources).await;
         source
     }
@@ -95,37 +103,28 @@ impl ClusterSource {
         &self.name
     }
 
-    /// Starts or stops the pod and event watches (`podWatch.onDemand`);
-    /// stopped, their sync documents are removed and the engine forgets
-    /// what they brought.
+    /// Whether a client looks at the member's apps (`podWatch.onDemand`):
+    /// the pod and event watches start or stop with it (see
+    /// [`Self::set_resources`]).
     pub(crate) async fn want_pods(&mut self, wanted: bool) {
         if wanted != self.pods_wanted && self.config.pod_watch.enabled {
             self.pods_wanted = wanted;
-            tracing::info!(cluster = %self.name, watched = wanted, "pod and event watches on demand");
-            // Stopped before the engine hears it: no pod arrives after.
             self.set_resources(self.resources.clone()).await;
-            self.tell_pods_watched().await;
         }
     }
 
-    async fn tell_pods_watched(&self) {
-        let _ = self
-            .tx
-            .send(Observation::PodsWatched {
-                cluster: self.name.clone(),
-                watched: self.pods_wanted,
-            })
-            .await;
-    }
-
     /// Makes the running watches match built-ins + `resources`: starts new
-    /// ones, stops dropped ones (reported as removed from the registry).
-    /// Exactly one watch per resource: the first entry naming it wins.
+    /// ones, stops dropped ones (reported as removed from the registry, or
+    /// as stopped for want of viewers). Exactly one watch per resource: the
+    /// first entry naming it wins, built-ins first. Pod and event watches
+    /// stopped, their sync documents say why and the engine forgets what
+    /// they brought (told after they stopped: no pod arrives after it).
     pub(crate) async fn set_resources(&mut self, resources: Vec<SyncResource>) {
+        let watching = self.pods_wanted || resources.iter().any(|r| is_pod_detail(&r.gvr));
         self.resources = resources.clone();
         let mut wanted: BTreeMap<Gvr, SyncResource> = BTreeMap::new();
         let config = &self.config;
-        for r in builtin_resources(&config.pod_watch, &config.rules, self.pods_wanted)
+        for r in builtin_resources(&config.pod_watch, &config.rules, watching)
             .into_iter()
             .chain(resources)
         {
@@ -144,12 +143,7 @@ impl ClusterSource {
                 if !wanted.contains_key(&gvr) {
                     // A pod or event watch stopped on demand says so; any
                     // other resource left the registries.
-                    let on_demand = !self.pods_wanted
-                        && matches!(
-                            (gvr.group.as_str(), gvr.resource.as_str()),
-                            ("", "pods" | "events")
-                        );
-                    let input = if on_demand {
+                    let input = if !watching && is_pod_detail(&gvr) {
                         SyncInput::NoViewers
                     } else {
                         SyncInput::Removed
@@ -183,6 +177,17 @@ impl ClusterSource {
                     task,
                 },
             );
+        }
+        if watching != self.pods_watched && self.config.pod_watch.enabled {
+            self.pods_watched = watching;
+            tracing::info!(cluster = %self.name, watched = watching, "pod and event watches on demand");
+            let _ = self
+                .tx
+                .send(Observation::PodsWatched {
+                    cluster: self.name.clone(),
+                    watched: watching,
+                })
+                .await;
         }
     }
 

@@ -263,7 +263,10 @@ async fn run(t: Arc<Transports>, socket: upgrade::Socket, session: Session, defl
         if timer.deadline() != due {
             timer.as_mut().reset(due);
         }
+        // In this order (no random start on every wake-up): shutdown, the
+        // timer, an operation done, then the socket.
         tokio::select! {
+            biased;
             () = std::future::poll_fn(|cx| stopping.poll(cx)) => break End::Close(close::GOING_AWAY, "server shutting down".into()),
             () = &mut timer => {
                 let now = tokio::time::Instant::now();

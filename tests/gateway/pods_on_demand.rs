@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use kube_pulse::sources::{SyncRegistry, SyncResource};
 use kube_pulse_sim::SimCluster;
 use pulse_testkit::gateway::{doc_where, start_gateway};
 use pulse_testkit::sim::{deployment, sim_with};
@@ -119,4 +120,60 @@ async fn on_demand_is_refused_with_a_stream_of_changes() {
         err.contains("podWatch.onDemand counts the subscriptions of one gateway process"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_registry_naming_pods_keeps_them_watched_with_their_detail() {
+    let shutdown = CancellationToken::new();
+    let sim = sim_with(|c| {
+        c.name = "a".into();
+        c.workloads = vec![deployment("shop", "web", 2)];
+    })
+    .await;
+    let (_url, gateway) = start_gateway(
+        &[&sim],
+        |c| {
+            c.pipeline.source.pod_watch.on_demand = true;
+            c.pipeline.source.pod_watch.linger_seconds = 1;
+        },
+        &shutdown,
+    )
+    .await;
+    let hub = gateway.hub();
+    doc_where(hub, APP, WAIT, |d| {
+        d["ready"] == 2 && d["podsWatched"] == false
+    })
+    .await;
+
+    // A registry names the member's pods (in one namespace): with nobody
+    // subscribed, both watches run as the pod watch's own and the apps
+    // have their pod detail.
+    let registry = SyncRegistry {
+        name: None,
+        clusters: vec!["*".into()],
+        resources: vec![SyncResource {
+            namespace: Some("shop".into()),
+            ..SyncResource::all("", "v1", "pods")
+        }],
+    };
+    gateway.pipeline().set_registries(vec![registry]).await;
+    let doc = doc_where(hub, APP, WAIT, |d| d["pods"]["total"] == 2).await;
+    assert!(doc.get("podsWatched").is_none(), "{doc:#}");
+    // Past the linger, the demand loop's "nobody looks" changes nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let doc = hub.get(APP).expect("the app").doc;
+    assert_eq!(doc["pods"]["total"], 2, "{doc:#}");
+    assert_eq!((pod_watches(&sim), event_watches(&sim)), (1, 1));
+
+    // The registry lets go of them: nobody looks, so they stop.
+    gateway.pipeline().set_registries(Vec::new()).await;
+    let doc = doc_where(hub, APP, WAIT, |d| d["podsWatched"] == false).await;
+    assert!(doc.get("pods").is_none(), "{doc:#}");
+    let sync = doc_where(hub, "clusters/a/sync/core/v1/pods", WAIT, |d| {
+        d["phase"] == "Stopped"
+    })
+    .await;
+    assert_eq!(sync["reason"], "NoViewers", "{sync:#}");
+    shutdown.cancel();
+    sim.shutdown().await;
 }

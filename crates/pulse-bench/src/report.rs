@@ -494,12 +494,13 @@ impl Results {
                 let _ = writeln!(out, "| {} | stopped: {e} ||||||||| ", c.server.name());
             }
         }
+        out.push_str("\n### 15. Latency at 1 000 subscribers (and at 1), kube-pulse, Nchan and the raw baseline\n\n");
         if crate::pin::pinned() {
             out.push_str(
-                "\nServers pinned to core 0, the benchmark to the other cores (`--pin`).\n",
+                "Servers pinned to core 0, the benchmark to the other cores (`--pin`).\n\n",
             );
         }
-        out.push_str("\n### 15. Latency at 1 000 subscribers (and at 1), kube-pulse, Nchan and the raw baseline\n\n| round | server | transport | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str("| round | server | transport | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &self.latency {
             for st in &r.steps {
                 let _ = writeln!(

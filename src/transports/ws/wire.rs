@@ -12,9 +12,11 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Waker, ready};
 
 use bytes::Bytes;
+use futures::task::{ArcWake, AtomicWaker};
 use futures::{SinkExt, StreamExt};
 use tokio::time::Sleep;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -294,9 +296,32 @@ struct Batch {
     bytes: usize,
 }
 
+/// Wakes a socket's task when the socket has something to read, and
+/// remembers it: the read side is polled when woken for it, not on every
+/// wake-up a delivery causes (each poll would register wakers and ask the
+/// reactor again for nothing).
+#[derive(Default)]
+struct ReadWake {
+    /// Something may be readable: set at start, by a wake-up from the
+    /// socket, and after a frame was read (tungstenite may hold more).
+    woken: AtomicBool,
+    /// The socket's task.
+    task: AtomicWaker,
+}
+
+impl ArcWake for ReadWake {
+    fn wake_by_ref(this: &Arc<Self>) {
+        this.woken.store(true, Ordering::Release);
+        this.task.wake();
+    }
+}
+
 /// The socket, and what is being written to it.
 pub(super) struct Wire {
     socket: Socket,
+    read_wake: Arc<ReadWake>,
+    /// Made once from `read_wake`: what the socket's read side wakes.
+    read_waker: Waker,
     /// A batch fed to tungstenite and not yet flushed to the kernel; no
     /// other is fed meanwhile.
     flushing: Option<Batch>,
@@ -307,8 +332,14 @@ pub(super) struct Wire {
 
 impl Wire {
     pub(super) fn new(socket: Socket) -> Self {
+        let read_wake = Arc::new(ReadWake {
+            woken: AtomicBool::new(true),
+            task: AtomicWaker::new(),
+        });
         Self {
             socket,
+            read_waker: futures::task::waker(read_wake.clone()),
+            read_wake,
             flushing: None,
             stall: None,
         }
@@ -328,11 +359,19 @@ impl Wire {
             return Poll::Ready(Event::WriteFailed);
         }
         if reading {
-            match self.socket.poll_next_unpin(cx) {
-                Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Event::Frame(frame)),
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Event::ReadFailed(e)),
-                Poll::Ready(None) => return Poll::Ready(Event::Ended),
-                Poll::Pending => {}
+            self.read_wake.task.register(cx.waker());
+            if self.read_wake.woken.swap(false, Ordering::AcqRel) {
+                let mut read_cx = Context::from_waker(&self.read_waker);
+                let read = self.socket.poll_next_unpin(&mut read_cx);
+                if read.is_ready() {
+                    self.read_wake.woken.store(true, Ordering::Release);
+                }
+                match read {
+                    Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Event::Frame(frame)),
+                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Event::ReadFailed(e)),
+                    Poll::Ready(None) => return Poll::Ready(Event::Ended),
+                    Poll::Pending => {}
+                }
             }
         }
         if let Some(stall) = &mut self.stall

@@ -38,13 +38,20 @@ impl Engine {
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
                 };
-                let mut index = PodIndex::new();
+                // Each namespace's pods built at once, in full B-tree nodes:
+                // inserted one by one, in the list's (sorted) order, every
+                // node would be left half empty.
+                let mut by_namespace: BTreeMap<String, Vec<(Box<str>, PodState)>> = BTreeMap::new();
                 for pod in items {
-                    index
+                    by_namespace
                         .entry(pod.namespace)
                         .or_default()
-                        .insert(pod.name.into_boxed_str(), pod.state);
+                        .push((pod.name.into_boxed_str(), pod.state));
                 }
+                let index: PodIndex = by_namespace
+                    .into_iter()
+                    .map(|(namespace, pods)| (namespace, pods.into_iter().collect()))
+                    .collect();
                 // Warnings of pods that are gone go with them.
                 model.warnings.retain(|_, w| {
                     w.kind != "Pod"

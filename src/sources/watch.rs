@@ -281,7 +281,7 @@ async fn follow<K, S, R, F>(
                     unreported = true;
                 }
                 Some(Ok(Event::Delete(obj))) => {
-                    census.deleted(&key(&obj), obj.meta().resource_version.as_deref());
+                    census.deleted(key(&obj), obj.meta().resource_version.as_deref());
                     if let Some((read, on_step)) = keep.as_mut() {
                         out.extend(on_step(Step::Deleted(read(obj))));
                     }

@@ -72,6 +72,13 @@ enum Cmd {
         #[arg(long)]
         control_port: u16,
     },
+    /// One member count of the pod curve, in a process of its own (spawned
+    /// by `--only podcurve`; prints its points as JSON).
+    #[command(hide = true)]
+    PodcurveSeries {
+        #[arg(long)]
+        members: usize,
+    },
 }
 
 fn installed(program: &str) -> bool {
@@ -127,6 +134,11 @@ async fn main() -> anyhow::Result<()> {
     };
     if !cli.registry_sizes.is_empty() {
         plan.registry_sizes = cli.registry_sizes.clone();
+    }
+    if let Some(Cmd::PodcurveSeries { members }) = cli.command {
+        let run = podcurve::series(&bin, &plan, members).await?;
+        println!("{}", serde_json::to_string(&run)?);
+        return Ok(());
     }
     if let Some(rounds) = cli.latency_rounds {
         plan.latency_rounds = rounds;
@@ -241,7 +253,7 @@ async fn main() -> anyhow::Result<()> {
             "podcurve: kube-pulse over {:?} pods in {:?} members",
             plan.podcurve_sizes, plan.podcurve_members
         );
-        results.pod_curve = Some(podcurve::pod_curve(&bin, &plan).await?);
+        results.pod_curve = Some(podcurve::pod_curve(&bin, &plan, cli.smoke).await?);
     }
     if wants("registry") {
         eprintln!(

@@ -1,15 +1,21 @@
 //! Gateway RSS against pods held (docs/BENCHMARKS.md, scenario 25): pods
-//! spread evenly over 1 and over 100 simulated members (inside this
-//! process), each member's pods those of its Deployments (as many at every
-//! size: enough that none has more than the plan's replicas at the top
-//! size) which its kubelet emulation keeps, and fresh `kube-pulse serve` processes per point: one
+//! spread evenly over 1 and over 100 simulated members, each member's pods
+//! those of its Deployments (as many at every size: enough that none has
+//! more than the plan's replicas at the top size) which its kubelet
+//! emulation keeps, and fresh `kube-pulse serve` processes per point: one
 //! with the pod watch always on, read when every member is Healthy with its
-//! six watches Syncing; one with pods on demand, read with nobody
-//! subscribed, then with one SSE subscription to `apps/**` once every
-//! member's pods are watched. The members grow point after point (their
+//! six watches Syncing ("synced") and again once it has been left alone
+//! for a while ("settled", [`settle`]); one with pods on demand, read with
+//! nobody subscribed, then with one SSE subscription to `apps/**` once
+//! every member's pods are watched, synced and settled. The settled
+//! readings tell the memory a gateway holds from what its initial sync
+//! used for a while. The members grow point after point (their
 //! Deployments scaled up and every pod started before a gateway runs), so
-//! the simulators are built once per member count. Each series' cost of a
-//! pod is the least-squares slope of its RSS over the pods held.
+//! the simulators are built once per member count, each member count in a
+//! process of its own (`pulse-bench podcurve-series`): a series starts from
+//! an empty process, not one that kept the last series' freed memory. Each
+//! series' cost of a pod is the least-squares slope of its RSS over the
+//! pods held.
 //!
 //! The simulator names a Deployment's pods with five random letters, as
 //! Kubernetes does, and a name drawn twice is one pod: a point holds the
@@ -17,16 +23,18 @@
 //! plan (about one in 10 000 at 5 000 replicas).
 //!
 //! Bounded: the plan fixes the grid; every wait has a deadline; a member
-//! count stops at its first failed point, and before a point whose pods
-//! would take the simulators past [`SIMULATORS_RSS_LIMIT`] at the rate
-//! measured so far.
+//! count stops at its first failed point, before a point whose pods would
+//! take the simulators past [`SIMULATORS_RSS_LIMIT`] at the rate measured
+//! so far, and at a point whose pods leave the machine less than
+//! [`MEM_AVAILABLE_FLOOR`] (the point fails).
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube_pulse_sim::{ConvergeConfig, SimCluster, SimConfig, WorkloadSeed, workload_manifest};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::curves::slope;
@@ -39,17 +47,27 @@ use crate::targets::{get, http_client};
 
 /// How long the members may take to start a point's pods, and a gateway to sync.
 const LIMIT: Duration = Duration::from_secs(600);
-/// The simulators' RSS (this process) not to go past: a point that would,
-/// at the RSS per pod measured so far, is not run.
-const SIMULATORS_RSS_LIMIT: f64 = 14e9;
+/// The simulators' RSS (a series' process) not to go past: a point that
+/// would, at the RSS per pod measured so far, is not run. 500 000 pods take
+/// about 13 GB; the machine the curve is measured on has 23 GB.
+const SIMULATORS_RSS_LIMIT: f64 = 16e9;
+/// The memory the machine must keep available while a point's pods start:
+/// below it the point fails rather than push the machine into swapping or
+/// the OOM killer.
+const MEM_AVAILABLE_FLOOR: u64 = 2_000_000_000;
 /// The namespace of every Deployment.
 const NAMESPACE: &str = "shop";
 /// Watched resources of a member without and with its pods (and events).
 const WITHOUT_PODS: u64 = 4;
 const WITH_PODS: u64 = 6;
 
+/// A settled reading ends, between the plan's least and most quiet time,
+/// once the RSS fell by less than [`STILL_BYTES`] over the last [`STILL_FOR`].
+const STILL_FOR: Duration = Duration::from_secs(5);
+const STILL_BYTES: u64 = 1_000_000;
+
 /// One point: a fleet size, both gateways over it.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct PodCurvePoint {
     pub(crate) members: usize,
     pub(crate) deployments: usize,
@@ -64,6 +82,10 @@ pub(crate) struct PodCurvePoint {
     pub(crate) sync_seconds: f64,
     pub(crate) sync_cpu_seconds: f64,
     pub(crate) rss_mb: f64,
+    /// The same gateway left alone after the synced reading: the RSS when
+    /// it stopped falling, and how long after the synced reading.
+    pub(crate) settled_rss_mb: f64,
+    pub(crate) settled_seconds: f64,
     /// Objects the always-on gateway holds (the cluster documents' `cache.objects`).
     pub(crate) objects: u64,
     /// Pods on demand, nobody subscribed: from spawning until every member
@@ -76,14 +98,18 @@ pub(crate) struct PodCurvePoint {
     pub(crate) demand_seconds: f64,
     pub(crate) demand_cpu_seconds: f64,
     pub(crate) demand_rss_mb: f64,
+    /// The on-demand gateway, `apps/**` still subscribed, left alone after
+    /// that reading.
+    pub(crate) demand_settled_rss_mb: f64,
+    pub(crate) demand_settled_seconds: f64,
     pub(crate) error: Option<String>,
 }
 
 /// One series' cost of a pod.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Slope {
     pub(crate) members: usize,
-    pub(crate) series: &'static str,
+    pub(crate) series: String,
     pub(crate) bytes_per_pod: f64,
 }
 
@@ -93,6 +119,8 @@ pub(crate) struct Slope {
 pub(crate) struct PodCurve {
     /// The most replicas of one Deployment, at the top size.
     pub(crate) replicas: usize,
+    /// The least and the most a settled reading waits.
+    pub(crate) quiet: (Duration, Duration),
     pub(crate) points: Vec<PodCurvePoint>,
     pub(crate) slopes: Vec<Slope>,
     pub(crate) stopped: Vec<String>,
@@ -102,9 +130,13 @@ pub(crate) struct PodCurve {
 pub(crate) type Reading = fn(&PodCurvePoint) -> f64;
 
 /// The series of the curve: their names and how a point's RSS is read.
-pub(crate) const SERIES: [(&str, Reading); 3] = [
-    ("pod watch always on", |p| p.rss_mb),
-    ("on demand, apps/** subscribed", |p| p.demand_rss_mb),
+pub(crate) const SERIES: [(&str, Reading); 5] = [
+    ("pod watch always on, synced", |p| p.rss_mb),
+    ("pod watch always on, settled", |p| p.settled_rss_mb),
+    ("on demand, apps/** subscribed, synced", |p| p.demand_rss_mb),
+    ("on demand, apps/** subscribed, settled", |p| {
+        p.demand_settled_rss_mb
+    }),
     ("on demand, nobody subscribed", |p| p.idle_rss_mb),
 ];
 
@@ -123,7 +155,7 @@ fn slopes(points: &[PodCurvePoint]) -> Vec<Slope> {
             if let Some(bytes_per_pod) = slope(&xy) {
                 out.push(Slope {
                     members: m,
-                    series,
+                    series: series.to_string(),
                     bytes_per_pod,
                 });
             }
@@ -184,6 +216,13 @@ async fn grow(sims: &[SimCluster], deployments: usize, pods: usize) -> anyhow::R
                 "{}: {count:?} pods (held, started) of {want} within {LIMIT:?}",
                 sim.name(),
             );
+            let available = proc::mem_available().unwrap_or(u64::MAX);
+            anyhow::ensure!(
+                available >= MEM_AVAILABLE_FLOOR,
+                "{}: {count:?} pods (held, started) of {want} when the machine had {:.1} GB left",
+                sim.name(),
+                available as f64 / 1e9
+            );
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
@@ -211,8 +250,38 @@ async fn until_members(gateway: &Gateway, members: usize, watches: u64) -> anyho
     }
 }
 
+/// Leaves the gateway alone (this process reads only its RSS) until its
+/// RSS stops falling, between `least` and `most` (the plan's quiet time);
+/// returns the last RSS in MB and the seconds waited.
+async fn settle(pids: &[u32], (least, most): (Duration, Duration)) -> (f64, f64) {
+    let started = Instant::now();
+    let mut samples: Vec<(Instant, u64)> = Vec::new();
+    loop {
+        let now = Instant::now();
+        let rss = proc::rss(pids);
+        samples.push((now, rss));
+        let waited = now - started;
+        let still = samples
+            .iter()
+            .find(|(t, _)| now - *t <= STILL_FOR)
+            .is_some_and(|(t, before)| {
+                now - *t >= STILL_FOR - Duration::from_millis(600)
+                    && before.saturating_sub(rss) < STILL_BYTES
+            });
+        if waited >= most || (waited >= least && still) {
+            return (rss as f64 / 1e6, waited.as_secs_f64());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The point's two gateways, one after the other.
-async fn measure(bin: &Path, sims: &[SimCluster], point: &mut PodCurvePoint) -> anyhow::Result<()> {
+async fn measure(
+    bin: &Path,
+    sims: &[SimCluster],
+    quiet: (Duration, Duration),
+    point: &mut PodCurvePoint,
+) -> anyhow::Result<()> {
     let members = sims.len();
     let started = Instant::now();
     let gateway = Gateway::start(bin, sims, "{enabled: true}", "streaming").await?;
@@ -222,6 +291,7 @@ async fn measure(bin: &Path, sims: &[SimCluster], point: &mut PodCurvePoint) -> 
         point.sync_seconds = started.elapsed().as_secs_f64();
         point.sync_cpu_seconds = proc::cpu_seconds(&pids);
         point.rss_mb = proc::rss(&pids) as f64 / 1e6;
+        (point.settled_rss_mb, point.settled_seconds) = settle(&pids, quiet).await;
         anyhow::Ok(())
     }
     .await;
@@ -243,6 +313,7 @@ async fn measure(bin: &Path, sims: &[SimCluster], point: &mut PodCurvePoint) -> 
         point.demand_seconds = subscribed.elapsed().as_secs_f64();
         point.demand_cpu_seconds = proc::cpu_seconds(&pids) - cpu_before;
         point.demand_rss_mb = proc::rss(&pids) as f64 / 1e6;
+        (point.demand_settled_rss_mb, point.demand_settled_seconds) = settle(&pids, quiet).await;
         anyhow::Ok(())
     }
     .await;
@@ -250,121 +321,169 @@ async fn measure(bin: &Path, sims: &[SimCluster], point: &mut PodCurvePoint) -> 
     result
 }
 
-/// The scenario: for each member count, members grown point after point.
-pub(crate) async fn pod_curve(bin: &Path, plan: &Plan) -> anyhow::Result<PodCurve> {
+/// One member count's points in the order they ran, and why it stopped
+/// short of the grid, if it did: what a `podcurve-series` process prints.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct SeriesRun {
+    pub(crate) points: Vec<PodCurvePoint>,
+    pub(crate) stopped: Vec<String>,
+}
+
+/// The scenario: each member count's series in a process of its own
+/// (this binary's `podcurve-series`, with the same plan), one after the
+/// other.
+pub(crate) async fn pod_curve(bin: &Path, plan: &Plan, smoke: bool) -> anyhow::Result<PodCurve> {
     let mut curve = PodCurve {
         replicas: plan.podcurve_replicas,
+        quiet: plan.podcurve_quiet,
         ..PodCurve::default()
     };
-    let mut sizes = plan.podcurve_sizes.clone();
-    sizes.sort_unstable();
-    let (Some(&first), Some(&top)) = (sizes.first(), sizes.last()) else {
-        return Ok(curve);
-    };
-    let me = [std::process::id()];
+    let me = std::env::current_exe()?;
     for &members in &plan.podcurve_members {
-        let empty_rss = proc::rss(&me) as f64;
-        let deployments = deployments_of(top, members, plan.podcurve_replicas);
-        // Every Deployment reaches its replicas in one controller step.
-        let most = replicas(top, members, deployments, 0, 0).max(1);
-        let mut sims = Vec::with_capacity(members);
-        for m in 0..members {
-            sims.push(
-                SimCluster::start(SimConfig {
-                    workloads: (0..deployments)
-                        .map(|d| seed(d, replicas(first, members, deployments, m, d)))
-                        .collect(),
-                    converge: ConvergeConfig {
-                        tick: plan.podcurve_tick,
-                        pods_per_tick: most,
-                    },
-                    // No churn while a gateway runs: a short watch cache.
-                    window: 100,
-                    ..SimConfig::named(&format!("m{m}"))
-                })
-                .await?,
-            );
+        let mut command = Command::new(&me);
+        command.arg("--kube-pulse").arg(bin);
+        if smoke {
+            command.arg("--smoke");
         }
-        for &pods in &sizes {
-            // What the simulators hold per pod so far, against the next size.
-            if let Some(last) = curve.points.iter().rev().find(|p| p.members == members) {
-                let per_pod =
-                    (last.simulators_rss_mb * 1e6 - empty_rss).max(0.0) / last.pods as f64;
-                let projected = empty_rss + per_pod * pods as f64;
-                if projected > SIMULATORS_RSS_LIMIT {
-                    curve.stopped.push(format!(
-                        "{members} members: {pods} pods not run, the simulators would hold about {:.1} GB ({:.0} KB a pod)",
-                        projected / 1e9,
-                        per_pod / 1e3
-                    ));
-                    break;
-                }
+        command
+            .args(["podcurve-series", "--members", &members.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let output = tokio::task::spawn_blocking(move || command.output()).await??;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let run = stdout
+            .lines()
+            .rev()
+            .find_map(|line| serde_json::from_str::<SeriesRun>(line).ok());
+        match run {
+            Some(run) => {
+                curve.points.extend(run.points);
+                curve.stopped.extend(run.stopped);
             }
-            let mut point = PodCurvePoint {
-                members,
-                deployments,
-                pods,
-                ..PodCurvePoint::default()
-            };
-            let t = Instant::now();
-            let grown = grow(&sims, deployments, pods).await;
-            if let Ok(held) = grown {
-                point.pods = held;
-            }
-            point.fill_seconds = t.elapsed().as_secs_f64();
-            point.simulators_rss_mb = proc::rss(&me) as f64 / 1e6;
-            eprintln!(
-                "podcurve: {pods} pods over {members} members (started in {:.1} s, simulators {:.0} MB)",
-                point.fill_seconds, point.simulators_rss_mb
-            );
-            let result = match grown {
-                Ok(_) => measure(bin, &sims, &mut point).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = result {
-                point.error = Some(e.to_string());
-            }
-            eprintln!(
-                "  always on: synced in {:.1} s, RSS {:.0} MB; on demand: {:.0} MB idle, {:.0} MB with apps/** (in {:.1} s){}",
-                point.sync_seconds,
-                point.rss_mb,
-                point.idle_rss_mb,
-                point.demand_rss_mb,
-                point.demand_seconds,
-                point
-                    .error
-                    .as_ref()
-                    .map(|e| format!(", stopped: {e}"))
-                    .unwrap_or_default()
-            );
-            let failed = point.error.clone();
-            curve.points.push(point);
-            if let Some(e) = failed {
-                curve
-                    .stopped
-                    .push(format!("{members} members at {pods} pods: {e}"));
-                break;
-            }
-        }
-        for sim in sims {
-            sim.shutdown().await;
+            None => curve.stopped.push(format!(
+                "{members} members: the series' process ended with {} and no result",
+                output.status
+            )),
         }
     }
     curve.slopes = slopes(&curve.points);
     Ok(curve)
 }
 
+/// One member count: its simulators in this process, grown point after point.
+pub(crate) async fn series(bin: &Path, plan: &Plan, members: usize) -> anyhow::Result<SeriesRun> {
+    let mut run = SeriesRun::default();
+    let mut sizes = plan.podcurve_sizes.clone();
+    sizes.sort_unstable();
+    let (Some(&first), Some(&top)) = (sizes.first(), sizes.last()) else {
+        return Ok(run);
+    };
+    let me = [std::process::id()];
+    let empty_rss = proc::rss(&me) as f64;
+    let deployments = deployments_of(top, members, plan.podcurve_replicas);
+    // Every Deployment reaches its replicas in one controller step.
+    let most = replicas(top, members, deployments, 0, 0).max(1);
+    let mut sims = Vec::with_capacity(members);
+    for m in 0..members {
+        sims.push(
+            SimCluster::start(SimConfig {
+                workloads: (0..deployments)
+                    .map(|d| seed(d, replicas(first, members, deployments, m, d)))
+                    .collect(),
+                converge: ConvergeConfig {
+                    tick: plan.podcurve_tick,
+                    pods_per_tick: most,
+                },
+                // No churn while a gateway runs: a short watch cache.
+                window: 100,
+                ..SimConfig::named(&format!("m{m}"))
+            })
+            .await?,
+        );
+    }
+    for &pods in &sizes {
+        // What the simulators hold per pod so far, against the next size.
+        if let Some(last) = run.points.last() {
+            let per_pod = (last.simulators_rss_mb * 1e6 - empty_rss).max(0.0) / last.pods as f64;
+            let projected = empty_rss + per_pod * pods as f64;
+            if projected > SIMULATORS_RSS_LIMIT {
+                run.stopped.push(format!(
+                    "{members} members: {pods} pods not run, the simulators would hold about {:.1} GB ({:.0} KB a pod)",
+                    projected / 1e9,
+                    per_pod / 1e3
+                ));
+                break;
+            }
+        }
+        let mut point = PodCurvePoint {
+            members,
+            deployments,
+            pods,
+            ..PodCurvePoint::default()
+        };
+        let t = Instant::now();
+        let grown = grow(&sims, deployments, pods).await;
+        if let Ok(held) = grown {
+            point.pods = held;
+        }
+        point.fill_seconds = t.elapsed().as_secs_f64();
+        point.simulators_rss_mb = proc::rss(&me) as f64 / 1e6;
+        eprintln!(
+            "podcurve: {pods} pods over {members} members (started in {:.1} s, simulators {:.0} MB)",
+            point.fill_seconds, point.simulators_rss_mb
+        );
+        let result = match grown {
+            Ok(_) => measure(bin, &sims, plan.podcurve_quiet, &mut point).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            point.error = Some(e.to_string());
+        }
+        eprintln!(
+            "  always on: synced in {:.1} s, RSS {:.0} MB, settled {:.0} MB (after {:.0} s); on demand: {:.0} MB idle, {:.0} MB with apps/** (in {:.1} s), settled {:.0} MB (after {:.0} s){}",
+            point.sync_seconds,
+            point.rss_mb,
+            point.settled_rss_mb,
+            point.settled_seconds,
+            point.idle_rss_mb,
+            point.demand_rss_mb,
+            point.demand_seconds,
+            point.demand_settled_rss_mb,
+            point.demand_settled_seconds,
+            point
+                .error
+                .as_ref()
+                .map(|e| format!(", stopped: {e}"))
+                .unwrap_or_default()
+        );
+        let failed = point.error.clone();
+        run.points.push(point);
+        if let Some(e) = failed {
+            run.stopped
+                .push(format!("{members} members at {pods} pods: {e}"));
+            break;
+        }
+    }
+    for sim in sims {
+        sim.shutdown().await;
+    }
+    Ok(run)
+}
+
 /// The scenario's table in `results.md`.
 pub(crate) fn table(out: &mut String, c: &PodCurve) {
     let _ = writeln!(
         out,
-        "Deployments of at most {} replicas, as many a member at every size, pods spread evenly over them; per point a gateway with the pod watch always on, then one with pods on demand (nobody subscribed, then `apps/**`).\n\n| members | Deployments a member | pods | simulators' start of the new pods (s) | simulators' RSS (MB) | always on: objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | on demand, nobody: synced in (s) | RSS (MB) | `apps/**`: pods synced in (s) | CPU in it (s) | RSS (MB) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        c.replicas
+        "Deployments of at most {} replicas, as many a member at every size, pods spread evenly over them; per point a gateway with the pod watch always on, then one with pods on demand (nobody subscribed, then `apps/**`); each read when synced, then settled (left alone until its RSS stops falling, {}–{} s).\n\n| members | Deployments a member | pods | simulators' start of the new pods (s) | simulators' RSS (MB) | always on: objects held | initial sync (s) | CPU in it (s) | RSS synced (MB) | settled (MB) | after (s) | on demand, nobody: synced in (s) | RSS (MB) | `apps/**`: pods synced in (s) | CPU in it (s) | RSS synced (MB) | settled (MB) | after (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        c.replicas,
+        c.quiet.0.as_secs_f64(),
+        c.quiet.1.as_secs_f64()
     );
     for p in &c.points {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.1} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.0} |{}",
+            "| {} | {} | {} | {:.1} | {:.0} | {} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |{}",
             p.members,
             p.deployments,
             p.pods,
@@ -374,11 +493,15 @@ pub(crate) fn table(out: &mut String, c: &PodCurve) {
             p.sync_seconds,
             p.sync_cpu_seconds,
             p.rss_mb,
+            p.settled_rss_mb,
+            p.settled_seconds,
             p.idle_seconds,
             p.idle_rss_mb,
             p.demand_seconds,
             p.demand_cpu_seconds,
             p.demand_rss_mb,
+            p.demand_settled_rss_mb,
+            p.demand_settled_seconds,
             p.error
                 .as_ref()
                 .map(|e| format!(" stopped: {e}"))
@@ -404,10 +527,11 @@ pub(crate) fn table(out: &mut String, c: &PodCurve) {
 pub(crate) fn plot(c: &PodCurve) -> Plot {
     let mut members: Vec<usize> = c.points.iter().map(|p| p.members).collect();
     members.dedup();
-    // One colour per member count; the on-demand series dashed.
+    // One colour per member count, dark when synced and light when
+    // settled; the on-demand series dashed.
     let palette = [
-        ["#2b6cb0", "#63b3ed", "#a0aec0"],
-        ["#c05621", "#ed8936", "#718096"],
+        ["#2b6cb0", "#90cdf4", "#2b6cb0", "#90cdf4", "#a0aec0"],
+        ["#c05621", "#f6ad55", "#c05621", "#f6ad55", "#718096"],
     ];
     let mut series = Vec::new();
     for (i, m) in members.iter().enumerate() {
@@ -415,7 +539,7 @@ pub(crate) fn plot(c: &PodCurve) -> Plot {
             series.push(Series {
                 name: format!("{m} member{}, {name}", if *m == 1 { "" } else { "s" }),
                 colour: palette[i % palette.len()][j],
-                dashed: j > 0,
+                dashed: j >= 2,
                 points: c
                     .points
                     .iter()
@@ -428,7 +552,7 @@ pub(crate) fn plot(c: &PodCurve) -> Plot {
     Plot {
         title: "kube-pulse RSS against pods held".into(),
         x: Axis::linear("pods held"),
-        y: Axis::linear("RSS synced (MB)"),
+        y: Axis::linear("RSS (MB)"),
         series,
     }
 }
@@ -472,7 +596,9 @@ mod tests {
             members,
             pods,
             rss_mb: 100.0 + pods as f64 * 300.0 / 1e6,
+            settled_rss_mb: 90.0 + pods as f64 * 250.0 / 1e6,
             demand_rss_mb: 100.0 + pods as f64 * 400.0 / 1e6,
+            demand_settled_rss_mb: 100.0 + pods as f64 * 350.0 / 1e6,
             idle_rss_mb: 100.0,
             error: failed.then(|| "late".to_string()),
             ..PodCurvePoint::default()
@@ -484,8 +610,8 @@ mod tests {
             point(100, 10_000, false),
         ];
         let slopes = slopes(&points);
-        // One member: three series of two points; 100 members: one point, no slope.
-        assert_eq!(slopes.len(), 3);
+        // One member: five series of two points; 100 members: one point, no slope.
+        assert_eq!(slopes.len(), SERIES.len());
         assert!(slopes.iter().all(|s| s.members == 1));
         let of = |series: &str| {
             slopes
@@ -494,9 +620,9 @@ mod tests {
                 .unwrap()
                 .bytes_per_pod
         };
-        assert!((of(SERIES[0].0) - 300.0).abs() < 1e-6);
-        assert!((of(SERIES[1].0) - 400.0).abs() < 1e-6);
-        assert!(of(SERIES[2].0).abs() < 1e-6);
+        for (series, bytes) in SERIES.iter().zip([300.0, 250.0, 400.0, 350.0, 0.0]) {
+            assert!((of(series.0) - bytes).abs() < 1e-6, "{}", series.0);
+        }
         assert_eq!(slope(&[(1.0, 2.0)]), None);
     }
 }

@@ -74,6 +74,20 @@ pub(crate) fn cpu_seconds(pids: &[u32]) -> f64 {
         .sum()
 }
 
+/// The memory the machine can still give (`MemAvailable` of
+/// `/proc/meminfo`), in bytes; None where it cannot be read.
+pub(crate) fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb = text
+        .lines()
+        .find(|l| l.starts_with("MemAvailable:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -44,6 +44,9 @@ pub(crate) struct Plan {
     pub(crate) podcurve_sizes: Vec<usize>,
     pub(crate) podcurve_replicas: usize,
     pub(crate) podcurve_tick: Duration,
+    /// The least and the most a settled reading of the curve waits after
+    /// the synced one (it ends between them once the RSS stops falling).
+    pub(crate) podcurve_quiet: (Duration, Duration),
     /// ConfigMaps in a sync registry, one gateway run per size, and their data bytes.
     pub(crate) registry_sizes: Vec<usize>,
     pub(crate) registry_object_bytes: usize,
@@ -128,6 +131,8 @@ impl Plan {
             podcurve_sizes: vec![10_000, 50_000, 100_000, 250_000, 500_000],
             podcurve_replicas: 5000,
             podcurve_tick: Duration::from_secs(20),
+            // jemalloc's default decay gives dirty pages back over 10 s.
+            podcurve_quiet: (Duration::from_secs(10), Duration::from_secs(30)),
             registry_sizes: vec![0, 10_000, 20_000, 40_000],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,
@@ -193,6 +198,7 @@ impl Plan {
             podcurve_sizes: vec![20, 40],
             podcurve_replicas: 10,
             podcurve_tick: Duration::from_millis(200),
+            podcurve_quiet: (Duration::from_millis(500), Duration::from_secs(1)),
             registry_sizes: vec![0, 200, 400],
             registry_object_bytes: 1024,
             p99_limit_ms: 50.0,

@@ -300,7 +300,6 @@ struct Batch {
 /// remembers it: the read side is polled when woken for it, not on every
 /// wake-up a delivery causes (each poll would register wakers and ask the
 /// reactor again for nothing).
-#[derive(Default)]
 struct ReadWake {
     /// Something may be readable: set at start, by a wake-up from the
     /// socket, and after a frame was read (tungstenite may hold more).

@@ -49,8 +49,13 @@ function transitionTo(topic, to, reason, ms = WAIT) {
   }, ms);
 }
 
-/** Denies config maps on staging: its configmaps sync fails (Forbidden), the cluster turns Degraded. */
+/**
+ * Denies config maps on staging once it is Healthy: its configmaps sync
+ * fails (Forbidden), the cluster turns Degraded. (Denied while its first
+ * lists run, it would go from Initializing to Degraded, never Healthy.)
+ */
 async function degradeStaging() {
+  await transitionTo('clusters/staging', 'Healthy', 'Ready');
   await api('PUT', '_sim/clusters/staging/deny', { rules: ['core/configmaps'] });
   await api('POST', '_sim/clusters/staging/actions/close-watches');
   return transitionTo('clusters/staging', 'Degraded', 'ResourcesFailing');

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use kube_pulse::gateway::{Gateway, GatewayConfig};
 use kube_pulse::sources::{SyncRegistry, SyncResource};
 use kube_pulse_sim::SimCluster;
 use pulse_testkit::gateway::{doc_where, start_gateway};
@@ -24,9 +25,12 @@ fn event_watches(sim: &SimCluster) -> u64 {
     sim.stats().count("core/events", "watch")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pods_are_watched_while_a_client_looks_at_the_apps_and_for_the_linger_after() {
-    let shutdown = CancellationToken::new();
+/// Member `a` with `shop/web` (2 replicas), and a gateway over it with
+/// pods on demand (linger 1 s) and `tweak`'s settings.
+async fn on_demand_over_a(
+    shutdown: &CancellationToken,
+    tweak: impl FnOnce(&mut GatewayConfig),
+) -> (SimCluster, String, Gateway) {
     let sim = sim_with(|c| {
         c.name = "a".into();
         c.workloads = vec![deployment("shop", "web", 2)];
@@ -37,10 +41,20 @@ async fn pods_are_watched_while_a_client_looks_at_the_apps_and_for_the_linger_af
         |c| {
             c.pipeline.source.pod_watch.on_demand = true;
             c.pipeline.source.pod_watch.linger_seconds = 1;
-            c.transports.heartbeat = Duration::from_millis(300);
+            tweak(c);
         },
-        &shutdown,
+        shutdown,
     )
+    .await;
+    (sim, url, gateway)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_are_watched_while_a_client_looks_at_the_apps_and_for_the_linger_after() {
+    let shutdown = CancellationToken::new();
+    let (sim, url, gateway) = on_demand_over_a(&shutdown, |c| {
+        c.transports.heartbeat = Duration::from_millis(300);
+    })
     .await;
     let hub = gateway.hub();
 
@@ -125,20 +139,7 @@ async fn on_demand_is_refused_with_a_stream_of_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sync_registry_naming_pods_keeps_them_watched_with_their_detail() {
     let shutdown = CancellationToken::new();
-    let sim = sim_with(|c| {
-        c.name = "a".into();
-        c.workloads = vec![deployment("shop", "web", 2)];
-    })
-    .await;
-    let (_url, gateway) = start_gateway(
-        &[&sim],
-        |c| {
-            c.pipeline.source.pod_watch.on_demand = true;
-            c.pipeline.source.pod_watch.linger_seconds = 1;
-        },
-        &shutdown,
-    )
-    .await;
+    let (sim, _url, gateway) = on_demand_over_a(&shutdown, |_| {}).await;
     let hub = gateway.hub();
     doc_where(hub, APP, WAIT, |d| {
         d["ready"] == 2 && d["podsWatched"] == false

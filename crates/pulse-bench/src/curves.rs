@@ -260,21 +260,17 @@ pub(crate) async fn latency(bin: &Path, servers: &[Kind], plan: &Plan) -> Vec<La
                     continue;
                 }
             };
-            let ws = target.ws();
-            let transports: &[&'static str] = match ws {
-                Some(_) => &["SSE", "WebSocket"],
-                None => &["SSE"],
-            };
-            for &transport in transports {
+            // SSE, then WebSocket where the server serves it (the same Via for every subscriber).
+            let transports = [("SSE", None)]
+                .into_iter()
+                .chain(target.ws().map(|ws| ("WebSocket", Some(ws))));
+            for (transport, ws) in transports {
                 for &n in &plan.latency_sizes {
                     eprintln!(
                         "latency: round {round}, {} with {n} {transport} subscribers",
                         kind.name()
                     );
-                    let via = |i| match (&ws, transport) {
-                        (Some(ws), "WebSocket") => ws.clone(),
-                        _ => target.sse(i, false),
-                    };
+                    let via = |i| ws.clone().unwrap_or_else(|| target.sse(i, false));
                     rounds.push(latency_round(&target, transport, via, round, n, plan).await);
                 }
             }

@@ -6,12 +6,12 @@
 
 use std::ffi::OsStr;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The core servers run on once pinning is on.
 const SERVER_CPU: usize = 0;
 
-static PINNED: OnceLock<bool> = OnceLock::new();
+static PINNED: AtomicBool = AtomicBool::new(false);
 
 /// The cores left to the benchmark on a machine of `cpus` cores.
 fn bench_cpus(cpus: usize) -> String {
@@ -40,13 +40,13 @@ pub(crate) fn start() -> anyhow::Result<()> {
         status.success(),
         "taskset could not pin the benchmark: {status}"
     );
-    let _ = PINNED.set(true);
+    PINNED.store(true, Ordering::Relaxed);
     Ok(())
 }
 
 /// Whether servers are pinned.
 pub(crate) fn pinned() -> bool {
-    PINNED.get().copied().unwrap_or(false)
+    PINNED.load(Ordering::Relaxed)
 }
 
 /// A command for a server process: run under `taskset` on the server's core

@@ -216,7 +216,7 @@ async fn grow(sims: &[SimCluster], deployments: usize, pods: usize) -> anyhow::R
                 "{}: {count:?} pods (held, started) of {want} within {LIMIT:?}",
                 sim.name(),
             );
-            let available = proc::mem_available().unwrap_or(u64::MAX);
+            let available = proc::meminfo("MemAvailable:").unwrap_or(u64::MAX);
             anyhow::ensure!(
                 available >= MEM_AVAILABLE_FLOOR,
                 "{}: {count:?} pods (held, started) of {want} when the machine had {:.1} GB left",

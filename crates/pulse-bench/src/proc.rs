@@ -38,18 +38,24 @@ pub(crate) fn tree(roots: &[u32]) -> Vec<u32> {
     out
 }
 
-/// The sum of one `/proc/{pid}/status` field (in kB) over the processes, in bytes.
+/// The value of a `Field:   N kB` line of a `/proc` file's `text`, in bytes.
+fn kb_field(text: &str, field: &str) -> Option<u64> {
+    let kb = text
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// The sum of one `/proc/{pid}/status` field over the processes, in bytes.
 fn status_kb(pids: &[u32], field: &str) -> u64 {
     pids.iter()
         .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .sum::<u64>()
-        * 1024
+        .filter_map(|s| kb_field(&s, field))
+        .sum()
 }
 
 /// Resident memory of the processes, in bytes.
@@ -74,18 +80,10 @@ pub(crate) fn cpu_seconds(pids: &[u32]) -> f64 {
         .sum()
 }
 
-/// The memory the machine can still give (`MemAvailable` of
-/// `/proc/meminfo`), in bytes; None where it cannot be read.
-pub(crate) fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb = text
-        .lines()
-        .find(|l| l.starts_with("MemAvailable:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse::<u64>()
-        .ok()?;
-    Some(kb * 1024)
+/// One field of `/proc/meminfo` (`MemTotal:`, `MemAvailable:`), in bytes;
+/// None where it cannot be read.
+pub(crate) fn meminfo(field: &str) -> Option<u64> {
+    kb_field(&std::fs::read_to_string("/proc/meminfo").ok()?, field)
 }
 
 #[cfg(test)]
@@ -102,5 +100,15 @@ mod tests {
         assert!(spin > 0);
         assert!(super::cpu_seconds(&[me]) > 0.0);
         assert!(super::tree(&[me]).contains(&me));
+    }
+
+    #[test]
+    fn a_field_in_kb_is_read_in_bytes() {
+        let text = "MemTotal:       24000000 kB\nMemFree:  5 kB\nVmRSS:\tx kB\n";
+        assert_eq!(super::kb_field(text, "MemFree:"), Some(5 * 1024));
+        assert_eq!(super::kb_field(text, "VmRSS:"), None, "not a number");
+        assert_eq!(super::kb_field(text, "VmHWM:"), None, "absent");
+        let total = super::meminfo("MemTotal:").expect("Linux has /proc/meminfo");
+        assert!(super::meminfo("MemAvailable:").is_some_and(|a| a <= total));
     }
 }

@@ -71,12 +71,7 @@ pub(crate) struct Machine {
 fn machine(fd_limit: u64) -> Machine {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let cpuinfo = read("/proc/cpuinfo");
-    let memory_kb: f64 = read("/proc/meminfo")
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
+    let memory = crate::proc::meminfo("MemTotal:").unwrap_or(0) as f64;
     Machine {
         cpus: std::thread::available_parallelism()
             .map(usize::from)
@@ -88,7 +83,7 @@ fn machine(fd_limit: u64) -> Machine {
             .unwrap_or("unknown")
             .trim()
             .to_string(),
-        memory_gb: memory_kb / 1024.0 / 1024.0,
+        memory_gb: memory / 1024.0 / 1024.0 / 1024.0,
         kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
         fd_limit,
         date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),

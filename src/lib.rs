@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod accepted;
 pub mod agent;
 pub mod auth;
 mod classify;

@@ -15,6 +15,8 @@
 
 mod change;
 mod demand;
+#[cfg(test)]
+mod direct_tests;
 mod freshness;
 mod log;
 mod pattern;
@@ -31,10 +33,11 @@ mod subscription;
 mod tests;
 
 pub use crate::protocol::topic::Topic;
-pub use change::{Change, ChangeKind, EncodeCache};
+pub use change::{Change, ChangeKind, EncodeCache, SharedFrame};
 pub use demand::{Demand, DemandGuard};
 pub use freshness::Freshness;
 pub use pattern::Pattern;
+pub use queue::{Delivered, Direct};
 pub use settings::{DEFAULT_LOG_AGE, DEFAULT_LOG_BYTES, HubConfig};
 pub use state::{Hub, TopicDoc};
 pub use stats::HubStats;

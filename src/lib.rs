@@ -15,7 +15,6 @@
 
 #![warn(missing_docs)]
 
-mod accepted;
 pub mod agent;
 pub mod auth;
 mod classify;

@@ -51,10 +51,9 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 use tower::ServiceExt;
 
-use crate::accepted::{Accepted, Prefixed};
 use crate::error::{Error, Result};
 use crate::http::connections::{Conn, ConnectionSettings, Connections, Reason, Slot};
-use crate::http::sse_socket::Head;
+use crate::http::sse_socket::{Head, Prefixed};
 use crate::metrics::Metrics;
 
 /// Binds `addr`, naming it in the error.
@@ -312,11 +311,7 @@ impl Connection {
             // Boxed: hyper's connection is a large future, and inline every
             // stream's task would be that size.
             Head::Other(read) => {
-                // What is left of the connection's accounting goes with the
-                // socket, into a WebSocket's session if it is upgraded to one.
-                let Tracked { io, _token, slot } = stream;
-                let accepted = Accepted::new(io, Box::new((_token, slot)));
-                let io = TokioIo::new(Prefixed::new(read, accepted));
+                let io = TokioIo::new(Prefixed::new(read, stream));
                 Box::pin(self.serve_http1(io, conn)).await
             }
         }

@@ -8,7 +8,7 @@
 //! body is answered by the router as usual, and its response is written
 //! straight to the socket (chunked, then the connection closes). Any other
 //! request goes to hyper with the bytes read so far put back in front of
-//! the socket ([`Prefixed`](crate::accepted::Prefixed)), so hyper sees exactly what the client sent.
+//! the socket ([`Prefixed`]), so hyper sees exactly what the client sent.
 
 use std::future::Future;
 use std::io::IoSlice;
@@ -296,6 +296,44 @@ fn poll_peer_gone<I: AsyncRead + Unpin>(io: &mut I, cx: &mut Context<'_>) -> Pol
     }
 }
 
+/// A socket with bytes already read from it put back in front: hyper reads
+/// `prefix` first, then the socket. The prefix is freed once read.
+pub(crate) struct Prefixed<I> {
+    prefix: Option<Bytes>,
+    io: I,
+}
+
+impl<I> Prefixed<I> {
+    pub(crate) fn new(prefix: Bytes, io: I) -> Self {
+        Self {
+            prefix: Some(prefix).filter(|p| !p.is_empty()),
+            io,
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(prefix) = &mut this.prefix {
+            let n = prefix.len().min(buf.remaining());
+            buf.put_slice(&prefix[..n]);
+            prefix.advance(n);
+            if prefix.is_empty() {
+                this.prefix = None;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+crate::write_through::write_through!(Prefixed<I>, [I: AsyncWrite + Unpin]);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +380,17 @@ mod tests {
             let len = hex(n, &mut out);
             assert_eq!(&out[..len], format!("{n:x}\r\n").as_bytes());
         }
+    }
+
+    #[tokio::test]
+    async fn hyper_reads_the_prefix_then_the_socket() {
+        let (mut client, server) = tokio::io::duplex(64);
+        client.write_all(b" world").await.unwrap();
+        drop(client);
+        let mut io = Prefixed::new(Bytes::from_static(b"hello"), server);
+        let mut all = String::new();
+        io.read_to_string(&mut all).await.unwrap();
+        assert_eq!(all, "hello world");
     }
 
     #[tokio::test]

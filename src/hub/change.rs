@@ -138,16 +138,11 @@ pub struct EncodeCache {
     /// WebSockets with `permessage-deflate`; made on first use.
     pub ws_deflated: OnceLock<Box<Deflated>>,
     /// The JSON message with a WebSocket subscription's `{"sub":ID,` before
-    /// its fields, for the first id asked for, as a whole text frame (that
-    /// prefix, the frame, the length of its header): sockets mostly name a
-    /// subscription alike (the JS client's first is `s1`), so they share
-    /// it; made on first use.
-    pub ws: OnceLock<Box<SharedFrame>>,
+    /// its fields, for the first id asked for (that prefix, then the
+    /// message): sockets mostly name a subscription alike (the JS client's
+    /// first is `s1`), so they share it; made on first use.
+    pub ws: OnceLock<Box<(Box<[u8]>, Bytes)>>,
 }
-
-/// A change's WebSocket text frame for one subscription id: the id's
-/// `{"sub":ID,` prefix, the frame, and the length of the frame's header.
-pub type SharedFrame = (Box<[u8]>, Bytes, usize);
 
 /// A change's JSON message at its own cursor, as every subscriber gets it.
 pub(super) fn encode(change: &Change) -> Bytes {

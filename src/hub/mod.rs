@@ -15,8 +15,6 @@
 
 mod change;
 mod demand;
-#[cfg(test)]
-mod direct_tests;
 mod freshness;
 mod log;
 mod pattern;
@@ -33,11 +31,10 @@ mod subscription;
 mod tests;
 
 pub use crate::protocol::topic::Topic;
-pub use change::{Change, ChangeKind, EncodeCache, SharedFrame};
+pub use change::{Change, ChangeKind, EncodeCache};
 pub use demand::{Demand, DemandGuard};
 pub use freshness::Freshness;
 pub use pattern::Pattern;
-pub use queue::{Delivered, Direct};
 pub use settings::{DEFAULT_LOG_AGE, DEFAULT_LOG_BYTES, HubConfig};
 pub use state::{Hub, TopicDoc};
 pub use stats::HubStats;

@@ -1,9 +1,6 @@
 //! A subscription's queue (`hub publish → [queue] → subscription`): the
 //! changes waiting for one subscription, bounded, and the topics it fell
-//! behind on; the publisher's table of them by subscription id; and the
-//! direct path (`hub publish → [queue] → client`), on which the publisher
-//! writes a change to the client itself while the subscription's task is
-//! parked with nothing else to write.
+//! behind on; and the publisher's table of them by subscription id.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -66,57 +63,6 @@ pub(super) struct Queued {
     pub(super) missed: BTreeMap<Topic, u64>,
     /// The subscription's task, waiting for a change.
     pub(super) waker: Option<std::task::Waker>,
-    /// Where the publisher writes changes itself while the task is parked
-    /// ([`Direct`]); taken back by the task when it runs.
-    pub(super) direct: Option<Parked>,
-    /// The sequence of the last change the direct path took (written,
-    /// hidden, or already the client's): the subscription resumes from it.
-    pub(super) direct_seq: u64,
-}
-
-/// What the direct path made of a change ([`Direct::deliver`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivered {
-    /// Written whole, or not for this client (hidden from it): the next.
-    Done,
-    /// Written in part: the client's connection holds the rest, which the
-    /// subscription's task writes before anything else. The direct path
-    /// stops and the task is woken.
-    Handed,
-    /// Not written (the socket would block, or something of the task's
-    /// must go first): the change stays queued for the task, which is woken.
-    Blocked,
-}
-
-/// A client connection the publisher may write a subscription's changes
-/// to itself, in hub order, while the subscription's task is parked
-/// ([`Subscription::park`](super::Subscription::park)): one write per
-/// change from the publisher's thread instead of waking a task per
-/// subscriber (docs/benchmarks/29-direct-delivery.md). The hub calls it
-/// with the queue's lock held, one change at a time, and never after the
-/// task took it back.
-pub trait Direct: Send + Sync {
-    /// Writes `change` to the client, without waiting.
-    fn deliver(&self, change: &Arc<Change>) -> Delivered;
-}
-
-/// A parked subscription's direct path.
-pub(super) struct Parked {
-    pub(super) sink: Arc<dyn Direct>,
-    /// See `Subscription::streamed_through`: changes the client has already.
-    pub(super) streamed_through: u64,
-}
-
-/// What [`Queue::offer`] did with a change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Offered {
-    /// Queued (its task woken).
-    Queued,
-    /// Queued for the publisher to write itself ([`Queue::drain`]) once it
-    /// has let go of the hub.
-    Direct,
-    /// Not queued: the subscription is behind on the topic.
-    Missed,
 }
 
 /// A queue whose buffer grew past this many changes (a burst) gives the
@@ -135,70 +81,26 @@ impl Queue {
 
     /// Queues `change` of `topic` unless the subscription is behind on that
     /// topic already or its queue is full (then the topic is marked
-    /// behind). Wakes a waiting subscription, unless it is parked on the
-    /// direct path: then the publisher drains the queue itself.
-    pub(super) fn offer(&self, topic: &Topic, change: &Arc<Change>) -> Offered {
+    /// behind); false when the change was not queued. Wakes a waiting
+    /// subscription.
+    pub(super) fn offer(&self, topic: &Topic, change: &Arc<Change>) -> bool {
         let mut q = self.state.lock();
         // Once a topic is behind, its later changes wait for the resync too.
         if q.missed.contains_key(topic) {
-            return Offered::Missed;
+            return false;
         }
         if q.changes.len() >= self.capacity {
             q.missed.insert(topic.clone(), change.seq);
             self.floor.fetch_min(change.seq, Ordering::AcqRel);
-            return Offered::Missed;
+            return false;
         }
         q.changes.push_back(change.clone());
-        if q.direct.is_some() {
-            return Offered::Direct;
-        }
         let waker = q.waker.take();
         drop(q);
         if let Some(waker) = waker {
             waker.wake();
         }
-        Offered::Queued
-    }
-
-    /// Writes what is queued through the direct path while the task is
-    /// parked, in order; when the path stops (a blocked or partial write,
-    /// or the task took it back meanwhile), whatever is left is the task's,
-    /// and it is woken.
-    pub(super) fn drain(&self) {
-        let mut q = self.state.lock();
-        loop {
-            let (delivered, seq) = {
-                let Some(parked) = &q.direct else { break };
-                let Some(change) = q.changes.front() else {
-                    return;
-                };
-                // Already the client's (see `Subscription::streamed_through`).
-                let had = change.remote
-                    && change.position > 0
-                    && change.position <= parked.streamed_through;
-                let delivered = if had {
-                    Delivered::Done
-                } else {
-                    parked.sink.deliver(change)
-                };
-                (delivered, change.seq)
-            };
-            if delivered != Delivered::Blocked {
-                q.direct_seq = seq;
-                q.changes.pop_front();
-            }
-            if delivered != Delivered::Done {
-                q.direct = None;
-            }
-        }
-        if q.changes.is_empty() && q.missed.is_empty() {
-            return;
-        }
-        let waker = q.waker.take();
-        drop(q);
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        true
     }
 
     /// Recomputes `floor` after `missed` changed (with the lock held).

@@ -24,9 +24,7 @@ impl Hub {
     /// it would not apply); the change is marked [`Change::remote`].
     pub fn apply_remote(&self, topic: &str, rev: u64, doc: Option<Value>) -> Option<Arc<Change>> {
         let mut inner = self.inner.lock();
-        let change = self.apply_remote_in(&mut inner, topic, rev, doc);
-        self.release(inner);
-        change
+        self.apply_remote_in(&mut inner, topic, rev, doc)
     }
 
     fn apply_remote_in(
@@ -118,7 +116,6 @@ impl Hub {
         if let Some((logged, _)) = inner.log.back().filter(|(c, _)| c.seq == change.seq) {
             logged.streamed_at.store(seq, Ordering::Release);
         }
-        self.release(inner);
         Some(change)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use chrono::Utc;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -17,14 +17,10 @@ use super::demand::Demand;
 use super::freshness::Freshness;
 use super::pattern::{Pattern, PatternIndex};
 use super::position::StreamMark;
-use super::queue::{Offered, Queue, Slots};
+use super::queue::Slots;
 use super::settings::HubConfig;
 use crate::protocol::patch;
 use crate::protocol::topic::{Topic, TopicKind};
-
-/// The direct path's list of queues is kept between publishes up to this
-/// many (a fan-out this wide reuses it).
-const KEEP_DIRECT: usize = 16 * 1024;
 
 /// A topic's current document.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -80,9 +76,6 @@ pub(super) struct Inner {
     pub(super) lag_events: u64,
     /// Where the hub is in a stream of changes shared by replicas, if it follows one.
     pub(super) stream: Option<StreamMark>,
-    /// Queues with a change for the publisher to write through the direct
-    /// path once it lets go of the hub ([`Hub::release`]).
-    pub(super) direct: Vec<Arc<Queue>>,
 }
 
 /// The hub. Cheap to share behind an `Arc`.
@@ -144,7 +137,6 @@ impl Hub {
                 next_id: 0,
                 lag_events: 0,
                 stream: None,
-                direct: Vec::new(),
             }),
         })
     }
@@ -218,9 +210,7 @@ impl Hub {
             patch,
             remote: false,
         };
-        let change = self.hold(&mut inner, topic, rev, doc, made);
-        self.release(inner);
-        Some(change)
+        Some(self.hold(&mut inner, topic, rev, doc, made))
     }
 
     /// Holds `doc` as `topic`'s document at `rev` and publishes `made` (a
@@ -256,7 +246,6 @@ impl Hub {
             Made::removal(false),
         );
         inner.removed.insert(topic, (change.rev, change.seq));
-        self.release(inner);
         Some(change)
     }
 
@@ -317,13 +306,8 @@ impl Hub {
             let Some(slot) = inner.slots.get(&id) else {
                 continue;
             };
-            match slot.queue.offer(&topic, &change) {
-                Offered::Queued => {}
-                Offered::Direct => {
-                    let queue = slot.queue.clone();
-                    inner.direct.push(queue);
-                }
-                Offered::Missed => lagged += 1,
+            if !slot.queue.offer(&topic, &change) {
+                lagged += 1;
             }
         }
         inner.lag_events += lagged;
@@ -357,31 +341,6 @@ impl Hub {
                 doc: e.doc.clone(),
             })
             .collect()
-    }
-
-    /// Lets go of the hub, then writes the changes just published to the
-    /// subscriptions parked on the direct path: in order per subscription
-    /// (each queue is drained under its own lock), and with the hub free
-    /// meanwhile for other publishers, subscribers and readers.
-    pub(super) fn release(&self, mut inner: MutexGuard<'_, Inner>) {
-        if inner.direct.is_empty() {
-            return;
-        }
-        let queues = std::mem::take(&mut inner.direct);
-        drop(inner);
-        for queue in &queues {
-            queue.drain();
-        }
-        // The list's buffer back for the next publisher, unless it grew
-        // for an unusually large fan-out.
-        let mut queues = queues;
-        queues.clear();
-        if queues.capacity() <= KEEP_DIRECT {
-            let mut inner = self.inner.lock();
-            if inner.direct.capacity() < queues.capacity() && inner.direct.is_empty() {
-                inner.direct = queues;
-            }
-        }
     }
 
     /// The bounds the hub was built with (metrics export the replay log's).

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use super::change::{Change, ChangeKind};
 use super::pattern::Pattern;
 use super::position;
-use super::queue::{Direct, Parked, Queue, Slot};
+use super::queue::{Queue, Slot};
 use super::state::{Hub, TopicDoc};
 use crate::protocol::StreamCursor;
 use crate::protocol::topic::Topic;
@@ -109,7 +109,7 @@ pub struct Subscription {
     /// The sequence the last delivery may be resumed from: every change up to
     /// it has been delivered (or is covered by a delivered snapshot).
     resume: u64,
-    pub(super) queue: Arc<Queue>,
+    queue: Arc<Queue>,
     /// Resumed from another replica's cursor: changes from the stream at or
     /// before this position are the client's already (this replica was
     /// behind it), and are not delivered. 0: none.
@@ -346,38 +346,8 @@ impl Subscription {
     }
 }
 
-impl Subscription {
-    /// Parks the subscription on the direct path: until
-    /// [`Subscription::unpark`], the publisher writes its changes to `sink`
-    /// itself instead of waking its task (which is woken when the path
-    /// stops: see [`Direct`]). Only with nothing queued or due: false, and
-    /// not parked, when the task has that to write first.
-    pub fn park(&mut self, sink: &Arc<dyn Direct>) -> bool {
-        let mut q = self.queue.state.lock();
-        if !q.changes.is_empty() || !q.missed.is_empty() {
-            return false;
-        }
-        q.direct = Some(Parked {
-            sink: sink.clone(),
-            streamed_through: self.streamed_through,
-        });
-        true
-    }
-
-    /// Takes the direct path back (if the subscription was parked): its
-    /// task writes from now on, and what the publisher wrote meanwhile
-    /// counts as delivered (the resume cursor moves past it).
-    pub fn unpark(&mut self) {
-        let mut q = self.queue.state.lock();
-        q.direct = None;
-        self.resume = self.resume.max(q.direct_seq);
-    }
-}
-
 impl Drop for Subscription {
     fn drop(&mut self) {
-        // A publisher still holding the queue writes nothing more of it.
-        self.queue.state.lock().direct = None;
         self.hub.unsubscribe(self.id, &self.patterns);
     }
 }

@@ -283,32 +283,6 @@ pub fn with_subscription(prefix: &[u8], message: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-/// [`with_subscription`] as one whole, unmasked WebSocket text frame (RFC
-/// 6455 §5.2: a server's), its header first, and the header's length: what
-/// a socket takes with one write.
-pub fn ws_text_frame(prefix: &[u8], message: &[u8]) -> (Bytes, usize) {
-    debug_assert!(message.first() == Some(&b'{'));
-    let len = prefix.len() + message.len() - 1;
-    let mut out = Vec::with_capacity(len + 10);
-    // FIN, text.
-    out.push(0x81);
-    match len {
-        0..=125 => out.push(len as u8),
-        126..=0xFFFF => {
-            out.push(126);
-            out.extend_from_slice(&(len as u16).to_be_bytes());
-        }
-        _ => {
-            out.push(127);
-            out.extend_from_slice(&(len as u64).to_be_bytes());
-        }
-    }
-    let header = out.len();
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(&message[1..]);
-    (Bytes::from(out), header)
-}
-
 /// Where the `"doc":` member of an encoded snapshot message starts (its
 /// last member: `{"type":"snapshot","topic":…,"rev":…,"cursor":…,"doc":…}`);
 /// None for any other message.
@@ -351,27 +325,6 @@ pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_websocket_text_frame_is_framed_as_tungstenite_frames_it() {
-        use tokio_tungstenite::tungstenite::protocol::frame::Frame;
-        use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
-        let prefix = subscription_prefix("s1");
-        // Payloads on each side of the two length boundaries (125/126, 65535/65536).
-        for len in [19, 125, 126, 127, 65_535, 65_536, 70_000] {
-            // `{"sub":"s1",` and `"a":"…"}`: 19 bytes and the x's.
-            let message = format!("{{\"a\":\"{}\"}}", "x".repeat(len - 19));
-            let payload = with_subscription(&prefix, message.as_bytes());
-            assert_eq!(payload.len(), len);
-            let (frame, header) = ws_text_frame(&prefix, message.as_bytes());
-            let mut expected = Vec::new();
-            Frame::message(payload.clone(), OpCode::Data(Data::Text), true)
-                .format(&mut expected)
-                .unwrap();
-            assert_eq!(&frame[..], &expected[..], "payload of {len} bytes");
-            assert_eq!(&frame[header..], &payload[..]);
-        }
-    }
     use serde_json::json;
 
     fn text(message: ServerMessage<'_>) -> String {

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 pub use messages::{
     ErrorBody, QueryRow, ServerMessage, Synced, error_response, snapshot_doc_at,
-    subscription_prefix, with_subscription, ws_text_frame,
+    subscription_prefix, with_subscription,
 };
 pub use options::SubscribeOptions;
 pub use topic::{Topic, TopicKind};

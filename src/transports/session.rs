@@ -122,10 +122,14 @@ impl Message {
     /// the first prefix asked and taken as it is by every socket whose
     /// subscription has the same id.
     pub(super) fn ws_json(&self, prefix: &[u8]) -> Bytes {
-        if let Encoded::Shared(change) = &self.encoded
-            && let Some((frame, header)) = shared_ws_frame(change, prefix)
-        {
-            return frame.slice(header..);
+        if let Encoded::Shared(change) = &self.encoded {
+            let shared = change.encoded.ws.get_or_init(|| {
+                let json = protocol::with_subscription(prefix, shared_json(change));
+                Box::new((prefix.into(), json))
+            });
+            if *shared.0 == *prefix {
+                return shared.1.clone();
+            }
         }
         protocol::with_subscription(prefix, &self.json())
     }
@@ -188,27 +192,6 @@ fn shared_json(change: &Change) -> &Bytes {
         .encoded
         .json
         .get_or_init(|| change.message(&change.cursor).encode())
-}
-
-/// A change's message for WebSocket subscription `prefix` as a whole text
-/// frame, and its header's length: shared by every socket whose
-/// subscription has the id asked for first (see [`Message::ws_json`]),
-/// made for this one otherwise. The direct path writes it with one call.
-pub(super) fn ws_frame(change: &Change, prefix: &[u8]) -> (Bytes, usize) {
-    match shared_ws_frame(change, prefix) {
-        Some((frame, header)) => (frame.clone(), *header),
-        None => protocol::ws_text_frame(prefix, shared_json(change)),
-    }
-}
-
-/// The change's shared WebSocket frame, when its subscription prefix is
-/// `prefix` (made now for the first prefix asked).
-fn shared_ws_frame<'a>(change: &'a Change, prefix: &[u8]) -> Option<(&'a Bytes, &'a usize)> {
-    let (shared, frame, header) = &**change.encoded.ws.get_or_init(|| {
-        let (frame, header) = protocol::ws_text_frame(prefix, shared_json(change));
-        Box::new((prefix.into(), frame, header))
-    });
-    (**shared == *prefix).then_some((frame, header))
 }
 
 /// Why a session's credential no longer holds.

@@ -4,7 +4,6 @@
 //! socket reads and answers the operations, serves its subscriptions and
 //! writes ([`wire`]); protocol pings keep it alive.
 
-mod direct;
 mod inflate;
 mod upgrade;
 mod wire;
@@ -97,7 +96,7 @@ pub(crate) async fn upgrade(
         config,
         compression.websocket,
         max,
-        move |socket, deflate, plain| async move {
+        move |socket, deflate| async move {
             let _admitted = admitted;
             t.metrics.ws_sessions.inc();
             let session = Session {
@@ -106,10 +105,7 @@ pub(crate) async fn upgrade(
                 client,
             };
             let level = deflate.map(|_| compression.level);
-            // Compressed messages carry each socket's own deflate state:
-            // only a plain socket without it takes the direct path.
-            let plain = plain.filter(|_| level.is_none());
-            run(t.clone(), socket, session, level, plain).await;
+            run(t.clone(), socket, session, level).await;
             t.metrics.ws_sessions.dec();
         },
     )
@@ -216,15 +212,8 @@ fn slow_consumer(t: &Transports) -> End {
 /// A socket's one task: reads and answers operations, serves every
 /// subscription, writes, pings, and re-checks the credential, until the
 /// socket closes (then it sends the close frame).
-async fn run(
-    t: Arc<Transports>,
-    socket: upgrade::Socket,
-    session: Session,
-    deflate: Option<u32>,
-    plain: Option<Arc<crate::accepted::Accepted>>,
-) {
-    let outlet = plain.map(|socket| Arc::new(direct::Outlet::new(socket, t.metrics.clone())));
-    let mut wire = Wire::new(socket, outlet.clone());
+async fn run(t: Arc<Transports>, socket: upgrade::Socket, session: Session, deflate: Option<u32>) {
+    let mut wire = Wire::new(socket);
     let auth_deadline = session
         .principal
         .is_none()
@@ -234,7 +223,7 @@ async fn run(
         subject_slot: None,
         auth_failures: 0,
         bucket: Bucket::new(t.config.max_subscribes_per_second),
-        outbox: Outbox::new(deflate, outlet),
+        outbox: Outbox::new(deflate),
     };
     let mut last_seen = Instant::now();
     let mut next_ping = tokio::time::Instant::now() + t.config.heartbeat;

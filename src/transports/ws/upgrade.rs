@@ -3,8 +3,6 @@
 //! `client ──▶ [ws::upgrade] ──▶ ws::inflate ──▶ tungstenite ──▶ ws::wire`.
 //! A request that is not a WebSocket handshake gets a JSON error.
 
-use std::sync::Arc;
-
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -13,88 +11,11 @@ use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use super::direct::Shared;
 use super::inflate::{Deflate, Inflating};
-use crate::accepted::Accepted;
 use crate::protocol::error_response;
 
 /// A socket after the handshake: tungstenite over the inflating reader.
-pub(crate) type Socket = WebSocketStream<Inflating<Io>>;
-
-/// What tungstenite reads and writes: the plain listener's socket, shared
-/// with the direct path, or hyper's upgraded connection (TLS).
-pub(crate) enum Io {
-    Shared(Shared),
-    Upgraded(TokioIo<hyper::upgrade::Upgraded>),
-}
-
-impl tokio::io::AsyncRead for Io {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Io::Shared(io) => std::pin::Pin::new(io).poll_read(cx, buf),
-            Io::Upgraded(io) => std::pin::Pin::new(io).poll_read(cx, buf),
-        }
-    }
-}
-
-/// Passes `$call` to whichever socket an [`Io`] is.
-macro_rules! either {
-    ($self:ident, $io:ident => $call:expr) => {
-        match $self.get_mut() {
-            Io::Shared($io) => {
-                let $io = std::pin::Pin::new($io);
-                $call
-            }
-            Io::Upgraded($io) => {
-                let $io = std::pin::Pin::new($io);
-                $call
-            }
-        }
-    };
-}
-
-impl tokio::io::AsyncWrite for Io {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        either!(self, io => io.poll_write(cx, buf))
-    }
-
-    fn poll_write_vectored(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        either!(self, io => io.poll_write_vectored(cx, bufs))
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Io::Shared(io) => io.is_write_vectored(),
-            Io::Upgraded(io) => io.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        either!(self, io => io.poll_flush(cx))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        either!(self, io => io.poll_shutdown(cx))
-    }
-}
+pub(crate) type Socket = WebSocketStream<Inflating<TokioIo<hyper::upgrade::Upgraded>>>;
 
 /// A WebSocket handshake, checked; answered by [`Upgrade::accept`].
 pub(crate) struct Upgrade {
@@ -199,9 +120,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
 
 impl Upgrade {
     /// Answers 101 and runs `callback` on the socket once the connection
-    /// is handed over (with the plain listener's socket itself, for the
-    /// direct path); `deflate` says whether the gateway offers compression
-    /// at all.
+    /// is handed over; `deflate` says whether the gateway offers
+    /// compression at all.
     pub(crate) fn accept<F, Fut>(
         self,
         config: WebSocketConfig,
@@ -210,7 +130,7 @@ impl Upgrade {
         callback: F,
     ) -> Response
     where
-        F: FnOnce(Socket, Option<Deflate>, Option<Arc<Accepted>>) -> Fut + Send + 'static,
+        F: FnOnce(Socket, Option<Deflate>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
         let agreed = self.offer.filter(|_| deflate);
@@ -221,16 +141,9 @@ impl Upgrade {
             let Ok(upgraded) = on_upgrade.await else {
                 return;
             };
-            let (io, plain) = match Accepted::take(upgraded) {
-                Ok((socket, unread)) => (
-                    Io::Shared(Shared::new(socket.clone(), unread)),
-                    Some(socket),
-                ),
-                Err(upgraded) => (Io::Upgraded(TokioIo::new(upgraded)), None),
-            };
-            let io = Inflating::new(io, agreed, max_message);
+            let io = Inflating::new(TokioIo::new(upgraded), agreed, max_message);
             let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-            callback(socket, agreed, plain).await;
+            callback(socket, agreed).await;
         });
         let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
         let h = response.headers_mut();

@@ -6,9 +6,7 @@
 //! take them, so what waits for a client that does not read stays in its
 //! hub queues (bounded, collapsed to snapshots when they overflow); a
 //! batch the socket does not take within the write timeout makes the
-//! client a slow consumer. While the task has nothing to write it parks
-//! its subscriptions on the direct path ([`super::direct`]), where the
-//! publishers write their changes themselves.
+//! client a slow consumer.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -29,10 +27,9 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use super::super::session::{self, Shaping};
 use super::super::shape::Shaper;
 use super::super::state::Transports;
-use super::direct::{Outlet, SubOutlet};
 use super::upgrade::Socket;
 use crate::auth::Principal;
-use crate::hub::{Direct, Subscription};
+use crate::hub::Subscription;
 use crate::protocol::deflate::{self, Deflated};
 use crate::protocol::{self, close};
 
@@ -74,10 +71,6 @@ pub(super) struct Sub {
     shaping: Option<Box<Shaping<Shaper>>>,
     /// A `heartbeat` (with `asOf`) is to be written: at every ping tick.
     heartbeat_due: bool,
-    /// Its direct path, on a socket that has one.
-    direct: Option<Arc<dyn Direct>>,
-    /// Parked on it since the task last ran.
-    parked: bool,
 }
 
 impl Sub {
@@ -107,26 +100,6 @@ impl Sub {
             first,
             shaping: shaper.map(|s| Box::new(Shaping::new(s))),
             heartbeat_due: false,
-            direct: None,
-            parked: false,
-        }
-    }
-
-    /// Parks the subscription on its direct path when it has nothing of
-    /// its own to write (what it has queued is checked by the hub).
-    fn park(&mut self) {
-        let Some(direct) = &self.direct else {
-            return;
-        };
-        if self.first.is_empty() && self.shaping.is_none() && !self.heartbeat_due {
-            self.parked = self.subscription.park(direct);
-        }
-    }
-
-    /// Takes its direct path back, if it was parked.
-    fn unpark(&mut self) {
-        if std::mem::take(&mut self.parked) {
-            self.subscription.unpark();
         }
     }
 
@@ -200,36 +173,15 @@ pub(super) struct Outbox {
     turn: usize,
     /// The compression level of a socket that agreed to `permessage-deflate`.
     deflate: Option<u32>,
-    /// The socket's direct path, if it has one.
-    outlet: Option<Arc<Outlet>>,
 }
 
 impl Outbox {
-    pub(super) fn new(deflate: Option<u32>, outlet: Option<Arc<Outlet>>) -> Self {
+    pub(super) fn new(deflate: Option<u32>) -> Self {
         Self {
             replies: VecDeque::new(),
             subs: Vec::new(),
             turn: 0,
             deflate,
-            outlet,
-        }
-    }
-
-    /// Parks every subscription that has nothing to write on the direct
-    /// path: only when the socket has nothing of the task's to write either.
-    fn park(&mut self) {
-        if self.outlet.is_some() && self.replies.is_empty() {
-            for sub in &mut self.subs {
-                sub.park();
-            }
-        }
-    }
-
-    /// Takes the direct path back from every subscription: from here on
-    /// the task alone writes to the socket.
-    fn unpark(&mut self) {
-        for sub in &mut self.subs {
-            sub.unpark();
         }
     }
 
@@ -273,14 +225,7 @@ impl Outbox {
         self.subs.iter().any(|s| &*s.id == id)
     }
 
-    pub(super) fn add(&mut self, mut sub: Sub) {
-        if let Some(outlet) = &self.outlet {
-            sub.direct = Some(Arc::new(SubOutlet {
-                outlet: outlet.clone(),
-                prefix: sub.prefix.clone(),
-                principal: sub.principal.clone(),
-            }));
-        }
+    pub(super) fn add(&mut self, sub: Sub) {
         // One at a time: a first push would make room for four (a socket
         // mostly has one subscription).
         self.subs.reserve_exact(1);
@@ -382,13 +327,10 @@ pub(super) struct Wire {
     /// Armed while a batch waits for the socket (boxed: only then); at its
     /// deadline the client is a slow consumer.
     stall: Option<Pin<Box<Sleep>>>,
-    /// The socket's direct path, if it has one: the rest of a frame a
-    /// publisher wrote in part goes out before anything of the task's.
-    outlet: Option<Arc<Outlet>>,
 }
 
 impl Wire {
-    pub(super) fn new(socket: Socket, outlet: Option<Arc<Outlet>>) -> Self {
+    pub(super) fn new(socket: Socket) -> Self {
         let read_wake = Arc::new(ReadWake {
             woken: AtomicBool::new(true),
             task: AtomicWaker::new(),
@@ -399,7 +341,6 @@ impl Wire {
             read_wake,
             flushing: None,
             stall: None,
-            outlet,
         }
     }
 
@@ -413,17 +354,6 @@ impl Wire {
         reading: bool,
         cx: &mut Context<'_>,
     ) -> Poll<Event> {
-        outbox.unpark();
-        match self.poll_rest(cx) {
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(_)) => return Poll::Ready(Event::WriteFailed),
-            // Nothing else is written, nor read (tungstenite may answer a
-            // ping), before it.
-            Poll::Pending => {
-                self.arm_stall(t);
-                return self.poll_stall(cx);
-            }
-        }
         if self.poll_write(t, outbox, cx).is_err() {
             return Poll::Ready(Event::WriteFailed);
         }
@@ -443,37 +373,12 @@ impl Wire {
                 }
             }
         }
-        if let Poll::Ready(slow) = self.poll_stall(cx) {
-            return Poll::Ready(slow);
-        }
-        // Nothing of the task's left in flight (tungstenite's buffer empty,
-        // a pong it owed included): the publishers may write.
-        if self.flushing.is_none()
-            && self.outlet.is_some()
-            && matches!(self.socket.poll_flush_unpin(cx), Poll::Ready(Ok(())))
+        if let Some(stall) = &mut self.stall
+            && stall.as_mut().poll(cx).is_ready()
         {
-            outbox.park();
+            return Poll::Ready(Event::Slow);
         }
         Poll::Pending
-    }
-
-    /// Ready with [`Event::Slow`] once the stall timer (if armed) is due.
-    fn poll_stall(&mut self, cx: &mut Context<'_>) -> Poll<Event> {
-        match &mut self.stall {
-            Some(stall) => stall.as_mut().poll(cx).map(|()| Event::Slow),
-            None => Poll::Pending,
-        }
-    }
-
-    /// The rest of a frame a publisher wrote in part, first.
-    fn poll_rest(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let Some(outlet) = &self.outlet else {
-            return Poll::Ready(Ok(()));
-        };
-        if ready!(outlet.poll_rest(cx))? && self.flushing.is_none() {
-            self.stall = None;
-        }
-        Poll::Ready(Ok(()))
     }
 
     /// Batches of up to [`session::MAX_BATCH`] frames, each fed to
@@ -565,11 +470,7 @@ impl Wire {
             code: CloseCode::from(code),
             reason: reason.into(),
         }));
-        let close = async {
-            std::future::poll_fn(|cx| self.poll_rest(cx)).await?;
-            self.socket.send(frame).await.map_err(std::io::Error::other)
-        };
-        let _ = tokio::time::timeout(grace, close).await;
+        let _ = tokio::time::timeout(grace, self.socket.send(frame)).await;
         let drain = async {
             while let Some(Ok(frame)) = self.socket.next().await {
                 if matches!(frame, Message::Close(_)) {
@@ -582,10 +483,6 @@ impl Wire {
 
     /// Completes a close the client started (tungstenite answers it).
     pub(super) async fn finish(mut self) {
-        let finish = async {
-            std::future::poll_fn(|cx| self.poll_rest(cx)).await?;
-            self.socket.close(None).await.map_err(std::io::Error::other)
-        };
-        let _ = tokio::time::timeout(CLOSE_GRACE, finish).await;
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.socket.close(None)).await;
     }
 }

@@ -49,6 +49,15 @@ pub(crate) struct ObjectsCurve {
     pub(crate) points: Vec<ObjectsPoint>,
 }
 
+/// What ends a progress line (`before` ",") or a table cell (`before` "")
+/// of a run that stopped early: `{before} stopped: {why}`; nothing for
+/// one that did not.
+pub(crate) fn stopped_note(before: &str, error: Option<&str>) -> String {
+    error
+        .map(|e| format!("{before} stopped: {e}"))
+        .unwrap_or_default()
+}
+
 /// How many of `total` objects spread evenly over `members` member `member` holds.
 pub(crate) fn share(total: usize, members: usize, member: usize) -> usize {
     total / members + usize::from(member < total % members)
@@ -155,11 +164,7 @@ pub(crate) async fn objects_curve(bin: &Path, plan: &Plan) -> anyhow::Result<Obj
                 point.sync_seconds,
                 point.sync_cpu_seconds,
                 point.rss_mb,
-                point
-                    .error
-                    .as_ref()
-                    .map(|e| format!(", stopped: {e}"))
-                    .unwrap_or_default()
+                stopped_note(",", point.error.as_deref())
             );
             let failed = point.error.is_some();
             points.push(point);
@@ -189,5 +194,12 @@ mod tests {
             let (lo, hi) = (shares.iter().min().unwrap(), shares.iter().max().unwrap());
             assert!(hi - lo <= 1, "{shares:?}");
         }
+    }
+
+    #[test]
+    fn a_stopped_run_says_why_in_a_line_and_in_a_cell() {
+        assert_eq!(stopped_note(",", Some("timed out")), ", stopped: timed out");
+        assert_eq!(stopped_note("", Some("timed out")), " stopped: timed out");
+        assert_eq!(stopped_note(",", None), "");
     }
 }

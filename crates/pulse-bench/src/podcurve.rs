@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::curves::slope;
-use crate::objects::share;
+use crate::objects::{self, share};
 use crate::plot::{Axis, Plot, Series};
 use crate::podwatch::{Gateway, all_synced, hold_stream, members_with, pod_count};
 use crate::proc;
@@ -451,11 +451,7 @@ pub(crate) async fn series(bin: &Path, plan: &Plan, members: usize) -> anyhow::R
             point.demand_seconds,
             point.demand_settled_rss_mb,
             point.demand_settled_seconds,
-            point
-                .error
-                .as_ref()
-                .map(|e| format!(", stopped: {e}"))
-                .unwrap_or_default()
+            objects::stopped_note(",", point.error.as_deref())
         );
         let failed = point.error.clone();
         run.points.push(point);
@@ -502,10 +498,7 @@ pub(crate) fn table(out: &mut String, c: &PodCurve) {
             p.demand_rss_mb,
             p.demand_settled_rss_mb,
             p.demand_settled_seconds,
-            p.error
-                .as_ref()
-                .map(|e| format!(" stopped: {e}"))
-                .unwrap_or_default()
+            objects::stopped_note("", p.error.as_deref())
         );
     }
     if !c.slopes.is_empty() {

@@ -12,7 +12,7 @@ use crate::agents::PushMembers;
 use crate::compression::Compression;
 use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
 use crate::members::MemberFleet;
-use crate::objects::ObjectsCurve;
+use crate::objects::{self, ObjectsCurve};
 use crate::plot::{Axis, Plot, Series};
 use crate::podcurve::{self, PodCurve};
 use crate::podwatch::PodFleet;
@@ -456,10 +456,7 @@ impl Results {
                     p.sync_cpu_seconds,
                     p.rss_mb,
                     p.peak_rss_mb,
-                    p.error
-                        .as_ref()
-                        .map(|e| format!(" stopped: {e}"))
-                        .unwrap_or_default()
+                    objects::stopped_note("", p.error.as_deref())
                 );
             }
         }
@@ -688,10 +685,7 @@ impl Results {
                 run.peak_rss_mb,
                 run.removed_rss_mb,
                 run.readded_rss_mb,
-                run.error
-                    .as_ref()
-                    .map(|e| format!(" stopped: {e}"))
-                    .unwrap_or_default()
+                objects::stopped_note("", run.error.as_deref())
             );
         }
         if let Some(bytes) = r.bytes_per_object {
@@ -731,10 +725,7 @@ impl Results {
                 r.simulators_cpu_seconds,
                 r.steady_rss_mb,
                 r.peak_rss_mb,
-                r.error
-                    .as_ref()
-                    .map(|e| format!(" stopped: {e}"))
-                    .unwrap_or_default()
+                objects::stopped_note("", r.error.as_deref())
             );
         }
         if f.on_demand.is_empty() && f.on_demand_error.is_none() {

@@ -5,17 +5,22 @@
 //! "frame parsed", on one clock.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use memchr::memmem;
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
 
 pub(crate) const MARKER: &[u8] = b"bench:ts";
+
+/// The marker's searcher, built once: a subscriber scans every byte it reads.
+static FINDER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(MARKER));
 
 /// Nanoseconds since the Unix epoch.
 pub(crate) fn now_nanos() -> u64 {
@@ -42,7 +47,7 @@ impl Seen {
         carry.extend_from_slice(bytes);
         let mut at = 0;
         let mut keep_from = carry.len().saturating_sub(MARKER.len() + 24);
-        while let Some(pos) = find(&carry[at..], MARKER) {
+        while let Some(pos) = FINDER.find(&carry[at..]) {
             let start = at + pos + MARKER.len();
             let digits = carry[start..]
                 .iter()
@@ -72,10 +77,6 @@ impl Seen {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
 /// How a subscriber connects.
 #[derive(Clone, Debug)]
 pub(crate) enum Via {
@@ -86,7 +87,7 @@ pub(crate) enum Via {
 }
 
 /// Runs one subscriber until `stop`; a `stalled` one connects, then never reads.
-pub(crate) async fn subscribe(via: Via, seen: Arc<Seen>, stalled: bool, stop: Arc<AtomicBool>) {
+pub(crate) async fn subscribe(via: Via, seen: Arc<Seen>, stalled: bool, stop: CancellationToken) {
     // A refused connection (a 502 from a busy proxy) is retried, as a
     // browser would, a bounded number of times before it is connected.
     for attempt in 0..20u64 {
@@ -99,12 +100,12 @@ pub(crate) async fn subscribe(via: Via, seen: Arc<Seen>, stalled: bool, stop: Ar
                 .map_err(|e| e.to_string()),
         };
         match result {
-            Err(e) if !seen.connected.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) => {
+            Err(e) if !seen.connected.load(Ordering::Relaxed) && !stop.is_cancelled() => {
                 tracing::debug!(cause = %e, attempt, "subscriber refused; retrying");
                 tokio::time::sleep(Duration::from_millis(100 * (attempt + 1))).await;
             }
             Err(e) => {
-                if !stop.load(Ordering::Relaxed) {
+                if !stop.is_cancelled() {
                     tracing::debug!(cause = %e, "subscriber ended");
                 }
                 return;
@@ -119,7 +120,7 @@ async fn sse(
     path: &str,
     seen: &Seen,
     stalled: bool,
-    stop: &AtomicBool,
+    stop: &CancellationToken,
 ) -> std::io::Result<()> {
     let mut stream = TcpStream::connect(addr).await?;
     let request = format!(
@@ -139,22 +140,24 @@ async fn sse(
     seen.connected.store(true, Ordering::Relaxed);
     if stalled {
         // Hold the socket without reading until the scenario ends.
-        while !stop.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        stop.cancelled().await;
         return Ok(());
     }
     seen.scan(&mut carry, &buf[..n]);
-    while !stop.load(Ordering::Relaxed) {
-        let read = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await;
-        match read {
-            Ok(Ok(0)) => return Err(std::io::Error::other("closed by the server")),
-            Ok(Ok(n)) => seen.scan(&mut carry, &buf[..n]),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {}
+    // One wait for the end, registered once: a read costs no timer.
+    let stopped = stop.cancelled();
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            biased;
+            read = stream.read(&mut buf) => match read {
+                Ok(0) => return Err(std::io::Error::other("closed by the server")),
+                Ok(n) => seen.scan(&mut carry, &buf[..n]),
+                Err(e) => return Err(e),
+            },
+            () = &mut stopped => return Ok(()),
         }
     }
-    Ok(())
 }
 
 async fn ws(
@@ -162,7 +165,7 @@ async fn ws(
     hello: Option<String>,
     seen: &Seen,
     stalled: bool,
-    stop: &AtomicBool,
+    stop: &CancellationToken,
 ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
     let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
         .read_buffer_size(16 * 1024);
@@ -172,21 +175,26 @@ async fn ws(
         socket.send(Message::Text(hello.into())).await?;
     }
     seen.connected.store(true, Ordering::Relaxed);
+    if stalled {
+        stop.cancelled().await;
+        return Ok(());
+    }
     let mut carry = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        if stalled {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        }
-        match tokio::time::timeout(Duration::from_millis(200), socket.next()).await {
-            Ok(Some(Ok(Message::Text(text)))) => seen.scan(&mut carry, text.as_bytes()),
-            Ok(Some(Ok(Message::Binary(bytes)))) => seen.scan(&mut carry, &bytes),
-            Ok(Some(Ok(_))) | Err(_) => {}
-            Ok(Some(Err(e))) => return Err(e),
-            Ok(None) => return Ok(()),
+    let stopped = stop.cancelled();
+    tokio::pin!(stopped);
+    loop {
+        tokio::select! {
+            biased;
+            message = socket.next() => match message {
+                Some(Ok(Message::Text(text))) => seen.scan(&mut carry, text.as_bytes()),
+                Some(Ok(Message::Binary(bytes))) => seen.scan(&mut carry, &bytes),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            },
+            () = &mut stopped => return Ok(()),
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

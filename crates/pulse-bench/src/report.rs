@@ -492,12 +492,12 @@ impl Results {
                 "Servers pinned to core 0, the benchmark to the other cores (`--pin`).\n\n",
             );
         }
-        out.push_str("| round | server | transport | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str("| round | server | transport | subscribers | rate (changes/s) | achieved | p50 (ms) | p99 (ms) | max (ms) | loss | server CPU | benchmark CPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &self.latency {
             for st in &r.steps {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.0}% |",
+                    "| {} | {} | {} | {} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.0}% | {:.0}% |",
                     r.round,
                     r.server.name(),
                     r.transport,
@@ -508,13 +508,14 @@ impl Results {
                     st.p99_ms,
                     st.max_ms,
                     st.loss,
-                    st.server_cpu_pct
+                    st.server_cpu_pct,
+                    st.bench_cpu_pct
                 );
             }
             if let Some(e) = &r.error {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | stopped: {e} |||||||",
+                    "| {} | {} | {} | {} | stopped: {e} ||||||||",
                     r.round,
                     r.server.name(),
                     r.transport,

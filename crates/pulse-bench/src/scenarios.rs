@@ -3,11 +3,12 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::load::{self, Seen, Via};
 use crate::proc;
@@ -243,7 +244,7 @@ impl Plan {
 /// Subscribers connected to one server.
 pub(crate) struct Crowd {
     pub(crate) seen: Vec<Arc<Seen>>,
-    stop: Arc<AtomicBool>,
+    stop: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -254,7 +255,7 @@ impl Crowd {
         n: usize,
         stalled: usize,
     ) -> anyhow::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = CancellationToken::new();
         let gate = Arc::new(Semaphore::new(200));
         let mut seen = Vec::with_capacity(n);
         let mut tasks = Vec::with_capacity(n);
@@ -302,7 +303,7 @@ impl Crowd {
     }
 
     pub(crate) async fn close(self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.cancel();
         for t in self.tasks {
             let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
         }

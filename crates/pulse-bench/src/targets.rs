@@ -106,6 +106,23 @@ fn image(ts: u64) -> String {
     format!("registry.example/bench:ts{ts}x")
 }
 
+/// What the peers publish for change number `n` made at `ts`: the message
+/// kube-pulse's WebSocket subscriber gets for the same change of the
+/// benchmark Deployment (subscription id, type, topic, revision, cursor,
+/// then the merge patch: the new image and generation, and the messages
+/// naming the generation the member's controller has yet to observe), so
+/// that every server delivers the same number of bytes per delivery.
+pub(crate) fn peer_message(ts: u64, n: usize) -> String {
+    let generation = n + 2;
+    let waiting = format!("waiting for the controller to observe generation {generation}");
+    format!(
+        r#"{{"sub":"b","type":"patch","topic":"apps/bench/bench/app0","rev":{rev},"cursor":"661ea8f035088-{cursor}","patch":{{"message":"0/1 ready (Deployment app0: {waiting})","workloads":{{"Deployment/app0":{{"generation":{generation},"images":["{image}"],"message":"{waiting}"}}}}}}}}"#,
+        rev = n + 3,
+        cursor = n + 45,
+        image = image(ts),
+    )
+}
+
 impl Target {
     /// kube-pulse `serve` (release binary `bin`) over a simulated member with `apps` Deployments.
     pub(crate) async fn kube_pulse(bin: &Path, apps: usize) -> anyhow::Result<Self> {
@@ -474,11 +491,7 @@ impl Target {
                 Ok(())
             }
             Publish::Http { url, pushpin } => {
-                // The same document kube-pulse's patch carries, as the peers' message.
-                let message = format!(
-                    r#"{{"topic":"apps/bench/bench/app0","patch":{{"workloads":{{"Deployment/app0":{{"images":["{}"]}}}}}}}}"#,
-                    image(ts)
-                );
+                let message = peer_message(ts, app);
                 let body = if *pushpin {
                     serde_json::json!({"items": [{"channel": "bench", "formats": {
                         "http-stream": {"content": format!("event: patch\ndata: {message}\n\n")}
@@ -633,4 +646,31 @@ async fn grip_origin() -> anyhow::Result<SocketAddr> {
         }
     });
     Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peers_message_is_kube_pulses_patch_with_the_timestamp() {
+        let ts = 1_796_509_914_880_656_376;
+        let message = peer_message(ts, 42);
+        let value: serde_json::Value = serde_json::from_str(&message).expect("JSON");
+        assert_eq!(value["type"], "patch");
+        assert_eq!(value["rev"], 45);
+        assert_eq!(
+            value["patch"]["workloads"]["Deployment/app0"]["images"][0],
+            image(ts)
+        );
+        // The length of the message kube-pulse sent for change 42 of a run
+        // (generation 44, revision 45): 371 bytes.
+        assert_eq!(message.len(), 371);
+        let seen = crate::load::Seen::default();
+        seen.scan(&mut Vec::new(), message.as_bytes());
+        assert_eq!(
+            seen.deliveries.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+    }
 }

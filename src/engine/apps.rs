@@ -191,11 +191,7 @@ impl Engine {
             return;
         };
         for (ns, app) in apps {
-            let workloads: Vec<&Workload> = model
-                .workloads
-                .values()
-                .filter(|w| w.namespace == ns && w.app == app)
-                .collect();
+            let workloads: Vec<&Workload> = model.workloads.of_app(&ns, &app).collect();
             let ns_exists = model
                 .namespaces
                 .as_ref()

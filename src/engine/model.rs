@@ -26,7 +26,7 @@ pub(super) struct ClusterModel {
     /// The number of the cluster's last transition already logged.
     pub(super) logged: u64,
     pub(super) syncs: BTreeMap<Gvr, SyncStatus>,
-    pub(super) workloads: HashMap<WorkloadKey, Workload>,
+    pub(super) workloads: Workloads,
     /// None until the first namespace list completed.
     pub(super) namespaces: Option<BTreeSet<String>>,
     pub(super) apps: BTreeMap<(String, String), AppStatus>,
@@ -55,8 +55,8 @@ impl ClusterModel {
         pod: &PodState,
     ) -> BTreeSet<(String, String)> {
         self.workloads
-            .values()
-            .filter(|w| w.namespace == namespace && pod.matches(&w.selector))
+            .in_namespace(namespace)
+            .filter(|w| pod.matches(&w.selector))
             .map(|w| (w.namespace.clone(), w.app.clone()))
             .collect()
     }
@@ -71,8 +71,8 @@ impl ClusterModel {
                 .unwrap_or_default()
         } else {
             self.workloads
-                .values()
-                .filter(|x| x.kind == w.kind && x.namespace == w.namespace && x.name == w.name)
+                .in_namespace(&w.namespace)
+                .filter(|x| x.kind == w.kind && x.name == w.name)
                 .map(|x| (x.namespace.clone(), x.app.clone()))
                 .collect()
         }
@@ -106,4 +106,169 @@ impl ClusterModel {
 pub(super) struct ClusterSeries {
     pub(super) lists: BTreeSet<(String, String)>,
     pub(super) errors: BTreeSet<(String, String, String)>,
+}
+
+/// A member's workloads, by key and by app: an app's workloads (and a
+/// namespace's) are read without going through the member's others, so
+/// that recomputing one app costs the same on a member of ten apps and on
+/// one of 100 000.
+#[derive(Debug, Default)]
+pub(super) struct Workloads {
+    by_key: HashMap<WorkloadKey, Workload>,
+    /// The keys of each (namespace, app)'s workloads, sorted: a namespace's
+    /// apps are one range.
+    by_app: BTreeMap<(String, String), BTreeSet<WorkloadKey>>,
+}
+
+impl Workloads {
+    /// Holds `workload` under `key`; the workload it replaces, if any.
+    pub(super) fn insert(&mut self, key: WorkloadKey, workload: Workload) -> Option<Workload> {
+        let app = (workload.namespace.clone(), workload.app.clone());
+        let old = self.by_key.insert(key.clone(), workload);
+        if let Some(old) = &old {
+            self.unlink(&key, old);
+        }
+        self.by_app.entry(app).or_default().insert(key);
+        old
+    }
+
+    /// Drops the workload under `key`.
+    pub(super) fn remove(&mut self, key: &WorkloadKey) -> Option<Workload> {
+        let old = self.by_key.remove(key)?;
+        self.unlink(key, &old);
+        Some(old)
+    }
+
+    /// Drops every workload of `kind` (before a relist of that kind).
+    pub(super) fn remove_kind(&mut self, kind: &str) {
+        let keys: Vec<WorkloadKey> = self
+            .by_key
+            .keys()
+            .filter(|(k, _, _)| *k == kind)
+            .cloned()
+            .collect();
+        for key in keys {
+            self.remove(&key);
+        }
+    }
+
+    fn unlink(&mut self, key: &WorkloadKey, old: &Workload) {
+        let app = (old.namespace.clone(), old.app.clone());
+        if let Some(keys) = self.by_app.get_mut(&app) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_app.remove(&app);
+            }
+        }
+    }
+
+    /// The workloads of app `app` in `namespace`, by kind and name.
+    pub(super) fn of_app<'a>(
+        &'a self,
+        namespace: &str,
+        app: &str,
+    ) -> impl Iterator<Item = &'a Workload> + 'a {
+        self.by_app
+            .get(&(namespace.to_string(), app.to_string()))
+            .into_iter()
+            .flatten()
+            .filter_map(|key| self.by_key.get(key))
+    }
+
+    /// The workloads of `namespace`, by app, kind and name.
+    pub(super) fn in_namespace<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> impl Iterator<Item = &'a Workload> + 'a {
+        self.by_app
+            .range((namespace.to_string(), String::new())..)
+            .take_while(move |((ns, _), _)| ns == namespace)
+            .flat_map(|(_, keys)| keys)
+            .filter_map(|key| self.by_key.get(key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(kind: &'static str, namespace: &str, name: &str, app: &str) -> Workload {
+        Workload {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+            app: app.into(),
+            generation: 1,
+            observed_generation: 1,
+            expected: 1,
+            replicas: 1,
+            updated: 1,
+            ready: 1,
+            available: 1,
+            failure: None,
+            paused: false,
+            progressing: None,
+            terminating: false,
+            images: Vec::new(),
+            selector: BTreeMap::new(),
+        }
+    }
+
+    fn key(kind: &'static str, namespace: &str, name: &str) -> WorkloadKey {
+        (kind, namespace.into(), name.into())
+    }
+
+    fn names<'a>(ws: impl Iterator<Item = &'a Workload>) -> Vec<String> {
+        ws.map(|w| format!("{}/{}/{}", w.namespace, w.kind, w.name))
+            .collect()
+    }
+
+    #[test]
+    fn an_apps_workloads_follow_inserts_app_changes_and_removals() {
+        let mut ws = Workloads::default();
+        ws.insert(
+            key("Deployment", "shop", "web"),
+            workload("Deployment", "shop", "web", "web"),
+        );
+        ws.insert(
+            key("StatefulSet", "shop", "db"),
+            workload("StatefulSet", "shop", "db", "web"),
+        );
+        ws.insert(
+            key("Deployment", "shopping", "web"),
+            workload("Deployment", "shopping", "web", "web"),
+        );
+        ws.insert(
+            key("Deployment", "sh", "x"),
+            workload("Deployment", "sh", "x", "x"),
+        );
+        assert_eq!(
+            names(ws.of_app("shop", "web")),
+            ["shop/Deployment/web", "shop/StatefulSet/db"]
+        );
+        // A namespace is its own apps only, not those of a namespace it prefixes.
+        assert_eq!(
+            names(ws.in_namespace("shop")),
+            ["shop/Deployment/web", "shop/StatefulSet/db"]
+        );
+        assert_eq!(names(ws.in_namespace("sh")), ["sh/Deployment/x"]);
+        // The app label changed: the workload moves to its new app.
+        let old = ws
+            .insert(
+                key("StatefulSet", "shop", "db"),
+                workload("StatefulSet", "shop", "db", "db"),
+            )
+            .expect("replaced");
+        assert_eq!(old.app, "web");
+        assert_eq!(names(ws.of_app("shop", "web")), ["shop/Deployment/web"]);
+        assert_eq!(names(ws.of_app("shop", "db")), ["shop/StatefulSet/db"]);
+        // Removed, then a kind relisted: nothing of them is left, the rest stays.
+        assert!(ws.remove(&key("Deployment", "shop", "web")).is_some());
+        assert!(ws.remove(&key("Deployment", "shop", "web")).is_none());
+        assert_eq!(names(ws.of_app("shop", "web")), Vec::<String>::new());
+        ws.remove_kind("Deployment");
+        assert_eq!(names(ws.in_namespace("shopping")), Vec::<String>::new());
+        assert_eq!(names(ws.in_namespace("shop")), ["shop/StatefulSet/db"]);
+        assert_eq!(ws.by_app.len(), 1, "no empty app entries: {:?}", ws.by_app);
+    }
 }

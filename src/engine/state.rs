@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::model::{ClusterModel, ClusterSeries};
+use super::model::{ClusterModel, ClusterSeries, Workloads};
 use super::observation::Observation;
 use super::transitions::{self, Subject};
 use crate::hub::Hub;
@@ -172,7 +172,7 @@ impl Engine {
                             logged: transitions::last(&status.lifecycle),
                             status,
                             syncs: BTreeMap::new(),
-                            workloads: HashMap::new(),
+                            workloads: Workloads::default(),
                             namespaces: None,
                             apps: BTreeMap::new(),
                             tasks: HashMap::new(),
@@ -217,7 +217,7 @@ impl Engine {
                     return;
                 };
                 let mut touched: BTreeSet<(String, String)> = model.apps.keys().cloned().collect();
-                model.workloads.retain(|(k, _, _), _| *k != kind);
+                model.workloads.remove_kind(kind);
                 for w in items {
                     touched.insert((w.namespace.clone(), w.app.clone()));
                     model

@@ -38,9 +38,7 @@ impl Engine {
                 let Some(model) = self.clusters.get_mut(&cluster) else {
                     return;
                 };
-                // Each namespace's pods built at once, in full B-tree nodes:
-                // inserted one by one, in the list's (sorted) order, every
-                // node would be left half empty.
+                // Each namespace's pods indexed at once (in full B-tree nodes).
                 let mut by_namespace: BTreeMap<String, Vec<(Box<str>, PodState)>> = BTreeMap::new();
                 for pod in items {
                     by_namespace
@@ -48,19 +46,13 @@ impl Engine {
                         .or_default()
                         .push((pod.name.into_boxed_str(), pod.state));
                 }
-                let index: PodIndex = by_namespace
-                    .into_iter()
-                    .map(|(namespace, pods)| (namespace, pods.into_iter().collect()))
-                    .collect();
+                let index = PodIndex::from_namespaces(by_namespace);
                 // Warnings of pods that are gone go with them.
-                model.warnings.retain(|_, w| {
-                    w.kind != "Pod"
-                        || index
-                            .get(&w.namespace)
-                            .is_some_and(|p| p.contains_key(w.name.as_str()))
-                });
+                model
+                    .warnings
+                    .retain(|_, w| w.kind != "Pod" || index.get(&w.namespace, &w.name).is_some());
                 let mut figures = PodFigures::default();
-                for pod in index.values().flat_map(BTreeMap::values) {
+                for pod in index.values() {
                     figures.add(pod.share);
                 }
                 model.pods = Some(index);
@@ -75,11 +67,8 @@ impl Engine {
                 };
                 let mut touched = model.apps_of_pod(&pod.namespace, &pod.state);
                 let share = pod.state.share;
-                let index = model.pods.get_or_insert_with(PodIndex::new);
-                let old = index
-                    .entry(pod.namespace.clone())
-                    .or_default()
-                    .insert(pod.name.into_boxed_str(), pod.state);
+                let index = model.pods.get_or_insert_with(PodIndex::default);
+                let old = index.insert(pod.namespace.clone(), pod.name.into_boxed_str(), pod.state);
                 model.pod_figures.add(share);
                 if let Some(old) = old {
                     model.pod_figures.remove(old.share);
@@ -100,13 +89,7 @@ impl Engine {
                 let old = model
                     .pods
                     .as_mut()
-                    .and_then(|p| p.get_mut(&namespace))
-                    .and_then(|p| p.remove(name.as_str()));
-                if let Some(p) = model.pods.as_mut()
-                    && p.get(&namespace).is_some_and(BTreeMap::is_empty)
-                {
-                    p.remove(&namespace);
-                }
+                    .and_then(|p| p.remove(&namespace, &name));
                 model.forget_warnings("Pod", &namespace, &name);
                 if let Some(old) = &old {
                     model.pod_figures.remove(old.share);
@@ -197,15 +180,12 @@ impl Engine {
                 .as_ref()
                 .is_none_or(|set| set.contains(&ns));
             // The app's pods: those its workloads select, in its namespace.
-            let app_pods: Option<Vec<(&str, &PodState)>> = model.pods.as_ref().map(|index| {
-                index
-                    .get(&ns)
-                    .into_iter()
-                    .flatten()
-                    .filter(|(_, p)| workloads.iter().any(|w| p.matches(&w.selector)))
-                    .map(|(name, p)| (&**name, p))
-                    .collect()
-            });
+            let selectors: Vec<&BTreeMap<String, String>> =
+                workloads.iter().map(|w| &w.selector).collect();
+            let app_pods: Option<Vec<(&str, &PodState)>> = model
+                .pods
+                .as_ref()
+                .map(|index| index.selected(&ns, &selectors));
             let states: Option<Vec<&PodState>> = app_pods
                 .as_ref()
                 .map(|ps| ps.iter().map(|(_, p)| *p).collect());

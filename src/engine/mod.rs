@@ -11,7 +11,7 @@
 //! engine starts: a removed member's topics go with it.
 //!
 //! Its parts: the engine's state and `apply` (`state`), a member's model
-//! (`model`), cluster and sync documents (`cluster`), app documents
+//! (`model`) and its pods (`pod_index`), cluster and sync documents (`cluster`), app documents
 //! (`apps`), app retention (`retention`), the task loop (`task`), the
 //! summary topics (`summaries`) and transition logging (`transitions`).
 
@@ -20,6 +20,7 @@ mod capacity;
 mod cluster;
 mod model;
 mod observation;
+mod pod_index;
 mod pushed;
 mod pushed_model;
 mod retention;

@@ -18,8 +18,7 @@ pub(super) type WorkloadKey = (&'static str, String, String);
 /// are dropped at once, so this only bounds events of objects never seen.
 pub(super) const MAX_WARNINGS: usize = 10_000;
 
-/// Pods by namespace, then name: what is held of each (docs/SCALE.md).
-pub(super) type PodIndex = BTreeMap<String, BTreeMap<Box<str>, PodState>>;
+pub(super) use super::pod_index::PodIndex;
 
 pub(super) struct ClusterModel {
     pub(super) status: ClusterStatus,
@@ -66,7 +65,7 @@ impl ClusterModel {
         if w.kind == "Pod" {
             self.pods
                 .as_ref()
-                .and_then(|p| p.get(&w.namespace)?.get(w.name.as_str()))
+                .and_then(|p| p.get(&w.namespace, &w.name))
                 .map(|pod| self.apps_of_pod(&w.namespace, pod))
                 .unwrap_or_default()
         } else {

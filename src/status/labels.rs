@@ -29,6 +29,21 @@ impl Labels {
             .all(|(k, v)| self.get(k) == Some(v.as_str()))
     }
 
+    /// Its labels, sorted by key.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// Whether `other` is this very copy (not only an equal set).
+    pub fn same(&self, other: &Labels) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The address of its copy: equal for [`same`](Self::same) sets.
+    pub fn as_ptr(&self) -> *const () {
+        Arc::as_ptr(&self.0).cast()
+    }
+
     /// How many labels.
     pub fn len(&self) -> usize {
         self.0.len()

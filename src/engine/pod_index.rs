@@ -18,7 +18,7 @@ use std::hash::{Hash, Hasher};
 use crate::status::labels::Labels;
 use crate::status::pods::PodState;
 
-/// Pods by namespace (docs/SCALE.md).
+/// Pods by namespace; what a pod costs is in docs/BENCHMARKS.md.
 #[derive(Debug, Default)]
 pub(super) struct PodIndex {
     namespaces: BTreeMap<String, NamespacePods>,

@@ -217,6 +217,17 @@ mod tests {
         (kind, namespace.into(), name.into())
     }
 
+    /// Holds workload `name` of `kind` in `namespace`, of `app`.
+    fn put(
+        ws: &mut Workloads,
+        (kind, namespace, name, app): (&'static str, &str, &str, &str),
+    ) -> Option<Workload> {
+        ws.insert(
+            key(kind, namespace, name),
+            workload(kind, namespace, name, app),
+        )
+    }
+
     fn names<'a>(ws: impl Iterator<Item = &'a Workload>) -> Vec<String> {
         ws.map(|w| format!("{}/{}/{}", w.namespace, w.kind, w.name))
             .collect()
@@ -225,22 +236,14 @@ mod tests {
     #[test]
     fn an_apps_workloads_follow_inserts_app_changes_and_removals() {
         let mut ws = Workloads::default();
-        ws.insert(
-            key("Deployment", "shop", "web"),
-            workload("Deployment", "shop", "web", "web"),
-        );
-        ws.insert(
-            key("StatefulSet", "shop", "db"),
-            workload("StatefulSet", "shop", "db", "web"),
-        );
-        ws.insert(
-            key("Deployment", "shopping", "web"),
-            workload("Deployment", "shopping", "web", "web"),
-        );
-        ws.insert(
-            key("Deployment", "sh", "x"),
-            workload("Deployment", "sh", "x", "x"),
-        );
+        for w in [
+            ("Deployment", "shop", "web", "web"),
+            ("StatefulSet", "shop", "db", "web"),
+            ("Deployment", "shopping", "web", "web"),
+            ("Deployment", "sh", "x", "x"),
+        ] {
+            put(&mut ws, w);
+        }
         assert_eq!(
             names(ws.of_app("shop", "web")),
             ["shop/Deployment/web", "shop/StatefulSet/db"]
@@ -252,12 +255,7 @@ mod tests {
         );
         assert_eq!(names(ws.in_namespace("sh")), ["sh/Deployment/x"]);
         // The app label changed: the workload moves to its new app.
-        let old = ws
-            .insert(
-                key("StatefulSet", "shop", "db"),
-                workload("StatefulSet", "shop", "db", "db"),
-            )
-            .expect("replaced");
+        let old = put(&mut ws, ("StatefulSet", "shop", "db", "db")).expect("replaced");
         assert_eq!(old.app, "web");
         assert_eq!(names(ws.of_app("shop", "web")), ["shop/Deployment/web"]);
         assert_eq!(names(ws.of_app("shop", "db")), ["shop/StatefulSet/db"]);

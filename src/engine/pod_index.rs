@@ -204,13 +204,7 @@ impl PodIndex {
 mod tests {
     use super::*;
     use crate::status::capacity::PodShare;
-
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::status::labels::map as labels;
 
     fn pod(pairs: &[(&str, &str)]) -> PodState {
         PodState {

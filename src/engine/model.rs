@@ -4,10 +4,12 @@
 //! status machines read to make its documents.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 
 use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::capacity::{NodeFacts, PodFigures};
 use crate::status::cluster::ClusterStatus;
+use crate::status::labels::Labels;
 use crate::status::pods::{EventKey, PodState, Warning};
 use crate::status::sync::{Gvr, SyncStatus};
 
@@ -54,8 +56,7 @@ impl ClusterModel {
         pod: &PodState,
     ) -> BTreeSet<(String, String)> {
         self.workloads
-            .in_namespace(namespace)
-            .filter(|w| pod.matches(&w.selector))
+            .selecting(namespace, &pod.labels)
             .map(|w| (w.namespace.clone(), w.app.clone()))
             .collect()
     }
@@ -107,25 +108,50 @@ pub(super) struct ClusterSeries {
     pub(super) errors: BTreeSet<(String, String, String)>,
 }
 
-/// A member's workloads, by key and by app: an app's workloads (and a
-/// namespace's) are read without going through the member's others, so
-/// that recomputing one app costs the same on a member of ten apps and on
-/// one of 100 000.
+/// A member's workloads, by key, by app and by their selector's first
+/// label: an app's workloads (a namespace's, a pod's) are read without
+/// going through the member's others, so that recomputing one app costs
+/// the same on a member of ten apps and on one of 100 000.
 #[derive(Debug, Default)]
 pub(super) struct Workloads {
     by_key: HashMap<WorkloadKey, Workload>,
     /// The keys of each (namespace, app)'s workloads, sorted: a namespace's
     /// apps are one range.
     by_app: BTreeMap<(String, String), BTreeSet<WorkloadKey>>,
+    /// The keys of the workloads that have a selector, by a hash of their
+    /// namespace and their selector's first label: the workloads that may
+    /// select a pod are found from the pod's own labels (hashes may
+    /// collide: whoever reads a list checks its workloads).
+    by_first_label: HashMap<u64, Vec<WorkloadKey>>,
+}
+
+/// The hash a workload is indexed under: its namespace and the first label
+/// of its selector (None for an empty selector, which selects nothing).
+fn first_label_hash(namespace: &str, selector: &BTreeMap<String, String>) -> Option<u64> {
+    let (key, value) = selector.iter().next()?;
+    Some(label_hash(namespace, key, value))
+}
+
+fn label_hash(namespace: &str, key: &str, value: &str) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    (namespace, key, value).hash(&mut hasher);
+    hasher.finish()
 }
 
 impl Workloads {
     /// Holds `workload` under `key`; the workload it replaces, if any.
     pub(super) fn insert(&mut self, key: WorkloadKey, workload: Workload) -> Option<Workload> {
         let app = (workload.namespace.clone(), workload.app.clone());
+        let first_label = first_label_hash(&workload.namespace, &workload.selector);
         let old = self.by_key.insert(key.clone(), workload);
         if let Some(old) = &old {
             self.unlink(&key, old);
+        }
+        if let Some(hash) = first_label {
+            self.by_first_label
+                .entry(hash)
+                .or_default()
+                .push(key.clone());
         }
         self.by_app.entry(app).or_default().insert(key);
         old
@@ -159,6 +185,31 @@ impl Workloads {
                 self.by_app.remove(&app);
             }
         }
+        if let Some(hash) = first_label_hash(&old.namespace, &old.selector)
+            && let Some(keys) = self.by_first_label.get_mut(&hash)
+        {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.by_first_label.remove(&hash);
+            }
+        }
+    }
+
+    /// The workloads of `namespace` whose selectors select a pod with
+    /// `labels` (`matchLabels`; each at most once but for hash collisions).
+    pub(super) fn selecting<'a>(
+        &'a self,
+        namespace: &'a str,
+        labels: &'a Labels,
+    ) -> impl Iterator<Item = &'a Workload> + 'a {
+        labels
+            .pairs()
+            .filter_map(move |(key, value)| {
+                self.by_first_label.get(&label_hash(namespace, key, value))
+            })
+            .flatten()
+            .filter_map(|key| self.by_key.get(key))
+            .filter(move |w| w.namespace == namespace && labels.has_all(&w.selector))
     }
 
     /// The workloads of app `app` in `namespace`, by kind and name.
@@ -267,5 +318,77 @@ mod tests {
         assert_eq!(names(ws.in_namespace("shopping")), Vec::<String>::new());
         assert_eq!(names(ws.in_namespace("shop")), ["shop/StatefulSet/db"]);
         assert_eq!(ws.by_app.len(), 1, "no empty app entries: {:?}", ws.by_app);
+    }
+
+    /// Holds a workload with `selector`.
+    fn put_selecting(
+        ws: &mut Workloads,
+        (kind, namespace, name, app): (&'static str, &str, &str, &str),
+        selector: &[(&str, &str)],
+    ) {
+        let mut w = workload(kind, namespace, name, app);
+        w.selector = crate::status::labels::map(selector);
+        ws.insert(key(kind, namespace, name), w);
+    }
+
+    /// The workloads selecting a pod of `namespace` with `labels`, found
+    /// through the index and, for reference, by matching every workload of
+    /// the namespace; both sorted.
+    fn selecting(ws: &Workloads, namespace: &str, labels: &[(&str, &str)]) -> Vec<String> {
+        let labels = Labels::of(Some(&crate::status::labels::map(labels)));
+        let mut found = names(ws.selecting(namespace, &labels));
+        found.sort();
+        let mut reference = names(
+            ws.in_namespace(namespace)
+                .filter(|w| !w.selector.is_empty() && labels.has_all(&w.selector)),
+        );
+        reference.sort();
+        assert_eq!(found, reference, "{namespace} {labels:?}");
+        found
+    }
+
+    #[test]
+    fn the_workloads_selecting_a_pod_are_found_from_its_labels() {
+        let mut ws = Workloads::default();
+        let d = "Deployment";
+        put_selecting(&mut ws, (d, "shop", "web", "web"), &[("app", "web")]);
+        put_selecting(
+            &mut ws,
+            (d, "shop", "web-canary", "web"),
+            &[("app", "web"), ("track", "canary")],
+        );
+        put_selecting(&mut ws, (d, "shop", "api", "api"), &[("app", "api")]);
+        put_selecting(&mut ws, (d, "shop", "bare", "bare"), &[]);
+        put_selecting(&mut ws, (d, "shopping", "web", "web"), &[("app", "web")]);
+        let canary = [("app", "web"), ("hash", "1"), ("track", "canary")];
+        assert_eq!(
+            selecting(&ws, "shop", &canary),
+            ["shop/Deployment/web", "shop/Deployment/web-canary"]
+        );
+        assert_eq!(
+            selecting(&ws, "shop", &[("app", "web")]),
+            ["shop/Deployment/web"]
+        );
+        assert!(selecting(&ws, "shop", &[("track", "canary")]).is_empty());
+        assert!(selecting(&ws, "shop", &[]).is_empty());
+        assert_eq!(
+            selecting(&ws, "shopping", &[("app", "web")]),
+            ["shopping/Deployment/web"]
+        );
+        // A selector changed: the workload is found under its new one only.
+        put_selecting(&mut ws, (d, "shop", "web-canary", "web"), &[("app", "api")]);
+        assert_eq!(
+            selecting(&ws, "shop", &[("app", "api")]),
+            ["shop/Deployment/api", "shop/Deployment/web-canary"]
+        );
+        assert_eq!(selecting(&ws, "shop", &canary), ["shop/Deployment/web"]);
+        ws.remove(&key(d, "shop", "api"));
+        ws.remove_kind("StatefulSet");
+        assert_eq!(
+            selecting(&ws, "shop", &[("app", "api")]),
+            ["shop/Deployment/web-canary"]
+        );
+        ws.remove_kind(d);
+        assert!(ws.by_first_label.is_empty(), "{:?}", ws.by_first_label);
     }
 }

@@ -5,8 +5,6 @@
 //! summaries of an app fold into a bounded [`PodsView`] and its dominant
 //! cause; an Event of type Warning is read into a [`Warning`].
 
-use std::collections::BTreeMap;
-
 use super::capacity::{PodShare, Resources};
 use super::labels::{LabelSets, Labels};
 use chrono::{DateTime, Utc};
@@ -280,9 +278,12 @@ impl PodSummary {
     }
 }
 
+#[cfg(test)]
 impl PodState {
-    /// Whether the pod is selected by `matchLabels` (an empty selector selects nothing).
-    pub(crate) fn matches(&self, selector: &BTreeMap<String, String>) -> bool {
+    /// Whether the pod is selected by `matchLabels` (an empty selector
+    /// selects nothing): what the engine's workload and pod indexes are
+    /// checked against.
+    pub(crate) fn matches(&self, selector: &std::collections::BTreeMap<String, String>) -> bool {
         !selector.is_empty() && self.labels.has_all(selector)
     }
 }
@@ -723,12 +724,7 @@ mod tests {
     #[test]
     fn selectors_match_labels() {
         let p = pod("web-1", json!({}));
-        let sel = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
+        let sel = crate::status::labels::map;
         assert!(p.matches(&sel(&[("app", "web")])));
         assert!(!p.matches(&sel(&[("app", "api")])));
         assert!(!p.matches(&sel(&[("app", "web"), ("tier", "x")])));

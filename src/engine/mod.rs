@@ -11,11 +11,12 @@
 //! engine starts: a removed member's topics go with it.
 //!
 //! Its parts: the engine's state and `apply` (`state`), a member's model
-//! (`model`) and its pods (`pod_index`), cluster and sync documents (`cluster`), app documents
+//! (`model`) and its pods (`pod_index`), both found by label (`by_label`), cluster and sync documents (`cluster`), app documents
 //! (`apps`), app retention (`retention`), the task loop (`task`), the
 //! summary topics (`summaries`) and transition logging (`transitions`).
 
 mod apps;
+mod by_label;
 mod capacity;
 mod cluster;
 mod model;

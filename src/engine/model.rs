@@ -4,7 +4,6 @@
 //! status machines read to make its documents.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
 
 use crate::status::app::{ActiveTask, AppStatus, Workload};
 use crate::status::capacity::{NodeFacts, PodFigures};
@@ -20,6 +19,7 @@ pub(super) type WorkloadKey = (&'static str, String, String);
 /// are dropped at once, so this only bounds events of objects never seen.
 pub(super) const MAX_WARNINGS: usize = 10_000;
 
+use super::by_label::ByLabel;
 pub(super) use super::pod_index::PodIndex;
 
 pub(super) struct ClusterModel {
@@ -118,49 +118,48 @@ pub(super) struct Workloads {
     /// The keys of each (namespace, app)'s workloads, sorted: a namespace's
     /// apps are one range.
     by_app: BTreeMap<(String, String), BTreeSet<WorkloadKey>>,
-    /// The keys of the workloads that have a selector, by a hash of their
-    /// namespace and their selector's first label: the workloads that may
-    /// select a pod are found from the pod's own labels (hashes may
-    /// collide: whoever reads a list checks its workloads).
-    by_first_label: HashMap<u64, Vec<WorkloadKey>>,
-}
-
-/// The hash a workload is indexed under: its namespace and the first label
-/// of its selector (None for an empty selector, which selects nothing).
-fn first_label_hash(namespace: &str, selector: &BTreeMap<String, String>) -> Option<u64> {
-    let (key, value) = selector.iter().next()?;
-    Some(label_hash(namespace, key, value))
-}
-
-fn label_hash(namespace: &str, key: &str, value: &str) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    (namespace, key, value).hash(&mut hasher);
-    hasher.finish()
+    /// The keys of each namespace's workloads that have a selector (an
+    /// empty one selects nothing), by their selector's first label: the
+    /// workloads that may select a pod are found from the pod's own labels.
+    by_first_label: HashMap<String, ByLabel<WorkloadKey>>,
 }
 
 impl Workloads {
     /// Holds `workload` under `key`; the workload it replaces, if any.
     pub(super) fn insert(&mut self, key: WorkloadKey, workload: Workload) -> Option<Workload> {
-        let app = (workload.namespace.clone(), workload.app.clone());
-        let first_label = first_label_hash(&workload.namespace, &workload.selector);
-        let old = self.by_key.insert(key.clone(), workload);
-        if let Some(old) = &old {
-            self.unlink(&key, old);
-        }
-        if let Some(hash) = first_label {
+        let old = self.remove(&key);
+        self.by_app
+            .entry((workload.namespace.clone(), workload.app.clone()))
+            .or_default()
+            .insert(key.clone());
+        if let Some((label, value)) = workload.selector.iter().next() {
             self.by_first_label
-                .entry(hash)
+                .entry(workload.namespace.clone())
                 .or_default()
-                .push(key.clone());
+                .add(label, value, key.clone());
         }
-        self.by_app.entry(app).or_default().insert(key);
+        self.by_key.insert(key, workload);
         old
     }
 
     /// Drops the workload under `key`.
     pub(super) fn remove(&mut self, key: &WorkloadKey) -> Option<Workload> {
         let old = self.by_key.remove(key)?;
-        self.unlink(key, &old);
+        let app = (old.namespace.clone(), old.app.clone());
+        if let Some(keys) = self.by_app.get_mut(&app) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_app.remove(&app);
+            }
+        }
+        if let Some((label, value)) = old.selector.iter().next()
+            && let Some(index) = self.by_first_label.get_mut(&old.namespace)
+        {
+            index.remove(label, value, key);
+            if index.is_empty() {
+                self.by_first_label.remove(&old.namespace);
+            }
+        }
         Some(old)
     }
 
@@ -177,39 +176,19 @@ impl Workloads {
         }
     }
 
-    fn unlink(&mut self, key: &WorkloadKey, old: &Workload) {
-        let app = (old.namespace.clone(), old.app.clone());
-        if let Some(keys) = self.by_app.get_mut(&app) {
-            keys.remove(key);
-            if keys.is_empty() {
-                self.by_app.remove(&app);
-            }
-        }
-        if let Some(hash) = first_label_hash(&old.namespace, &old.selector)
-            && let Some(keys) = self.by_first_label.get_mut(&hash)
-        {
-            keys.retain(|k| k != key);
-            if keys.is_empty() {
-                self.by_first_label.remove(&hash);
-            }
-        }
-    }
-
     /// The workloads of `namespace` whose selectors select a pod with
     /// `labels` (`matchLabels`; each at most once but for hash collisions).
     pub(super) fn selecting<'a>(
         &'a self,
-        namespace: &'a str,
+        namespace: &str,
         labels: &'a Labels,
     ) -> impl Iterator<Item = &'a Workload> + 'a {
-        labels
-            .pairs()
-            .filter_map(move |(key, value)| {
-                self.by_first_label.get(&label_hash(namespace, key, value))
-            })
-            .flatten()
+        let index = self.by_first_label.get(namespace);
+        index
+            .into_iter()
+            .flat_map(move |index| labels.pairs().flat_map(|(k, v)| index.get(k, v)))
             .filter_map(|key| self.by_key.get(key))
-            .filter(move |w| w.namespace == namespace && labels.has_all(&w.selector))
+            .filter(move |w| labels.has_all(&w.selector))
     }
 
     /// The workloads of app `app` in `namespace`, by kind and name.

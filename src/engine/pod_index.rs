@@ -13,8 +13,8 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 
+use super::by_label::ByLabel;
 use crate::status::labels::Labels;
 use crate::status::pods::PodState;
 
@@ -30,10 +30,8 @@ struct NamespacePods {
     pods: BTreeMap<Box<str>, PodState>,
     /// The distinct label sets of `pods`, each with how many pods hold it.
     sets: HashMap<Labels, usize>,
-    /// The sets of `sets` by a hash of each of their labels (key and
-    /// value): no label's text is copied, and whoever reads a list checks
-    /// its sets (hashes may collide).
-    by_label: HashMap<u64, Vec<Labels>>,
+    /// The sets of `sets` by each of their labels.
+    by_label: ByLabel<Labels>,
 }
 
 impl NamespacePods {
@@ -61,10 +59,7 @@ impl NamespacePods {
             Entry::Vacant(new) => {
                 new.insert(1);
                 for (key, value) in labels.pairs() {
-                    self.by_label
-                        .entry(label_hash(key, value))
-                        .or_default()
-                        .push(labels.clone());
+                    self.by_label.add(key, value, labels.clone());
                 }
                 labels.clone()
             }
@@ -82,13 +77,7 @@ impl NamespacePods {
         }
         self.sets.remove(labels);
         for (key, value) in labels.pairs() {
-            let hash = label_hash(key, value);
-            if let Some(sets) = self.by_label.get_mut(&hash) {
-                sets.retain(|s| s != labels);
-                if sets.is_empty() {
-                    self.by_label.remove(&hash);
-                }
-            }
+            self.by_label.remove(key, value, labels);
         }
     }
 
@@ -102,19 +91,9 @@ impl NamespacePods {
         let candidates = selector
             .iter()
             .next()
-            .and_then(|(key, value)| self.by_label.get(&label_hash(key, value)));
-        candidates
-            .into_iter()
-            .flatten()
-            .filter(move |set| set.has_all(selector))
+            .map_or(&[][..], |(key, value)| self.by_label.get(key, value));
+        candidates.iter().filter(move |set| set.has_all(selector))
     }
-}
-
-/// The hash a label is indexed under.
-fn label_hash(key: &str, value: &str) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    (key, value).hash(&mut hasher);
-    hasher.finish()
 }
 
 impl PodIndex {
@@ -313,12 +292,7 @@ mod tests {
         let ns = &index.namespaces["shop"];
         assert_eq!(ns.sets.len(), 1, "{:?}", ns.sets);
         assert_eq!(ns.by_label.len(), 1, "{:?}", ns.by_label);
-        assert_eq!(
-            ns.by_label[&label_hash("app", "api")].len(),
-            1,
-            "{:?}",
-            ns.by_label
-        );
+        assert_eq!(ns.by_label.get("app", "api").len(), 1, "{:?}", ns.by_label);
         // The namespace goes with its last pod.
         assert!(index.remove("shop", "a").is_some());
         assert!(index.namespaces.is_empty());

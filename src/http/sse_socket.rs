@@ -21,7 +21,8 @@ use axum::http::{HeaderName, HeaderValue, Method, Request, Response, Uri, Versio
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use crate::transports::sse::{WriteTimeout, WrittenDirectly};
+use crate::protocol::sse;
+use crate::transports::sse::{Chunked, WriteTimeout, WrittenDirectly};
 
 /// The path served here (its query string is the router's business).
 pub(crate) const EVENTS_PATH: &str = crate::transports::sse::PATH;
@@ -127,8 +128,9 @@ fn parse(buf: &[u8]) -> Parsed {
 }
 
 /// Writes `response` to `io`: its head (with `connection: close`), then
-/// its body, chunked unless its length is known, until the body ends or
-/// the client closes. The caller drops the connection afterwards.
+/// its body, chunked unless its length is known (as it is, when the body
+/// comes in chunks already: [`Chunked`]), until the body ends or the
+/// client closes. The caller drops the connection afterwards.
 pub(crate) async fn write_response<I>(io: &mut I, response: Response<Body>) -> std::io::Result<()>
 where
     I: AsyncRead + AsyncWrite + Unpin,
@@ -137,6 +139,7 @@ where
     let length = HttpBody::size_hint(&body).exact();
     let limit = parts.extensions.get::<WriteTimeout>().cloned();
     let limit = limit.as_ref();
+    let chunked = parts.extensions.get::<Chunked>().is_some();
     within(limit, io.write_all(&encode_head(parts, length))).await?;
     let mut body = std::pin::pin!(body);
     loop {
@@ -159,8 +162,8 @@ where
             },
         };
         match length {
-            Some(_) => within(limit, io.write_all(&data)).await?,
-            None => within(limit, write_chunk(io, data)).await?,
+            None if !chunked => within(limit, write_chunk(io, data)).await?,
+            _ => within(limit, io.write_all(&data)).await?,
         }
     }
     if length.is_none() {
@@ -242,15 +245,11 @@ const COPY_CHUNKS_UP_TO: usize = 16 * 1024;
 
 /// One chunk of a chunked body: size line, data, CRLF.
 async fn write_chunk<W: AsyncWrite + Unpin>(io: &mut W, mut data: Bytes) -> std::io::Result<()> {
-    let mut line = [0u8; 18];
-    let digits = hex(data.len(), &mut line);
     if data.len() <= COPY_CHUNKS_UP_TO {
-        let mut chunk = Vec::with_capacity(digits + data.len() + 2);
-        chunk.extend_from_slice(&line[..digits]);
-        chunk.extend_from_slice(&data);
-        chunk.extend_from_slice(b"\r\n");
-        return io.write_all(&chunk).await;
+        return io.write_all(&sse::http_chunk(&data)).await;
     }
+    let mut line = [0u8; 18];
+    let digits = sse::chunk_size_line(data.len(), &mut line);
     let mut size = &line[..digits];
     let mut tail: &[u8] = b"\r\n";
     while !(size.is_empty() && data.is_empty() && tail.is_empty()) {
@@ -268,17 +267,6 @@ async fn write_chunk<W: AsyncWrite + Unpin>(io: &mut W, mut data: Bytes) -> std:
         tail = &tail[n.min(tail.len())..];
     }
     Ok(())
-}
-
-/// Writes `n` in hexadecimal and CRLF into `out`; returns the length.
-fn hex(n: usize, out: &mut [u8; 18]) -> usize {
-    let digits = (usize::BITS - n.leading_zeros()).div_ceil(4).max(1) as usize;
-    for (i, byte) in out[..digits].iter_mut().enumerate() {
-        let nibble = (n >> (4 * (digits - 1 - i))) & 0xf;
-        *byte = b"0123456789abcdef"[nibble];
-    }
-    out[digits..digits + 2].copy_from_slice(b"\r\n");
-    digits + 2
 }
 
 /// Ready when the client has closed its side (or the socket failed); what
@@ -370,15 +358,6 @@ mod tests {
             "not http at all\r\n\r\n",
         ] {
             assert!(matches!(head(other), Parsed::Other), "{other:?}");
-        }
-    }
-
-    #[test]
-    fn chunk_sizes_are_hexadecimal() {
-        for n in [0, 1, 9, 15, 16, 255, 4096, 1 << 40, usize::MAX] {
-            let mut out = [0u8; 18];
-            let len = hex(n, &mut out);
-            assert_eq!(&out[..len], format!("{n:x}\r\n").as_bytes());
         }
     }
 

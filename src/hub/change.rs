@@ -62,6 +62,12 @@ pub struct Change {
     pub patch: Option<Arc<Value>>,
     /// When the hub published the change.
     pub at: DateTime<Utc>,
+    /// The same moment on the monotonic clock: what the delivery-lag
+    /// histogram measures from (an `Instant` subtraction, where the date
+    /// arithmetic of `at` cost about 1 % of the server's CPU at 1 000
+    /// subscribers, docs/benchmarks/30-same-message.md).
+    #[serde(skip)]
+    pub published: std::time::Instant,
     /// Applied from another replica's stream of changes
     /// ([`Hub::apply_remote`](super::Hub::apply_remote)), not made by this
     /// process: not to be published again.
@@ -132,6 +138,9 @@ pub struct EncodeCache {
     pub json: OnceLock<Bytes>,
     /// The change as an SSE frame (`id:`, `event:`, `data:`), made on first use.
     pub sse: OnceLock<Bytes>,
+    /// That frame as a chunk of an HTTP/1.1 chunked body, for the event
+    /// streams the gateway writes to their sockets itself; made on first use.
+    pub sse_chunk: OnceLock<Bytes>,
     /// The SSE frame compressed, for gzip streams; made on first use.
     pub sse_deflated: OnceLock<Box<Deflated>>,
     /// The JSON message's fields (after its opening brace) compressed, for

@@ -274,6 +274,7 @@ impl Hub {
             doc,
             patch,
             at: Utc::now(),
+            published: std::time::Instant::now(),
             encoded: EncodeCache::default(),
             remote,
         };

@@ -242,14 +242,11 @@ impl Metrics {
     /// Observes the delivery lag of a message the hub published `at`
     /// (nothing for messages that are not live changes), handed to its
     /// socket `now`.
-    pub(crate) fn observe_delivery(
-        &self,
-        at: Option<chrono::DateTime<chrono::Utc>>,
-        now: chrono::DateTime<chrono::Utc>,
-    ) {
+    pub(crate) fn observe_delivery(&self, at: Option<std::time::Instant>, now: std::time::Instant) {
         if let Some(at) = at {
-            let micros = (now - at).num_microseconds().unwrap_or(0).max(0);
-            self.delivery_lag.observe_micros(micros as u64);
+            let micros = now.saturating_duration_since(at).as_micros();
+            self.delivery_lag
+                .observe_micros(u64::try_from(micros).unwrap_or(u64::MAX));
         }
     }
 
@@ -313,13 +310,13 @@ mod tests {
     fn delivery_lag_is_a_cumulative_histogram_in_seconds() {
         let metrics = Metrics::new();
         let hub = Hub::new(Default::default());
-        let now = chrono::Utc::now();
+        let at = std::time::Instant::now();
         // (lag in microseconds): 100 µs is the first bound, inclusive.
         for micros in [0, 100, 101, 250_000, 30_000_000] {
-            let at = now - chrono::Duration::microseconds(micros);
+            let now = at + std::time::Duration::from_micros(micros);
             metrics.observe_delivery(Some(at), now);
         }
-        metrics.observe_delivery(None, now);
+        metrics.observe_delivery(None, at);
         let text = metrics.render(&hub);
         for (line, present) in [
             (

@@ -13,6 +13,7 @@ mod shape;
 pub mod sse;
 mod state;
 mod stopping;
+mod wake_flag;
 pub mod ws;
 
 use std::sync::Arc;

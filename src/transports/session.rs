@@ -81,7 +81,7 @@ pub(super) struct Message {
     pub(super) kind: &'static str,
     encoded: Encoded,
     /// When the hub published it (live changes only), for the delivery-lag metric.
-    pub(super) at: Option<chrono::DateTime<chrono::Utc>>,
+    pub(super) at: Option<std::time::Instant>,
 }
 
 #[derive(Debug, Clone)]
@@ -100,7 +100,7 @@ impl Message {
         kind: &'static str,
         cursor: String,
         json: Bytes,
-        at: Option<chrono::DateTime<chrono::Utc>>,
+        at: Option<std::time::Instant>,
     ) -> Self {
         Self {
             kind,
@@ -147,6 +147,19 @@ impl Message {
             Encoded::Own { cursor, json } => protocol::sse::frame(cursor, self.kind, json),
         }
     }
+    /// The SSE event as a chunk of a chunked body (made once for a shared
+    /// change).
+    pub(super) fn sse_chunk(&self) -> Bytes {
+        match &self.encoded {
+            Encoded::Shared(change) => change
+                .encoded
+                .sse_chunk
+                .get_or_init(|| protocol::sse::http_chunk(&self.sse_frame()))
+                .clone(),
+            Encoded::Own { .. } => protocol::sse::http_chunk(&self.sse_frame()),
+        }
+    }
+
     /// The SSE event compressed at `level` (made once for a shared change).
     pub(super) fn sse_deflated(&self, level: u32) -> Deflated {
         self.deflated_once(
@@ -524,7 +537,7 @@ fn snapshot_message(doc: &TopicDoc, cursor: &str) -> Message {
 fn change_message(change: Arc<Change>) -> Message {
     Message {
         kind: change.message(&change.cursor).kind(),
-        at: Some(change.at),
+        at: Some(change.published),
         encoded: Encoded::Shared(change),
     }
 }
@@ -540,7 +553,7 @@ fn replayed_message(change: &Change) -> Message {
         .cloned()
         .unwrap_or_else(|| change.message(cursor).encode());
     let kind = change.message(cursor).kind();
-    Message::own(kind, change.cursor.clone(), json, Some(change.at))
+    Message::own(kind, change.cursor.clone(), json, Some(change.published))
 }
 
 /// A shaper with the timer of what it holds back, for [`poll_next`].
@@ -833,7 +846,7 @@ fn message(transports: &Transports, delivery: Delivery, resume: u64) -> Message 
             let cursor = transports.hub.cursor(resume);
             let message = change.message(&cursor);
             let (kind, json) = (message.kind(), message.encode());
-            Message::own(kind, cursor, json, Some(change.at))
+            Message::own(kind, cursor, json, Some(change.published))
         }
         Delivery::Resync { topic, current } => {
             transports.metrics.collapses.inc();
@@ -871,6 +884,7 @@ mod tests {
             doc: Some(Arc::new(serde_json::json!({"phase": "Running"}))),
             patch: None,
             at: chrono::Utc::now(),
+            published: std::time::Instant::now(),
             encoded: EncodeCache::default(),
             remote: false,
         }))
@@ -895,6 +909,18 @@ mod tests {
             assert_eq!(value["topic"], "apps/c/ns/a");
             assert_eq!(value["doc"]["phase"], "Running");
         }
+    }
+
+    #[test]
+    fn a_shared_changes_sse_chunk_is_made_once_around_its_event() {
+        let message = shared_change();
+        let chunk = message.sse_chunk();
+        assert_eq!(chunk.as_ptr(), message.clone().sse_chunk().as_ptr());
+        let frame = message.sse_frame();
+        let line = format!("{:x}\r\n", frame.len());
+        assert_eq!(&chunk[..line.len()], line.as_bytes());
+        assert_eq!(&chunk[line.len()..chunk.len() - 2], &frame[..]);
+        assert!(chunk.ends_with(b"\r\n"));
     }
 
     #[test]

@@ -316,6 +316,7 @@ mod tests {
             doc: doc.map(Arc::new),
             patch: None,
             at: chrono::Utc::now(),
+            published: std::time::Instant::now(),
             encoded: EncodeCache::default(),
             remote: false,
         }

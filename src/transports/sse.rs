@@ -19,6 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::session::{self, Message, Shaping, Undelivered};
 use super::shape::Shaper;
 use super::state::{Admitted, Transports};
+use super::wake_flag::WakeFlag;
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::hub::Subscription;
@@ -160,8 +161,8 @@ pub async fn events(
             .filter_map(|v| v.to_str().ok())
             .any(deflate::accepts_gzip);
     let gzip = gzip.then_some(compression.level);
-    let stream = EventStream::new(&t, started, principal, credential, admitted, gzip);
     let direct = extensions.get::<WrittenDirectly>().is_some();
+    let stream = EventStream::new(&t, started, principal, credential, admitted, gzip, direct);
     let body = if direct {
         Body::from_stream(stream)
     } else {
@@ -169,10 +170,12 @@ pub async fn events(
     };
     let mut response = (StatusCode::OK, body).into_response();
     if direct {
-        response.extensions_mut().insert(WriteTimeout {
+        let extensions = response.extensions_mut();
+        extensions.insert(WriteTimeout {
             limit: t.config.write_timeout,
             metrics: t.metrics.clone(),
         });
+        extensions.insert(Chunked);
     }
     let h = response.headers_mut();
     h.insert(
@@ -197,6 +200,13 @@ pub async fn events(
 /// hyper's body through a channel instead.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WrittenDirectly;
+
+/// Set on an event stream written directly: its body comes as chunks of an
+/// HTTP/1.1 chunked body already, so that a change's chunk is made once for
+/// every stream (the copy of each event behind its size line was 1 % of the
+/// server's CPU at 1 000 subscribers, docs/benchmarks/30-same-message.md).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chunked;
 
 /// Set on an event stream written directly: a write that waits longer than
 /// `limit` for the client to read means a slow subscriber, and the stream
@@ -278,20 +288,24 @@ struct EventStream {
     ended: bool,
     /// A gzip response: its stream, and the compression level.
     gzip: Option<(GzipStream, u32)>,
+    /// Written directly ([`Chunked`]): each chunk carries its own framing.
+    chunked: bool,
     _admitted: Admitted,
 }
 
 /// The heartbeat's timer, ticking every `period` (a tick missed while the
 /// stream was busy is not made up for). A stream goes idle after every
-/// message it writes, so the timer is asked on every delivery; polling
+/// message it writes, so the timer is asked twice per delivery: polling
 /// tokio's timer each time cost about 2 % of the server's CPU at 1 000
-/// subscribers (docs/benchmarks/19-latency-profile.md). It is polled only when
-/// its deadline has passed or another task polls the stream: otherwise it
-/// holds this task's waker already.
+/// subscribers (docs/benchmarks/19-latency-profile.md), and reading the
+/// clock to compare with its deadline about 1 % (§30). The timer is polled
+/// with a waker of its own instead, and asked again only once that woke.
 struct Heartbeat {
     sleep: Pin<Box<tokio::time::Sleep>>,
     period: std::time::Duration,
-    /// The waker the timer was last polled with, while it is pending.
+    /// Set when the timer fires.
+    fired: WakeFlag,
+    /// The task waker the flag wakes.
     registered: Option<std::task::Waker>,
 }
 
@@ -300,6 +314,7 @@ impl Heartbeat {
         Self {
             sleep: Box::pin(tokio::time::sleep(period)),
             period,
+            fired: WakeFlag::new(),
             registered: None,
         }
     }
@@ -309,22 +324,26 @@ impl Heartbeat {
             .registered
             .as_ref()
             .is_some_and(|w| w.will_wake(cx.waker()));
-        if registered && tokio::time::Instant::now() < self.sleep.deadline() {
+        let fired = self.fired.take();
+        if fired || !registered {
+            // A wake-up takes the waker it wakes: register it again.
+            self.fired.register(cx.waker());
+            if !registered {
+                self.registered = Some(cx.waker().clone());
+            }
+        }
+        if !fired {
             return Poll::Pending;
         }
-        match self.sleep.as_mut().poll(cx) {
+        match self.sleep.as_mut().poll(&mut self.fired.context()) {
             Poll::Ready(()) => {
-                self.registered = None;
                 let next = tokio::time::Instant::now() + self.period;
                 self.sleep.as_mut().reset(next);
+                // The reset timer is polled (and armed) on the next ask.
+                self.fired.set();
                 Poll::Ready(())
             }
-            Poll::Pending => {
-                if !registered {
-                    self.registered = Some(cx.waker().clone());
-                }
-                Poll::Pending
-            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -392,6 +411,7 @@ impl EventStream {
         credential: Credential,
         admitted: Admitted,
         gzip: Option<u32>,
+        chunked: bool,
     ) -> Self {
         let session::Started {
             subscription,
@@ -422,6 +442,7 @@ impl EventStream {
             credential,
             ended: false,
             gzip: gzip.map(|level| (GzipStream::default(), level)),
+            chunked,
             _admitted: admitted,
         }
     }
@@ -459,8 +480,7 @@ impl EventStream {
             self.ended = true;
             return Poll::Ready(Some(self.sent(error, 1)));
         }
-        // The timer's deadline is read on every poll; it is polled only
-        // when that has passed (see `Heartbeat`).
+        // The timer is polled only when it woke (see `Heartbeat`).
         while self.heartbeat.poll(cx).is_ready() {
             self.heartbeat_due = true;
         }
@@ -479,26 +499,31 @@ impl EventStream {
     }
 
     /// `first` and every message already queued behind it (up to
-    /// [`session::MAX_BATCH`]) as one chunk: one write for all of them. In
-    /// a gzip response each message is compressed once (a shared change
-    /// for every stream) and the pieces spliced into this response's stream.
+    /// [`session::MAX_BATCH`]) as one chunk: one write for all of them. A
+    /// shared change alone in its batch goes as the chunk made once for
+    /// every stream; in a gzip response each message is compressed once (a
+    /// shared change for every stream) and the pieces spliced into this
+    /// response's stream.
     fn batch(&mut self, first: Message) -> Bytes {
-        let now = chrono::Utc::now();
+        let now = std::time::Instant::now();
         let metrics = &self.t.metrics;
-        let mut gzip = self.gzip.as_mut();
         let mut chunk = Frames::default();
         let mut next = Some(first);
         let mut count = 0;
         while let Some(m) = next.take() {
             metrics.observe_delivery(m.at, now);
-            match &mut gzip {
-                Some((stream, level)) => stream.put(chunk.joined(), &m.sse_deflated(*level)),
-                None => chunk.push(m.sse_frame()),
-            }
             count += 1;
             if count < session::MAX_BATCH {
                 let shaper = self.shaping.as_mut().map(|s| s.shaper.as_mut());
                 next = session::try_next(&self.t, &mut self.subscription, &self.principal, shaper);
+            }
+            match &mut self.gzip {
+                Some((stream, level)) => stream.put(chunk.joined(), &m.sse_deflated(*level)),
+                None if self.chunked && count == 1 && next.is_none() => {
+                    metrics.sent(1, m.sse_frame().len());
+                    return m.sse_chunk();
+                }
+                None => chunk.push(m.sse_frame()),
             }
         }
         self.counted(chunk.freeze(), count)
@@ -514,9 +539,14 @@ impl EventStream {
         self.counted(chunk, messages)
     }
 
+    /// Counts `chunk` as written and frames it for a stream written directly.
     fn counted(&self, chunk: Bytes, messages: usize) -> Bytes {
         self.t.metrics.sent(messages, chunk.len());
-        chunk
+        if self.chunked {
+            sse::http_chunk(&chunk)
+        } else {
+            chunk
+        }
     }
 
     /// The error event that ends the stream when the credential no longer
@@ -614,10 +644,33 @@ mod tests {
         assert!(ticked(&mut heartbeat).await);
         assert!(!ticked(&mut heartbeat).await);
         // Not polled again before its deadline, the timer still wakes the
-        // task that polled it last.
-        let tick = std::future::poll_fn(|cx| heartbeat.poll(cx));
-        let woken = tokio::time::timeout(Duration::from_secs(11), tick).await;
-        assert!(woken.is_ok(), "the heartbeat woke its task");
+        // task that polled it last, period after period.
+        let task = Arc::new(Woken(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = futures::task::waker(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(heartbeat.poll(&mut cx).is_pending());
+        for period in 1..=3 {
+            tokio::time::advance(Duration::from_secs(10)).await;
+            assert_eq!(task.count(), period, "woken at tick {period}");
+            assert!(heartbeat.poll(&mut cx).is_ready());
+            assert!(heartbeat.poll(&mut cx).is_pending());
+        }
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(task.count(), 3, "not woken between ticks");
+    }
+
+    struct Woken(std::sync::atomic::AtomicUsize);
+
+    impl Woken {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::Relaxed)
+        }
+    }
+
+    impl futures::task::ArcWake for Woken {
+        fn wake_by_ref(this: &Arc<Self>) {
+            this.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     #[test]

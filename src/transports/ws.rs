@@ -88,16 +88,17 @@ pub(crate) async fn upgrade(
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
         // Mostly server→client: a small read buffer (client operations are
-        // short; longer ones take several reads), a modest write buffer.
-        .read_buffer_size(1024)
+        // short; longer ones take several reads). tungstenite writes only
+        // its pongs and the close: the gateway writes its frames itself
+        // (`ws::wire`).
+        .read_buffer_size(256)
         .write_buffer_size(16 * 1024);
     let compression = t.config.compression;
     ws.accept(
         config,
         compression.websocket,
         max,
-        move |socket, deflate| async move {
-            let _admitted = admitted;
+        move |socket, deflate| {
             t.metrics.ws_sessions.inc();
             let session = Session {
                 principal: principal.map(Arc::new),
@@ -105,8 +106,12 @@ pub(crate) async fn upgrade(
                 client,
             };
             let level = deflate.map(|_| compression.level);
-            run(t.clone(), socket, session, level).await;
-            t.metrics.ws_sessions.dec();
+            // A future wrapping the session's, not an async block awaiting
+            // it: that would keep room for both in the task.
+            futures::FutureExt::map(run(t.clone(), socket, session, level), move |()| {
+                t.metrics.ws_sessions.dec();
+                drop(admitted);
+            })
         },
     )
 }
@@ -211,8 +216,16 @@ fn slow_consumer(t: &Transports) -> End {
 
 /// A socket's one task: reads and answers operations, serves every
 /// subscription, writes, pings, and re-checks the credential, until the
-/// socket closes (then it sends the close frame).
-async fn run(t: Arc<Transports>, socket: upgrade::Socket, session: Session, deflate: Option<u32>) {
+/// socket closes (then it sends the close frame). Not an `async fn`: one
+/// keeps its arguments beside the values made of them for as long as it
+/// runs, which for an idle socket's task was 416 bytes of 1 568
+/// (`-Zprint-type-sizes`); the async block here uses its state in place.
+fn run(
+    t: Arc<Transports>,
+    socket: upgrade::Socket,
+    session: Session,
+    deflate: Option<u32>,
+) -> impl Future<Output = ()> + Send {
     let mut wire = Wire::new(socket);
     let auth_deadline = session
         .principal
@@ -225,137 +238,139 @@ async fn run(t: Arc<Transports>, socket: upgrade::Socket, session: Session, defl
         bucket: Bucket::new(t.config.max_subscribes_per_second),
         outbox: Outbox::new(deflate),
     };
-    let mut last_seen = Instant::now();
-    let mut next_ping = tokio::time::Instant::now() + t.config.heartbeat;
-    // One timer for the ping, the wait for `auth` and the credential's expiry.
-    let mut timer = std::pin::pin!(tokio::time::sleep_until(next_ping));
-    let mut stopping = t.shutdown.wait();
-    // The socket is not read while an operation waits; writes go on.
-    let mut waiting: Option<Waiting> = None;
-    // When to check the credential again, worked out once per expiry: made
-    // afresh on every wake-up it moved by microseconds each time, and
-    // resetting the timer takes the timer driver's lock.
-    let mut recheck_of: Option<(chrono::DateTime<chrono::Utc>, tokio::time::Instant)> = None;
-    let end = loop {
-        let idle = waiting.is_none();
-        let waiting_for_auth = auth_deadline.filter(|_| idle && s.session.principal.is_none());
-        // The credential's expiry, from whichever principal the socket holds now.
-        let recheck = s
-            .session
-            .principal
-            .as_deref()
-            .filter(|_| idle)
-            .and_then(|p| {
-                let expires = p.expires?;
-                match recheck_of {
-                    Some((of, at)) if of == expires => Some(at),
-                    _ => {
-                        let at = session::recheck_at(p)?;
-                        recheck_of = Some((expires, at));
-                        Some(at)
-                    }
-                }
-            });
-        let due = [waiting_for_auth, recheck]
-            .into_iter()
-            .flatten()
-            .fold(next_ping, std::cmp::min);
-        if timer.deadline() != due {
-            timer.as_mut().reset(due);
-        }
-        // In this order (no random start on every wake-up): shutdown, the
-        // timer, an operation done, then the socket.
-        tokio::select! {
-            biased;
-            () = std::future::poll_fn(|cx| stopping.poll(cx)) => break End::Close(close::GOING_AWAY, "server shutting down".into()),
-            () = &mut timer => {
-                let now = tokio::time::Instant::now();
-                if waiting_for_auth.is_some_and(|at| at <= now) {
-                    break End::Close(close::UNAUTHORIZED, "no auth operation within 10 s".into());
-                }
-                if let Some(current) = s.session.principal.clone()
-                    && recheck.is_some_and(|at| at <= now)
-                {
-                    let (t, token) = (t.clone(), s.session.token.clone());
-                    waiting = Some(Box::pin(async move {
-                        Waited::Recheck(session::recheck(&t, token.as_deref(), &current).await)
-                    }));
-                }
-                if next_ping <= now {
-                    if last_seen.elapsed() > t.config.ws_idle_timeout {
-                        break End::Close(close::GOING_AWAY, "idle timeout".into());
-                    }
-                    s.outbox.ping();
-                    s.outbox.heartbeats();
-                    next_ping = now + t.config.heartbeat;
-                }
-            }
-            done = waited(&mut waiting) => {
-                waiting = None;
-                let out = match done {
-                    Waited::Auth { token, id, result } => {
-                        match authenticated(&t, &mut s, token, id.as_deref(), result) {
-                            Ok(out) => out,
-                            Err((code, reason)) => break End::Close(code, reason),
+    async move {
+        let mut last_seen = Instant::now();
+        let mut next_ping = tokio::time::Instant::now() + t.config.heartbeat;
+        // One timer for the ping, the wait for `auth` and the credential's expiry.
+        let mut timer = std::pin::pin!(tokio::time::sleep_until(next_ping));
+        let mut stopping = t.shutdown.wait();
+        // The socket is not read while an operation waits; writes go on.
+        let mut waiting: Option<Waiting> = None;
+        // When to check the credential again, worked out once per expiry: made
+        // afresh on every wake-up it moved by microseconds each time, and
+        // resetting the timer takes the timer driver's lock.
+        let mut recheck_of: Option<(chrono::DateTime<chrono::Utc>, tokio::time::Instant)> = None;
+        let end = loop {
+            let idle = waiting.is_none();
+            let waiting_for_auth = auth_deadline.filter(|_| idle && s.session.principal.is_none());
+            // The credential's expiry, from whichever principal the socket holds now.
+            let recheck = s
+                .session
+                .principal
+                .as_deref()
+                .filter(|_| idle)
+                .and_then(|p| {
+                    let expires = p.expires?;
+                    match recheck_of {
+                        Some((of, at)) if of == expires => Some(at),
+                        _ => {
+                            let at = session::recheck_at(p)?;
+                            recheck_of = Some((expires, at));
+                            Some(at)
                         }
                     }
-                    Waited::Recheck(Ok(renewed)) => {
-                        s.session.principal = Some(Arc::new(renewed));
-                        None
-                    }
-                    Waited::Recheck(Err(revoked)) => {
-                        let (code, reason) = revoked_close(revoked);
-                        break End::Close(code, reason);
-                    }
-                };
-                if let Some(out) = out
-                    && !s.outbox.reply(out)
-                {
-                    break slow_consumer(&t);
-                }
+                });
+            let due = [waiting_for_auth, recheck]
+                .into_iter()
+                .flatten()
+                .fold(next_ping, std::cmp::min);
+            if timer.deadline() != due {
+                timer.as_mut().reset(due);
             }
-            event = std::future::poll_fn(|cx| wire.poll_event(&t, &mut s.outbox, idle, cx)) => {
-                let frame = match event {
-                    Event::Frame(frame) => frame,
-                    Event::Ended | Event::WriteFailed => break End::Peer,
-                    Event::ReadFailed(e) => {
-                        let (code, reason) = close_for(&e);
-                        break End::Close(code, reason);
+            // In this order (no random start on every wake-up): shutdown, the
+            // timer, an operation done, then the socket.
+            tokio::select! {
+                biased;
+                () = std::future::poll_fn(|cx| stopping.poll(cx)) => break End::Close(close::GOING_AWAY, "server shutting down".into()),
+                () = &mut timer => {
+                    let now = tokio::time::Instant::now();
+                    if waiting_for_auth.is_some_and(|at| at <= now) {
+                        break End::Close(close::UNAUTHORIZED, "no auth operation within 10 s".into());
                     }
-                    Event::Slow => break slow_consumer(&t),
-                };
-                last_seen = Instant::now();
-                let out = match frame {
-                    Message::Text(text) => match handle(&t, text.as_str(), &mut s) {
-                        Step::Reply(out) => out,
-                        Step::Wait(operation) => {
-                            waiting = Some(operation);
+                    if let Some(current) = s.session.principal.clone()
+                        && recheck.is_some_and(|at| at <= now)
+                    {
+                        let (t, token) = (t.clone(), s.session.token.clone());
+                        waiting = Some(Box::pin(async move {
+                            Waited::Recheck(session::recheck(&t, token.as_deref(), &current).await)
+                        }));
+                    }
+                    if next_ping <= now {
+                        if last_seen.elapsed() > t.config.ws_idle_timeout {
+                            break End::Close(close::GOING_AWAY, "idle timeout".into());
+                        }
+                        s.outbox.ping();
+                        s.outbox.heartbeats();
+                        next_ping = now + t.config.heartbeat;
+                    }
+                }
+                done = waited(&mut waiting) => {
+                    waiting = None;
+                    let out = match done {
+                        Waited::Auth { token, id, result } => {
+                            match authenticated(&t, &mut s, token, id.as_deref(), result) {
+                                Ok(out) => out,
+                                Err((code, reason)) => break End::Close(code, reason),
+                            }
+                        }
+                        Waited::Recheck(Ok(renewed)) => {
+                            s.session.principal = Some(Arc::new(renewed));
                             None
                         }
-                    },
-                    Message::Binary(_) => Some(error("binary_not_supported", "send operations as JSON text frames", None)),
-                    Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => None,
-                    Message::Close(_) => break End::Peer,
-                };
-                if let Some(out) = out
-                    && !s.outbox.reply(out)
-                {
-                    break slow_consumer(&t);
+                        Waited::Recheck(Err(revoked)) => {
+                            let (code, reason) = revoked_close(revoked);
+                            break End::Close(code, reason);
+                        }
+                    };
+                    if let Some(out) = out
+                        && !s.outbox.reply(out)
+                    {
+                        break slow_consumer(&t);
+                    }
                 }
-                if s.bucket.refused_in_a_row >= MAX_REFUSED_IN_A_ROW {
-                    break End::Close(close::POLICY, "subscribe rate limit exceeded repeatedly".into());
+                event = std::future::poll_fn(|cx| wire.poll_event(&t, &mut s.outbox, idle, cx)) => {
+                    let frame = match event {
+                        Event::Frame(frame) => frame,
+                        Event::Ended | Event::WriteFailed => break End::Peer,
+                        Event::ReadFailed(e) => {
+                            let (code, reason) = close_for(&e);
+                            break End::Close(code, reason);
+                        }
+                        Event::Slow => break slow_consumer(&t),
+                    };
+                    last_seen = Instant::now();
+                    let out = match frame {
+                        Message::Text(text) => match handle(&t, text.as_str(), &mut s) {
+                            Step::Reply(out) => out,
+                            Step::Wait(operation) => {
+                                waiting = Some(operation);
+                                None
+                            }
+                        },
+                        Message::Binary(_) => Some(error("binary_not_supported", "send operations as JSON text frames", None)),
+                        Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => None,
+                        Message::Close(_) => break End::Peer,
+                    };
+                    if let Some(out) = out
+                        && !s.outbox.reply(out)
+                    {
+                        break slow_consumer(&t);
+                    }
+                    if s.bucket.refused_in_a_row >= MAX_REFUSED_IN_A_ROW {
+                        break End::Close(close::POLICY, "subscribe rate limit exceeded repeatedly".into());
+                    }
                 }
             }
+        };
+        // The subscriptions end (and leave the hub) before the close: nothing
+        // more of them is written.
+        drop(s);
+        // Boxed: the close's timers and frame would otherwise be part of every
+        // idle socket's task.
+        match end {
+            End::Close(code, reason) => Box::pin(wire.close(code, reason)).await,
+            End::Peer => Box::pin(wire.finish()).await,
         }
-    };
-    // The subscriptions end (and leave the hub) before the close: nothing
-    // more of them is written.
-    drop(s);
-    // Boxed: the close's timers and frame would otherwise be part of every
-    // idle socket's task.
-    match end {
-        End::Close(code, reason) => Box::pin(wire.close(code, reason)).await,
-        End::Peer => Box::pin(wire.finish()).await,
     }
 }
 

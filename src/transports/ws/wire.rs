@@ -12,21 +12,20 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Waker, ready};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use futures::task::{ArcWake, AtomicWaker};
 use futures::{SinkExt, StreamExt};
+use tokio::io::AsyncWrite;
 use tokio::time::Sleep;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::Frame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::super::session::{self, Shaping};
 use super::super::shape::Shaper;
 use super::super::state::Transports;
+use super::super::wake_flag::WakeFlag;
 use super::upgrade::Socket;
 use crate::auth::Principal;
 use crate::hub::Subscription;
@@ -111,7 +110,7 @@ impl Sub {
         t: &Transports,
         deflate: Option<u32>,
         cx: &mut Context<'_>,
-    ) -> Poll<(Payload, Option<chrono::DateTime<chrono::Utc>>)> {
+    ) -> Poll<(Payload, Option<std::time::Instant>)> {
         if let Some(json) = self.first.pop_front() {
             if self.first.is_empty() {
                 self.first = VecDeque::new();
@@ -271,7 +270,7 @@ impl Outbox {
 
 /// A frame to write: a message (with when the hub published it), or a ping.
 enum Next {
-    Text(Payload, Option<chrono::DateTime<chrono::Utc>>),
+    Text(Payload, Option<std::time::Instant>),
     Ping,
 }
 
@@ -296,34 +295,54 @@ struct Batch {
     bytes: usize,
 }
 
-/// Wakes a socket's task when the socket has something to read, and
-/// remembers it: the read side is polled when woken for it, not on every
-/// wake-up a delivery causes (each poll would register wakers and ask the
-/// reactor again for nothing).
-struct ReadWake {
-    /// Something may be readable: set at start, by a wake-up from the
-    /// socket, and after a frame was read (tungstenite may hold more).
-    woken: AtomicBool,
-    /// The socket's task.
-    task: AtomicWaker,
+/// A batch's frames as the socket writes them, and how much of them it has.
+struct Outgoing {
+    frames: Vec<u8>,
+    written: usize,
+    batch: Batch,
 }
 
-impl ArcWake for ReadWake {
-    fn wake_by_ref(this: &Arc<Self>) {
-        this.woken.store(true, Ordering::Release);
-        this.task.wake();
+/// The first byte of a final text frame (RSV1 set when compressed) and of
+/// a ping (RFC 6455 §5.2).
+const TEXT: u8 = 0x81;
+const RSV1: u8 = 0x40;
+const PING: u8 = 0x89;
+
+/// Appends a server frame (unmasked, final) to `out`: its first byte, the
+/// payload length in the shortest form, the payload.
+fn put_frame(out: &mut Vec<u8>, first: u8, payload: &[u8]) {
+    let len = payload.len();
+    out.push(first);
+    match len {
+        0..=125 => out.push(len as u8),
+        126..=0xffff => {
+            out.push(126);
+            out.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        _ => {
+            out.push(127);
+            out.extend_from_slice(&(len as u64).to_be_bytes());
+        }
     }
+    out.extend_from_slice(payload);
 }
 
 /// The socket, and what is being written to it.
 pub(super) struct Wire {
     socket: Socket,
-    read_wake: Arc<ReadWake>,
-    /// Made once from `read_wake`: what the socket's read side wakes.
-    read_waker: Waker,
-    /// A batch fed to tungstenite and not yet flushed to the kernel; no
-    /// other is fed meanwhile.
-    flushing: Option<Batch>,
+    /// Set by the socket's read side: it is polled when woken for it, and
+    /// after a frame was read (tungstenite may hold more).
+    readable: WakeFlag,
+    /// The batch being written. The gateway writes its own frames to the
+    /// connection: tungstenite's write buffer keeps the capacity of the
+    /// largest batch it ever wrote (a socket's opening snapshots) for as
+    /// long as the socket lives; this one is freed once written. The
+    /// socket is not read meanwhile: a read may make tungstenite write
+    /// (a pong, a close), which must not land inside a frame.
+    out: Option<Outgoing>,
+    /// The socket was read since tungstenite last flushed: a read may queue
+    /// a reply of its own (a pong, a close), flushed before the next batch.
+    replied: bool,
     /// Armed while a batch waits for the socket (boxed: only then); at its
     /// deadline the client is a slow consumer.
     stall: Option<Pin<Box<Sleep>>>,
@@ -331,15 +350,11 @@ pub(super) struct Wire {
 
 impl Wire {
     pub(super) fn new(socket: Socket) -> Self {
-        let read_wake = Arc::new(ReadWake {
-            woken: AtomicBool::new(true),
-            task: AtomicWaker::new(),
-        });
         Self {
             socket,
-            read_waker: futures::task::waker(read_wake.clone()),
-            read_wake,
-            flushing: None,
+            readable: WakeFlag::new(),
+            out: None,
+            replied: false,
             stall: None,
         }
     }
@@ -357,13 +372,15 @@ impl Wire {
         if self.poll_write(t, outbox, cx).is_err() {
             return Poll::Ready(Event::WriteFailed);
         }
-        if reading {
-            self.read_wake.task.register(cx.waker());
-            if self.read_wake.woken.swap(false, Ordering::AcqRel) {
-                let mut read_cx = Context::from_waker(&self.read_waker);
-                let read = self.socket.poll_next_unpin(&mut read_cx);
+        if reading && self.out.is_none() {
+            self.readable.register(cx.waker());
+            if self.readable.take() {
+                let read = self.socket.poll_next_unpin(&mut self.readable.context());
+                // Whatever it returned, a read may have left a reply of
+                // tungstenite's own unwritten.
+                self.replied = true;
                 if read.is_ready() {
-                    self.read_wake.woken.store(true, Ordering::Release);
+                    self.readable.set();
                 }
                 match read {
                     Poll::Ready(Some(Ok(frame))) => return Poll::Ready(Event::Frame(frame)),
@@ -381,71 +398,74 @@ impl Wire {
         Poll::Pending
     }
 
-    /// Batches of up to [`session::MAX_BATCH`] frames, each fed to
-    /// tungstenite and flushed once, while the socket takes them.
+    /// Batches of up to [`session::MAX_BATCH`] frames, each encoded once
+    /// and written while the socket takes them.
     fn poll_write(
         &mut self,
         t: &Transports,
         outbox: &mut Outbox,
         cx: &mut Context<'_>,
     ) -> Result<(), WsError> {
-        for _ in 0..ROUNDS {
-            if let Some(batch) = self.flushing {
-                match self.socket.poll_flush_unpin(cx) {
-                    Poll::Pending => {
-                        self.arm_stall(t);
-                        return Ok(());
-                    }
-                    Poll::Ready(result) => result?,
+        // Each round writes the batch before it, then makes the next: the
+        // last round only writes, so that the socket is read again.
+        for round in 0..=ROUNDS {
+            if let Some(out) = &mut self.out {
+                if poll_write_all(self.socket.get_mut(), out, cx)?.is_pending() {
+                    self.arm_stall(t);
+                    return Ok(());
                 }
-                self.flushing = None;
+                t.metrics.sent(out.batch.messages, out.batch.bytes);
+                self.out = None;
                 self.stall = None;
-                t.metrics.sent(batch.messages, batch.bytes);
             }
-            let mut batch = Batch::default();
+            if self.replied {
+                if self.socket.poll_flush_unpin(cx)?.is_pending() {
+                    self.arm_stall(t);
+                    return Ok(());
+                }
+                self.replied = false;
+                self.stall = None;
+            }
+            if round == ROUNDS {
+                break;
+            }
+            let mut out = Outgoing {
+                frames: Vec::new(),
+                written: 0,
+                batch: Batch::default(),
+            };
             let mut frames = 0;
             // The delivery lag's clock, read once per batch of live changes.
             let mut now = None;
             while frames < session::MAX_BATCH {
-                match self.socket.poll_ready_unpin(cx) {
-                    Poll::Pending => {
-                        self.arm_stall(t);
-                        break;
-                    }
-                    Poll::Ready(result) => result?,
-                }
                 let Poll::Ready(next) = outbox.poll_next(t, cx) else {
                     break;
                 };
-                let frame = match next {
-                    Next::Ping => Message::Ping(Bytes::new()),
+                match next {
+                    Next::Ping => put_frame(&mut out.frames, PING, &[]),
                     Next::Text(payload, at) => {
                         // The gateway's own JSON, UTF-8 as serde wrote it:
-                        // a text frame as it is (no second check per
-                        // delivery), RSV1 when compressed.
-                        let (bytes, rsv1) = match payload {
-                            Payload::Plain(json) => (json, false),
-                            Payload::Deflated(bytes) => (bytes, true),
+                        // a text frame as it is, RSV1 when compressed.
+                        let (bytes, first) = match payload {
+                            Payload::Plain(json) => (json, TEXT),
+                            Payload::Deflated(bytes) => (bytes, TEXT | RSV1),
                         };
-                        debug_assert!(rsv1 || std::str::from_utf8(&bytes).is_ok());
-                        batch.bytes += bytes.len();
-                        let mut frame = Frame::message(bytes, OpCode::Data(Data::Text), true);
-                        frame.header_mut().rsv1 = rsv1;
-                        batch.messages += 1;
+                        debug_assert!(first != TEXT || std::str::from_utf8(&bytes).is_ok());
+                        put_frame(&mut out.frames, first, &bytes);
+                        out.batch.bytes += bytes.len();
+                        out.batch.messages += 1;
                         if at.is_some() {
-                            let now = *now.get_or_insert_with(chrono::Utc::now);
+                            let now = *now.get_or_insert_with(std::time::Instant::now);
                             t.metrics.observe_delivery(at, now);
                         }
-                        Message::Frame(frame)
                     }
-                };
-                self.socket.start_send_unpin(frame)?;
+                }
                 frames += 1;
             }
             if frames == 0 {
                 return Ok(());
             }
-            self.flushing = Some(batch);
+            self.out = Some(out);
         }
         // More may be waiting: let other tasks run, then come back.
         cx.waker().wake_by_ref();
@@ -470,7 +490,11 @@ impl Wire {
             code: CloseCode::from(code),
             reason: reason.into(),
         }));
-        let _ = tokio::time::timeout(grace, self.socket.send(frame)).await;
+        let send = async {
+            self.finish_batch().await?;
+            self.socket.send(frame).await
+        };
+        let _ = tokio::time::timeout(grace, send).await;
         let drain = async {
             while let Some(Ok(frame)) = self.socket.next().await {
                 if matches!(frame, Message::Close(_)) {
@@ -483,6 +507,72 @@ impl Wire {
 
     /// Completes a close the client started (tungstenite answers it).
     pub(super) async fn finish(mut self) {
-        let _ = tokio::time::timeout(CLOSE_GRACE, self.socket.close(None)).await;
+        let close = async {
+            self.finish_batch().await?;
+            self.socket.close(None).await
+        };
+        let _ = tokio::time::timeout(CLOSE_GRACE, close).await;
+    }
+
+    /// Writes the rest of the batch under way, if any: a close frame goes
+    /// after whole frames only.
+    async fn finish_batch(&mut self) -> Result<(), WsError> {
+        let Some(mut out) = self.out.take() else {
+            return Ok(());
+        };
+        let io = self.socket.get_mut();
+        std::future::poll_fn(|cx| poll_write_all(io, &mut out, cx)).await
+    }
+}
+
+/// Writes what is left of `out` while `io` takes it.
+fn poll_write_all<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    out: &mut Outgoing,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), WsError>> {
+    while out.written < out.frames.len() {
+        match ready!(Pin::new(&mut *io).poll_write(cx, &out.frames[out.written..])) {
+            Ok(0) => return Poll::Ready(Err(WsError::Io(std::io::ErrorKind::WriteZero.into()))),
+            Ok(n) => out.written += n,
+            Err(e) => return Poll::Ready(Err(WsError::Io(e))),
+        }
+    }
+    Poll::Ready(Ok(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Control, Data, OpCode};
+
+    #[test]
+    fn frames_are_read_back_by_tungstenite() {
+        for (first, len) in [
+            (TEXT, 0),
+            (TEXT, 125),
+            (TEXT | RSV1, 126),
+            (TEXT, 0xffff),
+            (TEXT | RSV1, 0x10000),
+            (PING, 0),
+        ] {
+            let payload = vec![b'x'; len];
+            let mut out = Vec::new();
+            put_frame(&mut out, first, &payload);
+            let mut cursor = std::io::Cursor::new(&out);
+            let (header, length) = FrameHeader::parse(&mut cursor).unwrap().unwrap();
+            assert_eq!(length, len as u64, "the length of {len} bytes");
+            assert!(header.is_final);
+            assert_eq!(header.rsv1, first & RSV1 != 0);
+            assert!(!header.rsv2 && !header.rsv3);
+            assert!(header.mask.is_none(), "server frames are not masked");
+            let opcode = match first {
+                PING => OpCode::Control(Control::Ping),
+                _ => OpCode::Data(Data::Text),
+            };
+            assert_eq!(header.opcode, opcode);
+            assert_eq!(&out[cursor.position() as usize..], &payload[..]);
+        }
     }
 }

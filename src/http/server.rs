@@ -204,19 +204,13 @@ async fn serve_on(
             peer,
             shutdown: shutdown.clone(),
         };
-        let tls = tls.clone();
-        tracker.spawn(async move {
-            match tls {
-                // Boxed: the handshake and HTTP/2 make a future several KiB
-                // larger than a plain connection's, and inline every plain
-                // connection's task would be that size.
-                Some(acceptor) => Box::pin(connection.serve_tls(stream, acceptor)).await,
-                None => {
-                    let conn = stream.slot.conn.clone();
-                    connection.serve_plain(stream, conn).await
-                }
-            }
-        });
+        // A task of each kind: the handshake and HTTP/2 make a future
+        // several KiB larger than a plain connection's, and one future for
+        // both would size every plain connection's task for TLS.
+        match &tls {
+            Some(acceptor) => tracker.spawn(connection.serve_tls(stream, acceptor.clone())),
+            None => tracker.spawn(connection.serve_plain(stream)),
+        };
     }
     drop(listener);
     tracker.close();
@@ -295,24 +289,30 @@ impl Connection {
     /// A plain connection: its first request head is read here (under the
     /// header-read timeout); an events stream is answered without hyper
     /// ([`crate::http::sse_socket`]), anything else goes to hyper with what was
-    /// read put back in front.
-    async fn serve_plain(self, mut stream: Tracked, conn: Arc<Conn>) {
-        let head = tokio::select! {
-            head = crate::http::sse_socket::read_head(&mut stream) => head,
-            reason = self.connections.expired(&conn) => {
-                self.connections.closed(reason);
-                return;
-            }
-            _ = self.shutdown.cancelled() => return,
-        };
-        match head {
-            Head::Gone => {}
-            Head::Stream(request) => self.serve_stream(stream, request, &conn).await,
-            // Boxed: hyper's connection is a large future, and inline every
-            // stream's task would be that size.
-            Head::Other(read) => {
-                let io = TokioIo::new(Prefixed::new(read, stream));
-                Box::pin(self.serve_http1(io, conn)).await
+    /// read put back in front. Not an `async fn`, which would keep its
+    /// arguments beside the values made of them for the connection's life:
+    /// the async block holds the connection once, and what serves a stream
+    /// borrows it.
+    fn serve_plain(self, mut stream: Tracked) -> impl Future<Output = ()> + Send {
+        let conn = stream.slot.conn.clone();
+        async move {
+            let head = tokio::select! {
+                head = crate::http::sse_socket::read_head(&mut stream) => head,
+                reason = self.connections.expired(&conn) => {
+                    self.connections.closed(reason);
+                    return;
+                }
+                _ = self.shutdown.cancelled() => return,
+            };
+            match head {
+                Head::Gone => {}
+                Head::Stream(request) => self.serve_stream(&mut stream, request, &conn).await,
+                // Boxed: hyper's connection is a large future, and inline every
+                // stream's task would be that size.
+                Head::Other(read) => {
+                    let io = TokioIo::new(Prefixed::new(read, stream));
+                    Box::pin(self.serve_http1(io, conn)).await
+                }
             }
         }
     }
@@ -321,14 +321,19 @@ impl Connection {
     /// as through hyper: host and origin guard, authentication, limits),
     /// and the response goes straight to the socket; the connection closes
     /// when it ends. It counts as in flight meanwhile, like any request.
-    async fn serve_stream(self, mut stream: Tracked, mut request: Box<Request>, conn: &Arc<Conn>) {
+    async fn serve_stream(
+        &self,
+        stream: &mut Tracked,
+        mut request: Box<Request>,
+        conn: &Arc<Conn>,
+    ) {
         let _in_flight = self.connections.begin_request(conn);
         let trusted = &self.connections.settings.trusted_proxies;
         crate::http::client_ip::attach(trusted, self.peer, &mut request);
         // Boxed: the router's future is large and needed only until the
         // response head; inline it would size the task for the stream's life.
-        let Ok(response) = Box::pin(self.app.oneshot(unbox(request))).await;
-        if let Err(e) = crate::http::sse_socket::write_response(&mut stream, response).await {
+        let Ok(response) = Box::pin(self.app.clone().oneshot(unbox(request))).await;
+        if let Err(e) = crate::http::sse_socket::write_response(stream, response).await {
             tracing::debug!(error = %e, peer = %self.peer, "event stream ended with an error");
         }
     }

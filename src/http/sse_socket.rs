@@ -130,47 +130,57 @@ fn parse(buf: &[u8]) -> Parsed {
 /// Writes `response` to `io`: its head (with `connection: close`), then
 /// its body, chunked unless its length is known (as it is, when the body
 /// comes in chunks already: [`Chunked`]), until the body ends or the
-/// client closes. The caller drops the connection afterwards.
-pub(crate) async fn write_response<I>(io: &mut I, response: Response<Body>) -> std::io::Result<()>
+/// client closes. The caller drops the connection afterwards. Not an
+/// `async fn`: the stream's task keeps only what writing the body needs,
+/// not the response's parts beside them.
+pub(crate) fn write_response<I>(
+    io: &mut I,
+    response: Response<Body>,
+) -> impl Future<Output = std::io::Result<()>> + Send + '_
 where
-    I: AsyncRead + AsyncWrite + Unpin,
+    I: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let (parts, body) = response.into_parts();
     let length = HttpBody::size_hint(&body).exact();
     let limit = parts.extensions.get::<WriteTimeout>().cloned();
-    let limit = limit.as_ref();
     let chunked = parts.extensions.get::<Chunked>().is_some();
-    within(limit, io.write_all(&encode_head(parts, length))).await?;
-    let mut body = std::pin::pin!(body);
-    loop {
-        // The body first; only when it has nothing to write is the socket
-        // read, to notice a client that hangs up at once. While the stream
-        // is busy a gone client shows as a failed write.
-        let next = std::future::poll_fn(|cx| match body.as_mut().poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(Some(frame)),
-            Poll::Pending => poll_peer_gone(io, cx).map(|()| None),
-        })
-        .await;
-        let data = match next {
-            // The client is gone.
-            None => return Ok(()),
-            Some(None) => break,
-            Some(Some(Err(e))) => return Err(std::io::Error::other(e)),
-            Some(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) if !data.is_empty() => data,
-                _ => continue,
-            },
-        };
-        match length {
-            None if !chunked => within(limit, write_chunk(io, data)).await?,
-            _ => within(limit, io.write_all(&data)).await?,
+    let head = encode_head(parts, length);
+    async move {
+        let limit = limit.as_ref();
+        within(limit, io.write_all(&head)).await?;
+        drop(head);
+        let mut body = std::pin::pin!(body);
+        loop {
+            // The body first; only when it has nothing to write is the socket
+            // read, to notice a client that hangs up at once. While the stream
+            // is busy a gone client shows as a failed write.
+            let next = std::future::poll_fn(|cx| match body.as_mut().poll_frame(cx) {
+                Poll::Ready(frame) => Poll::Ready(Some(frame)),
+                Poll::Pending => poll_peer_gone(io, cx).map(|()| None),
+            })
+            .await;
+            let data = match next {
+                // The client is gone.
+                None => return Ok(()),
+                Some(None) => break,
+                Some(Some(Err(e))) => return Err(std::io::Error::other(e)),
+                Some(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) if !data.is_empty() => data,
+                    _ => continue,
+                },
+            };
+            match length {
+                // Boxed: a body not chunked already is not an event stream's.
+                None if !chunked => within(limit, Box::pin(write_chunk(io, data))).await?,
+                _ => within(limit, io.write_all(&data)).await?,
+            }
         }
+        if length.is_none() {
+            io.write_all(b"0\r\n\r\n").await?;
+        }
+        io.flush().await?;
+        io.shutdown().await
     }
-    if length.is_none() {
-        io.write_all(b"0\r\n\r\n").await?;
-    }
-    io.flush().await?;
-    io.shutdown().await
 }
 
 /// Runs one write. Under a [`WriteTimeout`] (an event stream's), a write
@@ -183,11 +193,12 @@ where
         return write.await;
     };
     let mut write = std::pin::pin!(write);
-    // Most writes complete at once: the timer is armed only for one that waits.
+    // Most writes complete at once: the timer is armed only for one that
+    // waits (boxed: only then).
     if let Some(done) = futures::FutureExt::now_or_never(&mut write) {
         return done;
     }
-    match tokio::time::timeout(limit.limit, write).await {
+    match Box::pin(tokio::time::timeout(limit.limit, write)).await {
         Ok(done) => done,
         Err(_) => {
             limit.expired();

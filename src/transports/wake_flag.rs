@@ -54,7 +54,9 @@ impl WakeFlag {
     /// Whether the source woke (or was never polled) since the last take;
     /// clears the flag. Poll the source with [`Self::context`] after a true.
     pub(super) fn take(&self) -> bool {
-        self.flag.woken.swap(false, Ordering::AcqRel)
+        // Read first: asked on every poll, the flag is mostly clear, and a
+        // swap would take its cache line for writing each time.
+        self.flag.woken.load(Ordering::Acquire) && self.flag.woken.swap(false, Ordering::AcqRel)
     }
 
     /// Sets the flag again: the source may have more (it answered ready).

@@ -91,8 +91,7 @@ pub(crate) async fn upgrade(
         // short; longer ones take several reads). tungstenite writes only
         // its pongs and the close: the gateway writes its frames itself
         // (`ws::wire`).
-        .read_buffer_size(256)
-        .write_buffer_size(16 * 1024);
+        .read_buffer_size(256);
     let compression = t.config.compression;
     ws.accept(
         config,

@@ -40,6 +40,10 @@ const MAX_REPLIES: usize = 64;
 /// Batches written per wake-up before the task lets others run.
 const ROUNDS: usize = 4;
 
+/// A batch takes no more frames once it holds this many bytes (a socket
+/// loading many large snapshots holds one batch of them at a time).
+const BATCH_BYTES: usize = 16 * 1024;
+
 /// How long a close frame may take to reach the client, and how long the
 /// client's answering close frame is awaited: a client that resumes reading
 /// within this grace sees the close code after what was buffered for it.
@@ -437,7 +441,7 @@ impl Wire {
             let mut frames = 0;
             // The delivery lag's clock, read once per batch of live changes.
             let mut now = None;
-            while frames < session::MAX_BATCH {
+            while frames < session::MAX_BATCH && out.frames.len() < BATCH_BYTES {
                 let Poll::Ready(next) = outbox.poll_next(t, cx) else {
                     break;
                 };

@@ -316,6 +316,8 @@ const PING: u8 = 0x89;
 /// payload length in the shortest form, the payload.
 fn put_frame(out: &mut Vec<u8>, first: u8, payload: &[u8]) {
     let len = payload.len();
+    // One allocation for the header and the payload (at most 10 + len).
+    out.reserve(10 + len);
     out.push(first);
     match len {
         0..=125 => out.push(len as u8),

@@ -16,7 +16,7 @@ use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::Sleep;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -523,11 +523,15 @@ impl Wire {
     /// Writes the rest of the batch under way, if any: a close frame goes
     /// after whole frames only.
     async fn finish_batch(&mut self) -> Result<(), WsError> {
-        let Some(mut out) = self.out.take() else {
+        let Some(out) = self.out.take() else {
             return Ok(());
         };
-        let io = self.socket.get_mut();
-        std::future::poll_fn(|cx| poll_write_all(io, &mut out, cx)).await
+        let rest = &out.frames[out.written..];
+        self.socket
+            .get_mut()
+            .write_all(rest)
+            .await
+            .map_err(WsError::Io)
     }
 }
 

@@ -22,7 +22,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::protocol::sse;
-use crate::transports::sse::{Chunked, WriteTimeout, WrittenDirectly};
+use crate::transports::sse::{Direct, DirectEvents, WriteTimeout, WrittenDirectly};
 
 /// The path served here (its query string is the router's business).
 pub(crate) const EVENTS_PATH: &str = crate::transports::sse::PATH;
@@ -128,8 +128,8 @@ fn parse(buf: &[u8]) -> Parsed {
 }
 
 /// Writes `response` to `io`: its head (with `connection: close`), then
-/// its body, chunked unless its length is known (as it is, when the body
-/// comes in chunks already: [`Chunked`]), until the body ends or the
+/// its body, chunked unless its length is known (an event stream's
+/// [`Direct`] chunks come framed already), until the body ends or the
 /// client closes. The caller drops the connection afterwards. Not an
 /// `async fn`: the stream's task keeps only what writing the body needs,
 /// not the response's parts beside them.
@@ -141,21 +141,26 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send,
 {
     let (parts, body) = response.into_parts();
-    let length = HttpBody::size_hint(&body).exact();
     let limit = parts.extensions.get::<WriteTimeout>().cloned();
-    let chunked = parts.extensions.get::<Chunked>().is_some();
+    let mut source = match parts.extensions.get::<Direct>().and_then(Direct::take) {
+        Some(events) => Source::Events(events),
+        None => Source::Body(body),
+    };
+    let length = match &source {
+        Source::Body(body) => HttpBody::size_hint(body).exact(),
+        Source::Events(_) => None,
+    };
     let head = encode_head(parts, length);
     async move {
         let limit = limit.as_ref();
         within(limit, io.write_all(&head)).await?;
         drop(head);
-        let mut body = std::pin::pin!(body);
         loop {
             // The body first; only when it has nothing to write is the socket
             // read, to notice a client that hangs up at once. While the stream
             // is busy a gone client shows as a failed write.
-            let next = std::future::poll_fn(|cx| match body.as_mut().poll_frame(cx) {
-                Poll::Ready(frame) => Poll::Ready(Some(frame)),
+            let next = std::future::poll_fn(|cx| match source.poll_data(cx) {
+                Poll::Ready(data) => Poll::Ready(Some(data)),
                 Poll::Pending => poll_peer_gone(io, cx).map(|()| None),
             })
             .await;
@@ -163,15 +168,11 @@ where
                 // The client is gone.
                 None => return Ok(()),
                 Some(None) => break,
-                Some(Some(Err(e))) => return Err(std::io::Error::other(e)),
-                Some(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) if !data.is_empty() => data,
-                    _ => continue,
-                },
+                Some(Some(data)) => data?,
             };
-            match length {
+            match (&source, length) {
                 // Boxed: a body not chunked already is not an event stream's.
-                None if !chunked => within(limit, Box::pin(write_chunk(io, data))).await?,
+                (Source::Body(_), None) => within(limit, Box::pin(write_chunk(io, data))).await?,
                 _ => within(limit, io.write_all(&data)).await?,
             }
         }
@@ -180,6 +181,35 @@ where
         }
         io.flush().await?;
         io.shutdown().await
+    }
+}
+
+/// What a response's body is read from: an event stream polled in place,
+/// or any other body.
+// Inline on purpose: the stream is what the task polls on every delivery.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    Events(DirectEvents),
+    Body(Body),
+}
+
+impl Source {
+    /// The next bytes to write (never empty); None at the body's end.
+    fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<std::io::Result<Bytes>>> {
+        match self {
+            Source::Events(events) => events.poll_chunk(cx).map(|chunk| chunk.map(Ok)),
+            Source::Body(body) => loop {
+                let frame = match std::task::ready!(Pin::new(&mut *body).poll_frame(cx)) {
+                    None => return Poll::Ready(None),
+                    Some(Err(e)) => return Poll::Ready(Some(Err(std::io::Error::other(e)))),
+                    Some(Ok(frame)) => frame,
+                };
+                match frame.into_data() {
+                    Ok(data) if !data.is_empty() => return Poll::Ready(Some(Ok(data))),
+                    _ => continue,
+                }
+            },
+        }
     }
 }
 

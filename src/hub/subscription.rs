@@ -298,6 +298,29 @@ impl Subscription {
         (!had).then_some(change)
     }
 
+    /// A waker for another source of this subscription's reader (a timer):
+    /// waking it raises the subscription's alarm and wakes the task
+    /// waiting in [`Subscription::poll_next`]. The alarm starts lowered: a
+    /// reader polls its source once with this waker before it waits for
+    /// the alarm.
+    pub fn alarm(&self) -> std::task::Waker {
+        std::task::Waker::from(self.queue.clone())
+    }
+
+    /// Whether the alarm was raised since the last take; lowers it.
+    pub fn take_alarm(&self) -> bool {
+        // Read first: asked on every poll, the alarm is mostly down, and a
+        // swap would take the cache line for writing each time.
+        let alarm = &self.queue.alarm;
+        alarm.load(Ordering::Acquire) && alarm.swap(false, Ordering::AcqRel)
+    }
+
+    /// Raises the alarm without a wake-up: the source is to be polled again
+    /// on the next ask.
+    pub fn raise_alarm(&self) {
+        self.queue.alarm.store(true, Ordering::Release);
+    }
+
     /// Where a client may resume after the last delivery: the sequence up to
     /// which it has every change of its topics. Lower than the delivery's own
     /// sequence while some topic waits for its resync, so a reconnect with
@@ -333,6 +356,11 @@ impl Subscription {
                 match &q.waker {
                     Some(w) if w.will_wake(cx.waker()) => {}
                     _ => q.waker = Some(cx.waker().clone()),
+                }
+                // An alarm raised before the waker was registered woke
+                // nobody (or an older waker): wake this one.
+                if self.queue.alarm.load(Ordering::Acquire) {
+                    cx.waker().wake_by_ref();
                 }
                 self.more_queued = false;
                 return std::task::Poll::Pending;

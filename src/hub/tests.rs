@@ -388,3 +388,39 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn changes_come_out_in_order_whether_held_inline_or_behind() {
+    let hub = Hub::new(HubConfig::default());
+    let made: Vec<std::sync::Arc<Change>> = (0..50)
+        .map(|i| {
+            hub.put("apps/a/b/c", serde_json::json!({ "i": i }))
+                .unwrap()
+        })
+        .collect();
+    let mut changes = queue::Changes::default();
+    assert!(changes.is_empty() && changes.pop_front().is_none());
+    // One at a time: the buffer behind is never used.
+    for c in &made[..3] {
+        changes.push_back(c.clone());
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes.pop_front().unwrap().seq, c.seq);
+        assert!(changes.is_empty());
+    }
+    assert_eq!(changes.buffered_capacity(), 0);
+    // A burst longer than what is kept: in order, and the buffer freed.
+    for c in &made {
+        changes.push_back(c.clone());
+    }
+    assert_eq!(changes.len(), made.len());
+    let seqs: Vec<u64> = std::iter::from_fn(|| changes.pop_front())
+        .map(|c| c.seq)
+        .collect();
+    assert_eq!(seqs, made.iter().map(|c| c.seq).collect::<Vec<_>>());
+    assert!(changes.is_empty());
+    assert_eq!(
+        changes.buffered_capacity(),
+        0,
+        "a burst's buffer is given back"
+    );
+}

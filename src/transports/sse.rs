@@ -19,7 +19,6 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::session::{self, Message, Shaping, Undelivered};
 use super::shape::Shaper;
 use super::state::{Admitted, Transports};
-use super::wake_flag::WakeFlag;
 use crate::auth::{Credential, Principal};
 use crate::error::Error;
 use crate::hub::Subscription;
@@ -163,20 +162,18 @@ pub async fn events(
     let gzip = gzip.then_some(compression.level);
     let direct = extensions.get::<WrittenDirectly>().is_some();
     let stream = EventStream::new(&t, started, principal, credential, admitted, gzip, direct);
-    let body = if direct {
-        Body::from_stream(stream)
-    } else {
-        through_a_task(stream)
-    };
-    let mut response = (StatusCode::OK, body).into_response();
-    if direct {
+    let mut response = if direct {
+        let mut response = StatusCode::OK.into_response();
         let extensions = response.extensions_mut();
         extensions.insert(WriteTimeout {
             limit: t.config.write_timeout,
             metrics: t.metrics.clone(),
         });
-        extensions.insert(Chunked);
-    }
+        extensions.insert(Direct::new(stream));
+        response
+    } else {
+        (StatusCode::OK, through_a_task(stream)).into_response()
+    };
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -201,12 +198,41 @@ pub async fn events(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WrittenDirectly;
 
-/// Set on an event stream written directly: its body comes as chunks of an
-/// HTTP/1.1 chunked body already, so that a change's chunk is made once for
-/// every stream (the copy of each event behind its size line was 1 % of the
-/// server's CPU at 1 000 subscribers, docs/benchmarks/30-same-message.md).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Chunked;
+/// Set on an event stream written directly, in place of its body (which
+/// is empty): the stream itself, for the connection to take
+/// ([`Direct::take`]) and poll inside its own task. Behind the response
+/// body's box it was one more object apart in memory per delivery
+/// (docs/benchmarks/33-objects-per-delivery.md). Its chunks come framed
+/// as chunks of an HTTP/1.1 chunked body already, so that a change's chunk
+/// is made once for every stream (the copy of each event behind its size
+/// line was 1 % of the server's CPU at 1 000 subscribers,
+/// docs/benchmarks/30-same-message.md).
+#[derive(Clone)]
+pub(crate) struct Direct(Arc<parking_lot::Mutex<Option<DirectEvents>>>);
+
+impl Direct {
+    fn new(stream: EventStream) -> Self {
+        Self(Arc::new(parking_lot::Mutex::new(Some(DirectEvents(
+            stream,
+        )))))
+    }
+
+    /// The stream, once.
+    pub(crate) fn take(&self) -> Option<DirectEvents> {
+        self.0.lock().take()
+    }
+}
+
+/// An event stream written directly: its chunks, each one or more whole
+/// events framed as an HTTP/1.1 chunk.
+pub(crate) struct DirectEvents(EventStream);
+
+impl DirectEvents {
+    /// The next chunk; None once the stream ended.
+    pub(crate) fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        self.0.poll_chunk(cx)
+    }
+}
 
 /// Set on an event stream written directly: a write that waits longer than
 /// `limit` for the client to read means a slow subscriber, and the stream
@@ -288,7 +314,7 @@ struct EventStream {
     ended: bool,
     /// A gzip response: its stream, and the compression level.
     gzip: Option<(GzipStream, u32)>,
-    /// Written directly ([`Chunked`]): each chunk carries its own framing.
+    /// Written directly ([`Direct`]): each chunk carries its own framing.
     chunked: bool,
     _admitted: Admitted,
 }
@@ -299,48 +325,46 @@ struct EventStream {
 /// tokio's timer each time cost about 2 % of the server's CPU at 1 000
 /// subscribers (docs/benchmarks/19-latency-profile.md), and reading the
 /// clock to compare with its deadline about 1 % (§30). The timer is polled
-/// with a waker of its own instead, and asked again only once that woke.
+/// with the subscription's alarm waker instead, and asked again only once
+/// the alarm was raised: a flag in the subscription's queue, which the
+/// stream loads on every delivery anyway (an object of its own was one
+/// more cache miss per delivery, §33).
 struct Heartbeat {
     sleep: Pin<Box<tokio::time::Sleep>>,
     period: std::time::Duration,
-    /// Set when the timer fires.
-    fired: WakeFlag,
-    /// The task waker the flag wakes.
-    registered: Option<std::task::Waker>,
+    /// The subscription's alarm waker, made once.
+    alarm: std::task::Waker,
+    /// The timer has been polled with `alarm` (its wake-up raises the alarm).
+    armed: bool,
 }
 
 impl Heartbeat {
-    fn new(period: std::time::Duration) -> Self {
+    fn new(period: std::time::Duration, subscription: &Subscription) -> Self {
         Self {
             sleep: Box::pin(tokio::time::sleep(period)),
             period,
-            fired: WakeFlag::new(),
-            registered: None,
+            alarm: subscription.alarm(),
+            armed: false,
         }
     }
 
-    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let registered = self
-            .registered
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()));
-        let fired = self.fired.take();
-        if fired || !registered {
-            // A wake-up takes the waker it wakes: register it again.
-            self.fired.register(cx.waker());
-            if !registered {
-                self.registered = Some(cx.waker().clone());
-            }
-        }
-        if !fired {
+    /// Ready at a tick. The task is woken through the subscription, so the
+    /// caller waits in [`Subscription::poll_next`] after a pending answer.
+    fn poll(&mut self, subscription: &Subscription) -> Poll<()> {
+        if self.armed && !subscription.take_alarm() {
             return Poll::Pending;
         }
-        match self.sleep.as_mut().poll(&mut self.fired.context()) {
+        self.armed = true;
+        match self
+            .sleep
+            .as_mut()
+            .poll(&mut Context::from_waker(&self.alarm))
+        {
             Poll::Ready(()) => {
                 let next = tokio::time::Instant::now() + self.period;
                 self.sleep.as_mut().reset(next);
                 // The reset timer is polled (and armed) on the next ask.
-                self.fired.set();
+                self.armed = false;
                 Poll::Ready(())
             }
             Poll::Pending => Poll::Pending,
@@ -424,7 +448,7 @@ impl EventStream {
             initial: initial.into_iter(),
             synced: Some(sse::message_frame(&synced.cursor, &synced.message())),
         };
-        let heartbeat = Heartbeat::new(t.config.heartbeat);
+        let heartbeat = Heartbeat::new(t.config.heartbeat, &subscription);
         let recheck =
             session::recheck_at(&principal).map(|at| Box::pin(tokio::time::sleep_until(at)));
         t.metrics.sse_sessions.inc();
@@ -481,7 +505,7 @@ impl EventStream {
             return Poll::Ready(Some(self.sent(error, 1)));
         }
         // The timer is polled only when it woke (see `Heartbeat`).
-        while self.heartbeat.poll(cx).is_ready() {
+        while self.heartbeat.poll(&self.subscription).is_ready() {
             self.heartbeat_due = true;
         }
         if std::mem::take(&mut self.heartbeat_due) {
@@ -622,41 +646,59 @@ impl Drop for EventStream {
 mod tests {
     use super::*;
 
-    async fn ticked(heartbeat: &mut Heartbeat) -> bool {
-        std::future::poll_fn(|cx| Poll::Ready(heartbeat.poll(cx).is_ready())).await
+    /// Whether the heartbeat ticks now, the way the stream asks: the
+    /// heartbeat, then the subscription (which registers `cx`).
+    fn ticked(
+        heartbeat: &mut Heartbeat,
+        subscription: &mut Subscription,
+        cx: &mut Context<'_>,
+    ) -> bool {
+        let ticked = heartbeat.poll(subscription).is_ready();
+        assert!(subscription.poll_next(cx).is_pending(), "nothing published");
+        ticked
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_heartbeat_ticks_once_per_period_and_wakes_its_task() {
         use std::time::Duration;
-        let mut heartbeat = Heartbeat::new(Duration::from_secs(10));
-        assert!(!ticked(&mut heartbeat).await);
+        let hub = crate::hub::Hub::new(crate::hub::HubConfig::default());
+        let mut subscription = hub.subscribe(vec![crate::hub::Pattern::parse("**").unwrap()]);
+        let mut heartbeat = Heartbeat::new(Duration::from_secs(10), &subscription);
+        let task = Arc::new(Woken(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = futures::task::waker(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let sub = &mut subscription;
+        assert!(!ticked(&mut heartbeat, sub, &mut cx));
         tokio::time::advance(Duration::from_secs(9)).await;
-        assert!(!ticked(&mut heartbeat).await);
+        assert_eq!(task.count(), 0, "not woken before the first tick");
+        assert!(!ticked(&mut heartbeat, sub, &mut cx));
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(ticked(&mut heartbeat).await);
+        assert_eq!(task.count(), 1, "woken at the first tick");
+        assert!(ticked(&mut heartbeat, sub, &mut cx));
         assert!(
-            !ticked(&mut heartbeat).await,
+            !ticked(&mut heartbeat, sub, &mut cx),
             "the next tick is a period away"
         );
         // Ticks missed meanwhile (a busy stream) are not made up for.
         tokio::time::advance(Duration::from_secs(35)).await;
-        assert!(ticked(&mut heartbeat).await);
-        assert!(!ticked(&mut heartbeat).await);
-        // Not polled again before its deadline, the timer still wakes the
-        // task that polled it last, period after period.
-        let task = Arc::new(Woken(std::sync::atomic::AtomicUsize::new(0)));
-        let waker = futures::task::waker(task.clone());
-        let mut cx = Context::from_waker(&waker);
-        assert!(heartbeat.poll(&mut cx).is_pending());
+        assert!(ticked(&mut heartbeat, sub, &mut cx));
+        assert!(!ticked(&mut heartbeat, sub, &mut cx));
+        // The timer wakes the task that waits on the subscription, period
+        // after period.
+        let woken = task.count();
         for period in 1..=3 {
             tokio::time::advance(Duration::from_secs(10)).await;
-            assert_eq!(task.count(), period, "woken at tick {period}");
-            assert!(heartbeat.poll(&mut cx).is_ready());
-            assert!(heartbeat.poll(&mut cx).is_pending());
+            assert_eq!(task.count(), woken + period, "woken at tick {period}");
+            assert!(ticked(&mut heartbeat, sub, &mut cx));
+            assert!(!ticked(&mut heartbeat, sub, &mut cx));
         }
         tokio::time::advance(Duration::from_secs(5)).await;
-        assert_eq!(task.count(), 3, "not woken between ticks");
+        assert_eq!(task.count(), woken + 3, "not woken between ticks");
+        // A published change still wakes it, and leaves the heartbeat be.
+        hub.put("apps/a/b/c", serde_json::json!({"i": 1}));
+        assert_eq!(task.count(), woken + 4);
+        assert!(!heartbeat.poll(sub).is_ready());
+        assert!(sub.poll_next(&mut cx).is_ready());
     }
 
     struct Woken(std::sync::atomic::AtomicUsize);

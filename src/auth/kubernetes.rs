@@ -251,7 +251,7 @@ impl KubeAuth {
         }
         Ok(Principal {
             subject: user.username.clone(),
-            read: Scopes(scopes),
+            read: Scopes::new(scopes),
             // Writes are reviewed one by one (see `allowed`).
             write: Scopes::default(),
             // Sessions re-check the token and grants when the cache expires.

@@ -194,7 +194,8 @@ enum Source {
 }
 
 impl Source {
-    /// The next bytes to write (never empty); None at the body's end.
+    /// The next bytes to write (a body's empty frames skipped); None at
+    /// the body's end.
     fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<std::io::Result<Bytes>>> {
         match self {
             Source::Events(events) => events.poll_chunk(cx).map(|chunk| chunk.map(Ok)),

@@ -315,12 +315,6 @@ impl Subscription {
         alarm.load(Ordering::Acquire) && alarm.swap(false, Ordering::AcqRel)
     }
 
-    /// Raises the alarm without a wake-up: the source is to be polled again
-    /// on the next ask.
-    pub fn raise_alarm(&self) {
-        self.queue.alarm.store(true, Ordering::Release);
-    }
-
     /// Where a client may resume after the last delivery: the sequence up to
     /// which it has every change of its topics. Lower than the delivery's own
     /// sequence while some topic waits for its resync, so a reconnect with

@@ -1,9 +1,8 @@
 //! A wake-up that remembers it happened: a session's task polls one source
 //! of events (a WebSocket's read side) with a waker of its own, which sets
-//! a flag and wakes the task. The task then asks that
-//! source again only when the flag is set, not on every wake-up a delivery
-//! causes: each such poll would register wakers with the reactor or read
-//! the clock for nothing.
+//! a flag and wakes the task. The task then asks that source again only
+//! when the flag is set, not on every wake-up a delivery causes: each such
+//! poll would register wakers with the reactor for nothing.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -127,6 +127,16 @@ pub(super) struct Workloads {
 impl Workloads {
     /// Holds `workload` under `key`; the workload it replaces, if any.
     pub(super) fn insert(&mut self, key: WorkloadKey, workload: Workload) -> Option<Workload> {
+        // A new version of a workload in the same app with the same first
+        // selector label (a status change, nearly always) stays where the
+        // indexes hold it: only its value changes.
+        if let Some(held) = self.by_key.get_mut(&key)
+            && held.namespace == workload.namespace
+            && held.app == workload.app
+            && held.selector.iter().next() == workload.selector.iter().next()
+        {
+            return Some(std::mem::replace(held, workload));
+        }
         let old = self.remove(&key);
         self.by_app
             .entry((workload.namespace.clone(), workload.app.clone()))
@@ -284,6 +294,13 @@ mod tests {
             ["shop/Deployment/web", "shop/StatefulSet/db"]
         );
         assert_eq!(names(ws.in_namespace("sh")), ["sh/Deployment/x"]);
+        // A new version in the same app replaces the old in place.
+        let old = put(&mut ws, ("Deployment", "shop", "web", "web")).expect("replaced");
+        assert_eq!((old.namespace.as_str(), old.name.as_str()), ("shop", "web"));
+        assert_eq!(
+            names(ws.of_app("shop", "web")),
+            ["shop/Deployment/web", "shop/StatefulSet/db"]
+        );
         // The app label changed: the workload moves to its new app.
         let old = put(&mut ws, ("StatefulSet", "shop", "db", "db")).expect("replaced");
         assert_eq!(old.app, "web");
@@ -353,6 +370,15 @@ mod tests {
         assert_eq!(
             selecting(&ws, "shopping", &[("app", "web")]),
             ["shopping/Deployment/web"]
+        );
+        // A label after the selector's first changed: the workload stays
+        // where the index holds it and is matched by its new selector.
+        let stable = [("app", "web"), ("track", "stable")];
+        put_selecting(&mut ws, (d, "shop", "web-canary", "web"), &stable);
+        assert_eq!(selecting(&ws, "shop", &canary), ["shop/Deployment/web"]);
+        assert_eq!(
+            selecting(&ws, "shop", &stable),
+            ["shop/Deployment/web", "shop/Deployment/web-canary"]
         );
         // A selector changed: the workload is found under its new one only.
         put_selecting(&mut ws, (d, "shop", "web-canary", "web"), &[("app", "api")]);

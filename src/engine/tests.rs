@@ -942,7 +942,7 @@ fn pod(name: &str, labels: Value, ready: bool, restarts: i32, state: Value) -> P
     } else {
         json!({})
     };
-    let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+    let p: crate::status::objects::PodObject = serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": "shop", "labels": labels},
         "status": {"phase": "Running",
             "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}],

@@ -19,8 +19,7 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Namespace, Node};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
@@ -37,6 +36,7 @@ use crate::engine::Observation;
 use crate::status::app::Workload;
 use crate::status::capacity::NodeFacts;
 use crate::status::labels::LabelSets;
+use crate::status::objects::{DeploymentObject, PodObject, StatefulSetObject};
 use crate::status::pods::{EventKey, PodSummary, Warning};
 use crate::status::rules::HealthRule;
 use crate::status::sync::{Gvr, SILENT, SyncInput};
@@ -422,8 +422,8 @@ pub(crate) async fn run(
     ) {
         ("apps", "v1", "deployments") => {
             let c = cluster.clone();
-            let api: Api<Deployment> = scoped(client, ns);
-            let read = move |d: Deployment| Workload::from_deployment(&d, &app_label);
+            let api: Api<DeploymentObject> = scoped(client, ns);
+            let read = move |d: DeploymentObject| Workload::from_deployment(&d, &app_label);
             drive(watch, api, read, move |step| {
                 workload_steps(&c, "Deployment", step)
             })
@@ -431,8 +431,8 @@ pub(crate) async fn run(
         }
         ("apps", "v1", "statefulsets") => {
             let c = cluster.clone();
-            let api: Api<StatefulSet> = scoped(client, ns);
-            let read = move |s: StatefulSet| Workload::from_statefulset(&s, &app_label);
+            let api: Api<StatefulSetObject> = scoped(client, ns);
+            let read = move |s: StatefulSetObject| Workload::from_statefulset(&s, &app_label);
             drive(watch, api, read, move |step| {
                 workload_steps(&c, "StatefulSet", step)
             })
@@ -446,9 +446,9 @@ pub(crate) async fn run(
         }
         ("", "v1", "pods") => {
             let c = cluster.clone();
-            let api: Api<Pod> = scoped(client, ns);
+            let api: Api<PodObject> = scoped(client, ns);
             let mut sets = LabelSets::default();
-            let read = move |p: Pod| PodSummary::from_pod(&p, &mut sets);
+            let read = move |p: PodObject| PodSummary::from_pod(&p, &mut sets);
             drive(watch, api, read, move |step| pod_steps(&c, step)).await
         }
         ("", "v1", "nodes") => {

@@ -8,8 +8,10 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use super::objects::{
+    DeploymentObject, StatefulSetObject, WorkloadObject, WorkloadSpec, WorkloadStatus,
+};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -104,61 +106,13 @@ fn app_of(labels: Option<&BTreeMap<String, String>>, label: &str, name: &str) ->
         .unwrap_or_else(|| name.to_string())
 }
 
-fn images(spec: Option<&k8s_openapi::api::core::v1::PodSpec>) -> Vec<String> {
-    spec.map(|s| {
-        s.containers
-            .iter()
-            .filter_map(|c| c.image.clone())
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-/// The fields Deployments and StatefulSets share, read into a [`Workload`].
-struct Parts<'a> {
-    kind: &'static str,
-    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    expected: Option<i32>,
-    template: &'a k8s_openapi::api::core::v1::PodTemplateSpec,
-    /// Status counters; absent ones count as zero.
-    observed_generation: Option<i64>,
-    replicas: Option<i32>,
-    updated: Option<i32>,
-    ready: Option<i32>,
-    available: Option<i32>,
-    failure: Option<Failure>,
-    selector: Option<&'a BTreeMap<String, String>>,
-}
-
-impl Parts<'_> {
-    fn into_workload(self, app_label: &str) -> Workload {
-        let name = self.meta.name.clone().unwrap_or_default();
-        Workload {
-            kind: self.kind,
-            namespace: self.meta.namespace.clone().unwrap_or_default(),
-            app: app_of(self.meta.labels.as_ref(), app_label, &name),
-            name,
-            generation: self.meta.generation.unwrap_or(0),
-            observed_generation: self.observed_generation.unwrap_or(0),
-            expected: self.expected.unwrap_or(1),
-            replicas: self.replicas.unwrap_or(0),
-            updated: self.updated.unwrap_or(0),
-            ready: self.ready.unwrap_or(0),
-            available: self.available.unwrap_or(0),
-            failure: self.failure,
-            paused: false,
-            progressing: None,
-            terminating: self.meta.deletion_timestamp.is_some(),
-            images: images(self.template.spec.as_ref()),
-            selector: self.selector.cloned().unwrap_or_default(),
-        }
-    }
-}
-
 impl Workload {
-    pub(crate) fn from_deployment(d: &Deployment, app_label: &str) -> Self {
-        let status = d.status.as_ref();
-        let failure = status
+    /// Reads a Deployment: its counters, and a `ProgressDeadlineExceeded`
+    /// condition as its failure.
+    pub(crate) fn from_deployment(d: &DeploymentObject, app_label: &str) -> Self {
+        let failure = d
+            .status
+            .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| {
                 cs.iter().find(|c| {
@@ -174,39 +128,48 @@ impl Workload {
                     .clone()
                     .unwrap_or_else(|| "ProgressDeadlineExceeded".into()),
             });
-        Parts {
-            kind: "Deployment",
-            meta: &d.metadata,
-            expected: d.spec.replicas,
-            template: &d.spec.template,
-            observed_generation: status.and_then(|s| s.observed_generation),
-            replicas: status.and_then(|s| s.replicas),
-            updated: status.and_then(|s| s.updated_replicas),
-            ready: status.and_then(|s| s.ready_replicas),
-            available: status.and_then(|s| s.available_replicas),
-            failure,
-            selector: d.spec.selector.match_labels.as_ref(),
-        }
-        .into_workload(app_label)
+        Self::read("Deployment", d, failure, app_label)
     }
 
     /// StatefulSets report no failure condition of their own.
-    pub(crate) fn from_statefulset(s: &StatefulSet, app_label: &str) -> Self {
-        let status = s.status.as_ref();
-        Parts {
-            kind: "StatefulSet",
-            meta: &s.metadata,
-            expected: s.spec.replicas,
-            template: &s.spec.template,
-            observed_generation: status.and_then(|s| s.observed_generation),
-            replicas: status.map(|s| s.replicas),
-            updated: status.and_then(|s| s.updated_replicas),
-            ready: status.and_then(|s| s.ready_replicas),
-            available: status.and_then(|s| s.available_replicas),
-            failure: None,
-            selector: s.spec.selector.match_labels.as_ref(),
+    pub(crate) fn from_statefulset(s: &StatefulSetObject, app_label: &str) -> Self {
+        Self::read("StatefulSet", s, None, app_label)
+    }
+
+    /// The fields Deployments and StatefulSets share; absent status
+    /// counters count as zero.
+    fn read<K>(
+        kind: &'static str,
+        object: &WorkloadObject<K>,
+        failure: Option<Failure>,
+        app_label: &str,
+    ) -> Self {
+        let (meta, spec) = (&object.metadata, object.spec.as_ref());
+        let status = object.status.as_ref();
+        let count = |field: fn(&WorkloadStatus) -> Option<i32>| status.and_then(field).unwrap_or(0);
+        let name = meta.name.clone().unwrap_or_default();
+        Workload {
+            kind,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            app: app_of(meta.labels.as_ref(), app_label, &name),
+            name,
+            generation: meta.generation.unwrap_or(0),
+            observed_generation: status.and_then(|s| s.observed_generation).unwrap_or(0),
+            expected: spec.and_then(|s| s.replicas).unwrap_or(1),
+            replicas: count(|s| s.replicas),
+            updated: count(|s| s.updated_replicas),
+            ready: count(|s| s.ready_replicas),
+            available: count(|s| s.available_replicas),
+            failure,
+            paused: false,
+            progressing: None,
+            terminating: meta.deletion_timestamp.is_some(),
+            images: spec.map(WorkloadSpec::images).unwrap_or_default(),
+            selector: spec
+                .and_then(WorkloadSpec::match_labels)
+                .cloned()
+                .unwrap_or_default(),
         }
-        .into_workload(app_label)
     }
 
     /// kstatus order: terminating, generation not observed, failed, then the
@@ -600,7 +563,7 @@ mod tests {
     use serde_json::json;
 
     fn deployment(expected: i32, status: serde_json::Value) -> Workload {
-        let d: Deployment = serde_json::from_value(json!({
+        let d: DeploymentObject = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "shop", "generation": 2, "labels": {DEFAULT_APP_LABEL: "shop-web"}},
             "spec": {"replicas": expected, "selector": {}, "template": {"spec": {"containers": [{"name": "web", "image": "web:1"}]}}},
             "status": status,

@@ -9,6 +9,7 @@ pub mod capacity;
 pub mod cluster;
 pub mod labels;
 pub mod lifecycle;
+pub(crate) mod objects;
 pub mod pods;
 pub mod rules;
 pub mod summary;

@@ -7,8 +7,9 @@
 
 use super::capacity::{PodShare, Resources};
 use super::labels::{LabelSets, Labels};
+use super::objects::{ContainerStatus, PodObject, Terminated};
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::Event;
 use serde::Serialize;
 
 /// Problems listed in the app document at most; the rest are counted in `more`.
@@ -147,7 +148,7 @@ fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
     // end was for memory, a crash loop otherwise. While it runs again
     // between two crashes (not ready yet) it still is one, so the reason
     // does not flap with every restart.
-    let crashing = |terminated: &k8s_openapi::api::core::v1::ContainerStateTerminated| {
+    let crashing = |terminated: &Terminated| {
         let reason = if terminated.reason.as_deref() == Some("OOMKilled") {
             PodReason::OomKilled
         } else {
@@ -211,17 +212,17 @@ fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
 impl PodSummary {
     /// Reads a Pod: its worst container problem, or the scheduler's
     /// verdict; its labels as `sets` holds them.
-    pub(crate) fn from_pod(pod: &Pod, sets: &mut LabelSets) -> Self {
+    pub(crate) fn from_pod(pod: &PodObject, sets: &mut LabelSets) -> Self {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let status = pod.status.as_ref();
         let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
         let ready = conditions
             .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True");
+            .any(|c| c.type_.as_deref() == Some("Ready") && c.status.as_deref() == Some("True"));
         let terminating = pod.metadata.deletion_timestamp.is_some();
         let unschedulable = conditions.iter().find(|c| {
-            c.type_ == "PodScheduled"
-                && c.status == "False"
+            c.type_.as_deref() == Some("PodScheduled")
+                && c.status.as_deref() == Some("False")
                 && c.reason.as_deref() == Some("Unschedulable")
         });
         let problem = if terminating || status.and_then(|s| s.phase.as_deref()) == Some("Succeeded")
@@ -249,7 +250,7 @@ impl PodSummary {
         let requests = pod
             .spec
             .iter()
-            .flat_map(|s| &s.containers)
+            .flat_map(|s| s.containers.iter().flatten())
             .map(|c| Resources::from_list(c.resources.as_ref().and_then(|r| r.requests.as_ref())))
             .fold(Resources::default(), |mut sum, r| {
                 sum.cpu_millis += r.cpu_millis;
@@ -453,7 +454,7 @@ mod tests {
     use serde_json::{Value, json};
 
     fn pod(name: &str, status: Value) -> PodState {
-        let p: Pod = serde_json::from_value(json!({
+        let p: PodObject = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "shop", "labels": {"app": "web"}},
             "spec": {"containers": [{"name": "app", "image": "web:1"}]},
             "status": status,

@@ -91,19 +91,7 @@ pub(crate) struct Selector {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Template {
-    pub(crate) spec: Option<TemplateSpec>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct TemplateSpec {
-    pub(crate) containers: Option<Vec<Container>>,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub(crate) struct Container {
-    pub(crate) image: Option<String>,
+    pub(crate) spec: Option<PodSpec>,
 }
 
 /// The status counters both workload kinds report, and a Deployment's
@@ -173,17 +161,19 @@ impl<K: k8s_openapi::Resource, Spec, Status> k8s_openapi::Metadata for Object<K,
     }
 }
 
-/// `spec` of a Pod: only its containers' requests are read.
+/// A pod's `spec`, or a workload's pod template's: only its containers.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct PodSpec {
-    pub(crate) containers: Option<Vec<PodContainer>>,
+    pub(crate) containers: Option<Vec<Container>>,
 }
 
-/// One of a pod spec's `containers`.
+/// One of a pod spec's `containers`: its image (a workload's template's
+/// are shown) and its requests (a pod's are summed).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub(crate) struct PodContainer {
+pub(crate) struct Container {
+    pub(crate) image: Option<String>,
     pub(crate) resources: Option<ContainerResources>,
 }
 

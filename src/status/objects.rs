@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn reads_a_pod_as_k8s_openapi_does() {
-        use k8s_openapi::api::core::v1::{ContainerState as State, Pod};
+        use k8s_openapi::api::core::v1::Pod;
         let typed: Pod = serde_json::from_value(pod()).unwrap();
         let slim: PodObject = serde_json::from_value(pod()).unwrap();
         let (m, w) = (&slim.metadata, &typed.metadata);
@@ -430,58 +430,35 @@ mod tests {
             .map(|c| (Some(c.type_), Some(c.status)))
             .collect();
         assert_eq!(read, wanted);
-        let state = |s: Option<&ContainerState>| {
-            s.map(|s| {
-                let waiting = s
-                    .waiting
-                    .as_ref()
-                    .map(|w| (w.reason.clone(), w.message.clone()));
-                let ended = s
-                    .terminated
-                    .as_ref()
-                    .map(|t| (t.reason.clone(), t.exit_code));
-                (waiting, s.running.is_some(), ended)
-            })
-        };
-        let wanted_state = |s: Option<&State>| {
-            s.map(|s| {
-                let waiting = s
-                    .waiting
-                    .as_ref()
-                    .map(|w| (w.reason.clone(), w.message.clone()));
-                let ended = s
-                    .terminated
-                    .as_ref()
-                    .map(|t| (t.reason.clone(), t.exit_code));
-                (waiting, s.running.is_some(), ended)
-            })
-        };
-        let statuses = |c: Option<Vec<ContainerStatus>>| {
-            (c.unwrap().iter())
-                .map(|c| {
-                    let states = (state(c.state.as_ref()), state(c.last_state.as_ref()));
-                    (c.name.clone(), c.ready, c.restart_count, states)
+        // What is read of a container status, off either type: their
+        // fields have the same names.
+        macro_rules! state {
+            ($state:expr) => {
+                $state.as_ref().map(|s| {
+                    let waiting =
+                        (s.waiting.as_ref()).map(|w| (w.reason.clone(), w.message.clone()));
+                    let ended = (s.terminated.as_ref()).map(|t| (t.reason.clone(), t.exit_code));
+                    (waiting, s.running.is_some(), ended)
                 })
-                .collect::<Vec<_>>()
-        };
-        let wanted_statuses = |c: Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
-            (c.unwrap().iter())
-                .map(|c| {
-                    let states = (
-                        wanted_state(c.state.as_ref()),
-                        wanted_state(c.last_state.as_ref()),
-                    );
-                    (c.name.clone(), c.ready, c.restart_count, states)
-                })
-                .collect::<Vec<_>>()
-        };
+            };
+        }
+        macro_rules! statuses {
+            ($statuses:expr) => {
+                ($statuses.unwrap().iter())
+                    .map(|c| {
+                        let states = (state!(c.state), state!(c.last_state));
+                        (c.name.clone(), c.ready, c.restart_count, states)
+                    })
+                    .collect::<Vec<_>>()
+            };
+        }
         assert_eq!(
-            statuses(status.container_statuses),
-            wanted_statuses(want.container_statuses)
+            statuses!(status.container_statuses),
+            statuses!(want.container_statuses)
         );
         assert_eq!(
-            statuses(status.init_container_statuses),
-            wanted_statuses(want.init_container_statuses)
+            statuses!(status.init_container_statuses),
+            statuses!(want.init_container_statuses)
         );
     }
 

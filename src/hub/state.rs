@@ -191,12 +191,12 @@ impl Hub {
         patch::strip_nulls(&mut doc);
         let mut inner = self.inner.lock();
         let (topic, kind, rev, patch) = match inner.topics.get_key_value(topic) {
-            Some((_, entry)) if *entry.doc == doc => return None,
             Some((topic, entry)) => (
                 topic.clone(),
                 ChangeKind::Patch,
                 entry.rev + 1,
-                Some(Arc::new(patch::merge_diff(&entry.doc, &doc))),
+                // None: the document did not change.
+                Some(Arc::new(patch::diff(&entry.doc, &doc)?)),
             ),
             None => {
                 let topic = Topic::new(topic);

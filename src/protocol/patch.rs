@@ -20,8 +20,18 @@ pub fn strip_nulls(value: &mut Value) {
 
 /// The merge patch that turns `old` into `new`. Objects are diffed key by
 /// key; anything else (arrays included) is replaced whole; a removed key
-/// becomes `null`.
+/// becomes `null`. Equal objects give the empty patch `{}`.
 pub fn merge_diff(old: &Value, new: &Value) -> Value {
+    diff(old, new).unwrap_or_else(|| match new {
+        Value::Object(_) => Value::Object(Map::new()),
+        other => other.clone(),
+    })
+}
+
+/// [`merge_diff`] in one walk that also tells whether anything changed:
+/// `None` when `old == new`, so a caller needs no separate comparison of
+/// the two documents first.
+pub fn diff(old: &Value, new: &Value) -> Option<Value> {
     match (old, new) {
         (Value::Object(a), Value::Object(b)) => {
             let mut out = Map::new();
@@ -30,10 +40,11 @@ pub fn merge_diff(old: &Value, new: &Value) -> Value {
                     None => {
                         out.insert(key.clone(), Value::Null);
                     }
-                    Some(new_value) if new_value != old_value => {
-                        out.insert(key.clone(), merge_diff(old_value, new_value));
+                    Some(new_value) => {
+                        if let Some(d) = diff(old_value, new_value) {
+                            out.insert(key.clone(), d);
+                        }
                     }
-                    Some(_) => {}
                 }
             }
             for (key, new_value) in b {
@@ -41,9 +52,9 @@ pub fn merge_diff(old: &Value, new: &Value) -> Value {
                     out.insert(key.clone(), new_value.clone());
                 }
             }
-            Value::Object(out)
+            (!out.is_empty()).then_some(Value::Object(out))
         }
-        _ => new.clone(),
+        _ => (old != new).then(|| new.clone()),
     }
 }
 
@@ -125,6 +136,12 @@ mod tests {
                 .prop_map(|m| Value::Object(m.into_iter().collect()))
         }
 
+        /// What a merge patch can reproduce: the document without nulls.
+        fn strip(mut v: Value) -> Value {
+            strip_nulls(&mut v);
+            v
+        }
+
         fn pointers() -> impl Strategy<Value = Vec<String>> {
             prop::collection::vec("(/[a-d]){1,3}", 1..4)
         }
@@ -157,6 +174,23 @@ mod tests {
                 prop_assert_eq!(&copy, &b);
                 prop_assert_eq!(patch == Value::Object(Map::new()), a == b);
                 prop_assert_eq!(fields.project(&b), b);
+            }
+
+            /// The one-walk diff is `None` exactly when the documents are
+            /// equal, and otherwise the merge patch between them.
+            #[test]
+            fn diff_is_none_exactly_when_equal(old in json_value(), new in json_value()) {
+                let d = diff(&old, &new);
+                prop_assert_eq!(d.is_none(), old == new);
+                if let Some(patch) = d {
+                    prop_assert_eq!(&patch, &merge_diff(&old, &new));
+                    let mut applied = old.clone();
+                    json_patch::merge(&mut applied, &patch);
+                    if new.is_object() {
+                        prop_assert_eq!(&applied, &strip(new.clone()));
+                    }
+                }
+                prop_assert!(diff(&new, &new).is_none());
             }
         }
     }

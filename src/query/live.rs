@@ -22,7 +22,6 @@ use super::order::SortValue;
 use super::spec::{Limits, OTHER_GROUP, QuerySpec, encode_after};
 use crate::protocol::Topic;
 use crate::protocol::options::Fields;
-use crate::protocol::patch::merge_diff;
 
 /// A row as the client holds it: the topic's (projected) document.
 #[derive(Debug, Clone, PartialEq)]
@@ -358,14 +357,14 @@ impl LiveQuery {
             return;
         }
         let (rev, view) = (held.rev, self.view(&held.doc));
-        let patch = merge_diff(&sent, &view);
+        let patch = crate::protocol::patch::diff(&sent, &view);
         self.sent.insert(changed.clone(), (rev, view));
-        if patch.as_object().is_some_and(|m| m.is_empty()) {
+        let Some(patch) = patch else {
             // Nothing it shows changed: the client's revision stays, which
             // the next patch names as its base.
             self.sent.get_mut(changed).expect("just put").0 = base;
             return;
-        }
+        };
         out.push(QueryOut::Patch {
             topic: changed.clone(),
             rev,

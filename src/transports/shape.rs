@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::hub::{Change, ChangeKind, Topic, TopicDoc};
 use crate::protocol::SubscribeOptions;
-use crate::protocol::patch::merge_diff;
+use crate::protocol::patch::diff;
 use crate::query::{LiveQuery, QueryOut};
 
 /// What a shaped subscription sends next.
@@ -280,10 +280,7 @@ fn emit(
     view: Arc<Value>,
     now: Instant,
 ) -> Option<Shaped> {
-    let patch = merge_diff(&sent.doc, &view);
-    if patch.as_object().is_some_and(|m| m.is_empty()) {
-        return None;
-    }
+    let patch = diff(&sent.doc, &view)?;
     let base = sent.rev;
     sent.rev = rev;
     sent.doc = view;

@@ -1,11 +1,8 @@
-//! Cost curves (docs/BENCHMARKS.md, scenarios 12–14): each server's RSS
-//! against idle connections, its CPU per delivery against subscribers at one
-//! fixed change rate, and p50/p99 at 1 000 SSE subscribers for kube-pulse
-//! and the raw baseline in the same run. The watched-objects curve is in
-//! `objects.rs`. Every point is bounded in count and time; all traffic is
+//! Cost curves (docs/BENCHMARKS.md, scenarios 12 and 14): each server's
+//! RSS against idle connections and its CPU per delivery against
+//! subscribers at one fixed change rate. The watched-objects curve is in
+//! `objects.rs`, latency beside the peers in `latency.rs`. Every point is bounded in count and time; all traffic is
 //! on 127.0.0.1.
-
-use std::path::Path;
 
 use serde::Serialize;
 
@@ -221,111 +218,6 @@ pub(crate) async fn cpu(target: &Target, plan: &Plan) -> CpuCurve {
         curve.points.push(point);
     }
     curve
-}
-
-/// Latency at a fixed subscriber count: one server, one transport, one
-/// round, its steps.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct LatencyRound {
-    pub(crate) server: Kind,
-    /// `SSE` or `WebSocket`.
-    pub(crate) transport: &'static str,
-    pub(crate) round: usize,
-    pub(crate) subscribers: usize,
-    pub(crate) steps: Vec<Step>,
-    pub(crate) error: Option<String>,
-}
-
-/// Rounds of: for each server, a fresh server, then for each transport it
-/// serves (SSE, WebSocket) and each of `plan.latency_sizes` a fresh crowd
-/// of subscribers and one step per rate. One subscriber shows a change's
-/// path without fan-out; the rounds alternate the servers so that all see
-/// the machine's load alike.
-pub(crate) async fn latency(bin: &Path, servers: &[Kind], plan: &Plan) -> Vec<LatencyRound> {
-    let mut rounds = Vec::new();
-    for round in 1..=plan.latency_rounds {
-        for &kind in servers {
-            let failed = |e: anyhow::Error| LatencyRound {
-                server: kind,
-                transport: "SSE",
-                round,
-                subscribers: 0,
-                steps: Vec::new(),
-                error: Some(e.to_string()),
-            };
-            let target = match scenarios::start(kind, bin, 1).await {
-                Ok(t) => t,
-                Err(e) => {
-                    rounds.push(failed(e));
-                    continue;
-                }
-            };
-            // SSE, then WebSocket where the server serves it (the same Via for every subscriber).
-            let transports = [("SSE", None)]
-                .into_iter()
-                .chain(target.ws().map(|ws| ("WebSocket", Some(ws))));
-            for (transport, ws) in transports {
-                for &n in &plan.latency_sizes {
-                    eprintln!(
-                        "latency: round {round}, {} with {n} {transport} subscribers",
-                        kind.name()
-                    );
-                    let via = |i| ws.clone().unwrap_or_else(|| target.sse(i, false));
-                    rounds.push(latency_round(&target, transport, via, round, n, plan).await);
-                }
-            }
-            target.stop();
-        }
-    }
-    rounds
-}
-
-async fn latency_round(
-    target: &Target,
-    transport: &'static str,
-    via: impl Fn(usize) -> Via,
-    round: usize,
-    n: usize,
-    plan: &Plan,
-) -> LatencyRound {
-    let mut result = LatencyRound {
-        server: target.kind,
-        transport,
-        round,
-        subscribers: n,
-        steps: Vec::new(),
-        error: None,
-    };
-    let crowd = match Crowd::connect(via, n, 0).await {
-        Ok(c) => c,
-        Err(e) => {
-            result.error = Some(e.to_string());
-            return result;
-        }
-    };
-    if let Err(e) = scenarios::warm_up(target, plan).await {
-        result.error = Some(e.to_string());
-    }
-    for &rate in &plan.latency_rates {
-        match scenarios::step(target, &crowd, 0..n, rate, plan.latency_step, |_| n as u64).await {
-            Ok(s) => {
-                eprintln!(
-                    "  {} {transport} n={n} {rate}/s: p50 {:.2} ms, p99 {:.2} ms, loss {}",
-                    target.kind.name(),
-                    s.p50_ms,
-                    s.p99_ms,
-                    s.loss
-                );
-                result.steps.push(s);
-            }
-            Err(e) => {
-                result.error = Some(e.to_string());
-                break;
-            }
-        }
-    }
-    crowd.close().await;
-    result
 }
 
 #[cfg(test)]

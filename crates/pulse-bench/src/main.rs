@@ -10,6 +10,7 @@
 mod agents;
 mod compression;
 mod curves;
+mod latency;
 mod load;
 mod members;
 mod objects;
@@ -312,7 +313,7 @@ async fn main() -> anyhow::Result<()> {
             .into_iter()
             .filter(|k| servers.contains(k))
             .collect();
-        results.latency = curves::latency(&bin, &compared, &plan).await;
+        results.latency = latency::latency(&bin, &compared, &plan).await;
     }
     if wants("replicas") && servers.contains(&Kind::KubePulse) {
         eprintln!(

@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use crate::agents::PushMembers;
 use crate::compression::Compression;
-use crate::curves::{ConnectionCurve, CpuCurve, LatencyRound};
+use crate::curves::{ConnectionCurve, CpuCurve};
+use crate::latency::LatencyRound;
 use crate::members::MemberFleet;
 use crate::objects::{self, ObjectsCurve};
 use crate::plot::{Axis, Plot, Series};
@@ -523,6 +524,7 @@ impl Results {
                 );
             }
         }
+        crate::latency::comparisons(out, &self.latency);
         if !self.replicas.is_empty() {
             Self::replicas_table(out, &self.replicas);
         }

@@ -311,7 +311,7 @@ impl Crowd {
 }
 
 /// One measured step at a fixed change rate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Step {
     /// The offered rate.
     pub(crate) rate: u32,

@@ -24,6 +24,20 @@ pub(crate) struct LatencyRound {
     pub(crate) error: Option<String>,
 }
 
+impl LatencyRound {
+    /// A block with no steps yet, and no error.
+    fn new(server: Kind, transport: &'static str, round: usize, subscribers: usize) -> Self {
+        Self {
+            server,
+            transport,
+            round,
+            subscribers,
+            steps: Vec::new(),
+            error: None,
+        }
+    }
+}
+
 /// Rounds of: for each transport (SSE, WebSocket) and each of
 /// `plan.latency_sizes`, every server in turn, each fresh, with a fresh
 /// crowd of subscribers and one step per rate. The servers of a block run
@@ -73,12 +87,8 @@ async fn latency_block(
         Ok(t) => t,
         Err(e) => {
             return Some(LatencyRound {
-                server: kind,
-                transport,
-                round,
-                subscribers: n,
-                steps: Vec::new(),
                 error: Some(e.to_string()),
+                ..LatencyRound::new(kind, transport, round, n)
             });
         }
     };
@@ -111,14 +121,7 @@ async fn latency_round(
     n: usize,
     plan: &Plan,
 ) -> LatencyRound {
-    let mut result = LatencyRound {
-        server: target.kind,
-        transport,
-        round,
-        subscribers: n,
-        steps: Vec::new(),
-        error: None,
-    };
+    let mut result = LatencyRound::new(target.kind, transport, round, n);
     let crowd = match Crowd::connect(via, n, 0).await {
         Ok(c) => c,
         Err(e) => {

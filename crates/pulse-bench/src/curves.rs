@@ -43,7 +43,7 @@ pub(crate) fn fd_shortfall(kind: Kind, n: usize, fd_limit: u64) -> Option<String
     let need = n as u64 + FD_HEADROOM;
     let server_need = match kind {
         Kind::Nchan | Kind::Pushpin => 0,
-        Kind::KubePulse | Kind::Raw => need,
+        Kind::KubePulse | Kind::Raw | Kind::RawCopy => need,
     };
     (need > fd_limit || server_need > fd_limit).then(|| {
         format!(

@@ -62,13 +62,24 @@ pub(crate) async fn latency(bin: &Path, servers: &[Kind], plan: &Plan) -> Vec<La
     rounds
 }
 
-/// `servers` turned left by `by` (round-robin order).
-fn turned(servers: &[Kind], by: usize) -> Vec<Kind> {
+/// The servers' order in round `round` (from 0): turned left by one each
+/// round, then, after as many rounds as servers, the same with the list
+/// reversed. Each server is first as often as the others; and over 2 × n
+/// rounds each server runs right after each of its neighbours in the list
+/// as often as right before it (for up to three servers, after every other
+/// server as often as before it), so that what one server leaves behind
+/// on the machine does not always fall on the same next one.
+fn turned(servers: &[Kind], round: usize) -> Vec<Kind> {
     let mut order = servers.to_vec();
-    if !order.is_empty() {
-        let by = by % order.len();
-        order.rotate_left(by);
+    let n = order.len();
+    if n == 0 {
+        return order;
     }
+    let k = round % (2 * n);
+    if k >= n {
+        order.reverse();
+    }
+    order.rotate_left(k % n);
     order
 }
 
@@ -154,11 +165,37 @@ async fn latency_round(
     result
 }
 
-/// kube-pulse's p99 beside the peers' at the largest subscriber count:
-/// one comparison per round, transport and rate, where kube-pulse and at
-/// least one peer have a step; it is "at or below" when no peer's p99 of
-/// that step is lower.
+/// kube-pulse's p99 beside the peers' at the largest subscriber count (see
+/// [`compare`]); and, when the copy of the raw baseline ran, the raw
+/// baseline beside its copy: an A/A control, what the same count gives
+/// between two identical servers on this machine.
 pub(crate) fn comparisons(out: &mut String, rounds: &[LatencyRound]) {
+    let ran = |kind: Kind| rounds.iter().any(|r| r.server == kind);
+    let mut peers: Vec<Kind> = rounds
+        .iter()
+        .map(|r| r.server)
+        .filter(|k| !matches!(k, Kind::KubePulse | Kind::RawCopy))
+        .collect();
+    peers.sort_by_key(|k| k.name());
+    peers.dedup();
+    compare(out, rounds, Kind::KubePulse, &peers, "the peers'");
+    if ran(Kind::Raw) && ran(Kind::RawCopy) {
+        compare(
+            out,
+            rounds,
+            Kind::Raw,
+            &[Kind::RawCopy],
+            "a second copy of itself, an A/A control",
+        );
+    }
+}
+
+/// `subject`'s p99 beside `peers'` at the largest subscriber count: one
+/// comparison per round, transport and rate where `subject` and at least
+/// one peer have a step; it is "at or below" when no peer's p99 of that
+/// step is lower. Ends with the count, and the median of `subject`'s p99
+/// minus the lowest peer's.
+fn compare(out: &mut String, rounds: &[LatencyRound], subject: Kind, peers: &[Kind], beside: &str) {
     let Some(n) = rounds.iter().map(|r| r.subscribers).max() else {
         return;
     };
@@ -173,37 +210,29 @@ pub(crate) fn comparisons(out: &mut String, rounds: &[LatencyRound]) {
     };
     let mut keys: Vec<(usize, &str, u32)> = rounds
         .iter()
-        .filter(|r| r.server == Kind::KubePulse && r.subscribers == n)
+        .filter(|r| r.server == subject && r.subscribers == n)
         .flat_map(|r| r.steps.iter().map(move |s| (r.round, r.transport, s.rate)))
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    let peers: Vec<Kind> = {
-        let mut p: Vec<Kind> = rounds
-            .iter()
-            .map(|r| r.server)
-            .filter(|k| *k != Kind::KubePulse)
-            .collect();
-        p.sort_by_key(|k| k.name());
-        p.dedup();
-        p
-    };
     if keys.is_empty() || peers.is_empty() {
         return;
     }
+    let name = subject.name();
     let _ = write!(
         out,
-        "\nkube-pulse's p99 at {n} subscribers beside the peers' (ms):\n\n| round | transport | rate | kube-pulse |"
+        "\n{name}'s p99 at {n} subscribers beside {beside} (ms):\n\n| round | transport | rate | {name} |"
     );
-    for peer in &peers {
+    for peer in peers {
         let _ = write!(out, " {} |", peer.name());
     }
     out.push_str(" at or below every peer |\n|---|---|---|---|");
     out.push_str(&"---|".repeat(peers.len() + 1));
     out.push('\n');
-    let (mut compared, mut at_or_below) = (0, 0);
+    let mut at_or_below = 0;
+    let mut differences = Vec::new();
     for (round, transport, rate) in keys {
-        let Some(own) = p99(Kind::KubePulse, round, transport, rate) else {
+        let Some(own) = p99(subject, round, transport, rate) else {
             continue;
         };
         let theirs: Vec<Option<f64>> = peers
@@ -214,15 +243,17 @@ pub(crate) fn comparisons(out: &mut String, rounds: &[LatencyRound]) {
             .iter()
             .map(|p| p.map_or("—".into(), |v| format!("{v:.2}")))
             .collect();
-        let verdict = if theirs.iter().all(Option::is_none) {
-            "—"
-        } else {
-            compared += 1;
-            if theirs.iter().flatten().all(|&v| own <= v) {
-                at_or_below += 1;
-                "yes"
-            } else {
-                "no"
+        let lowest = theirs.iter().flatten().copied().reduce(f64::min);
+        let verdict = match lowest {
+            None => "—",
+            Some(lowest) => {
+                differences.push(own - lowest);
+                if own <= lowest {
+                    at_or_below += 1;
+                    "yes"
+                } else {
+                    "no"
+                }
             }
         };
         let _ = writeln!(
@@ -231,10 +262,31 @@ pub(crate) fn comparisons(out: &mut String, rounds: &[LatencyRound]) {
             cells.join(" | ")
         );
     }
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "\nAt or below every peer in **{at_or_below} of {compared}** comparisons."
+        "\nAt or below every peer in **{at_or_below} of {}** comparisons",
+        differences.len()
     );
+    match median(&mut differences) {
+        Some(m) => {
+            let _ = writeln!(
+                out,
+                "; median of {name}'s p99 minus the lowest peer's: {m:+.2} ms."
+            );
+        }
+        None => out.push_str(".\n"),
+    }
+}
+
+/// The median of `values` (sorted in place), None when empty.
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
 }
 
 #[cfg(test)]
@@ -266,13 +318,46 @@ mod tests {
     }
 
     #[test]
-    fn each_round_starts_with_the_next_server() {
-        let all = [Kind::KubePulse, Kind::Nchan, Kind::Raw];
-        assert_eq!(turned(&all, 0), all);
-        assert_eq!(turned(&all, 1), [Kind::Nchan, Kind::Raw, Kind::KubePulse]);
-        assert_eq!(turned(&all, 2), [Kind::Raw, Kind::KubePulse, Kind::Nchan]);
-        assert_eq!(turned(&all, 3), all);
+    fn each_round_starts_with_the_next_server_then_the_list_turns_around() {
+        use Kind::{KubePulse as K, Nchan as N, Raw as R};
+        let all = [K, N, R];
+        let orders: Vec<Vec<Kind>> = (0..7).map(|r| turned(&all, r)).collect();
+        assert_eq!(
+            orders,
+            [
+                vec![K, N, R],
+                vec![N, R, K],
+                vec![R, K, N],
+                vec![R, N, K],
+                vec![N, K, R],
+                vec![K, R, N],
+                vec![K, N, R],
+            ]
+        );
+        // Two servers: each first in two rounds of four.
+        let two: Vec<Vec<Kind>> = (0..4).map(|r| turned(&[K, R], r)).collect();
+        assert_eq!(two, [vec![K, R], vec![R, K], vec![R, K], vec![K, R]]);
         assert!(turned(&[], 4).is_empty());
+    }
+
+    #[test]
+    fn over_six_rounds_of_three_each_server_follows_every_other_twice() {
+        let all = [Kind::KubePulse, Kind::Raw, Kind::RawCopy];
+        let mut after = std::collections::HashMap::new();
+        let mut at = std::collections::HashMap::new();
+        for round in 0..6 {
+            let order = turned(&all, round);
+            for (i, kind) in order.iter().enumerate() {
+                *at.entry((*kind, i)).or_insert(0) += 1;
+            }
+            for pair in order.windows(2) {
+                *after.entry((pair[0], pair[1])).or_insert(0) += 1;
+            }
+        }
+        assert_eq!(after.len(), 6, "{after:?}");
+        assert!(after.values().all(|&n| n == 2), "{after:?}");
+        assert_eq!(at.len(), 9, "{at:?}");
+        assert!(at.values().all(|&n| n == 2), "{at:?}");
     }
 
     #[test]
@@ -309,8 +394,64 @@ mod tests {
         );
         assert!(out.contains("**1 of 3**"), "{out}");
         assert!(
+            out.contains("median of kube-pulse's p99 minus the lowest peer's: +1.00 ms"),
+            "{out}"
+        );
+        assert!(!out.contains("A/A"), "no copy ran: {out}");
+        assert!(
             !out.contains("0.10"),
             "one subscriber is not compared: {out}"
         );
+    }
+
+    #[test]
+    fn the_copy_of_the_raw_baseline_is_compared_with_the_raw_baseline_only() {
+        let rounds = [
+            block(Kind::KubePulse, "SSE", 1, 1000, &[(50, 10.0)]),
+            block(Kind::Raw, "SSE", 1, 1000, &[(50, 9.0)]),
+            block(Kind::RawCopy, "SSE", 1, 1000, &[(50, 8.5)]),
+            block(Kind::KubePulse, "SSE", 2, 1000, &[(50, 10.0)]),
+            block(Kind::Raw, "SSE", 2, 1000, &[(50, 12.0)]),
+            block(Kind::RawCopy, "SSE", 2, 1000, &[(50, 12.5)]),
+        ];
+        let mut out = String::new();
+        comparisons(&mut out, &rounds);
+        let (kube, control) = out.split_once("A/A").expect("the control's table");
+        // kube-pulse beside the raw baseline (not its copy); the raw
+        // baseline beside its copy.
+        let tables = [
+            (
+                kube,
+                [
+                    "| 1 | SSE | 50 | 10.00 | 9.00 | no |",
+                    "| 2 | SSE | 50 | 10.00 | 12.00 | yes |",
+                ],
+                "-0.50 ms",
+            ),
+            (
+                control,
+                [
+                    "| 1 | SSE | 50 | 9.00 | 8.50 | no |",
+                    "| 2 | SSE | 50 | 12.00 | 12.50 | yes |",
+                ],
+                "+0.00 ms",
+            ),
+        ];
+        for (table, rows, median) in tables {
+            for row in rows {
+                assert!(table.contains(row), "{row} in {out}");
+            }
+            assert!(
+                table.contains("**1 of 2**") && table.contains(median),
+                "{out}"
+            );
+        }
+    }
+
+    #[test]
+    fn median_of_odd_even_and_no_values() {
+        assert_eq!(median(&mut [3.0, -1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&mut []), None);
     }
 }

@@ -47,7 +47,9 @@ struct Cli {
     /// podcurve, connections, objects, cpu, latency, replicas, members, agents, queries.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Servers to compare (default: all that are installed).
+    /// Servers to compare (default: all that are installed): kube, pushpin,
+    /// nchan, raw; `copy` adds a second raw baseline (an A/A control of the
+    /// latency comparison).
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
     /// The kube-pulse binary (default: next to this one).
@@ -157,6 +159,10 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     servers.push(Kind::Raw);
+    // The A/A control runs only when asked for by name.
+    if cli.servers.iter().any(|s| s.eq_ignore_ascii_case("copy")) {
+        servers.push(Kind::RawCopy);
+    }
     if !cli.servers.is_empty() {
         servers.retain(|k| {
             cli.servers.iter().any(|s| {
@@ -309,7 +315,7 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     if wants("latency") {
-        let compared: Vec<Kind> = [Kind::KubePulse, Kind::Nchan, Kind::Raw]
+        let compared: Vec<Kind> = [Kind::KubePulse, Kind::Nchan, Kind::Raw, Kind::RawCopy]
             .into_iter()
             .filter(|k| servers.contains(k))
             .collect();

@@ -56,6 +56,7 @@ fn colour(kind: Kind) -> &'static str {
         Kind::Pushpin => "#c05621",
         Kind::Nchan => "#2f855a",
         Kind::Raw => "#718096",
+        Kind::RawCopy => "#a0aec0",
     }
 }
 

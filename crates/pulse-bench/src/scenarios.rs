@@ -895,6 +895,6 @@ pub(crate) async fn start(kind: Kind, bin: &Path, apps: usize) -> anyhow::Result
         Kind::KubePulse => Target::kube_pulse(bin, apps).await,
         Kind::Pushpin => Target::pushpin().await,
         Kind::Nchan => Target::nchan().await,
-        Kind::Raw => Target::raw().await,
+        Kind::Raw | Kind::RawCopy => Target::raw(kind).await,
     }
 }

@@ -30,6 +30,10 @@ pub(crate) enum Kind {
     Nchan,
     #[serde(rename = "raw baseline")]
     Raw,
+    /// A second raw baseline, for an A/A control: what a comparison gives
+    /// between two identical servers (only when `--servers` names it).
+    #[serde(rename = "copy of the raw baseline")]
+    RawCopy,
 }
 
 impl Kind {
@@ -39,6 +43,7 @@ impl Kind {
             Kind::Pushpin => "Pushpin",
             Kind::Nchan => "Nchan",
             Kind::Raw => "raw baseline",
+            Kind::RawCopy => "copy of the raw baseline",
         }
     }
 }
@@ -387,8 +392,8 @@ impl Target {
         })
     }
 
-    /// This binary's `raw-server`.
-    pub(crate) async fn raw() -> anyhow::Result<Self> {
+    /// This binary's `raw-server`, as `kind` (the baseline or its copy).
+    pub(crate) async fn raw(kind: Kind) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let (port, control) = (free_port(), free_port());
         let child = crate::pin::server(std::env::current_exe()?)
@@ -405,7 +410,7 @@ impl Target {
         let addr = ([127, 0, 0, 1], port).into();
         wait_for_port(addr, "raw-server").await?;
         Ok(Self {
-            kind: Kind::Raw,
+            kind,
             children: vec![child],
             addrs: vec![addr],
             publish: Publish::Http {
@@ -429,7 +434,7 @@ impl Target {
             }
             Kind::Pushpin => "/stream".into(),
             Kind::Nchan => "/sub".into(),
-            Kind::Raw => "/".into(),
+            Kind::Raw | Kind::RawCopy => "/".into(),
         };
         Via::Sse {
             addr: self.addrs[i % self.addrs.len()],
@@ -451,7 +456,7 @@ impl Target {
                 url: format!("{base}/sub"),
                 hello: None,
             }),
-            Kind::Raw => Some(Via::Ws {
+            Kind::Raw | Kind::RawCopy => Some(Via::Ws {
                 url: format!("{base}/ws"),
                 hello: None,
             }),

@@ -1,8 +1,8 @@
 //! Cost curves (docs/BENCHMARKS.md, scenarios 12 and 14): each server's
 //! RSS against idle connections and its CPU per delivery against
 //! subscribers at one fixed change rate. The watched-objects curve is in
-//! `objects.rs`, latency beside the peers in `latency.rs`. Every point is bounded in count and time; all traffic is
-//! on 127.0.0.1.
+//! `objects.rs`, latency beside the peers in `latency.rs`. Every point is
+//! bounded in count and time; all traffic is on 127.0.0.1.
 
 use serde::Serialize;
 

@@ -42,9 +42,9 @@ impl LatencyRound {
 /// `plan.latency_sizes`, every server in turn, each fresh, with a fresh
 /// crowd of subscribers and one step per rate. The servers of a block run
 /// back to back, so that a comparison sees the machine's load of the same
-/// minute (it drifts over an hour); their order turns by one each round, so
-/// that none is always first. One subscriber shows a change's path without
-/// fan-out.
+/// minute (it drifts over an hour); their order changes each round
+/// ([`turned`]), so that none is always first or always right after the
+/// same other. One subscriber shows a change's path without fan-out.
 pub(crate) async fn latency(bin: &Path, servers: &[Kind], plan: &Plan) -> Vec<LatencyRound> {
     let mut rounds = Vec::new();
     for round in 1..=plan.latency_rounds {

@@ -141,11 +141,6 @@ impl Gateway {
         if let Some(nats) = &nats {
             nats.validate()?;
         }
-        if nats.is_some() && pipeline.source.pod_watch.on_demand {
-            return Err(Error::Settings(
-                "podWatch.onDemand counts the subscriptions of one gateway process: with --nats, clients of the other replicas would not count for the members this one runs (docs/STATUS.md, \"Pods on demand\")".into(),
-            ));
-        }
         if nats.is_some() && leases.is_none() {
             return Err(Error::Settings(
                 "--nats needs Lease ownership (--lease-kubeconfig or --lease-in-cluster, or a leases: block in the config file): the stream carries each member's documents from the one replica that runs it".into(),
@@ -218,6 +213,11 @@ impl Gateway {
                     ))
                     .await?,
                 );
+                // Pods on demand: the owner of a member counts the
+                // subscriptions of every replica's clients.
+                if pipeline.pod_watch().on_demand {
+                    relay.share_demand();
+                }
                 // Push members' agents publish beside the stream of changes.
                 let links =
                     crate::scale::AgentLinks::start(&relay, pipeline.metrics().clone()).await?;

@@ -1,21 +1,33 @@
 //! What clients are looking at (`transports' subscriptions ──▶ [demand]
 //! ──▶ pipeline: on-demand pod watches`): the patterns of the subscriptions
 //! clients hold, counted, without the gateway's own observers (summaries,
-//! Karpor's writer, the relay). With `podWatch.onDemand` a member's pods
-//! and events are watched while some pattern here reaches its apps
-//! (docs/STATUS.md "Pods on demand").
+//! Karpor's writer, the relay); with a stream of changes, also the patterns
+//! the other replicas' clients hold, as those replicas last reported them
+//! (`other replica's demand ──[relay]──▶ [demand]`). With
+//! `podWatch.onDemand` a member's pods and events are watched while some
+//! pattern here reaches its apps (docs/STATUS.md "Pods on demand").
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use super::pattern::Pattern;
 
-/// The patterns clients' subscriptions hold, each with how many hold it.
+/// The patterns clients' subscriptions hold, each with how many hold it,
+/// and the other replicas' reports.
 #[derive(Debug, Default)]
 pub struct Demand {
     patterns: Mutex<HashMap<Pattern, usize>>,
+    remote: Mutex<HashMap<String, Reported>>,
+}
+
+/// Another replica's patterns, believed until `until`.
+#[derive(Debug)]
+struct Reported {
+    patterns: Vec<Pattern>,
+    until: Instant,
 }
 
 /// Holds its patterns in a [`Demand`] until dropped.
@@ -38,9 +50,36 @@ impl Demand {
         }
     }
 
-    /// Whether some held pattern satisfies `wanted`.
-    pub fn any(&self, wanted: impl Fn(&Pattern) -> bool) -> bool {
-        self.patterns.lock().keys().any(wanted)
+    /// Whether some pattern held here, or reported by another replica and
+    /// still believed at `now`, satisfies `wanted`.
+    pub fn any(&self, now: Instant, wanted: impl Fn(&Pattern) -> bool) -> bool {
+        if self.patterns.lock().keys().any(&wanted) {
+            return true;
+        }
+        let mut remote = self.remote.lock();
+        remote.retain(|_, r| r.until > now);
+        remote.values().any(|r| r.patterns.iter().any(&wanted))
+    }
+
+    /// The patterns this process's clients hold (not the other
+    /// replicas'), each once, as written: what this replica reports.
+    pub fn held(&self) -> BTreeSet<String> {
+        self.patterns
+            .lock()
+            .keys()
+            .map(Pattern::to_string)
+            .collect()
+    }
+
+    /// Replica `replica`'s clients hold `patterns` (its latest report,
+    /// replacing the one before), believed until `until`; none: forgotten.
+    pub fn reported(&self, replica: &str, patterns: Vec<Pattern>, until: Instant) {
+        let mut remote = self.remote.lock();
+        if patterns.is_empty() {
+            remote.remove(replica);
+        } else {
+            remote.insert(replica.to_string(), Reported { patterns, until });
+        }
     }
 }
 
@@ -69,10 +108,47 @@ mod tests {
         let prod = |q: &Pattern| q.reaches_apps_of("prod");
         let a = demand.hold(&[p("apps/prod/**")]);
         let b = demand.hold(&[p("apps/prod/**"), p("clusters/*")]);
-        assert!(demand.any(prod));
+        let now = Instant::now();
+        assert!(demand.any(now, prod));
+        assert_eq!(
+            demand.held().into_iter().collect::<Vec<_>>(),
+            ["apps/prod/**", "clusters/*"]
+        );
         drop(a);
-        assert!(demand.any(prod), "still held by the second");
+        assert!(demand.any(now, prod), "still held by the second");
         drop(b);
-        assert!(!demand.any(|_| true), "nothing held");
+        assert!(!demand.any(now, |_| true), "nothing held");
+        assert!(demand.held().is_empty());
+    }
+
+    #[test]
+    fn another_replicas_patterns_count_until_their_report_expires_or_is_replaced() {
+        let demand = Arc::new(Demand::default());
+        let p = |raw: &str| Pattern::parse(raw).unwrap();
+        let apps_of = |m: &'static str| move |q: &Pattern| q.reaches_apps_of(m);
+        let now = Instant::now();
+        let later = |s: u64| now + std::time::Duration::from_secs(s);
+        demand.reported("r2", vec![p("apps/prod/**")], later(15));
+        demand.reported("r3", vec![p("apps/dev/shop/*")], later(5));
+        // (seconds after now, prod reached, dev reached)
+        for (s, prod, dev) in [
+            (0, true, true),
+            (4, true, true),
+            (5, true, false),
+            (15, false, false),
+        ] {
+            assert_eq!(demand.any(later(s), apps_of("prod")), prod, "prod at {s} s");
+            assert_eq!(demand.any(later(s), apps_of("dev")), dev, "dev at {s} s");
+        }
+        assert!(
+            demand.held().is_empty(),
+            "reports are not this replica's own"
+        );
+        // A newer report replaces the older; an empty one forgets it.
+        demand.reported("r2", vec![p("apps/dev/**")], later(30));
+        assert!(!demand.any(later(16), apps_of("prod")));
+        assert!(demand.any(later(16), apps_of("dev")));
+        demand.reported("r2", Vec::new(), later(30));
+        assert!(!demand.any(later(16), |_| true));
     }
 }

@@ -94,9 +94,25 @@ impl Pattern {
         }
     }
 
+    /// Whether the pattern can reach an app document of some member.
+    pub fn reaches_some_apps(&self) -> bool {
+        match self.segments.first().map(String::as_str) {
+            Some("**") => true,
+            Some("apps" | "*") => self.segments.len() > 1,
+            _ => false,
+        }
+    }
+
     /// Whether the pattern names exactly one topic.
     pub fn is_exact(&self) -> bool {
         self.segments.iter().all(|s| s != "*" && s != "**")
+    }
+}
+
+impl std::fmt::Display for Pattern {
+    /// The pattern as written (what [`Pattern::parse`] reads back).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.segments.join("/"))
     }
 }
 

@@ -556,8 +556,9 @@ impl Pipeline {
 
     /// `podWatch.onDemand`: every second, starts each running member's pod
     /// and event watches while a client's subscription reaches its apps
-    /// (the hub's demand), and stops them `lingerSeconds` after the last
-    /// one went. Until `shutdown`.
+    /// (the hub's demand: this process's clients, and with a stream of
+    /// changes the other replicas' as they report them), and stops them
+    /// `lingerSeconds` after the last one went. Until `shutdown`.
     pub async fn follow_demand(self: Arc<Self>, shutdown: CancellationToken) {
         let linger = self.source_config.pod_watch.linger();
         let demand = self.hub().demand().clone();
@@ -573,7 +574,7 @@ impl Pipeline {
             let mut members = self.members.lock().await;
             for running in members.running.values_mut() {
                 let name = running.source.name().to_string();
-                let looked_at = demand.any(|p| p.reaches_apps_of(&name));
+                let looked_at = demand.any(now, |p| p.reaches_apps_of(&name));
                 let wanted = viewed.wanted(&name, looked_at, now, linger);
                 running.source.want_pods(wanted).await;
             }

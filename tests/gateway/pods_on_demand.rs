@@ -1,8 +1,10 @@
 //! Pods on demand (`podWatch.onDemand`): a member's pod and event watches
 //! run only while a client's subscription reaches its apps, and for the
 //! linger after; meanwhile its app documents say `podsWatched: false`.
-//! Counted by the simulator's request accounting. docs/STATUS.md "Pods on
-//! demand".
+//! With replicas over NATS, a client of any replica counts for the
+//! member's owner. Counted by the simulator's request accounting.
+//! docs/STATUS.md "Pods on demand", docs/SCALE-OUT.md "Pods on demand
+//! across replicas".
 
 use std::time::Duration;
 
@@ -10,7 +12,9 @@ use kube_pulse::gateway::{Gateway, GatewayConfig};
 use kube_pulse::sources::{SyncRegistry, SyncResource};
 use kube_pulse_sim::SimCluster;
 use pulse_testkit::gateway::{doc_where, start_gateway};
-use pulse_testkit::sim::{deployment, sim_with};
+use pulse_testkit::nats::nats;
+use pulse_testkit::scale::{LEASE, WITHIN, owners, replica_with, three_members};
+use pulse_testkit::sim::{deployment, sim, sim_with};
 use pulse_testkit::sse::SseReader;
 use tokio_util::sync::CancellationToken;
 
@@ -121,19 +125,107 @@ async fn pods_are_watched_while_a_client_looks_at_the_apps_and_for_the_linger_af
     sim.shutdown().await;
 }
 
-#[tokio::test]
-async fn on_demand_is_refused_with_a_stream_of_changes() {
-    // Refused before anything connects: no NATS server is needed.
-    let mut config = kube_pulse::gateway::GatewayConfig {
-        nats: Some(kube_pulse::scale::NatsSettings::new("nats://127.0.0.1:1")),
-        ..Default::default()
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_replicas_the_owner_watches_the_pods_a_client_of_another_replica_looks_at() {
+    let Some(nats) = nats().await else {
+        return;
     };
-    config.pipeline.source.pod_watch.on_demand = true;
-    let err = pulse_testkit::gateway::start_refused(config).await;
-    assert!(
-        err.contains("podWatch.onDemand counts the subscriptions of one gateway process"),
-        "{err}"
+    let host = sim().await;
+    let members = three_members().await;
+    let sims: Vec<&SimCluster> = members.iter().collect();
+    let names: Vec<String> = members.iter().map(|s| s.name().to_string()).collect();
+    let on_demand = |c: &mut GatewayConfig| {
+        c.pipeline.source.pod_watch.on_demand = true;
+        c.pipeline.source.pod_watch.linger_seconds = 1;
+    };
+    let r1 = replica_with("r1", &host, &sims, &nats, LEASE, on_demand).await;
+    let r2 = replica_with("r2", &host, &sims, &nats, LEASE, on_demand).await;
+    let owners = owners(&host, &[&r1, &r2], &names).await;
+    // A member, its owner, and the other replica, where the client is.
+    let member = names[0].clone();
+    let (owner, other) = if owners[&member] == r1.id {
+        (&r1, &r2)
+    } else {
+        (&r2, &r1)
+    };
+    let sim_of = |m: &str| members.iter().find(|s| s.name() == m).unwrap();
+    let app = format!("apps/{member}/shop/web");
+    eprintln!(
+        "owners {owners:?}; {member} run by {}, looked at on {}",
+        owner.id, other.id
     );
+
+    // Nobody looks: every replica serves the app without pod detail.
+    for r in [&r1, &r2] {
+        let doc = doc_where(r.gateway.hub(), &app, WAIT, |d| d["ready"] == 1).await;
+        assert_eq!(doc["podsWatched"], false, "{}: {doc:#}", r.id);
+    }
+    assert!(names.iter().all(|m| pod_watches(sim_of(m)) == 0));
+
+    // A client of the other replica looks at the member's apps: the owner
+    // watches its pods and events, and the detail reaches the client.
+    let topic = format!("apps/{member}/**");
+    let mut apps =
+        SseReader::open(&format!("{}/api/v1/events?topic={topic}", other.url), None).await;
+    apps.until_synced().await;
+    let doc = doc_where(other.gateway.hub(), &app, WITHIN, |d| {
+        d["pods"]["total"] == 1
+    })
+    .await;
+    assert!(doc.get("podsWatched").is_none(), "{doc:#}");
+    let sim = sim_of(&member);
+    assert_eq!((pod_watches(sim), event_watches(sim)), (1, 1));
+    let deadline = std::time::Instant::now() + WITHIN;
+    loop {
+        let e = apps.next_within(WITHIN).await.expect("the stream goes on");
+        if e.data["patch"]["pods"]["total"] == 1 || e.data["doc"]["pods"]["total"] == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pod detail reaches the subscriber"
+        );
+    }
+    // Only that member: the others' pods stay unwatched.
+    for m in names.iter().filter(|m| **m != member) {
+        assert_eq!(pod_watches(sim_of(m)), 0, "{m}");
+    }
+
+    // The client goes: the other replica says so, and after the linger the
+    // owner stops the watches.
+    drop(apps);
+    doc_where(other.gateway.hub(), &app, WITHIN, |d| {
+        d["podsWatched"] == false
+    })
+    .await;
+    assert_eq!(
+        (pod_watches(sim), event_watches(sim)),
+        (1, 1),
+        "no new watch"
+    );
+
+    // Looked at again, then the replica the client is on stops: once its
+    // report is no longer believed (15 s) and the linger is over, the
+    // owner stops the watches again.
+    let mut again =
+        SseReader::open(&format!("{}/api/v1/events?topic=apps/**", other.url), None).await;
+    again.until_synced().await;
+    doc_where(owner.gateway.hub(), &app, WITHIN, |d| {
+        d["pods"]["total"] == 1
+    })
+    .await;
+    other.token.cancel();
+    doc_where(owner.gateway.hub(), &app, WITHIN, |d| {
+        d["podsWatched"] == false
+    })
+    .await;
+    assert_eq!(pod_watches(sim), 2, "watched a second time, and stopped");
+    drop(again);
+    owner.token.cancel();
+    for s in members {
+        s.shutdown().await;
+    }
+    host.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

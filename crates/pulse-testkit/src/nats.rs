@@ -281,33 +281,46 @@ impl Drop for NatsCluster {
 
 /// Starts a three-server JetStream cluster and waits until every server
 /// is healthy and JetStream has a meta leader; None (with a message) when
-/// the binary is missing outside CI.
+/// the binary is missing outside CI. Its nine loopback ports are picked
+/// free a moment before the servers bind them, so another test may take
+/// one first: a server that exits while the cluster forms (it cannot
+/// listen) makes the cluster start again on other ports, up to three times.
 pub async fn nats_cluster() -> Option<NatsCluster> {
     let binary = nats_server_or_skip()?;
-    let nodes: Vec<Node> = (1..=3)
-        .map(|n| Node {
-            name: format!("n{n}"),
-            client: free_port(),
-            route: free_port(),
-            monitor: free_port(),
-            dir: tempfile::tempdir().unwrap(),
-            child: None,
-        })
-        .collect();
-    let url = nodes
-        .iter()
-        .map(|n| format!("nats://127.0.0.1:{}", n.client))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut cluster = NatsCluster { binary, nodes, url };
-    for i in 0..3 {
-        cluster.spawn(i);
+    for attempt in 1..=3 {
+        let nodes: Vec<Node> = (1..=3)
+            .map(|n| Node {
+                name: format!("n{n}"),
+                client: free_port(),
+                route: free_port(),
+                monitor: free_port(),
+                dir: tempfile::tempdir().unwrap(),
+                child: None,
+            })
+            .collect();
+        let url = nodes
+            .iter()
+            .map(|n| format!("nats://127.0.0.1:{}", n.client))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = NatsCluster {
+            binary: binary.clone(),
+            nodes,
+            url,
+        };
+        for i in 0..3 {
+            cluster.spawn(i);
+        }
+        if let Some(exited) = cluster.first_healthy().await {
+            eprintln!(
+                "nats-server {exited} exited while the cluster formed (attempt {attempt}): starting it again on other ports"
+            );
+            continue;
+        }
+        cluster.wait_formed().await;
+        return Some(cluster);
     }
-    for i in 0..3 {
-        cluster.wait_healthy(i).await;
-    }
-    cluster.wait_formed().await;
-    Some(cluster)
+    panic!("a three-server NATS cluster did not start in three attempts");
 }
 
 impl NatsCluster {
@@ -368,21 +381,48 @@ impl NatsCluster {
         response.json().await.ok()
     }
 
+    /// Waits until every server is healthy ([`Self::wait_healthy`]), or
+    /// until one exits: then its name.
+    async fn first_healthy(&mut self) -> Option<String> {
+        let deadline = std::time::Instant::now() + WITHIN;
+        loop {
+            for node in &mut self.nodes {
+                if let Some(Ok(Some(_))) = node.child.as_mut().map(|c| c.try_wait()) {
+                    return Some(node.name.clone());
+                }
+            }
+            let mut all = true;
+            for i in 0..self.nodes.len() {
+                all &= self.healthy(i).await.is_some();
+            }
+            if all {
+                return None;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {WITHIN:?} waiting for every nats-server healthy with a JetStream meta leader"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits until server `i` answers `/healthz` with 200 (JetStream on,
     /// the meta group current) and names a meta leader in `/jsz`.
     async fn wait_healthy(&self, i: usize) {
-        let url = format!("http://127.0.0.1:{}/healthz", self.nodes[i].monitor);
         let what = format!(
             "{} healthy with a JetStream meta leader",
             self.nodes[i].name
         );
-        eventually(WITHIN, &what, || async {
-            let healthy = http().get(&url).send().await.ok()?.status() == 200;
-            let jsz = self.monitor(i, "/jsz").await?;
-            let leader = jsz["meta_cluster"]["leader"].as_str().unwrap_or_default();
-            (healthy && !leader.is_empty()).then_some(())
-        })
-        .await;
+        eventually(WITHIN, &what, || self.healthy(i)).await;
+    }
+
+    /// Whether server `i` answers `/healthz` with 200 and names a meta leader.
+    async fn healthy(&self, i: usize) -> Option<()> {
+        let url = format!("http://127.0.0.1:{}/healthz", self.nodes[i].monitor);
+        let healthy = http().get(&url).send().await.ok()?.status() == 200;
+        let jsz = self.monitor(i, "/jsz").await?;
+        let leader = jsz["meta_cluster"]["leader"].as_str().unwrap_or_default();
+        (healthy && !leader.is_empty()).then_some(())
     }
 
     /// Until the JetStream meta leader counts every other server as a

@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::freshness;
 use super::publish::{Shared, cluster_of, member_patterns};
 use super::stream::ensure_stream;
+use super::{demand, freshness};
 use crate::hub::Topic;
 use crate::scale::signing::{self, Rejection, RejectionLog, SigningKey};
 use crate::scale::subject::{self, Envelope};
@@ -174,6 +174,18 @@ impl Shared {
         parked: &mut Parked,
     ) {
         let runs = |cluster: &str| self.running.contains(cluster);
+        // Another replica's report of what its clients look at.
+        let demand = self.served.demand();
+        if demand::take(
+            &envelope,
+            &self.replica,
+            read.following,
+            demand,
+            Instant::now(),
+        ) {
+            self.served.stream_read(read.seq, read.following);
+            return;
+        }
         // Another replica's report of how current its members are.
         let takes = |m: &str| desired.contains(m) && !runs(m);
         if freshness::take(&envelope, &self.replica, takes, self.served.freshness()) {

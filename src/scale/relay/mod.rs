@@ -12,6 +12,7 @@
 //! design and its limits.
 
 mod consume;
+mod demand;
 mod freshness;
 mod publish;
 mod settings;
@@ -70,6 +71,7 @@ pub struct Relay {
     url: String,
     signing: Option<crate::scale::SigningKey>,
     state: Arc<Mutex<ConsumerState>>,
+    shared: Arc<Shared>,
     stop: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -150,7 +152,12 @@ impl Relay {
             tokio::spawn(publish(shared.clone(), subscription, stop.clone())),
             tokio::spawn(freshness::share(shared.clone(), stop.clone())),
             tokio::spawn(stream::guard(shared.clone(), stop.clone())),
-            tokio::spawn(consume(shared, desired, state.clone(), stop.clone())),
+            tokio::spawn(consume(
+                shared.clone(),
+                desired,
+                state.clone(),
+                stop.clone(),
+            )),
         ];
         Ok(Self {
             client,
@@ -161,9 +168,19 @@ impl Relay {
             url,
             signing,
             state,
+            shared,
             stop,
             tasks: Mutex::new(tasks),
         })
+    }
+
+    /// With `podWatch.onDemand`: reports what this replica's clients look
+    /// at to the other replicas, whose owners watch those members' pods
+    /// ([`demand`]); until the relay stops. Reports of the others are taken
+    /// whether or not this is called.
+    pub fn share_demand(&self) {
+        let task = tokio::spawn(demand::share(self.shared.clone(), self.stop.clone()));
+        self.tasks.lock().push(task);
     }
 
     /// The JetStream stream's name.

@@ -39,6 +39,7 @@ pub(super) fn member_patterns() -> Vec<Pattern> {
 }
 
 /// Everything the relay's tasks read.
+#[derive(Debug)]
 pub(super) struct Shared {
     pub(super) settings: NatsSettings,
     pub(super) replica: String,

@@ -1,0 +1,206 @@
+//! Pods on demand across replicas (`replica's clients' demand
+//! ──[demand/{replica} on the stream]──▶ every other replica's demand ──▶
+//! the owner's pod and event watches`). With `podWatch.onDemand` a member's
+//! pods are watched while some client's subscription reaches its apps; a
+//! client may be on any replica, and only the member's owner watches it.
+//! So each replica reports the patterns its clients hold that reach apps,
+//! as a signed envelope of the topic `demand/{replica}`: at once when they
+//! change (looked at every [`CHECK`]) and again every [`EVERY`]. Another
+//! replica believes a report for [`BELIEVED`] after reading it, so the
+//! demand of a replica that stopped or lost NATS ends then (and the linger
+//! starts). Reports are taken only once the consumer follows the stream,
+//! not from its first pass over what the stream held (old reports of
+//! replicas long gone). That topic names no member: replicas without this
+//! skip it. docs/SCALE-OUT.md, "Pods on demand across replicas".
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::publish::Shared;
+use crate::hub::{Demand, Pattern};
+use crate::scale::subject::Envelope;
+
+/// How often a replica looks whether its clients' patterns changed.
+pub(super) const CHECK: Duration = Duration::from_secs(1);
+/// How often a replica reports them when they did not change.
+pub(super) const EVERY: Duration = Duration::from_secs(5);
+/// How long a report is believed: three periods, so one or two lost
+/// messages end no demand.
+pub(super) const BELIEVED: Duration = Duration::from_secs(15);
+/// The most patterns a report lists; a replica whose clients hold more
+/// reports `**` instead (every member's apps: more watches, never fewer).
+pub(super) const MAX_PATTERNS: usize = 1_000;
+
+/// The topic prefix of the reports.
+const PREFIX: &str = "demand/";
+
+/// What replica `replica` reports of `held` (its clients' patterns): those
+/// that reach some member's apps, at most [`MAX_PATTERNS`].
+pub(super) fn report(replica: &str, rev: u64, held: &BTreeSet<String>) -> Envelope {
+    let mut patterns: Vec<&str> = held
+        .iter()
+        .filter(|p| Pattern::parse(p).is_ok_and(|p| p.reaches_some_apps()))
+        .map(String::as_str)
+        .collect();
+    if patterns.len() > MAX_PATTERNS {
+        patterns = vec!["**"];
+    }
+    Envelope {
+        topic: format!("{PREFIX}{replica}"),
+        rev,
+        replica: replica.to_string(),
+        doc: Some(json!({ "patterns": patterns })),
+    }
+}
+
+/// Whether `envelope` is a report. Another replica's, read while the
+/// consumer follows the stream (`following`), replaces what `demand` held
+/// of that replica, believed until `now` + [`BELIEVED`]. Patterns that do
+/// not parse are left out.
+pub(super) fn take(
+    envelope: &Envelope,
+    me: &str,
+    following: bool,
+    demand: &Demand,
+    now: Instant,
+) -> bool {
+    if !envelope.topic.starts_with(PREFIX) {
+        return false;
+    }
+    if envelope.replica == me || !following {
+        return true;
+    }
+    let patterns = match &envelope.doc {
+        Some(doc) => doc["patterns"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Value::as_str)
+            .take(MAX_PATTERNS)
+            .filter_map(|p| Pattern::parse(p).ok())
+            .collect(),
+        None => Vec::new(),
+    };
+    demand.reported(&envelope.replica, patterns, now + BELIEVED);
+    true
+}
+
+/// Reports this replica's clients' patterns: when they change, and every
+/// [`EVERY`] while some are held (and once more when the last goes), until
+/// `stop`.
+pub(super) async fn share(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut rev = 0;
+    let mut last: Option<(BTreeSet<String>, Instant)> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let held = shared.served.demand().held();
+        let now = Instant::now();
+        let due = match &last {
+            None => !held.is_empty(),
+            Some((before, at)) => {
+                *before != held || (!held.is_empty() && now.duration_since(*at) >= EVERY)
+            }
+        };
+        if !due {
+            continue;
+        }
+        rev += 1;
+        let envelope = report(&shared.replica, rev, &held);
+        // A report lost is made again at the next check.
+        if shared.send(&envelope).await {
+            last = Some((held, now));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(patterns: &[&str]) -> BTreeSet<String> {
+        patterns.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn a_report_lists_the_patterns_that_reach_apps() {
+        let envelope = report(
+            "r1",
+            3,
+            &held(&[
+                "apps/prod/**",
+                "clusters/*",
+                "**",
+                "summary/apps/prod/*",
+                "*/dev",
+            ]),
+        );
+        assert_eq!(envelope.topic, "demand/r1");
+        assert_eq!(envelope.rev, 3);
+        assert_eq!(
+            envelope.doc,
+            Some(json!({"patterns": ["**", "*/dev", "apps/prod/**"]})),
+            "cluster and summary patterns reach no app"
+        );
+        let many: BTreeSet<String> = (0..=MAX_PATTERNS)
+            .map(|i| format!("apps/m{i}/**"))
+            .collect();
+        assert_eq!(
+            report("r1", 4, &many).doc,
+            Some(json!({"patterns": ["**"]})),
+            "too many: every member's apps"
+        );
+    }
+
+    #[test]
+    fn another_replica_takes_a_report_read_while_following() {
+        let envelope = report("r1", 1, &held(&["apps/prod/**"]));
+        let now = Instant::now();
+        let prod = |p: &Pattern| p.reaches_apps_of("prod");
+        // (replica reading, following, prod wanted after)
+        for (me, following, want) in [
+            ("r1", true, false),
+            ("r2", false, false),
+            ("r2", true, true),
+        ] {
+            let demand = Demand::default();
+            assert!(take(&envelope, me, following, &demand, now));
+            assert_eq!(demand.any(now, prod), want, "{me}, following {following}");
+            assert!(
+                !demand.any(now + BELIEVED, prod),
+                "{me}: believed for {BELIEVED:?}"
+            );
+        }
+        // A later report without patterns ends it at once.
+        let demand = Demand::default();
+        take(&envelope, "r2", true, &demand, now);
+        take(&report("r1", 2, &held(&[])), "r2", true, &demand, now);
+        assert!(!demand.any(now, prod));
+        // Nonsense in a (signed) report is left out, not believed.
+        let odd = Envelope {
+            doc: Some(json!({"patterns": ["apps//x", 7, "apps/prod/*"]})),
+            ..envelope.clone()
+        };
+        take(&odd, "r2", true, &demand, now);
+        assert!(demand.any(now, prod));
+        assert!(!demand.any(now, |p| p.reaches_apps_of("dev")));
+        let document = Envelope {
+            topic: "clusters/prod".into(),
+            ..envelope
+        };
+        assert!(
+            !take(&document, "r2", true, &demand, now),
+            "a document is no report"
+        );
+    }
+}

@@ -34,17 +34,11 @@ impl Responder {
     /// Answers requests until `stop`; each runs on its own task.
     pub(super) async fn run(self, stop: CancellationToken) {
         let subject = wire::act_subject(&self.member);
-        let mut requests = loop {
-            match self.client.subscribe(subject.clone()).await {
-                Ok(requests) => break requests,
-                Err(e) => {
-                    tracing::warn!(%subject, cause = %e, "cannot take task requests yet");
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                    }
-                }
-            }
+        let what = "take task requests";
+        let Some(mut requests) =
+            super::control::subscribe(&self.client, &subject, what, &stop).await
+        else {
+            return;
         };
         let this = Arc::new(self);
         loop {

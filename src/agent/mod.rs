@@ -8,7 +8,9 @@
 //! signed them ([`act`]). docs/AGENT.md.
 
 mod act;
+mod control;
 mod lease;
+mod pods;
 mod publish;
 
 pub use lease::{AgentLease, DEFAULT_DURATION as DEFAULT_LEASE_DURATION, lease_name};
@@ -214,11 +216,23 @@ impl Agent {
             metrics: pipeline.metrics().clone(),
             state,
         };
+        let hub_key = hub_key.map(Arc::new);
+        // With `podWatch.onDemand`, the member's pods are watched as the
+        // hub says (the command line refuses it without a hub key).
+        let pods = match (&hub_key, pipeline.pod_watch().on_demand) {
+            (Some(hub_key), true) => Some(pods::Follower {
+                client: nats_client.clone(),
+                member: member.clone(),
+                hub_key: hub_key.clone(),
+                pipeline: pipeline.clone(),
+            }),
+            _ => None,
+        };
         let responder = act::Responder {
             client: nats_client,
             member: member.clone(),
             kube: kube.clone(),
-            hub_key: hub_key.map(Arc::new),
+            hub_key,
             hub: pipeline.hub().clone(),
             rules: pipeline.rules().clone(),
             answered: Default::default(),
@@ -245,6 +259,7 @@ impl Agent {
             }
             let publishing = tokio::spawn(publisher.run(subscription, run_stop.clone()));
             let answering = tokio::spawn(responder.run(run_stop.clone()));
+            let hearing = pods.map(|pods| tokio::spawn(pods.run(run_stop.clone())));
             if let Some(holder) = holder.as_mut() {
                 if let Err(e) = holder.keep(&run_stop).await {
                     tracing::error!(cause = %e, "the agent no longer holds its Lease; stopping");
@@ -258,6 +273,9 @@ impl Agent {
             }
             let _ = publishing.await;
             let _ = answering.await;
+            if let Some(hearing) = hearing {
+                let _ = hearing.await;
+            }
             if let Some(holder) = holder.as_mut() {
                 holder.release().await;
             }

@@ -103,9 +103,9 @@ impl AgentArgs {
             .as_ref()
             .map(crate::pipeline::PipelineConfig::from_file)
             .unwrap_or_default();
-        if pipeline.source.pod_watch.on_demand {
+        if pipeline.source.pod_watch.on_demand && self.hub_key.is_none() {
             return Err(Error::Settings(
-                "podWatch.onDemand is the hub's: an agent has no subscribers of its own, and watches its member's pods always (set it on the hub the agent reports to)".into(),
+                "podWatch.onDemand on an agent needs --hub-key: the agent watches its member's pods while the hub says a client looks at its apps, and believes only what the hub key signed (docs/AGENT.md)".into(),
             ));
         }
         let health = file.map(|f| f.health).unwrap_or_default();

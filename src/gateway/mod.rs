@@ -183,10 +183,6 @@ impl Gateway {
         } else {
             Pipeline::start_on(hub, members, pipeline, shutdown).await?
         };
-        if pipeline.pod_watch().on_demand {
-            tracing::info!(linger = ?pipeline.pod_watch().linger(), "pods and events watched on demand");
-            tokio::spawn(pipeline.clone().follow_demand(shutdown.child_token()));
-        }
         let union = MemberUnion::with_owned(pipeline.clone(), file_part, owned);
         // Subscribed to the hub before any member starts here.
         let relay = match (nats, &leases) {
@@ -226,6 +222,13 @@ impl Gateway {
             }
             _ => None,
         };
+        // Pods on demand, and what push members' agents are told of them.
+        if pipeline.pod_watch().on_demand {
+            tracing::info!(linger = ?pipeline.pod_watch().linger(), "pods and events watched on demand");
+        }
+        if pipeline.pod_watch().on_demand || relay.is_some() {
+            tokio::spawn(pipeline.clone().follow_demand(shutdown.child_token()));
+        }
         // With a relay of changes, tasks live in a JetStream bucket every
         // replica shares, and run where their member runs.
         let tasks = match &relay {

@@ -43,6 +43,10 @@ pub trait PushLinks: Send + Sync {
     ) -> tokio::task::JoinHandle<()>;
     /// How tasks act on `member`: through its agent.
     fn actions(&self, member: &str) -> Arc<dyn RemoteActions>;
+    /// Tells `member`'s agent whether its pods and events are wanted (an
+    /// agent with `podWatch.onDemand` watches them while they are); sent,
+    /// not awaited: said again periodically.
+    fn tell_pods(&self, member: &str, wanted: bool);
 }
 
 /// How tasks reach a running member.

@@ -1,7 +1,9 @@
 //! When a member's pods are wanted under `podWatch.onDemand` (`hub's
-//! demand ──▶ [last viewed, linger] ──▶ sources' pod and event watches`):
-//! while some client's subscription reaches its apps, and for the linger
-//! after the last one went. Pure: the caller reads the demand and the clock.
+//! demand ──▶ [last viewed, linger] ──▶ sources' pod and event watches`,
+//! or `──▶ a push member's agent`): while some client's subscription
+//! reaches its apps, and for the linger after the last one went; and when
+//! a push member's agent is told so again. Pure: the caller reads the
+//! demand and the clock.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,6 +12,9 @@ use tokio::time::Instant;
 
 /// How often the demand is looked at.
 pub(super) const TICK: Duration = Duration::from_secs(1);
+/// How often a push member's agent is told the same again (an agent that
+/// started meanwhile learns it within this).
+pub(super) const RETELL: Duration = Duration::from_secs(10);
 
 /// When each member's apps were last looked at.
 #[derive(Debug, Default)]
@@ -39,6 +44,33 @@ impl LastViewed {
     /// Forgets the members `running` no longer names.
     pub(super) fn keep(&mut self, running: impl Fn(&str) -> bool) {
         self.at.retain(|m, _| running(m));
+    }
+}
+
+/// What each push member's agent was last told, and when.
+#[derive(Debug, Default)]
+pub(super) struct Told {
+    last: HashMap<String, (bool, Instant)>,
+}
+
+impl Told {
+    /// Whether `member`'s agent is to be told `wanted` at `now`: never
+    /// told, told otherwise, or told [`RETELL`] ago or more. If so, it
+    /// counts as told.
+    pub(super) fn due(&mut self, member: &str, wanted: bool, now: Instant) -> bool {
+        let due = self
+            .last
+            .get(member)
+            .is_none_or(|(said, at)| *said != wanted || now.duration_since(*at) >= RETELL);
+        if due {
+            self.last.insert(member.to_string(), (wanted, now));
+        }
+        due
+    }
+
+    /// Forgets the members `linked` no longer names.
+    pub(super) fn keep(&mut self, linked: impl Fn(&str) -> bool) {
+        self.last.retain(|m, _| linked(m));
     }
 }
 
@@ -75,6 +107,33 @@ mod tests {
         assert!(
             !viewed.wanted("a", false, later, linger),
             "a member gone is forgotten"
+        );
+    }
+
+    #[test]
+    fn an_agent_is_told_at_once_on_a_change_and_again_every_period() {
+        let start = Instant::now();
+        let mut told = Told::default();
+        // (seconds after start, wanted, told now)
+        let steps = [
+            (0, false, true),
+            (1, false, false),
+            (9, false, false),
+            (10, false, true),
+            (11, true, true),
+            (12, true, false),
+            (13, false, true),
+            (22, false, false),
+            (23, false, true),
+        ];
+        for (s, wanted, want) in steps {
+            let now = start + Duration::from_secs(s);
+            assert_eq!(told.due("a", wanted, now), want, "at {s} s");
+        }
+        told.keep(|m| m != "a");
+        assert!(
+            told.due("a", false, start + Duration::from_secs(24)),
+            "a member gone and back is told at once"
         );
     }
 }

@@ -554,15 +554,19 @@ impl Pipeline {
         &self.source_config.pod_watch
     }
 
-    /// `podWatch.onDemand`: every second, starts each running member's pod
-    /// and event watches while a client's subscription reaches its apps
+    /// Every second: with `podWatch.onDemand`, starts each running member's
+    /// pod and event watches while a client's subscription reaches its apps
     /// (the hub's demand: this process's clients, and with a stream of
     /// changes the other replicas' as they report them), and stops them
-    /// `lingerSeconds` after the last one went. Until `shutdown`.
+    /// `lingerSeconds` after the last one went; tells each push member's
+    /// agent the same (wanted always without `onDemand`), at once when it
+    /// changes and again every ten seconds. Until `shutdown`.
     pub async fn follow_demand(self: Arc<Self>, shutdown: CancellationToken) {
+        let on_demand = self.source_config.pod_watch.on_demand;
         let linger = self.source_config.pod_watch.linger();
         let demand = self.hub().demand().clone();
         let mut viewed = demand::LastViewed::default();
+        let mut told = demand::Told::default();
         let mut tick = tokio::time::interval(demand::TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -572,13 +576,37 @@ impl Pipeline {
             }
             let now = tokio::time::Instant::now();
             let mut members = self.members.lock().await;
-            for running in members.running.values_mut() {
-                let name = running.source.name().to_string();
-                let looked_at = demand.any(now, |p| p.reaches_apps_of(&name));
-                let wanted = viewed.wanted(&name, looked_at, now, linger);
-                running.source.want_pods(wanted).await;
+            let mut wanted = |name: &str| {
+                let looked_at = demand.any(now, |p| p.reaches_apps_of(name));
+                viewed.wanted(name, looked_at, now, linger)
+            };
+            if on_demand {
+                for running in members.running.values_mut() {
+                    let name = running.source.name().to_string();
+                    running.source.want_pods(wanted(&name)).await;
+                }
             }
-            viewed.keep(|name| members.running.contains_key(name));
+            if let Some(links) = self.push_links.get() {
+                for name in members.links.keys() {
+                    let wanted = !on_demand || wanted(name);
+                    if told.due(name, wanted, now) {
+                        links.tell_pods(name, wanted);
+                    }
+                }
+            }
+            let Members { running, links, .. } = &*members;
+            viewed.keep(|name| running.contains_key(name) || links.contains_key(name));
+            told.keep(|name| links.contains_key(name));
+        }
+    }
+
+    /// An agent's member: starts or stops its pod and event watches as the
+    /// hub says (`podWatch.onDemand` on the agent); a member not running
+    /// here is left alone.
+    pub async fn want_pods(&self, member: &str, wanted: bool) {
+        let mut members = self.members.lock().await;
+        if let Some(running) = members.running.get_mut(member) {
+            running.source.want_pods(wanted).await;
         }
     }
 

@@ -37,6 +37,7 @@ pub use relay::{
     DEFAULT_AGENT_GRACE, DEFAULT_HISTORY, DEFAULT_REPLICAS, DEFAULT_STREAM, Hubs, MAX_REPLICAS,
     NatsCheck, NatsSettings, Relay, START_PATIENCE,
 };
+pub(crate) use signing::RejectionLog;
 pub use signing::{
     HEADER as SIGNATURE_HEADER, MIN_KEY_BYTES as MIN_SIGNING_KEY_BYTES, Rejection, SigningKey,
 };

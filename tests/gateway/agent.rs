@@ -174,6 +174,7 @@ async fn hub_replica(
     nats: &Nats,
     dir: &Path,
     agent: &str,
+    on_demand: bool,
 ) -> Replica {
     let settings = NatsSettings {
         agent_grace: GRACE,
@@ -182,7 +183,9 @@ async fn hub_replica(
     let pushed = HeldMember::pushed(MEMBER, "", agent);
     // No member sources at all: the member is reached through its agent only.
     replica_on(id, host, &[], settings, LEASE, move |c| {
-        c.pushed = vec![pushed]
+        c.pushed = vec![pushed];
+        c.pipeline.source.pod_watch.on_demand = on_demand;
+        c.pipeline.source.pod_watch.linger_seconds = 1;
     })
     .await
 }
@@ -190,7 +193,8 @@ async fn hub_replica(
 /// What every test here runs: a locked nats-server with the users of the
 /// agents of `edge` and `other`, a host cluster for the Leases, the member
 /// `edge` (the app shop/web), its kubeconfig and the agent's config file,
-/// and two hub replicas that have `edge` as a push member.
+/// and two hub replicas that have `edge` as a push member (with
+/// [`setup_on_demand`], pods on demand on the replicas and the agent).
 struct Setup {
     _dir: tempfile::TempDir,
     nats: Nats,
@@ -206,6 +210,14 @@ struct Setup {
 }
 
 async fn setup() -> Option<Setup> {
+    setup_with(false).await
+}
+
+async fn setup_on_demand() -> Option<Setup> {
+    setup_with(true).await
+}
+
+async fn setup_with(on_demand: bool) -> Option<Setup> {
     let dir = tempfile::tempdir().unwrap();
     let (agent, seed) = agent_identity(dir.path(), "edge");
     let (other, _) = agent_identity(dir.path(), "other");
@@ -224,12 +236,16 @@ async fn setup() -> Option<Setup> {
     std::fs::write(&kubeconfig, member.kubeconfig(MEMBER)).unwrap();
     std::fs::write(
         dir.path().join("agent.yaml"),
-        "probe: {intervalSeconds: 1, timeoutSeconds: 1, successThreshold: 1}\n",
+        format!(
+            "probe: {{intervalSeconds: 1, timeoutSeconds: 1, successThreshold: 1}}\n\
+             podWatch: {{onDemand: {on_demand}}}\n"
+        ),
     )
     .unwrap();
     let hub_key = pulse_testkit::nats::signing_key().hub_key().public_key();
-    let r1 = hub_replica("r1", &host, &nats, dir.path(), &agent.public_key()).await;
-    let r2 = hub_replica("r2", &host, &nats, dir.path(), &agent.public_key()).await;
+    let key = agent.public_key();
+    let r1 = hub_replica("r1", &host, &nats, dir.path(), &key, on_demand).await;
+    let r2 = hub_replica("r2", &host, &nats, dir.path(), &key, on_demand).await;
     Some(Setup {
         _dir: dir,
         nats,
@@ -427,6 +443,51 @@ async fn a_pushed_member_is_served_on_every_replica_as_its_agent_sees_it() {
     let first = resumed.all.lock().first().cloned().unwrap_or_default();
     assert_ne!(first["type"], "reset", "the cursor resumed: {first}");
     drop(agent_process);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_watches_its_members_pods_while_a_client_of_any_replica_looks() {
+    let Some(setup) = setup_on_demand().await else {
+        return;
+    };
+    let pod_watches = || setup.member.stats().count("core/pods", "watch");
+    let event_watches = || setup.member.stats().count("core/events", "watch");
+    let _agent = setup.agent("edge-agent");
+    served_connected(&setup, "the agent publishes", WITHIN).await;
+    let app = format!("/api/v1/apps/{MEMBER}/shop/web");
+    // Nobody looks: the agent watches no pods, and says so.
+    let doc = eventually(WITHIN, "the app, without pod detail", || async {
+        let doc = rest(&setup.r1.url, &app).await?;
+        (doc["ready"] == 1).then_some(doc)
+    })
+    .await;
+    assert_eq!(doc["podsWatched"], false, "{doc:#}");
+    assert_eq!((pod_watches(), event_watches()), (0, 0));
+
+    // A client of either replica (whichever owns the member) looks at the
+    // member's apps: the owner tells the agent, which watches its pods,
+    // and the detail reaches the client.
+    let sub = Subscriber::open(&setup.r2.url, &[&format!("apps/{MEMBER}/**")]).await;
+    let topic = format!("apps/{MEMBER}/shop/web");
+    eventually(WITHIN, "the pod detail reaches the subscriber", || async {
+        let (_, doc) = sub.doc(&topic)?;
+        (doc["pods"]["total"] == 1 && doc.get("podsWatched").is_none()).then_some(())
+    })
+    .await;
+    assert_eq!((pod_watches(), event_watches()), (1, 1));
+
+    // The client goes: after the linger the agent stops the watches and
+    // the documents say so on every replica.
+    sub.task.abort();
+    drop(sub);
+    for replica in [&setup.r1, &setup.r2] {
+        eventually(WITHIN, "podsWatched: false again", || async {
+            let doc = rest(&replica.url, &app).await?;
+            (doc["podsWatched"] == false && doc.get("pods").is_none()).then_some(())
+        })
+        .await;
+    }
+    assert_eq!((pod_watches(), event_watches()), (1, 1), "no new watch");
 }
 
 /// Whether both replicas serve `edge` as Healthy with its agent connected.

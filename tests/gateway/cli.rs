@@ -484,7 +484,7 @@ fn serve_rejects_bad_configuration_clearly() {
                 args.extend(["--nats".into(), "nats://127.0.0.1:1".into()]);
                 args
             },
-            "podWatch.onDemand is the hub's",
+            "podWatch.onDemand on an agent needs --hub-key",
         ),
     ];
     for (args, want) in cases {

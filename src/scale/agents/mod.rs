@@ -167,6 +167,32 @@ impl PushLinks for AgentLinks {
         tokio::spawn(follow.run(stop))
     }
 
+    fn tell_pods(&self, member: &str, wanted: bool) {
+        // Unsigned, an agent would not believe it (it needs --hub-key).
+        let Some(hub_key) = &self.hub_key else { return };
+        let word = wire::PodsWanted {
+            member: member.to_string(),
+            wanted,
+            at: chrono::Utc::now(),
+        };
+        let payload = serde_json::to_vec(&word).expect("a word on pods serializes");
+        let subject = wire::pods_subject(member);
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(
+            wire::SIGNATURE_HEADER,
+            wire::sign_pods(hub_key, &subject, &payload),
+        );
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            if let Err(e) = client
+                .publish_with_headers(subject.clone(), headers, payload.into())
+                .await
+            {
+                tracing::debug!(%subject, cause = %e, "the word on pods was not sent; said again later");
+            }
+        });
+    }
+
     fn actions(&self, member: &str) -> Arc<dyn RemoteActions> {
         Arc::new(AgentActions {
             client: self.client.clone(),

@@ -28,6 +28,7 @@ pub const SIGNATURE_HEADER: &str = "Kube-Pulse-Agent-Signature";
 
 const REPORT: &str = "kube-pulse agent report v1";
 const REQUEST: &str = "kube-pulse hub request v1";
+const PODS: &str = "kube-pulse hub pods v1";
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 /// The stream agents publish into, beside the relay's stream `relay`.
@@ -58,6 +59,11 @@ pub fn heartbeat_subject(member: &str) -> String {
 /// The subject `member`'s agent takes task requests on.
 pub fn act_subject(member: &str) -> String {
     format!("{CONTROL_PREFIX}.{member}.act")
+}
+
+/// The subject `member`'s agent is told on whether its pods are wanted.
+pub fn pods_subject(member: &str) -> String {
+    format!("{CONTROL_PREFIX}.{member}.pods")
 }
 
 /// The inbox prefix of `member`'s agent: replies (the stream's
@@ -226,15 +232,89 @@ pub fn admit_request(
     signature: Option<&[u8]>,
     now: DateTime<Utc>,
 ) -> Result<ActRequest, Refusal> {
-    check(hub, REQUEST, subject, payload, signature)?;
-    let request: ActRequest = serde_json::from_slice(payload).map_err(|_| Refusal::Malformed)?;
-    if request.member != member || act_subject(member) != subject {
-        return Err(Refusal::WrongSubject);
+    let signed = Signed {
+        label: REQUEST,
+        subject,
+        payload,
+        signature,
+    };
+    signed.admit_from_hub(hub, member, act_subject(member), now, |r: &ActRequest| {
+        (&r.member, r.at)
+    })
+}
+
+/// What the hub tells a push member's agent with `podWatch.onDemand`:
+/// whether some client looks at the member's apps (or did within the
+/// linger), so that the agent watches the member's pods and events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodsWanted {
+    /// The member whose agent is told.
+    pub member: String,
+    /// Whether its pods and events are wanted.
+    pub wanted: bool,
+    /// When the replica said it (its clock): an agent believes it within
+    /// [`REQUEST_WINDOW`] of its own clock, and not after a later word.
+    pub at: DateTime<Utc>,
+}
+
+/// The signature of a [`PodsWanted`] on `subject`, with the hub key.
+pub fn sign_pods(hub: &nkeys::KeyPair, subject: &str, payload: &[u8]) -> String {
+    sign(hub, PODS, subject, payload)
+}
+
+/// The hub's word on `member`'s pods on `subject`, if the hub key `hub`
+/// signed it there and it is recent at `now`.
+pub fn admit_pods(
+    hub: &nkeys::KeyPair,
+    member: &str,
+    subject: &str,
+    payload: &[u8],
+    signature: Option<&[u8]>,
+    now: DateTime<Utc>,
+) -> Result<PodsWanted, Refusal> {
+    let signed = Signed {
+        label: PODS,
+        subject,
+        payload,
+        signature,
+    };
+    signed.admit_from_hub(hub, member, pods_subject(member), now, |w: &PodsWanted| {
+        (&w.member, w.at)
+    })
+}
+
+/// A message as read: its kind's label, subject, payload and signature.
+struct Signed<'a> {
+    label: &'static str,
+    subject: &'a str,
+    payload: &'a [u8],
+    signature: Option<&'a [u8]>,
+}
+
+impl Signed<'_> {
+    /// The message, if the hub key `hub` signed it on `subject`, it is
+    /// about `member` (as `about` reads it) on that member's own subject
+    /// `expected`, and it was said (ditto) within [`REQUEST_WINDOW`] of `now`.
+    fn admit_from_hub<T: serde::de::DeserializeOwned>(
+        &self,
+        hub: &nkeys::KeyPair,
+        member: &str,
+        expected: String,
+        now: DateTime<Utc>,
+        about: impl Fn(&T) -> (&str, DateTime<Utc>),
+    ) -> Result<T, Refusal> {
+        check(hub, self.label, self.subject, self.payload, self.signature)?;
+        let message: T = serde_json::from_slice(self.payload).map_err(|_| Refusal::Malformed)?;
+        let (of, at) = about(&message);
+        if of != member || expected != self.subject {
+            return Err(Refusal::WrongSubject);
+        }
+        if (at - now).abs() > REQUEST_WINDOW {
+            return Err(Refusal::Expired);
+        }
+        Ok(message)
     }
-    if (request.at - now).abs() > REQUEST_WINDOW {
-        return Err(Refusal::Expired);
-    }
-    Ok(request)
 }
 
 /// An agent's answer to a request: what the tasks module returns, or why
@@ -402,6 +482,62 @@ mod tests {
         let signature_b = sign_request(&hub, &to_b, &payload);
         assert_eq!(
             admit("b", &to_b, Some(&signature_b), now),
+            Err(Refusal::WrongSubject)
+        );
+    }
+
+    #[test]
+    fn the_hubs_word_on_pods_is_believed_from_the_hub_recently_only() {
+        let hub = crate::scale::SigningKey::from_bytes(&[7u8; 32])
+            .unwrap()
+            .hub_key();
+        let public = hub_public_key(&hub.public_key()).unwrap();
+        let now = Utc::now();
+        let word = PodsWanted {
+            member: "a".into(),
+            wanted: true,
+            at: now,
+        };
+        let payload = serde_json::to_vec(&word).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&payload).unwrap()["wanted"],
+            true
+        );
+        let subject = pods_subject("a");
+        assert_eq!(subject, "kube-pulse.agentctl.a.pods");
+        let signature = sign_pods(&hub, &subject, &payload);
+        let admit = |member: &str, subject: &str, signature: &str, now| {
+            admit_pods(
+                &public,
+                member,
+                subject,
+                &payload,
+                Some(signature.as_bytes()),
+                now,
+            )
+        };
+        assert_eq!(admit("a", &subject, &signature, now), Ok(word));
+        // A task request's signature is no word on pods, nor the reverse.
+        let as_request = sign_request(&hub, &subject, &payload);
+        assert_eq!(
+            admit("a", &subject, &as_request, now),
+            Err(Refusal::BadSignature)
+        );
+        let later = now + chrono::TimeDelta::minutes(6);
+        assert_eq!(
+            admit("a", &subject, &signature, later),
+            Err(Refusal::Expired)
+        );
+        let on_act = act_subject("a");
+        let signed_there = sign_pods(&hub, &on_act, &payload);
+        assert_eq!(
+            admit("a", &on_act, &signed_there, now),
+            Err(Refusal::WrongSubject)
+        );
+        let to_b = pods_subject("b");
+        let signature_b = sign_pods(&hub, &to_b, &payload);
+        assert_eq!(
+            admit("b", &to_b, &signature_b, now),
             Err(Refusal::WrongSubject)
         );
     }

@@ -4,8 +4,9 @@
 //! them while the hub says some client looks at the member's apps (the
 //! hub applies the linger). A word is believed when the hub key signed it
 //! for this member, within [`wire::REQUEST_WINDOW`] of the agent's clock,
-//! and no earlier than the last one believed. docs/AGENT.md, "Pods on
-//! demand".
+//! and no earlier than the last one believed from the same replica (a new
+//! owner, whose clock may be behind, is believed at once). docs/AGENT.md,
+//! "Pods on demand".
 
 use std::sync::Arc;
 
@@ -28,10 +29,11 @@ pub(super) struct Follower {
     pub(super) pipeline: Arc<Pipeline>,
 }
 
-/// The last word believed, to refuse an older one after it.
+/// The last word believed (who said it, when), to refuse an older one of
+/// the same replica after it.
 #[derive(Debug, Default)]
 pub(super) struct Heard {
-    last: Option<DateTime<Utc>>,
+    last: Option<(String, DateTime<Utc>)>,
 }
 
 impl Heard {
@@ -48,10 +50,12 @@ impl Heard {
         now: DateTime<Utc>,
     ) -> Result<Option<PodsWanted>, Refusal> {
         let word = wire::admit_pods(hub, member, subject, payload, signature, now)?;
-        if self.last.is_some_and(|last| word.at < last) {
+        let older =
+            |(replica, at): &(String, DateTime<Utc>)| *replica == word.replica && word.at < *at;
+        if self.last.as_ref().is_some_and(older) {
             return Ok(None);
         }
-        self.last = Some(word.at);
+        self.last = Some((word.replica.clone(), word.at));
         Ok(Some(word))
     }
 }
@@ -118,16 +122,18 @@ mod tests {
         let public = wire::hub_public_key(&hub.public_key()).unwrap();
         let subject = wire::pods_subject("a");
         let now = Utc::now();
-        let said = |wanted: bool, seconds: i64| {
+        let said_by = |replica: &str, wanted: bool, seconds: i64| {
             let word = PodsWanted {
                 member: "a".into(),
                 wanted,
+                replica: replica.into(),
                 at: now + chrono::TimeDelta::seconds(seconds),
             };
             let payload = serde_json::to_vec(&word).unwrap();
             let signature = wire::sign_pods(&hub, &subject, &payload);
             (payload, signature)
         };
+        let said = |wanted: bool, seconds: i64| said_by("r1", wanted, seconds);
         let mut heard = Heard::default();
         let mut hear = |(payload, signature): (Vec<u8>, String)| {
             heard
@@ -146,6 +152,10 @@ mod tests {
         assert_eq!(hear(said(false, 10)), Ok(Some(false)));
         assert_eq!(hear(said(true, 5)), Ok(None), "older than the last");
         assert_eq!(hear(said(true, 10)), Ok(Some(true)), "as recent");
+        // A new owner whose clock is behind is believed, then followed.
+        assert_eq!(hear(said_by("r2", false, 2)), Ok(Some(false)));
+        assert_eq!(hear(said_by("r2", true, 1)), Ok(None));
+        assert_eq!(hear(said_by("r2", true, 3)), Ok(Some(true)));
         assert_eq!(
             hear(said(true, 3600)),
             Err(Refusal::Expired),

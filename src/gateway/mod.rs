@@ -210,10 +210,10 @@ impl Gateway {
                     .await?,
                 );
                 // Pods on demand: the owner of a member counts the
-                // subscriptions of every replica's clients.
-                if pipeline.pod_watch().on_demand {
-                    relay.share_demand();
-                }
+                // subscriptions of every replica's clients (every replica
+                // reports them, so that replicas configured apart, or
+                // during a rollout turning onDemand on, still count).
+                relay.share_demand();
                 // Push members' agents publish beside the stream of changes.
                 let links =
                     crate::scale::AgentLinks::start(&relay, pipeline.metrics().clone()).await?;

@@ -23,6 +23,10 @@ pub struct Demand {
     remote: Mutex<HashMap<String, Reported>>,
 }
 
+/// The most other replicas whose reports are held at once (a bound on
+/// memory, far above any real number of replicas).
+pub const MAX_REPORTING: usize = 256;
+
 /// Another replica's patterns, believed until `until`.
 #[derive(Debug)]
 struct Reported {
@@ -56,9 +60,10 @@ impl Demand {
         if self.patterns.lock().keys().any(&wanted) {
             return true;
         }
-        let mut remote = self.remote.lock();
-        remote.retain(|_, r| r.until > now);
-        remote.values().any(|r| r.patterns.iter().any(&wanted))
+        let remote = self.remote.lock();
+        remote
+            .values()
+            .any(|r| r.until > now && r.patterns.iter().any(&wanted))
     }
 
     /// The patterns this process's clients hold (not the other
@@ -71,15 +76,28 @@ impl Demand {
             .collect()
     }
 
-    /// Replica `replica`'s clients hold `patterns` (its latest report,
-    /// replacing the one before), believed until `until`; none: forgotten.
-    pub fn reported(&self, replica: &str, patterns: Vec<Pattern>, until: Instant) {
+    /// Replica `replica`'s clients hold `patterns` (its latest report at
+    /// `now`, replacing the one before), believed until `until`; none:
+    /// forgotten. Reports no longer believed at `now` go first. False (and
+    /// not kept) when [`MAX_REPORTING`] other replicas' reports are believed.
+    pub fn reported(
+        &self,
+        replica: &str,
+        patterns: Vec<Pattern>,
+        now: Instant,
+        until: Instant,
+    ) -> bool {
         let mut remote = self.remote.lock();
+        remote.retain(|_, r| r.until > now);
         if patterns.is_empty() {
             remote.remove(replica);
-        } else {
-            remote.insert(replica.to_string(), Reported { patterns, until });
+            return true;
         }
+        if remote.len() >= MAX_REPORTING && !remote.contains_key(replica) {
+            return false;
+        }
+        remote.insert(replica.to_string(), Reported { patterns, until });
+        true
     }
 }
 
@@ -128,8 +146,8 @@ mod tests {
         let apps_of = |m: &'static str| move |q: &Pattern| q.reaches_apps_of(m);
         let now = Instant::now();
         let later = |s: u64| now + std::time::Duration::from_secs(s);
-        demand.reported("r2", vec![p("apps/prod/**")], later(15));
-        demand.reported("r3", vec![p("apps/dev/shop/*")], later(5));
+        assert!(demand.reported("r2", vec![p("apps/prod/**")], now, later(15)));
+        assert!(demand.reported("r3", vec![p("apps/dev/shop/*")], now, later(5)));
         // (seconds after now, prod reached, dev reached)
         for (s, prod, dev) in [
             (0, true, true),
@@ -145,10 +163,33 @@ mod tests {
             "reports are not this replica's own"
         );
         // A newer report replaces the older; an empty one forgets it.
-        demand.reported("r2", vec![p("apps/dev/**")], later(30));
+        demand.reported("r2", vec![p("apps/dev/**")], later(16), later(30));
         assert!(!demand.any(later(16), apps_of("prod")));
         assert!(demand.any(later(16), apps_of("dev")));
-        demand.reported("r2", Vec::new(), later(30));
+        demand.reported("r2", Vec::new(), later(16), later(30));
         assert!(!demand.any(later(16), |_| true));
+        assert!(
+            demand.remote.lock().is_empty(),
+            "r3's expired report went too"
+        );
+    }
+
+    #[test]
+    fn reports_of_at_most_so_many_replicas_are_held() {
+        let demand = Demand::default();
+        let all = || vec![Pattern::parse("**").unwrap()];
+        let now = Instant::now();
+        let until = now + std::time::Duration::from_secs(15);
+        for i in 0..MAX_REPORTING {
+            assert!(demand.reported(&format!("r{i}"), all(), now, until));
+        }
+        assert!(!demand.reported("one-more", all(), now, until));
+        assert!(
+            demand.reported("r0", all(), now, until),
+            "a known one is replaced"
+        );
+        // Once those are no longer believed, they make room.
+        assert!(demand.reported("one-more", all(), until, until + (until - now)));
+        assert_eq!(demand.remote.lock().len(), 1);
     }
 }

@@ -32,7 +32,7 @@ mod tests;
 
 pub use crate::protocol::topic::Topic;
 pub use change::{Change, ChangeKind, EncodeCache};
-pub use demand::{Demand, DemandGuard};
+pub use demand::{Demand, DemandGuard, MAX_REPORTING};
 pub use freshness::Freshness;
 pub use pattern::Pattern;
 pub use settings::{DEFAULT_LOG_AGE, DEFAULT_LOG_BYTES, HubConfig};

@@ -15,6 +15,10 @@ pub(super) const TICK: Duration = Duration::from_secs(1);
 /// How often a push member's agent is told the same again (an agent that
 /// started meanwhile learns it within this).
 pub(super) const RETELL: Duration = Duration::from_secs(10);
+/// How long after a push member is linked here its agent is not told that
+/// its pods are unwanted: long enough to hear every other replica's
+/// report of what its clients look at (they are believed for 15 s).
+pub(super) const QUIET: Duration = Duration::from_secs(15);
 
 /// When each member's apps were last looked at.
 #[derive(Debug, Default)]
@@ -47,23 +51,38 @@ impl LastViewed {
     }
 }
 
-/// What each push member's agent was last told, and when.
+/// What each push member's agent was last told, and when; since when each
+/// is linked here.
 #[derive(Debug, Default)]
 pub(super) struct Told {
-    last: HashMap<String, (bool, Instant)>,
+    last: HashMap<String, Link>,
+}
+
+#[derive(Debug)]
+struct Link {
+    since: Instant,
+    said: Option<(bool, Instant)>,
 }
 
 impl Told {
     /// Whether `member`'s agent is to be told `wanted` at `now`: never
-    /// told, told otherwise, or told [`RETELL`] ago or more. If so, it
-    /// counts as told.
+    /// told, told otherwise, or told [`RETELL`] ago or more; but not
+    /// "unwanted" in the first [`QUIET`] after the member was linked here,
+    /// while this replica does not know yet what every replica's clients
+    /// look at (the agent goes on as it was). If so, it counts as told.
     pub(super) fn due(&mut self, member: &str, wanted: bool, now: Instant) -> bool {
-        let due = self
-            .last
-            .get(member)
-            .is_none_or(|(said, at)| *said != wanted || now.duration_since(*at) >= RETELL);
+        let link = self.last.entry(member.to_string()).or_insert(Link {
+            since: now,
+            said: None,
+        });
+        if !wanted && now.duration_since(link.since) < QUIET {
+            return false;
+        }
+        let due = link
+            .said
+            .is_none_or(|(said, at)| said != wanted || now.duration_since(at) >= RETELL);
         if due {
-            self.last.insert(member.to_string(), (wanted, now));
+            link.said = Some((wanted, now));
         }
         due
     }
@@ -116,24 +135,31 @@ mod tests {
         let mut told = Told::default();
         // (seconds after start, wanted, told now)
         let steps = [
-            (0, false, true),
-            (1, false, false),
-            (9, false, false),
-            (10, false, true),
-            (11, true, true),
-            (12, true, false),
-            (13, false, true),
-            (22, false, false),
-            (23, false, true),
+            // Just linked: "unwanted" is not said for the first 15 s.
+            (0, false, false),
+            (14, false, false),
+            (15, false, true),
+            (16, false, false),
+            (24, false, false),
+            (25, false, true),
+            (26, true, true),
+            (27, true, false),
+            (28, false, true),
+            (37, false, false),
+            (38, false, true),
         ];
         for (s, wanted, want) in steps {
             let now = start + Duration::from_secs(s);
             assert_eq!(told.due("a", wanted, now), want, "at {s} s");
         }
+        // "Wanted" is said at once, even just linked.
+        assert!(told.due("b", true, start));
         told.keep(|m| m != "a");
+        let later = start + Duration::from_secs(40);
         assert!(
-            told.due("a", false, start + Duration::from_secs(24)),
-            "a member gone and back is told at once"
+            !told.due("a", false, later),
+            "a member gone and back is linked anew"
         );
+        assert!(told.due("a", true, later));
     }
 }

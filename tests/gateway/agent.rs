@@ -28,7 +28,7 @@ use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::{create_task, rest};
 use pulse_testkit::nats::{Nats, nats_with_config};
 use pulse_testkit::poll::eventually;
-use pulse_testkit::scale::{LEASE, Replica, Subscriber, WITHIN, replica_on};
+use pulse_testkit::scale::{LEASE, Replica, Subscriber, WITHIN, lease_holders, replica_on};
 use pulse_testkit::sim::{deploy, sim, sim_with};
 use serde_json::{Value, json};
 
@@ -464,10 +464,20 @@ async fn an_agent_watches_its_members_pods_while_a_client_of_any_replica_looks()
     assert_eq!(doc["podsWatched"], false, "{doc:#}");
     assert_eq!((pod_watches(), event_watches()), (0, 0));
 
-    // A client of either replica (whichever owns the member) looks at the
-    // member's apps: the owner tells the agent, which watches its pods,
-    // and the detail reaches the client.
-    let sub = Subscriber::open(&setup.r2.url, &[&format!("apps/{MEMBER}/**")]).await;
+    // A client of the replica that does not own the member looks at the
+    // member's apps: the owner hears it, tells the agent, which watches
+    // its pods, and the detail reaches the client.
+    let owner = eventually(WITHIN, "the member owned", || async {
+        lease_holders(&setup._host).await.remove(MEMBER).flatten()
+    })
+    .await;
+    let other = if owner == setup.r1.id {
+        &setup.r2
+    } else {
+        &setup.r1
+    };
+    eprintln!("{MEMBER} owned by {owner}, looked at on {}", other.id);
+    let sub = Subscriber::open(&other.url, &[&format!("apps/{MEMBER}/**")]).await;
     let topic = format!("apps/{MEMBER}/shop/web");
     eventually(WITHIN, "the pod detail reaches the subscriber", || async {
         let (_, doc) = sub.doc(&topic)?;

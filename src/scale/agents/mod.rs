@@ -99,6 +99,8 @@ pub struct AgentLinks {
     /// Signs task requests (None: `--nats-insecure-unsigned`, tasks on push
     /// members are refused).
     hub_key: Option<Arc<nkeys::KeyPair>>,
+    /// This replica's name, in what it tells agents.
+    replica: String,
     metrics: Arc<Metrics>,
 }
 
@@ -134,6 +136,7 @@ impl AgentLinks {
             stream,
             grace,
             hub_key,
+            replica: relay.replica().to_string(),
             metrics,
         })
     }
@@ -173,6 +176,7 @@ impl PushLinks for AgentLinks {
         let word = wire::PodsWanted {
             member: member.to_string(),
             wanted,
+            replica: self.replica.clone(),
             at: chrono::Utc::now(),
         };
         let payload = serde_json::to_vec(&word).expect("a word on pods serializes");

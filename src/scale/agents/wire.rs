@@ -253,8 +253,11 @@ pub struct PodsWanted {
     pub member: String,
     /// Whether its pods and events are wanted.
     pub wanted: bool,
+    /// The replica that says it (the member's owner).
+    pub replica: String,
     /// When the replica said it (its clock): an agent believes it within
-    /// [`REQUEST_WINDOW`] of its own clock, and not after a later word.
+    /// [`REQUEST_WINDOW`] of its own clock, and not after a later word of
+    /// the same replica.
     pub at: DateTime<Utc>,
 }
 
@@ -496,6 +499,7 @@ mod tests {
         let word = PodsWanted {
             member: "a".into(),
             wanted: true,
+            replica: "r1".into(),
             at: now,
         };
         let payload = serde_json::to_vec(&word).unwrap();

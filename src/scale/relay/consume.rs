@@ -159,6 +159,8 @@ struct Read {
     following: bool,
     /// The message's size in bytes.
     size: usize,
+    /// The broker's time of the message, when it says.
+    published: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Shared {
@@ -176,13 +178,12 @@ impl Shared {
         let runs = |cluster: &str| self.running.contains(cluster);
         // Another replica's report of what its clients look at.
         let demand = self.served.demand();
-        if demand::take(
-            &envelope,
-            &self.replica,
-            read.following,
-            demand,
-            Instant::now(),
-        ) {
+        let read_at = demand::ReadAt {
+            following: read.following,
+            published: read.published,
+            wall: chrono::Utc::now(),
+        };
+        if demand::take(&envelope, &self.replica, read_at, demand, Instant::now()) {
             self.served.stream_read(read.seq, read.following);
             return;
         }
@@ -240,6 +241,7 @@ impl Shared {
                 seq,
                 following: false,
                 size,
+                published: None,
             };
             self.apply(read, envelope, desired, parked);
         }
@@ -349,7 +351,7 @@ pub(super) async fn consume(
                 None => continue 'consumer,
             };
             backoff = Duration::from_millis(250);
-            let (seq, pending) = match message.info() {
+            let (seq, pending, published) = match message.info() {
                 Ok(info) if info.consumer_sequence != delivered + 1 => {
                     tracing::warn!(
                         after = delivered,
@@ -360,7 +362,9 @@ pub(super) async fn consume(
                 }
                 Ok(info) => {
                     delivered = info.consumer_sequence;
-                    (info.stream_sequence, info.pending)
+                    let nanos = i64::try_from(info.published.unix_timestamp_nanos()).ok();
+                    let published = nanos.map(chrono::DateTime::from_timestamp_nanos);
+                    (info.stream_sequence, info.pending, published)
                 }
                 Err(e) => {
                     tracing::warn!(subject = %message.subject, cause = %e, "a message of the stream of changes has no stream sequence; skipped");
@@ -399,6 +403,7 @@ pub(super) async fn consume(
                         seq,
                         following,
                         size,
+                        published,
                     };
                     shared.apply(read, envelope, &names, &mut parked);
                 }

@@ -9,14 +9,16 @@
 //! replica believes a report for [`BELIEVED`] after reading it, so the
 //! demand of a replica that stopped or lost NATS ends then (and the linger
 //! starts). Reports are taken only once the consumer follows the stream,
-//! not from its first pass over what the stream held (old reports of
-//! replicas long gone). That topic names no member: replicas without this
-//! skip it. docs/SCALE-OUT.md, "Pods on demand across replicas".
+//! not from its first pass over what the stream held, and only when
+//! published less than [`STALE`] ago (old reports of replicas long gone).
+//! That topic names no member: replicas without this skip it.
+//! docs/SCALE-OUT.md, "Pods on demand across replicas".
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -32,6 +34,10 @@ pub(super) const EVERY: Duration = Duration::from_secs(5);
 /// How long a report is believed: three periods, so one or two lost
 /// messages end no demand.
 pub(super) const BELIEVED: Duration = Duration::from_secs(15);
+/// A report published longer ago than this (the broker's clock against
+/// this replica's, so with room for their difference) is not taken: read
+/// late, after a stall, or the last of a replica long gone.
+pub(super) const STALE: Duration = Duration::from_secs(60);
 /// The most patterns a report lists; a replica whose clients hold more
 /// reports `**` instead (every member's apps: more watches, never fewer).
 pub(super) const MAX_PATTERNS: usize = 1_000;
@@ -59,20 +65,24 @@ pub(super) fn report(replica: &str, rev: u64, held: &BTreeSet<String>) -> Envelo
 }
 
 /// Whether `envelope` is a report. Another replica's, read while the
-/// consumer follows the stream (`following`), replaces what `demand` held
-/// of that replica, believed until `now` + [`BELIEVED`]. Patterns that do
-/// not parse are left out.
+/// consumer follows the stream (`read.following`) and published (by the
+/// broker's clock) less than [`STALE`] before `read.wall`, replaces what
+/// `demand` held of that replica, believed until `now` + [`BELIEVED`].
+/// Patterns that do not parse are left out.
 pub(super) fn take(
     envelope: &Envelope,
     me: &str,
-    following: bool,
+    read: ReadAt,
     demand: &Demand,
     now: Instant,
 ) -> bool {
     if !envelope.topic.starts_with(PREFIX) {
         return false;
     }
-    if envelope.replica == me || !following {
+    let stale = read
+        .published
+        .is_some_and(|at| read.wall - at > chrono::TimeDelta::from_std(STALE).unwrap_or_default());
+    if envelope.replica == me || !read.following || stale {
         return true;
     }
     let patterns = match &envelope.doc {
@@ -87,8 +97,21 @@ pub(super) fn take(
             .collect(),
         None => Vec::new(),
     };
-    demand.reported(&envelope.replica, patterns, now + BELIEVED);
+    if !demand.reported(&envelope.replica, patterns, now, now + BELIEVED) {
+        tracing::warn!(replica = %envelope.replica, max = crate::hub::MAX_REPORTING, "a replica's report of what its clients look at was not kept: too many replicas report");
+    }
     true
+}
+
+/// When a report was read, for [`take`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ReadAt {
+    /// The consumer follows the stream: past its first pass.
+    pub(super) following: bool,
+    /// The broker's time of the message, when it says.
+    pub(super) published: Option<DateTime<Utc>>,
+    /// This replica's clock then.
+    pub(super) wall: DateTime<Utc>,
 }
 
 /// Reports this replica's clients' patterns: when they change, and every
@@ -163,19 +186,36 @@ mod tests {
     }
 
     #[test]
-    fn another_replica_takes_a_report_read_while_following() {
+    fn another_replica_takes_a_recent_report_read_while_following() {
         let envelope = report("r1", 1, &held(&["apps/prod/**"]));
         let now = Instant::now();
+        let wall = Utc::now();
+        let at = |following: bool, seconds_ago: i64| ReadAt {
+            following,
+            published: Some(wall - chrono::TimeDelta::seconds(seconds_ago)),
+            wall,
+        };
         let prod = |p: &Pattern| p.reaches_apps_of("prod");
-        // (replica reading, following, prod wanted after)
-        for (me, following, want) in [
-            ("r1", true, false),
-            ("r2", false, false),
-            ("r2", true, true),
-        ] {
+        // (replica reading, when and how read, prod wanted after)
+        let cases = [
+            ("r1", at(true, 0), false),
+            ("r2", at(false, 0), false),
+            ("r2", at(true, 0), true),
+            ("r2", at(true, 59), true),
+            ("r2", at(true, 61), false),
+            (
+                "r2",
+                ReadAt {
+                    published: None,
+                    ..at(true, 0)
+                },
+                true,
+            ),
+        ];
+        for (me, read, want) in cases {
             let demand = Demand::default();
-            assert!(take(&envelope, me, following, &demand, now));
-            assert_eq!(demand.any(now, prod), want, "{me}, following {following}");
+            assert!(take(&envelope, me, read, &demand, now));
+            assert_eq!(demand.any(now, prod), want, "{me}, {read:?}");
             assert!(
                 !demand.any(now + BELIEVED, prod),
                 "{me}: believed for {BELIEVED:?}"
@@ -183,15 +223,21 @@ mod tests {
         }
         // A later report without patterns ends it at once.
         let demand = Demand::default();
-        take(&envelope, "r2", true, &demand, now);
-        take(&report("r1", 2, &held(&[])), "r2", true, &demand, now);
+        take(&envelope, "r2", at(true, 0), &demand, now);
+        take(
+            &report("r1", 2, &held(&[])),
+            "r2",
+            at(true, 0),
+            &demand,
+            now,
+        );
         assert!(!demand.any(now, prod));
         // Nonsense in a (signed) report is left out, not believed.
         let odd = Envelope {
             doc: Some(json!({"patterns": ["apps//x", 7, "apps/prod/*"]})),
             ..envelope.clone()
         };
-        take(&odd, "r2", true, &demand, now);
+        take(&odd, "r2", at(true, 0), &demand, now);
         assert!(demand.any(now, prod));
         assert!(!demand.any(now, |p| p.reaches_apps_of("dev")));
         let document = Envelope {
@@ -199,7 +245,7 @@ mod tests {
             ..envelope
         };
         assert!(
-            !take(&document, "r2", true, &demand, now),
+            !take(&document, "r2", at(true, 0), &demand, now),
             "a document is no report"
         );
     }

@@ -174,8 +174,8 @@ impl Relay {
         })
     }
 
-    /// With `podWatch.onDemand`: reports what this replica's clients look
-    /// at to the other replicas, whose owners watch those members' pods
+    /// Reports what this replica's clients look at to the other replicas,
+    /// whose owners with `podWatch.onDemand` watch those members' pods
     /// ([`demand`]); until the relay stops. Reports of the others are taken
     /// whether or not this is called.
     pub fn share_demand(&self) {
@@ -206,6 +206,11 @@ impl Relay {
     /// JetStream on the stream's connection (the task bucket uses it).
     pub fn jetstream(&self) -> &jetstream::Context {
         &self.js
+    }
+
+    /// This replica's name (`--replica-id`).
+    pub fn replica(&self) -> &str {
+        &self.shared.replica
     }
 
     /// The key the replicas sign with (None: `--nats-insecure-unsigned`);

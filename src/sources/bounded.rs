@@ -12,6 +12,16 @@
 //!   [`MAX_LIST_BYTES`].
 //!
 //! The probe reads its own answers with a tighter bound (`probe.rs`).
+//!
+//! The connections are bounded too: each one's read buffer grows to at
+//! most [`MAX_READ_BUFFER`]. hyper's own bound is about 408 KiB, and a
+//! buffer keeps what it grew to for the connection's life: a pod watch's
+//! streamed initial list grew every member's pod watch connection to it
+//! (docs/benchmarks/25-fleet-scale.md). kube-rs builds its client with no
+//! setting for it, so the stack is built here from kube-rs's own parts
+//! (its TLS connector, base URI, authentication and extra headers, its
+//! retry policy where asked), as kube-rs builds it, without its tracing
+//! spans; a configuration with a proxy keeps kube-rs's whole stack.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -24,6 +34,8 @@ use tower::{Layer, Service};
 pub const MAX_EVENT_BYTES: u64 = 8 << 20;
 /// The bound on any other answer: a page of a list at most.
 pub const MAX_LIST_BYTES: u64 = 64 << 20;
+/// The most a connection's read buffer grows to (hyper's least is 8 KiB).
+pub const MAX_READ_BUFFER: usize = 64 << 10;
 
 /// A kube-rs client for `config` whose answers are bounded as above.
 ///
@@ -38,9 +50,38 @@ pub fn client(mut config: kube::Config) -> kube::Result<kube::Client> {
     {
         config.root_cert = Some(roots.clone());
     }
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&BoundLayer)
-        .build())
+    if config.proxy_url.is_some() {
+        // kube-rs's stack knows proxies (and refuses those it was built without).
+        return Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&BoundLayer)
+            .build());
+    }
+    use kube::client::ConfigExt as _;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let executor = hyper_util::rt::TokioExecutor::new();
+    let connections: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Builder::new(executor)
+            .http1_max_buf_size(MAX_READ_BUFFER)
+            .build(connector);
+    let retry = config
+        .default_retry
+        .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
+    let service = tower::ServiceBuilder::new()
+        .layer(BoundLayer)
+        .layer(config.base_uri_layer())
+        .option_layer(retry)
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(connections);
+    Ok(kube::client::ClientBuilder::new(service, config.default_namespace.clone()).build())
 }
 
 /// The system's root certificates (DER; `SSL_CERT_FILE` and `SSL_CERT_DIR`
@@ -246,6 +287,53 @@ where
 mod tests {
     use super::*;
     use http_body_util::BodyExt as _;
+
+    /// A server on loopback that answers one request with `body` (one
+    /// write, as a fast server would), and its URL.
+    async fn answering(body: Vec<u8>) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut head = vec![0u8; 4096];
+            let _ = socket.read(&mut head).await;
+            let mut answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            answer.extend_from_slice(&body);
+            socket.write_all(&answer).await.unwrap();
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_answer_larger_than_the_read_buffer_is_read_whole() {
+        let items: Vec<String> = (0..20_000).map(|i| format!("{{\"n\":{i}}}")).collect();
+        let body = format!("{{\"items\":[{}]}}", items.join(",")).into_bytes();
+        assert!(body.len() > 2 * MAX_READ_BUFFER, "{} bytes", body.len());
+        let url = answering(body.clone()).await;
+        let client = client(kube::Config::new(url.parse().unwrap())).unwrap();
+        let request = http::Request::get("/api/v1/things")
+            .body(Vec::new())
+            .unwrap();
+        let text = client.request_text(request).await.unwrap();
+        assert_eq!(text.as_bytes(), &body[..]);
+    }
+
+    #[test]
+    fn a_client_with_a_proxy_is_kube_rs_own() {
+        let mut config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        config.proxy_url = Some("http://proxy.invalid:3128".parse().unwrap());
+        // kube-rs is built without its proxy features: it says so.
+        let Err(err) = client(config) else {
+            panic!("a proxy kube-rs cannot use is refused");
+        };
+        let err = err.to_string();
+        assert!(err.contains("proxy"), "{err}");
+    }
 
     fn uri(s: &str) -> http::Uri {
         s.parse().unwrap()

@@ -75,11 +75,7 @@ impl Responder {
                 ),
             );
         };
-        let signature = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(wire::SIGNATURE_HEADER))
-            .map(|v| v.as_str().as_bytes());
+        let signature = wire::signature_of(message);
         let now = Utc::now();
         let request = match wire::admit_request(
             hub_key,

@@ -78,11 +78,7 @@ impl Follower {
                 message = words.next() => message,
             };
             let Some(message) = message else { return };
-            let signature = message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get(wire::SIGNATURE_HEADER))
-                .map(|v| v.as_str().as_bytes());
+            let signature = wire::signature_of(&message);
             let word = heard.admit(
                 &self.hub_key,
                 &self.member,

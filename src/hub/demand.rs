@@ -7,7 +7,7 @@
 //! `podWatch.onDemand` a member's pods and events are watched while some
 //! pattern here reaches its apps (docs/STATUS.md "Pods on demand").
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -67,13 +67,9 @@ impl Demand {
     }
 
     /// The patterns this process's clients hold (not the other
-    /// replicas'), each once, as written: what this replica reports.
-    pub fn held(&self) -> BTreeSet<String> {
-        self.patterns
-            .lock()
-            .keys()
-            .map(Pattern::to_string)
-            .collect()
+    /// replicas'), each once: what this replica reports.
+    pub fn held(&self) -> Vec<Pattern> {
+        self.patterns.lock().keys().cloned().collect()
     }
 
     /// Replica `replica`'s clients hold `patterns` (its latest report at
@@ -128,10 +124,9 @@ mod tests {
         let b = demand.hold(&[p("apps/prod/**"), p("clusters/*")]);
         let now = Instant::now();
         assert!(demand.any(now, prod));
-        assert_eq!(
-            demand.held().into_iter().collect::<Vec<_>>(),
-            ["apps/prod/**", "clusters/*"]
-        );
+        let mut held: Vec<String> = demand.held().iter().map(Pattern::to_string).collect();
+        held.sort();
+        assert_eq!(held, ["apps/prod/**", "clusters/*"]);
         drop(a);
         assert!(demand.any(now, prod), "still held by the second");
         drop(b);

@@ -44,6 +44,15 @@ pub use signing::{
 pub use subject::{Envelope, PREFIX as SUBJECT_PREFIX, of_topic as subject_of_topic};
 pub use task_bucket::{TaskBucket, bucket_of as task_bucket_of};
 
+/// The broker's time of a stream message (when JetStream received it), as
+/// a UTC time; None out of chrono's range.
+pub(crate) fn broker_time(
+    info: &async_nats::jetstream::message::Info<'_>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    let nanos = i64::try_from(info.published.unix_timestamp_nanos()).ok()?;
+    Some(chrono::DateTime::from_timestamp_nanos(nanos))
+}
+
 /// The replica of `replicas` that should own `member` once ownership has
 /// settled (rendezvous hashing); None without replicas.
 pub fn preferred_owner<'a>(

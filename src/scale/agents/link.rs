@@ -90,8 +90,7 @@ impl Seen {
 
 /// The broker's time of a message, as a UTC time.
 fn published(message: &jetstream::Message) -> Option<DateTime<Utc>> {
-    let nanos = message.info().ok()?.published.unix_timestamp_nanos();
-    DateTime::from_timestamp_nanos(i64::try_from(nanos).ok()?).into()
+    crate::scale::broker_time(&message.info().ok()?)
 }
 
 impl Follow {
@@ -254,11 +253,7 @@ impl Follow {
     /// Checks one message and tells the engine what it says; false once
     /// the engine is gone.
     async fn apply(&self, message: &jetstream::Message, seen: &mut Seen) -> bool {
-        let signature = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get(wire::SIGNATURE_HEADER))
-            .map(|v| v.as_str().as_bytes());
+        let signature = wire::signature_of(message);
         let report = match wire::admit_report(
             &self.agent,
             &self.member,

@@ -149,6 +149,12 @@ impl Refusal {
     }
 }
 
+/// The signature a message carries in [`SIGNATURE_HEADER`], if any.
+pub fn signature_of(message: &async_nats::Message) -> Option<&[u8]> {
+    let headers = message.headers.as_ref()?;
+    Some(headers.get(SIGNATURE_HEADER)?.as_str().as_bytes())
+}
+
 fn signed_bytes(label: &str, subject: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(label.len() + subject.len() + payload.len() + 16);
     out.extend_from_slice(label.as_bytes());

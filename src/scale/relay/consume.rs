@@ -362,8 +362,7 @@ pub(super) async fn consume(
                 }
                 Ok(info) => {
                     delivered = info.consumer_sequence;
-                    let nanos = i64::try_from(info.published.unix_timestamp_nanos()).ok();
-                    let published = nanos.map(chrono::DateTime::from_timestamp_nanos);
+                    let published = crate::scale::broker_time(&info);
                     (info.stream_sequence, info.pending, published)
                 }
                 Err(e) => {

@@ -45,17 +45,22 @@ pub(super) const MAX_PATTERNS: usize = 1_000;
 /// The topic prefix of the reports.
 const PREFIX: &str = "demand/";
 
-/// What replica `replica` reports of `held` (its clients' patterns): those
-/// that reach some member's apps, at most [`MAX_PATTERNS`].
-pub(super) fn report(replica: &str, rev: u64, held: &BTreeSet<String>) -> Envelope {
-    let mut patterns: Vec<&str> = held
+/// What a replica reports of `held` (its clients' patterns): those that
+/// reach some member's apps, as written, at most [`MAX_PATTERNS`].
+pub(super) fn reaching_apps(held: &[Pattern]) -> BTreeSet<String> {
+    let patterns: BTreeSet<String> = held
         .iter()
-        .filter(|p| Pattern::parse(p).is_ok_and(|p| p.reaches_some_apps()))
-        .map(String::as_str)
+        .filter(|p| p.reaches_some_apps())
+        .map(Pattern::to_string)
         .collect();
     if patterns.len() > MAX_PATTERNS {
-        patterns = vec!["**"];
+        return BTreeSet::from(["**".to_string()]);
     }
+    patterns
+}
+
+/// Replica `replica`'s report of `patterns` ([`reaching_apps`]).
+pub(super) fn report(replica: &str, rev: u64, patterns: &BTreeSet<String>) -> Envelope {
     Envelope {
         topic: format!("{PREFIX}{replica}"),
         rev,
@@ -114,9 +119,9 @@ pub(super) struct ReadAt {
     pub(super) wall: DateTime<Utc>,
 }
 
-/// Reports this replica's clients' patterns: when they change, and every
-/// [`EVERY`] while some are held (and once more when the last goes), until
-/// `stop`.
+/// Reports this replica's clients' patterns that reach apps: when they
+/// change, and every [`EVERY`] while there are some (and once more when
+/// the last goes), until `stop`.
 pub(super) async fn share(shared: Arc<Shared>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(CHECK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -127,7 +132,7 @@ pub(super) async fn share(shared: Arc<Shared>, stop: CancellationToken) {
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let held = shared.served.demand().held();
+        let held = reaching_apps(&shared.served.demand().held());
         let now = Instant::now();
         let due = match &last {
             None => !held.is_empty(),
@@ -152,7 +157,11 @@ mod tests {
     use super::*;
 
     fn held(patterns: &[&str]) -> BTreeSet<String> {
-        patterns.iter().map(|p| p.to_string()).collect()
+        let parsed: Vec<Pattern> = patterns
+            .iter()
+            .map(|p| Pattern::parse(p).unwrap())
+            .collect();
+        reaching_apps(&parsed)
     }
 
     #[test]
@@ -175,11 +184,12 @@ mod tests {
             Some(json!({"patterns": ["**", "*/dev", "apps/prod/**"]})),
             "cluster and summary patterns reach no app"
         );
-        let many: BTreeSet<String> = (0..=MAX_PATTERNS)
+        let many: Vec<String> = (0..=MAX_PATTERNS)
             .map(|i| format!("apps/m{i}/**"))
             .collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
         assert_eq!(
-            report("r1", 4, &many).doc,
+            report("r1", 4, &held(&many)).doc,
             Some(json!({"patterns": ["**"]})),
             "too many: every member's apps"
         );

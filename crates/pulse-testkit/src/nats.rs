@@ -4,7 +4,6 @@
 //! three of them in one JetStream cluster on loopback. Without the binary those tests say so and
 //! pass, unless `CI` is set: then they fail.
 
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -38,13 +37,23 @@ impl Drop for Nats {
 
 impl Nats {
     /// Starts the server (again: same port, same store) and waits until
-    /// it accepts connections.
+    /// it says it is ready; panics with its last words if it exits first.
     pub async fn start(&mut self) {
+        if let Err(words) = self.try_start().await {
+            panic!("nats-server on port {} exited: {words}", self.port);
+        }
+    }
+
+    /// Starts the server and waits until it logs that it is ready (which
+    /// it does once it listens: a port that answers could be another
+    /// process's); Err with its last log lines when it exits first (the
+    /// port was taken, the configuration refused).
+    async fn try_start(&mut self) -> Result<(), String> {
         let mut command = Command::new(&self.binary);
         if let Some(config) = &self.config {
             command.arg("-c").arg(config);
         }
-        let child = command
+        let mut child = command
             .args([
                 "-js",
                 "-a",
@@ -56,15 +65,27 @@ impl Nats {
             .arg(self.dir.path())
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("nats-server starts");
+        let started = started(child.stderr.take().expect("stderr piped"));
         self.child = Some(child);
-        let port = self.port;
-        eventually(WITHIN, "nats-server accepts connections", || async {
-            TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
-        })
-        .await;
+        let deadline = std::time::Instant::now() + WITHIN;
+        loop {
+            match started.try_recv() {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(words)) => {
+                    self.kill();
+                    return Err(words);
+                }
+                Err(_) => {}
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {WITHIN:?} waiting for nats-server to be ready"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Kills the server (SIGKILL) and waits for it.
@@ -128,27 +149,69 @@ pub async fn nats() -> Option<Nats> {
 /// None (with a message) when the binary is missing outside CI.
 pub async fn nats_with_config(conf: Option<&str>, env: &[(&str, &str)]) -> Option<Nats> {
     let binary = nats_server_or_skip()?;
-    let port = free_port();
-    let dir = tempfile::tempdir().unwrap();
-    let config = conf.map(|text| {
-        let path = dir.path().join("nats.conf");
-        std::fs::write(&path, text).unwrap();
-        path
+    let mut words = String::new();
+    for attempt in 1..=3 {
+        let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let config = conf.map(|text| {
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, text).unwrap();
+            path
+        });
+        let mut nats = Nats {
+            binary: binary.clone(),
+            child: None,
+            port,
+            url: format!("nats://127.0.0.1:{port}"),
+            dir,
+            config,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        match nats.try_start().await {
+            Ok(()) => return Some(nats),
+            Err(said) => {
+                eprintln!(
+                    "nats-server exited as it started on port {port} (attempt {attempt}): {said}"
+                );
+                words = said;
+            }
+        }
+    }
+    panic!(
+        "nats-server did not start in three attempts, each on a port free a moment before: {words}"
+    );
+}
+
+/// Reads a starting server's log: Ok once it says it is ready, Err with
+/// its last lines if it ends first. The log is read to its end either
+/// way, so that the server never blocks on a full pipe.
+fn started(stderr: std::process::ChildStderr) -> std::sync::mpsc::Receiver<Result<(), String>> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut last = std::collections::VecDeque::new();
+        let mut ready = false;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if !ready && line.contains("Server is ready") {
+                ready = true;
+                let _ = tx.send(Ok(()));
+            }
+            if !ready {
+                if last.len() == 5 {
+                    last.pop_front();
+                }
+                last.push_back(line);
+            }
+        }
+        if !ready {
+            let _ = tx.send(Err(Vec::from(last).join(" | ")));
+        }
     });
-    let mut nats = Nats {
-        binary,
-        child: None,
-        port,
-        url: format!("nats://127.0.0.1:{port}"),
-        dir,
-        config,
-        env: env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    };
-    nats.start().await;
-    Some(nats)
+    rx
 }
 
 /// Certificates for TLS with NATS, made now: a private CA, a server
@@ -580,4 +643,38 @@ pub fn check_config(text: &str, env: &[(&str, &str)]) -> Option<Result<(), Strin
             String::from_utf8_lossy(&out.stderr)
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port that answers is not enough: a server whose port another
+    /// process holds exits, and the start says so with its words.
+    #[tokio::test]
+    async fn a_taken_port_is_an_exit_with_the_servers_words_not_a_start() {
+        // The check lane runs before scripts/test.sh installs nats-server.
+        let Some(binary) = nats_server() else {
+            eprintln!("skipped: no nats-server (scripts/test.sh installs it)");
+            return;
+        };
+        let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = holder.local_addr().unwrap().port();
+        let mut nats = Nats {
+            binary,
+            child: None,
+            port,
+            url: format!("nats://127.0.0.1:{port}"),
+            dir: tempfile::tempdir().unwrap(),
+            config: None,
+            env: Vec::new(),
+        };
+        let words = nats.try_start().await.expect_err("the port is taken");
+        assert!(words.contains("address already in use"), "{words}");
+        assert!(nats.child.is_none());
+        drop(holder);
+        nats.try_start().await.expect("the port is free again");
+        nats.kill();
+        nats.start().await;
+    }
 }

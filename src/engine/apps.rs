@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
-use super::model::PodIndex;
+use super::model::{PodIndex, PodKey, pod_key};
 use super::observation::Observation;
 use super::state::{Engine, to_doc};
 use super::transitions::{self, Subject};
@@ -39,12 +39,12 @@ impl Engine {
                     return;
                 };
                 // Each namespace's pods indexed at once (in full B-tree nodes).
-                let mut by_namespace: BTreeMap<String, Vec<(Box<str>, PodState)>> = BTreeMap::new();
+                let mut by_namespace: BTreeMap<String, Vec<(PodKey, PodState)>> = BTreeMap::new();
                 for pod in items {
                     by_namespace
                         .entry(pod.namespace)
                         .or_default()
-                        .push((pod.name.into_boxed_str(), pod.state));
+                        .push((pod_key(&pod.name), pod.state));
                 }
                 let index = PodIndex::from_namespaces(by_namespace);
                 // Warnings of pods that are gone go with them.
@@ -68,7 +68,7 @@ impl Engine {
                 let mut touched = model.apps_of_pod(&pod.namespace, &pod.state);
                 let share = pod.state.share;
                 let index = model.pods.get_or_insert_with(PodIndex::default);
-                let old = index.insert(pod.namespace.clone(), pod.name.into_boxed_str(), pod.state);
+                let old = index.insert(pod.namespace.clone(), &pod.name, pod.state);
                 model.pod_figures.add(share);
                 if let Some(old) = old {
                     model.pod_figures.remove(old.share);
@@ -182,7 +182,7 @@ impl Engine {
             // The app's pods: those its workloads select, in its namespace.
             let selectors: Vec<&BTreeMap<String, String>> =
                 workloads.iter().map(|w| &w.selector).collect();
-            let app_pods: Option<Vec<(&str, &PodState)>> = model
+            let app_pods: Option<Vec<(PodKey, &PodState)>> = model
                 .pods
                 .as_ref()
                 .map(|index| index.selected(&ns, &selectors));
@@ -200,9 +200,10 @@ impl Engine {
             let last_warning = pods::latest(in_namespace.filter(|w| {
                 w.namespace == ns
                     && match w.kind.as_str() {
-                        "Pod" => app_pods
-                            .as_ref()
-                            .is_some_and(|ps| ps.iter().any(|(name, _)| *name == w.name)),
+                        "Pod" => app_pods.as_ref().is_some_and(|ps| {
+                            let key = pod_key(&w.name);
+                            ps.iter().any(|(held, _)| *held == key)
+                        }),
                         kind => workloads.iter().any(|x| x.kind == kind && x.name == w.name),
                     }
             }));

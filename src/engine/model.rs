@@ -20,7 +20,7 @@ pub(super) type WorkloadKey = (&'static str, String, String);
 pub(super) const MAX_WARNINGS: usize = 10_000;
 
 use super::by_label::ByLabel;
-pub(super) use super::pod_index::PodIndex;
+pub(super) use super::pod_index::{PodIndex, PodKey, pod_key};
 
 pub(super) struct ClusterModel {
     pub(super) status: ClusterStatus,

@@ -10,13 +10,34 @@
 //! Each namespace holds one copy of each distinct label set (a pod
 //! inserted with an equal set of another copy is given the namespace's),
 //! so a set's pods are the pods holding that very copy.
+//!
+//! A pod is held under a 128-bit keyed hash of its name ([`PodKey`]), not
+//! its name: 16 bytes inline where a boxed name took 16 and an allocation
+//! of 32–64 bytes. Nothing shown is built from the key (a problem names its
+//! pod itself, and the app document orders problems by those names); a
+//! warning event finds its pod by the key of the name it involves. Two
+//! pods of one namespace with the same key would be held as one: the odds
+//! among n pods are about n² / 2¹²⁹, and the keys are random per process,
+//! so no chosen pair of names collides everywhere.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::OnceLock;
 
 use super::by_label::ByLabel;
 use crate::status::labels::Labels;
 use crate::status::pods::PodState;
+
+/// A pod's identity within its namespace: a keyed 128-bit hash of its name.
+pub(super) type PodKey = u128;
+
+/// The key of the pod named `name`.
+pub(super) fn pod_key(name: &str) -> PodKey {
+    static SEEDS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
+    let (high, low) = SEEDS.get_or_init(|| (RandomState::new(), RandomState::new()));
+    (u128::from(high.hash_one(name)) << 64) | u128::from(low.hash_one(name))
+}
 
 /// Pods by namespace; what a pod costs is in docs/BENCHMARKS.md.
 #[derive(Debug, Default)]
@@ -26,8 +47,9 @@ pub(super) struct PodIndex {
 
 #[derive(Debug, Default)]
 struct NamespacePods {
-    /// Pods by name, in full B-tree nodes when built from a list.
-    pods: BTreeMap<Box<str>, PodState>,
+    /// Pods by the key of their name, in full B-tree nodes when built
+    /// from a list.
+    pods: BTreeMap<PodKey, PodState>,
     /// The distinct label sets of `pods`, each with how many pods hold it.
     sets: HashMap<Labels, usize>,
     /// The sets of `sets` by each of their labels.
@@ -38,8 +60,8 @@ impl NamespacePods {
     /// Builds a namespace from its pods at once: a B-tree collected in one
     /// go is built in full nodes (inserted one by one, in sorted order,
     /// every node would be left half empty).
-    fn build(pods: Vec<(Box<str>, PodState)>) -> Self {
-        let mut pods: BTreeMap<Box<str>, PodState> = pods.into_iter().collect();
+    fn build(pods: Vec<(PodKey, PodState)>) -> Self {
+        let mut pods: BTreeMap<PodKey, PodState> = pods.into_iter().collect();
         let mut ns = Self::default();
         for state in pods.values_mut() {
             state.labels = ns.hold(&state.labels);
@@ -97,8 +119,9 @@ impl NamespacePods {
 }
 
 impl PodIndex {
-    /// An index of each namespace's pods (a completed list).
-    pub(super) fn from_namespaces(namespaces: BTreeMap<String, Vec<(Box<str>, PodState)>>) -> Self {
+    /// An index of each namespace's pods (a completed list), each under
+    /// the [`pod_key`] of its name.
+    pub(super) fn from_namespaces(namespaces: BTreeMap<String, Vec<(PodKey, PodState)>>) -> Self {
         Self {
             namespaces: namespaces
                 .into_iter()
@@ -111,12 +134,12 @@ impl PodIndex {
     pub(super) fn insert(
         &mut self,
         namespace: String,
-        name: Box<str>,
+        name: &str,
         mut state: PodState,
     ) -> Option<PodState> {
         let ns = self.namespaces.entry(namespace).or_default();
         state.labels = ns.hold(&state.labels);
-        let old = ns.pods.insert(name, state);
+        let old = ns.pods.insert(pod_key(name), state);
         if let Some(old) = &old {
             ns.release(&old.labels);
         }
@@ -126,7 +149,7 @@ impl PodIndex {
     /// Drops pod `name` of `namespace` (and the namespace with its last pod).
     pub(super) fn remove(&mut self, namespace: &str, name: &str) -> Option<PodState> {
         let ns = self.namespaces.get_mut(namespace)?;
-        let old = ns.pods.remove(name)?;
+        let old = ns.pods.remove(&pod_key(name))?;
         ns.release(&old.labels);
         if ns.pods.is_empty() {
             self.namespaces.remove(namespace);
@@ -136,7 +159,7 @@ impl PodIndex {
 
     /// Pod `name` of `namespace`.
     pub(super) fn get(&self, namespace: &str, name: &str) -> Option<&PodState> {
-        self.namespaces.get(namespace)?.pods.get(name)
+        self.namespaces.get(namespace)?.pods.get(&pod_key(name))
     }
 
     /// Every pod held.
@@ -144,12 +167,13 @@ impl PodIndex {
         self.namespaces.values().flat_map(|ns| ns.pods.values())
     }
 
-    /// The pods of `namespace` that any of `selectors` selects, by name.
+    /// The pods of `namespace` that any of `selectors` selects, with
+    /// their keys (in the keys' order).
     pub(super) fn selected<'a>(
         &'a self,
         namespace: &str,
         selectors: &[&'a BTreeMap<String, String>],
-    ) -> Vec<(&'a str, &'a PodState)> {
+    ) -> Vec<(PodKey, &'a PodState)> {
         let Some(ns) = self.namespaces.get(namespace) else {
             return Vec::new();
         };
@@ -167,12 +191,12 @@ impl PodIndex {
             .map(|set| ns.sets.get(*set).copied().unwrap_or(0))
             .sum();
         let mut found = Vec::with_capacity(wanted);
-        for (name, pod) in &ns.pods {
+        for (key, pod) in &ns.pods {
             if found.len() == wanted {
                 break;
             }
             if sets.iter().any(|set| set.same(&pod.labels)) {
-                found.push((&**name, pod));
+                found.push((*key, pod));
             }
         }
         found
@@ -181,6 +205,8 @@ impl PodIndex {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use crate::status::capacity::PodShare;
     use crate::status::labels::map as labels;
@@ -196,8 +222,20 @@ mod tests {
         }
     }
 
-    fn names(found: Vec<(&str, &PodState)>) -> Vec<String> {
-        found.into_iter().map(|(n, _)| n.to_string()).collect()
+    /// The pods' names (of those the tests use), sorted: the index holds
+    /// keys, in their order.
+    fn names(found: Vec<(PodKey, &PodState)>) -> Vec<String> {
+        let mut names: Vec<String> = found.into_iter().map(|(key, _)| name_of(key)).collect();
+        names.sort();
+        names
+    }
+
+    fn name_of(key: PodKey) -> String {
+        ["web-1", "web-2", "web-3", "api-1", "a", "b"]
+            .into_iter()
+            .find(|name| pod_key(name) == key)
+            .expect("a name the tests use")
+            .to_string()
     }
 
     /// What `selected` must give: every pod of the namespace matched
@@ -213,7 +251,9 @@ mod tests {
             .into_iter()
             .flat_map(|ns| &ns.pods)
             .filter(|(_, p)| selectors.iter().any(|s| p.matches(s)))
-            .map(|(n, _)| n.to_string())
+            .map(|(key, _)| name_of(*key))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect()
     }
 
@@ -228,13 +268,13 @@ mod tests {
         let mut index = PodIndex::from_namespaces(BTreeMap::from([(
             "shop".to_string(),
             vec![
-                ("web-2".into(), pod(&web)),
-                ("web-1".into(), pod(&web)),
-                ("api-1".into(), pod(&api)),
+                (pod_key("web-2"), pod(&web)),
+                (pod_key("web-1"), pod(&web)),
+                (pod_key("api-1"), pod(&api)),
             ],
         )]));
-        index.insert("shop".into(), "web-3".into(), pod(&web2));
-        index.insert("other".into(), "web-1".into(), pod(&web));
+        index.insert("shop".into(), "web-3", pod(&web2));
+        index.insert("other".into(), "web-1", pod(&web));
         let cases: &[(&str, &[Pairs], &[&str])] = &[
             ("shop", &[&[("app", "web")]], &["web-1", "web-2", "web-3"]),
             (
@@ -271,8 +311,8 @@ mod tests {
     #[test]
     fn relabelled_and_removed_pods_leave_no_set_behind() {
         let mut index = PodIndex::default();
-        index.insert("shop".into(), "a".into(), pod(&[("app", "web")]));
-        index.insert("shop".into(), "b".into(), pod(&[("app", "web")]));
+        index.insert("shop".into(), "a", pod(&[("app", "web")]));
+        index.insert("shop".into(), "b", pod(&[("app", "web")]));
         // Equal sets share the namespace's copy.
         let (a, b) = (
             index.get("shop", "a").unwrap(),
@@ -280,7 +320,7 @@ mod tests {
         );
         assert!(a.labels.same(&b.labels));
         // `a` relabelled: it leaves web's set for api's.
-        let old = index.insert("shop".into(), "a".into(), pod(&[("app", "api")]));
+        let old = index.insert("shop".into(), "a", pod(&[("app", "api")]));
         assert!(old.is_some());
         let web = labels(&[("app", "web")]);
         let api = labels(&[("app", "api")]);

@@ -115,7 +115,7 @@ pub struct PodSummary {
 }
 
 /// What the app machine needs of one pod, all the gateway holds of it
-/// (besides its name, the key it is held under): its labels (to find its
+/// (besides the key of its name it is held under): its labels (to find its
 /// workload; one shared copy per distinct set), readiness, problem (boxed:
 /// most pods have none) and part in the cluster's figures. Some 64 bytes.
 /// Equal states mean an unchanged document, so a status update that

@@ -140,10 +140,12 @@ const HTTP1: bool = true;
 /// Accept errors are logged at most this often (the rest are counted).
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
-/// How long a connection may take to finish once the server shuts down:
+/// How long connections may take to finish once the server shuts down:
 /// an event stream's last bytes to a client that does not read them would
-/// otherwise hold the process open for ever (a WebSocket session ends
-/// within its own close grace, well before).
+/// otherwise hold the process open for the write timeout, or for ever (a
+/// WebSocket session ends within its own close grace, well before). Each
+/// hyper connection is cut after it, and the server stops waiting for the
+/// rest (event streams written without hyper).
 const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 
 /// The accept loop of both listeners: counts each connection against its
@@ -216,8 +218,19 @@ async fn serve_on(
     tracker.close();
     // Every connection, upgraded ones included: WebSocket sessions end on
     // `shutdown` themselves, each after its close frame (bounded by their
-    // close grace), SSE streams at once.
-    tracker.wait().await;
+    // close grace), SSE streams at once; but a stream whose client reads
+    // nothing may be waiting on its socket for the write timeout (a minute
+    // by default). What has not ended once the drain is over is left to the
+    // runtime, which drops it (and its socket) as the process ends.
+    if tokio::time::timeout(SHUTDOWN_DRAIN, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            connections = tracker.len(),
+            "connections not finished {SHUTDOWN_DRAIN:?} after shutdown: cut"
+        );
+    }
     Ok(())
 }
 

@@ -176,11 +176,13 @@ where
                 _ => within(limit, io.write_all(&data)).await?,
             }
         }
+        // The end, under the same bound: a client that reads nothing would
+        // keep the connection (and its task) for ever.
         if length.is_none() {
-            io.write_all(b"0\r\n\r\n").await?;
+            within(limit, io.write_all(b"0\r\n\r\n")).await?;
         }
-        io.flush().await?;
-        io.shutdown().await
+        within(limit, io.flush()).await?;
+        within(limit, io.shutdown()).await
     }
 }
 

@@ -391,6 +391,59 @@ async fn every_websocket_sees_going_away_on_shutdown() {
     }
 }
 
+/// An event stream whose client reads nothing does not hold the server
+/// open after shutdown: its write would wait out the write timeout (a
+/// minute here, as by default), but `serve` returns once the shutdown
+/// drain (10 s) is over, and the sockets go with the runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_that_read_nothing_do_not_hold_the_shutdown() {
+    const STREAMS: usize = 5;
+    let hub = Hub::new(HubConfig::default());
+    hub.put("t/x", json!({"i": 0}));
+    let config = TransportConfig::default();
+    assert_eq!(config.write_timeout, Duration::from_secs(60));
+    let (url, stop, thread) = gateway_on_own_runtime(hub.clone(), config);
+    let addr: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let mut streams = Vec::new();
+    for _ in 0..STREAMS {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap();
+        let request = format!("GET /api/v1/events?topic=t/** HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+            .await
+            .unwrap();
+        streams.push(stream);
+    }
+    // Each change is a new 64 KiB document: the sockets' buffers fill and
+    // every stream's writer waits on its socket.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for i in 1..=40 {
+        hub.put(
+            "t/x",
+            json!({"i": i, "blob": format!("{i}{}", "x".repeat(64 * 1024))}),
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stopped = std::time::Instant::now();
+    stop.cancel();
+    let joined = tokio::time::timeout(
+        Duration::from_secs(40),
+        tokio::task::spawn_blocking(move || thread.join().unwrap()),
+    )
+    .await;
+    assert!(
+        joined.is_ok(),
+        "serve had not returned 40 s after shutdown, with {STREAMS} streams that read nothing"
+    );
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "serve returned {took:?} after shutdown: the write timeout, not the drain"
+    );
+    drop(streams);
+}
+
 /// A client that stops reading while changes flow is closed as a slow
 /// consumer, and reading again it gets the 4008 close frame after what was
 /// buffered (within the close grace of the slow-consumer decision).

@@ -987,6 +987,118 @@ async fn per_client_limits_and_a_reconnect_storm() {
     m.stop().await;
 }
 
+/// The TLS listener's shutdown waits for WebSocket sessions like the
+/// plain one's: each socket reads its 1001 before `serve` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_websockets_see_going_away_on_shutdown() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    const CLIENTS: usize = 5;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let hub = kube_pulse::hub::Hub::new(Default::default());
+    hub.put("clusters/a", json!({"name": "a", "phase": "Healthy"}));
+    let shutdown = CancellationToken::new();
+    let health = kube_pulse::health::Health {
+        livez: vec![Arc::new(kube_pulse::health::checks::Ping)],
+        readyz: vec![Arc::new(kube_pulse::health::checks::Ping)],
+        format: Default::default(),
+        timeout: Duration::from_secs(1),
+    };
+    let state = GatewayState::with_auth(
+        hub.clone(),
+        token_auth(),
+        TransportConfig::default(),
+        health,
+        shutdown.clone(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let tls = kube_pulse::http::server::TlsSettings {
+        cert: cert_path,
+        key: key_path,
+        reload_every: Duration::from_secs(60),
+    };
+    let server = tokio::spawn(kube_pulse::http::server::serve(
+        listener,
+        kube_pulse::http::router::app(state),
+        Some(tls),
+        shutdown.clone(),
+    ));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let mut sockets = Vec::new();
+    for c in 0..CLIENTS {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let stream = connector.connect(name, tcp).await.expect("TLS handshake");
+        let mut request = format!("wss://localhost:{port}/api/v1/ws")
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {ROOT}").parse().unwrap());
+        let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+            .await
+            .expect("a WebSocket over TLS");
+        let subscribe =
+            json!({"op": "subscribe", "id": format!("s{c}"), "topics": ["clusters/**"]});
+        ws.send(Message::Text(subscribe.to_string().into()))
+            .await
+            .unwrap();
+        loop {
+            let message = tokio::time::timeout(WAIT, ws.next())
+                .await
+                .expect("a message within the wait")
+                .expect("the socket is open")
+                .unwrap();
+            if let Message::Text(text) = message
+                && serde_json::from_str::<Value>(&text).unwrap()["type"] == "synced"
+            {
+                break;
+            }
+        }
+        sockets.push(ws);
+    }
+    for i in 1..=10 {
+        hub.put(
+            "clusters/a",
+            json!({"name": "a", "phase": "Healthy", "i": i}),
+        );
+    }
+    shutdown.cancel();
+    let codes = futures::future::join_all(sockets.iter_mut().map(|ws| async move {
+        loop {
+            match tokio::time::timeout(WAIT, ws.next()).await {
+                Ok(Some(Ok(Message::Close(frame)))) => return frame.map(|f| u16::from(f.code)),
+                Ok(Some(Ok(_))) => continue,
+                _ => return None,
+            }
+        }
+    }))
+    .await;
+    assert_eq!(codes, vec![Some(1001); CLIENTS], "close codes over TLS");
+    tokio::time::timeout(WAIT, server)
+        .await
+        .expect("serve returns after the sessions ended")
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_end_to_end_with_http2_and_certificate_reload() {
     let _ = rustls::crypto::ring::default_provider().install_default();

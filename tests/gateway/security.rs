@@ -987,23 +987,19 @@ async fn per_client_limits_and_a_reconnect_storm() {
     m.stop().await;
 }
 
-/// The TLS listener's shutdown waits for WebSocket sessions like the
-/// plain one's: each socket reads its 1001 before `serve` returns.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tls_websockets_see_going_away_on_shutdown() {
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-    const CLIENTS: usize = 5;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let dir = tempfile::tempdir().unwrap();
-    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    std::fs::write(&cert_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+/// A gateway on the TLS listener (the certificate and key files given,
+/// looked at again every `reload_every`), holding `clusters/a`, with the
+/// test's tokens: its port, its shutdown token and its server task.
+async fn tls_gateway(
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+    reload_every: Duration,
+) -> (
+    u16,
+    Arc<kube_pulse::hub::Hub>,
+    CancellationToken,
+    tokio::task::JoinHandle<kube_pulse::error::Result<()>>,
+) {
     let hub = kube_pulse::hub::Hub::new(Default::default());
     hub.put("clusters/a", json!({"name": "a", "phase": "Healthy"}));
     let shutdown = CancellationToken::new();
@@ -1023,9 +1019,9 @@ async fn tls_websockets_see_going_away_on_shutdown() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let tls = kube_pulse::http::server::TlsSettings {
-        cert: cert_path,
-        key: key_path,
-        reload_every: Duration::from_secs(60),
+        cert,
+        key,
+        reload_every,
     };
     let server = tokio::spawn(kube_pulse::http::server::serve(
         listener,
@@ -1033,6 +1029,28 @@ async fn tls_websockets_see_going_away_on_shutdown() {
         Some(tls),
         shutdown.clone(),
     ));
+    (port, hub, shutdown, server)
+}
+
+/// The TLS listener's shutdown waits for WebSocket sessions like the
+/// plain one's: each socket reads its 1001 before `serve` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_websockets_see_going_away_on_shutdown() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    const CLIENTS: usize = 5;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let (port, hub, shutdown, server) =
+        tls_gateway(cert_path, key_path, Duration::from_secs(60)).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert.der().clone()).unwrap();
     let config = rustls::ClientConfig::builder()
@@ -1113,35 +1131,12 @@ async fn tls_end_to_end_with_http2_and_certificate_reload() {
     let (pem, key, first_der) = issue();
     std::fs::write(&cert_path, &pem).unwrap();
     std::fs::write(&key_path, &key).unwrap();
-    let hub = kube_pulse::hub::Hub::new(Default::default());
-    hub.put("clusters/a", json!({"name": "a", "phase": "Healthy"}));
-    let shutdown = CancellationToken::new();
-    let health = kube_pulse::health::Health {
-        livez: vec![Arc::new(kube_pulse::health::checks::Ping)],
-        readyz: vec![Arc::new(kube_pulse::health::checks::Ping)],
-        format: Default::default(),
-        timeout: Duration::from_secs(1),
-    };
-    let state = GatewayState::with_auth(
-        hub,
-        token_auth(),
-        TransportConfig::default(),
-        health,
-        shutdown.clone(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let tls = kube_pulse::http::server::TlsSettings {
-        cert: cert_path.clone(),
-        key: key_path.clone(),
-        reload_every: Duration::from_millis(100),
-    };
-    let server = tokio::spawn(kube_pulse::http::server::serve(
-        listener,
-        kube_pulse::http::router::app(state),
-        Some(tls),
-        shutdown.clone(),
-    ));
+    let (port, _hub, shutdown, server) = tls_gateway(
+        cert_path.clone(),
+        key_path.clone(),
+        Duration::from_millis(100),
+    )
+    .await;
 
     // A client trusting exactly one certificate, speaking HTTP/2 by ALPN.
     let get_with = |trusted: rustls::pki_types::CertificateDer<'static>| async move {

@@ -1,7 +1,9 @@
-//! Names: what a member cluster, a namespace or an app may be called. Below
+//! Names: what a member cluster, a namespace or an app may be called, and
+//! the compact key an object's namespace and name are held under. Below
 //! everything else in the data flow: configuration (cluster names), tasks
-//! (the apps they act on) and the topics they all address use these rules,
-//! and this module uses none of them.
+//! (the apps they act on), the topics they all address, the watches'
+//! census and the engine's pods use these, and this module uses none of
+//! them.
 
 /// A DNS-1123 label: what Kubernetes accepts as a namespace or Deployment name.
 pub(crate) fn valid_name(name: &str) -> bool {
@@ -62,6 +64,25 @@ pub fn agent_public_key(key: &str) -> Result<nkeys::KeyPair, String> {
         nkeys::KeyPairType::User,
         "a user's public key (U…): an agent logs in and signs as a NATS user",
     )
+}
+
+/// One object's identity among its kind: a keyed 128-bit hash of its
+/// namespace and name (two SipHash-1-3 hashes under random keys drawn once
+/// per process), 16 bytes inline where its name would take an allocation.
+/// Two objects collide with odds of about n² / 2¹²⁹ among n; the keys are
+/// random per process, so no chosen pair of names collides everywhere.
+pub(crate) type ObjectKey = u128;
+
+/// The key of the object `namespace/name` (no namespace for cluster-scoped
+/// objects, told apart from the empty one).
+pub(crate) fn object_key(namespace: Option<&str>, name: &str) -> ObjectKey {
+    use std::hash::{BuildHasher, RandomState};
+    static SEEDS: std::sync::OnceLock<(RandomState, RandomState)> = std::sync::OnceLock::new();
+    let (high, low) = SEEDS.get_or_init(|| (RandomState::new(), RandomState::new()));
+    // `Option` and `str` hash with their variant and a terminator, so
+    // ("a/b", "c") and ("a", "b/c") hash apart.
+    let half = |seed: &RandomState| seed.hash_one((namespace, name));
+    (u128::from(half(high)) << 64) | u128::from(half(low))
 }
 
 #[cfg(test)]

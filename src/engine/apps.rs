@@ -41,10 +41,11 @@ impl Engine {
                 // Each namespace's pods indexed at once (in full B-tree nodes).
                 let mut by_namespace: BTreeMap<String, Vec<(PodKey, PodState)>> = BTreeMap::new();
                 for pod in items {
+                    let key = pod_key(&pod.namespace, &pod.name);
                     by_namespace
                         .entry(pod.namespace)
                         .or_default()
-                        .push((pod_key(&pod.name), pod.state));
+                        .push((key, pod.state));
                 }
                 let index = PodIndex::from_namespaces(by_namespace);
                 // Warnings of pods that are gone go with them.
@@ -201,7 +202,7 @@ impl Engine {
                 w.namespace == ns
                     && match w.kind.as_str() {
                         "Pod" => app_pods.as_ref().is_some_and(|ps| {
-                            let key = pod_key(&w.name);
+                            let key = pod_key(&ns, &w.name);
                             ps.iter().any(|(held, _)| *held == key)
                         }),
                         kind => workloads.iter().any(|x| x.kind == kind && x.name == w.name),

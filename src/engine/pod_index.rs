@@ -11,32 +11,30 @@
 //! inserted with an equal set of another copy is given the namespace's),
 //! so a set's pods are the pods holding that very copy.
 //!
-//! A pod is held under a 128-bit keyed hash of its name ([`PodKey`]), not
-//! its name: 16 bytes inline where a boxed name took 16 and an allocation
-//! of 32–64 bytes. Nothing shown is built from the key (a problem names its
-//! pod itself, and the app document orders problems by those names); a
-//! warning event finds its pod by the key of the name it involves. Two
-//! pods of one namespace with the same key would be held as one: the odds
-//! among n pods are about n² / 2¹²⁹, and the keys are random per process,
-//! so no chosen pair of names collides everywhere.
+//! A pod is held under the key of its namespace and name ([`PodKey`], the
+//! keyed 128-bit hash the watches' census keeps too), not its name:
+//! 16 bytes inline where a boxed name took 16 and an allocation of 32–64
+//! bytes. Nothing shown is built from the key (a problem names its pod
+//! itself, and the app document orders problems by those names); a warning
+//! event finds its pod by the key of the name it involves. Two pods of one
+//! namespace with the same key would be held as one: the odds among n pods
+//! are about n² / 2¹²⁹, and the keys are random per process, so no chosen
+//! pair of names collides everywhere.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasher, RandomState};
-use std::sync::OnceLock;
 
 use super::by_label::ByLabel;
+use crate::names::{ObjectKey, object_key};
 use crate::status::labels::Labels;
 use crate::status::pods::PodState;
 
-/// A pod's identity within its namespace: a keyed 128-bit hash of its name.
-pub(super) type PodKey = u128;
+/// A pod's identity: the key of its namespace and name.
+pub(super) type PodKey = ObjectKey;
 
-/// The key of the pod named `name`.
-pub(super) fn pod_key(name: &str) -> PodKey {
-    static SEEDS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-    let (high, low) = SEEDS.get_or_init(|| (RandomState::new(), RandomState::new()));
-    (u128::from(high.hash_one(name)) << 64) | u128::from(low.hash_one(name))
+/// The key of pod `name` of `namespace`.
+pub(super) fn pod_key(namespace: &str, name: &str) -> PodKey {
+    object_key(Some(namespace), name)
 }
 
 /// Pods by namespace; what a pod costs is in docs/BENCHMARKS.md.
@@ -137,9 +135,10 @@ impl PodIndex {
         name: &str,
         mut state: PodState,
     ) -> Option<PodState> {
+        let key = pod_key(&namespace, name);
         let ns = self.namespaces.entry(namespace).or_default();
         state.labels = ns.hold(&state.labels);
-        let old = ns.pods.insert(pod_key(name), state);
+        let old = ns.pods.insert(key, state);
         if let Some(old) = &old {
             ns.release(&old.labels);
         }
@@ -149,7 +148,7 @@ impl PodIndex {
     /// Drops pod `name` of `namespace` (and the namespace with its last pod).
     pub(super) fn remove(&mut self, namespace: &str, name: &str) -> Option<PodState> {
         let ns = self.namespaces.get_mut(namespace)?;
-        let old = ns.pods.remove(&pod_key(name))?;
+        let old = ns.pods.remove(&pod_key(namespace, name))?;
         ns.release(&old.labels);
         if ns.pods.is_empty() {
             self.namespaces.remove(namespace);
@@ -159,7 +158,10 @@ impl PodIndex {
 
     /// Pod `name` of `namespace`.
     pub(super) fn get(&self, namespace: &str, name: &str) -> Option<&PodState> {
-        self.namespaces.get(namespace)?.pods.get(&pod_key(name))
+        self.namespaces
+            .get(namespace)?
+            .pods
+            .get(&pod_key(namespace, name))
     }
 
     /// Every pod held.
@@ -222,18 +224,21 @@ mod tests {
         }
     }
 
-    /// The pods' names (of those the tests use), sorted: the index holds
-    /// keys, in their order.
-    fn names(found: Vec<(PodKey, &PodState)>) -> Vec<String> {
-        let mut names: Vec<String> = found.into_iter().map(|(key, _)| name_of(key)).collect();
+    /// The names of `namespace`'s pods found (of those the tests use),
+    /// sorted: the index holds keys, in their order.
+    fn names(namespace: &str, found: Vec<(PodKey, &PodState)>) -> Vec<String> {
+        let mut names: Vec<String> = found
+            .into_iter()
+            .map(|(key, _)| name_of(namespace, key))
+            .collect();
         names.sort();
         names
     }
 
-    fn name_of(key: PodKey) -> String {
+    fn name_of(namespace: &str, key: PodKey) -> String {
         ["web-1", "web-2", "web-3", "api-1", "a", "b"]
             .into_iter()
-            .find(|name| pod_key(name) == key)
+            .find(|name| pod_key(namespace, name) == key)
             .expect("a name the tests use")
             .to_string()
     }
@@ -251,7 +256,7 @@ mod tests {
             .into_iter()
             .flat_map(|ns| &ns.pods)
             .filter(|(_, p)| selectors.iter().any(|s| p.matches(s)))
-            .map(|(key, _)| name_of(*key))
+            .map(|(key, _)| name_of(namespace, *key))
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect()
@@ -268,9 +273,9 @@ mod tests {
         let mut index = PodIndex::from_namespaces(BTreeMap::from([(
             "shop".to_string(),
             vec![
-                (pod_key("web-2"), pod(&web)),
-                (pod_key("web-1"), pod(&web)),
-                (pod_key("api-1"), pod(&api)),
+                (pod_key("shop", "web-2"), pod(&web)),
+                (pod_key("shop", "web-1"), pod(&web)),
+                (pod_key("shop", "api-1"), pod(&api)),
             ],
         )]));
         index.insert("shop".into(), "web-3", pod(&web2));
@@ -298,7 +303,7 @@ mod tests {
             let selectors: Vec<BTreeMap<String, String>> =
                 selectors.iter().map(|s| labels(s)).collect();
             let refs: Vec<&BTreeMap<String, String>> = selectors.iter().collect();
-            let got = names(index.selected(namespace, &refs));
+            let got = names(namespace, index.selected(namespace, &refs));
             assert_eq!(got, *want, "{namespace} {selectors:?}");
             assert_eq!(
                 got,
@@ -324,11 +329,14 @@ mod tests {
         assert!(old.is_some());
         let web = labels(&[("app", "web")]);
         let api = labels(&[("app", "api")]);
-        assert_eq!(names(index.selected("shop", &[&web])), ["b"]);
-        assert_eq!(names(index.selected("shop", &[&api])), ["a"]);
+        assert_eq!(names("shop", index.selected("shop", &[&web])), ["b"]);
+        assert_eq!(names("shop", index.selected("shop", &[&api])), ["a"]);
         assert!(index.remove("shop", "b").is_some());
         assert!(index.remove("shop", "b").is_none());
-        assert_eq!(names(index.selected("shop", &[&web])), Vec::<String>::new());
+        assert_eq!(
+            names("shop", index.selected("shop", &[&web])),
+            Vec::<String>::new()
+        );
         let ns = &index.namespaces["shop"];
         assert_eq!(ns.sets.len(), 1, "{:?}", ns.sets);
         assert_eq!(ns.by_label.len(), 1, "{:?}", ns.by_label);

@@ -4,7 +4,7 @@
 //!
 //! A watch must tell an update from a creation to count right, so it needs
 //! the set of objects it has seen; it needs none of their bodies, nor even
-//! their names. Each key is a 128-bit hash of the object's namespace and
+//! their names. Each key is a 128-bit hash ([`object_key`](crate::names::object_key)) of the object's namespace and
 //! name (two SipHash-1-3 hashes under random keys drawn once per process),
 //! held inline in the set: with the set's control byte and its spare room,
 //! some 20 to 40 bytes an object and no allocation of its own, all of it
@@ -20,23 +20,9 @@
 //! per process, so no chosen pair of names collides everywhere.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
-use std::sync::OnceLock;
+use std::hash::{BuildHasherDefault, Hasher};
 
-/// One object's identity within a watch: a keyed 128-bit hash of its
-/// namespace and name.
-pub(crate) type Key = u128;
-
-/// The key of the object `namespace/name` (no namespace for cluster-scoped
-/// objects, told apart from the empty one).
-pub(crate) fn key(namespace: Option<&str>, name: &str) -> Key {
-    static SEEDS: OnceLock<(RandomState, RandomState)> = OnceLock::new();
-    let (high, low) = SEEDS.get_or_init(|| (RandomState::new(), RandomState::new()));
-    // `Option` and `str` hash with their variant and a terminator, so
-    // ("a/b", "c") and ("a", "b/c") hash apart.
-    let half = |seed: &RandomState| seed.hash_one((namespace, name));
-    (u128::from(half(high)) << 64) | u128::from(half(low))
-}
+use crate::names::ObjectKey;
 
 /// Hashes a set's keys, already uniform, by taking their low half: no
 /// second hash per lookup.
@@ -61,7 +47,7 @@ impl Hasher for KeyHasher {
     }
 }
 
-type Keys = HashSet<Key, BuildHasherDefault<KeyHasher>>;
+type Keys = HashSet<ObjectKey, BuildHasherDefault<KeyHasher>>;
 
 /// The objects a watch has seen and the newest resourceVersion among them.
 #[derive(Debug, Default)]
@@ -89,7 +75,7 @@ impl Census {
     }
 
     /// One object of the list in progress; returns how many were listed.
-    pub(crate) fn listed(&mut self, key: Key, resource_version: Option<&str>) -> usize {
+    pub(crate) fn listed(&mut self, key: ObjectKey, resource_version: Option<&str>) -> usize {
         if let Some(rv) = resource_version
             && newer(rv, self.listing_rv.as_deref())
         {
@@ -109,13 +95,13 @@ impl Census {
     }
 
     /// An object was created or changed.
-    pub(crate) fn applied(&mut self, key: Key, resource_version: Option<&str>) {
+    pub(crate) fn applied(&mut self, key: ObjectKey, resource_version: Option<&str>) {
         self.known.insert(key);
         self.advance(resource_version);
     }
 
     /// An object was deleted.
-    pub(crate) fn deleted(&mut self, key: Key, resource_version: Option<&str>) {
+    pub(crate) fn deleted(&mut self, key: ObjectKey, resource_version: Option<&str>) {
         self.known.remove(&key);
         self.advance(resource_version);
     }
@@ -141,6 +127,7 @@ impl Census {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::object_key;
 
     /// One step a watch feeds the census.
     #[derive(Clone, Copy)]
@@ -159,11 +146,11 @@ mod tests {
             match *step {
                 Start => census.list_started(),
                 List(name, rv) => {
-                    census.listed(key(Some("ns"), name), Some(rv));
+                    census.listed(object_key(Some("ns"), name), Some(rv));
                 }
                 Done => census.list_done(),
-                Apply(name, rv) => census.applied(key(Some("ns"), name), Some(rv)),
-                Delete(name, rv) => census.deleted(key(Some("ns"), name), Some(rv)),
+                Apply(name, rv) => census.applied(object_key(Some("ns"), name), Some(rv)),
+                Delete(name, rv) => census.deleted(object_key(Some("ns"), name), Some(rv)),
             }
         }
         census
@@ -262,24 +249,24 @@ mod tests {
     #[test]
     fn keys_tell_namespaces_apart() {
         // The same object, the same key; any other part, another one.
-        assert_eq!(key(Some("a"), "x"), key(Some("a"), "x"));
+        assert_eq!(object_key(Some("a"), "x"), object_key(Some("a"), "x"));
         let distinct = [
-            key(Some("a"), "x"),
-            key(Some("b"), "x"),
-            key(None, "x"),
-            key(Some(""), "x"),
-            key(Some("a/b"), "c"),
-            key(Some("a"), "b/c"),
-            key(Some("a"), "y"),
+            object_key(Some("a"), "x"),
+            object_key(Some("b"), "x"),
+            object_key(None, "x"),
+            object_key(Some(""), "x"),
+            object_key(Some("a/b"), "c"),
+            object_key(Some("a"), "b/c"),
+            object_key(Some("a"), "y"),
         ];
-        let set: HashSet<Key> = distinct.iter().copied().collect();
+        let set: HashSet<ObjectKey> = distinct.iter().copied().collect();
         assert_eq!(set.len(), distinct.len());
         let mut census = Census::default();
         for k in distinct {
             census.applied(k, None);
         }
         assert_eq!(census.count(), distinct.len() as u64);
-        census.deleted(key(Some("a"), "b/c"), None);
+        census.deleted(object_key(Some("a"), "b/c"), None);
         assert_eq!(census.count(), distinct.len() as u64 - 1);
         assert_eq!(census.resource_version(), None);
     }
@@ -288,9 +275,9 @@ mod tests {
     fn listed_returns_the_running_count() {
         let mut census = Census::default();
         census.list_started();
-        assert_eq!(census.listed(key(Some("n"), "a"), None), 1);
-        assert_eq!(census.listed(key(Some("n"), "b"), Some("x")), 2);
-        assert_eq!(census.listed(key(Some("n"), "a"), None), 2);
+        assert_eq!(census.listed(object_key(Some("n"), "a"), None), 1);
+        assert_eq!(census.listed(object_key(Some("n"), "b"), Some("x")), 2);
+        assert_eq!(census.listed(object_key(Some("n"), "a"), None), 2);
         census.list_done();
         // An unparsable version counts as 0 but is still the only one seen.
         assert_eq!(census.resource_version(), Some("x"));

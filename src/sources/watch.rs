@@ -28,11 +28,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::census::{self, Census};
+use super::census::Census;
 use super::listwatch::{Fault, Settings, list_watch};
 use super::{InitialLists, SourceConfig, SyncResource};
 use crate::classify;
 use crate::engine::Observation;
+use crate::names::{ObjectKey, object_key};
 use crate::status::app::Workload;
 use crate::status::capacity::NodeFacts;
 use crate::status::labels::LabelSets;
@@ -60,8 +61,8 @@ pub(crate) enum Step<S> {
     Deleted(S),
 }
 
-fn key<K: Resource>(obj: &K) -> census::Key {
-    census::key(obj.meta().namespace.as_deref(), &obj.name_any())
+fn key<K: Resource>(obj: &K) -> ObjectKey {
+    object_key(obj.meta().namespace.as_deref(), &obj.name_any())
 }
 
 /// Ends a watch attempt: why, as (reason, message).

@@ -20,7 +20,11 @@ pub enum Scope {
 }
 
 impl Scope {
-    /// Parses `*`, `prod`, `prod/shop`, `*/shop` (and `prod/*` = `prod`).
+    /// Parses `*`, `prod`, `prod/shop`, `*/shop`. A namespace `*` (`*/*`,
+    /// `prod/*`) is refused rather than read as `*` or `prod`: those grant
+    /// more than namespaces (cluster documents, metrics, the summaries, the
+    /// simulator's control), which a grant written as "every namespace"
+    /// should not carry without saying so.
     pub fn parse(raw: &str) -> Result<Self, String> {
         let bad =
             || format!("scope {raw:?} is not `*`, `CLUSTER`, `CLUSTER/NAMESPACE` or `*/NAMESPACE`");
@@ -31,9 +35,18 @@ impl Scope {
                 && !s.chars().any(|c| c.is_whitespace() || c.is_control())
         };
         match parts.as_slice() {
-            ["*"] | ["*", "*"] => Ok(Scope::All),
+            ["*"] => Ok(Scope::All),
+            [c, "*"] => Err(format!(
+                "scope {raw:?}: a namespace is named, not `*`; write `{}` for all of {}, \
+                 which grants its cluster-wide documents too",
+                c,
+                if *c == "*" {
+                    "every cluster"
+                } else {
+                    "the cluster"
+                }
+            )),
             [c] if name_ok(c) && !c.contains('*') => Ok(Scope::Cluster((*c).into())),
-            [c, "*"] if name_ok(c) && !c.contains('*') => Ok(Scope::Cluster((*c).into())),
             [c, ns]
                 if name_ok(c)
                     && name_ok(ns)
@@ -193,9 +206,9 @@ mod tests {
     fn scopes_parse() {
         let cases = [
             ("*", Ok(Scope::All)),
-            ("*/*", Ok(Scope::All)),
+            ("*/*", Err(())),
             ("prod", Ok(Scope::Cluster("prod".into()))),
-            ("prod/*", Ok(Scope::Cluster("prod".into()))),
+            ("prod/*", Err(())),
             (
                 "prod/shop",
                 Ok(Scope::Namespace("prod".into(), "shop".into())),
@@ -216,7 +229,7 @@ mod tests {
     fn everything_is_granted_by_a_star_anywhere_in_the_list() {
         for (raw, all) in [
             (&["*"][..], true),
-            (&["prod", "*/*"][..], true),
+            (&["prod", "*"][..], true),
             (&["prod", "*/shop"][..], false),
             (&[][..], false),
         ] {

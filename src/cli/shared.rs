@@ -12,7 +12,9 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub struct PushArgs {
     /// Browser origin allowed to open WebSockets and read REST/SSE cross-origin
-    /// (repeatable; `*` for any). Same-origin and loopback origins are always allowed.
+    /// (repeatable; `*` for any). Same-origin and loopback origins may always open
+    /// WebSockets and act (tasks); reading REST/SSE from another origin, loopback
+    /// included, needs that origin listed here (CORS).
     #[arg(
         long = "allow-origin",
         value_name = "ORIGIN",

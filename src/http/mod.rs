@@ -9,6 +9,7 @@ pub mod client_ip;
 pub mod connections;
 pub mod guard;
 pub mod health;
+mod json_errors;
 mod query;
 pub mod rest;
 pub mod router;

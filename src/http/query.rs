@@ -7,12 +7,18 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 
-/// Parses a query string, refusing parameters the endpoint does not take.
+/// Parses a query string, refusing parameters the endpoint does not take
+/// and parameters given twice (each takes one value).
 pub(crate) fn query(raw: Option<String>, allowed: &[&str]) -> Result<HashMap<String, String>> {
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
+    let pairs = crate::protocol::query_string::pairs(raw.as_deref().unwrap_or(""))
         .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
     let mut out = HashMap::new();
     for (key, value) in pairs {
+        if out.contains_key(&key) {
+            return Err(Error::BadRequest(format!(
+                "query parameter {key:?} is given twice; it takes one value"
+            )));
+        }
         if !allowed.contains(&key.as_str()) {
             return Err(Error::BadRequest(format!(
                 "unknown query parameter {key:?}; this endpoint takes: {}",
@@ -47,7 +53,13 @@ mod tests {
         let q = query(Some("topic=clusters%2Fprod".into()), &["topic"]).unwrap();
         assert_eq!(q["topic"], "clusters/prod");
 
-        let cases: [(&str, &[&str], &str); 2] = [
+        let cases: [(&str, &[&str], &str); 4] = [
+            (
+                "cluster=dev&cluster=prod",
+                &["cluster"],
+                "query parameter \"cluster\" is given twice",
+            ),
+            ("cluster=%ff", &["cluster"], "malformed query string"),
             (
                 "colour=blue",
                 &["cluster", "namespace"],

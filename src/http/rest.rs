@@ -77,7 +77,9 @@ async fn cluster(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Json<Arc<Value>>> {
+    query(q, &[])?;
     segment("cluster", &name)?;
     Ok(Json(one(
         &hub,
@@ -91,7 +93,9 @@ async fn cluster_sync(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
+    RawQuery(q): RawQuery,
 ) -> Result<Json<ItemList<Arc<Value>>>> {
+    query(q, &[])?;
     segment("cluster", &name)?;
     one(
         &hub,
@@ -130,7 +134,9 @@ async fn app(
     State(hub): State<Arc<Hub>>,
     Extension(who): Extension<Principal>,
     Path((cluster, namespace, app)): Path<(String, String, String)>,
+    RawQuery(q): RawQuery,
 ) -> Result<Json<Arc<Value>>> {
+    query(q, &[])?;
     segment("cluster", &cluster)?;
     segment("namespace", &namespace)?;
     segment("app", &app)?;

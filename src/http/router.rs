@@ -164,6 +164,9 @@ pub fn with_extra(state: Arc<GatewayState>, extra: Router) -> Router {
         .merge(crate::http::web::router())
         .merge(crate::transports::router(state.transports.clone()))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(
+            crate::http::json_errors::json_errors,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             guard,
             crate::http::guard::guard,

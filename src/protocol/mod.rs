@@ -2,13 +2,14 @@
 //! side by side with `docs/PROTOCOL.md` and `web-demo/client/kube-pulse.js`
 //! (`hub → transports → [protocol] → clients`). Server messages and the
 //! HTTP error body ([`messages`]), merge patches ([`patch`]), REST bodies
-//! ([`rest`]), SSE framing ([`sse`]), compressed frames ([`deflate`]), topic names ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
+//! ([`rest`]), query strings ([`query_string`]), SSE framing ([`sse`]), compressed frames ([`deflate`]), topic names ([`topic`]); here: WebSocket client operations, cursors and close codes. Depends on nothing else in
 //! the crate, so the hub, the transports, auth and the tests can all use it.
 
 pub mod deflate;
 mod messages;
 pub mod options;
 pub mod patch;
+pub mod query_string;
 pub mod rest;
 pub mod sse;
 pub mod topic;
@@ -119,7 +120,7 @@ impl Cursor {
 pub enum ClientOp {
     /// Subscribes to topics or patterns: snapshots, `synced`, then changes.
     Subscribe {
-        /// Names the subscription: 1–128 characters, unique on the socket; every message it gets carries it as `sub`.
+        /// Names the subscription: 1–128 bytes of UTF-8, unique on the socket; every message it gets carries it as `sub`.
         id: String,
         /// Exact topics or patterns (`*` one segment, `**` the rest); at most 50.
         topics: Vec<String>,

@@ -37,8 +37,23 @@ impl Default for Limits {
 /// The window's size when a query names none (and has no `groupBy`).
 pub const DEFAULT_LIMIT: usize = 50;
 
-/// The group of documents past [`Limits::max_groups`] distinct values.
+/// The group of documents past [`Limits::max_groups`] distinct values, and
+/// of those whose value is an object, a list or longer than
+/// [`MAX_GROUP_BYTES`].
 pub const OTHER_GROUP: &str = "(other)";
+
+/// The longest value (its text) that is a group of its own.
+pub const MAX_GROUP_BYTES: usize = 256;
+
+/// A [`pointer`] to a member, not the whole document (`""`): what `sort`
+/// and `groupBy` take (a document's whole text is neither an order nor a
+/// group).
+pub fn member_pointer(raw: &str) -> Result<String, String> {
+    if raw.is_empty() {
+        return Err("\"\" is the whole document: name a member, like /phase".to_string());
+    }
+    pointer(raw)
+}
 
 /// Checks a JSON pointer (RFC 6901): empty (the whole document) or `/`
 /// then tokens, `~` only as `~0` or `~1`, at most 256 bytes.

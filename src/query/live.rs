@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::order::SortValue;
-use super::spec::{Limits, OTHER_GROUP, QuerySpec, encode_after};
+use super::spec::{Limits, MAX_GROUP_BYTES, OTHER_GROUP, QuerySpec, encode_after};
 use crate::protocol::Topic;
 use crate::protocol::options::Fields;
 
@@ -169,10 +169,18 @@ impl LiveQuery {
 
     fn group_of(&self, doc: &Value) -> Option<String> {
         let pointer = self.spec.group_by.as_ref()?;
-        Some(match doc.pointer(pointer) {
+        let key = match doc.pointer(pointer) {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s.clone(),
+            // A whole object or list is no group: its text could be a
+            // document's size, resent with every count that changes.
+            Some(Value::Array(_) | Value::Object(_)) => return Some(OTHER_GROUP.to_string()),
             Some(other) => other.to_string(),
+        };
+        Some(if key.len() > MAX_GROUP_BYTES {
+            OTHER_GROUP.to_string()
+        } else {
+            key
         })
     }
 
@@ -504,6 +512,7 @@ mod tests {
             for (_, d) in &matching {
                 let g = match d.pointer(p) {
                     None | Some(Value::Null) => String::new(),
+                    Some(Value::Array(_) | Value::Object(_)) => OTHER_GROUP.to_string(),
                     Some(Value::String(s)) => s.clone(),
                     Some(o) => o.to_string(),
                 };
@@ -574,7 +583,9 @@ mod tests {
         let group = prop_oneof![
             Just(None),
             Just(Some(json!("/phase"))),
-            Just(Some(json!("/cluster")))
+            Just(Some(json!("/cluster"))),
+            // An object, or missing: counted under "(other)" and "".
+            Just(Some(json!("/lastWarning")))
         ];
         (
             filter,
@@ -665,6 +676,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn values_that_are_no_group_count_under_other() {
+        let members = QueryMembers {
+            group_by: Some(json!("/v")),
+            ..Default::default()
+        };
+        let spec = QuerySpec::parse(&members, &Limits::default()).unwrap();
+        let long = "x".repeat(MAX_GROUP_BYTES + 1);
+        let docs = [
+            json!({"v": {"a": 1}}),
+            json!({"v": [1, 2]}),
+            json!({"v": long}),
+            json!({"v": "x".repeat(MAX_GROUP_BYTES)}),
+            json!({"v": 7}),
+            json!({"w": 1}),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| (Topic::new(&format!("apps/a/x/{i}")), 1, Arc::new(d)));
+        let (_, initial) = LiveQuery::new(spec, None, &Limits::default(), docs);
+        let groups = initial.groups.unwrap();
+        assert_eq!(groups.get(OTHER_GROUP), Some(&3), "{groups:?}");
+        assert_eq!(groups.get(&"x".repeat(MAX_GROUP_BYTES)), Some(&1));
+        assert_eq!(groups.get("7"), Some(&1));
+        assert_eq!(groups.get(""), Some(&1));
+        assert_eq!(groups.len(), 4);
     }
 
     #[test]

@@ -8,7 +8,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::filter::Filter;
-pub use super::limits::{DEFAULT_LIMIT, Limits, OTHER_GROUP, pointer};
+pub use super::limits::{
+    DEFAULT_LIMIT, Limits, MAX_GROUP_BYTES, OTHER_GROUP, member_pointer, pointer,
+};
 use super::order::SortValue;
 use crate::protocol::Topic;
 
@@ -99,7 +101,7 @@ impl QuerySpec {
                             Some(rest) => (true, rest),
                             None => (false, s.as_str()),
                         };
-                        pointer(p)
+                        member_pointer(p)
                             .map(|pointer| SortField { pointer, desc })
                             .map_err(|e| format!("sort: {e}"))
                     }
@@ -117,7 +119,7 @@ impl QuerySpec {
         };
         let group_by = match &members.group_by {
             None => None,
-            Some(Value::String(s)) => Some(pointer(s).map_err(|e| format!("groupBy: {e}"))?),
+            Some(Value::String(s)) => Some(member_pointer(s).map_err(|e| format!("groupBy: {e}"))?),
             Some(other) => return Err(format!("groupBy: a pointer string, not {other}")),
         };
         let default_limit = if group_by.is_some() { 0 } else { DEFAULT_LIMIT };
@@ -323,6 +325,20 @@ mod tests {
                     ..Default::default()
                 },
                 "groupBy: a pointer string",
+            ),
+            (
+                QueryMembers {
+                    group_by: Some(json!("")),
+                    ..Default::default()
+                },
+                "groupBy: \"\" is the whole document",
+            ),
+            (
+                QueryMembers {
+                    sort: Some(json!(["-"])),
+                    ..Default::default()
+                },
+                "sort: \"\" is the whole document",
             ),
             (
                 QueryMembers {

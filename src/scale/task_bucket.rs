@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::signing::{Rejection, RejectionLog, SigningKey};
 use crate::metrics::Metrics;
-use crate::tasks::{StoreError, Task, TaskChange, TaskStore};
+use crate::tasks::{Created, StoreError, Task, TaskChange, TaskStore};
 
 /// The bucket of the tasks beside the stream `stream`: `{stream}_TASKS`
 /// (`KUBE_PULSE_TASKS` with the default stream).
@@ -517,7 +517,7 @@ impl TaskStore for TaskBucket {
         "nats"
     }
 
-    fn create(&self, mut task: Task) -> BoxFuture<'_, Result<Task, StoreError>> {
+    fn create(&self, mut task: Task) -> BoxFuture<'_, Result<Created, StoreError>> {
         Box::pin(async move {
             let key = key(&task.id)?.to_owned();
             // One active task per app: checked against every replica's tasks
@@ -545,6 +545,7 @@ impl TaskStore for TaskBucket {
                         .ok_or(StoreError::Full(seen.len()))
                 })
             };
+            let mut evicted = None;
             if let Some(oldest) = full {
                 let oldest = oldest?;
                 self.kv
@@ -552,6 +553,7 @@ impl TaskStore for TaskBucket {
                     .await
                     .map_err(|e| backend("purge", e))?;
                 self.seen.lock().remove(&oldest);
+                evicted = Some(oldest);
             }
             self.claim(&task).await?;
             let value = serde_json::to_vec(&task).map_err(|e| backend("encode", e))?;
@@ -565,7 +567,7 @@ impl TaskStore for TaskBucket {
                     })?;
             task.revision = revision;
             self.note(&task);
-            Ok(task)
+            Ok(Created { task, evicted })
         })
     }
 

@@ -23,4 +23,4 @@ pub mod store;
 pub use executor::act_for_hub;
 pub use model::{Executor, StatusReport, Target, Task, TaskRequest, TaskStatus, TaskType};
 pub use service::{TaskFilter, TaskSettings, Tasks};
-pub use store::{MemoryStore, StoreError, TaskChange, TaskStore};
+pub use store::{Created, MemoryStore, StoreError, TaskChange, TaskStore};

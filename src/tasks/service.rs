@@ -224,13 +224,16 @@ impl Tasks {
                 .store
                 .create(Task::new(id.clone(), &request, default_timeout, now))
                 .await;
-            if let Ok(task) = &stored {
-                self.board.publish(task).await;
+            if let Ok(created) = &stored {
+                if let Some(evicted) = &created.evicted {
+                    self.board.hub.remove(&topic::task(evicted));
+                }
+                self.board.publish(&created.task).await;
             }
             stored
         };
         let task = match stored {
-            Ok(task) => task,
+            Ok(created) => created.task,
             Err(e) => {
                 self.running.lock().remove(&id);
                 return Err(match e {

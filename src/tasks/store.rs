@@ -44,8 +44,9 @@ pub enum StoreError {
 pub trait TaskStore: Send + Sync {
     /// Shown by the `Server` health check.
     fn name(&self) -> &str;
-    /// Stores a new task, unless another one is active on its app.
-    fn create(&self, task: Task) -> BoxFuture<'_, Result<Task, StoreError>>;
+    /// Stores a new task, unless another one is active on its app; says
+    /// which finished task, if any, left the store to make room.
+    fn create(&self, task: Task) -> BoxFuture<'_, Result<Created, StoreError>>;
     /// The task `id`, if stored.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Task>, StoreError>>;
     /// Every stored task, oldest first.
@@ -63,6 +64,16 @@ pub trait TaskStore: Send + Sync {
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<TaskChange>> {
         None
     }
+}
+
+/// A task stored by [`TaskStore::create`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Created {
+    /// The task at its first revision.
+    pub task: Task,
+    /// The id of the oldest finished task, removed to make room in a full
+    /// store: its topic goes too.
+    pub evicted: Option<String>,
 }
 
 /// A change a shared store reports.
@@ -97,7 +108,7 @@ impl TaskStore for MemoryStore {
         "memory"
     }
 
-    fn create(&self, mut task: Task) -> BoxFuture<'_, Result<Task, StoreError>> {
+    fn create(&self, mut task: Task) -> BoxFuture<'_, Result<Created, StoreError>> {
         let result = (|| {
             let mut tasks = self.tasks.lock();
             if tasks.contains_key(&task.id) {
@@ -112,6 +123,7 @@ impl TaskStore for MemoryStore {
                     status: format!("{:?}", active.status),
                 });
             }
+            let mut evicted = None;
             if tasks.len() >= self.capacity {
                 let oldest = tasks
                     .values()
@@ -120,10 +132,11 @@ impl TaskStore for MemoryStore {
                     .map(|t| t.id.clone())
                     .ok_or(StoreError::Full(tasks.len()))?;
                 tasks.remove(&oldest);
+                evicted = Some(oldest);
             }
             task.revision = 1;
             tasks.insert(task.id.clone(), task.clone());
-            Ok(task)
+            Ok(Created { task, evicted })
         })();
         Box::pin(async move { result })
     }
@@ -214,7 +227,7 @@ mod tests {
     fn one_active_task_per_app_and_revisions() {
         use futures::executor::block_on;
         let store = MemoryStore::new(10);
-        let first = block_on(store.create(task("a", "web", 0))).unwrap();
+        let first = block_on(store.create(task("a", "web", 0))).unwrap().task;
         assert_eq!(first.revision, 1);
         let err = block_on(store.create(task("b", "web", 1))).unwrap_err();
         assert_eq!(
@@ -259,7 +272,8 @@ mod tests {
             StoreError::Full(2)
         );
         finish(&store, "a", 10);
-        block_on(store.create(task("c", "db", 11))).unwrap();
+        let created = block_on(store.create(task("c", "db", 11))).unwrap();
+        assert_eq!(created.evicted.as_deref(), Some("a"), "named as it goes");
         assert!(block_on(store.get("a")).unwrap().is_none(), "evicted");
         finish(&store, "b", 20);
         let before = DateTime::from_timestamp(30, 0).unwrap();

@@ -329,6 +329,15 @@ fn start_plain(
     let Some(raw) = since else {
         return fallback(None, subscription);
     };
+    // No cursor is this long: it is not read, nor said back in the reason.
+    if raw.len() > MAX_CURSOR {
+        return fallback(
+            Some(format!(
+                "invalid cursor: longer than {MAX_CURSOR} bytes; sending fresh snapshots"
+            )),
+            subscription,
+        );
+    }
     let cursor = match Cursor::parse(raw) {
         Ok(c) => c,
         Err(e) => {
@@ -822,6 +831,10 @@ pub(super) async fn hand_over<T>(
 
 /// Most messages a session hands its connection in one write.
 pub(super) const MAX_BATCH: usize = 64;
+
+/// The longest cursor read; a cursor is `{epoch}-{seq}`, with a stream's
+/// `.{stream}-{position}` behind it, well under this.
+const MAX_CURSOR: usize = 256;
 
 fn visible(principal: &Principal, delivery: &Delivery) -> bool {
     match delivery {

@@ -61,8 +61,20 @@ fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
             "the query string is longer than {MAX_QUERY} bytes"
         )));
     }
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw)
+    let pairs = crate::protocol::query_string::pairs(raw)
         .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
+    // Each parameter but the repeatable ones takes one value.
+    let mut seen: Vec<&str> = Vec::new();
+    for (key, _) in &pairs {
+        if !matches!(key.as_str(), "topic" | "field" | "sort") {
+            if seen.contains(&key.as_str()) {
+                return Err(Error::BadRequest(format!(
+                    "query parameter {key:?} is given twice; it takes one value"
+                )));
+            }
+            seen.push(key);
+        }
+    }
     let mut request = Request {
         topics: Vec::new(),
         since: None,
@@ -745,5 +757,19 @@ mod tests {
         assert_eq!(r.fields, ["/phase", "/reason"]);
         assert!(parse_query(Some("topics=x")).is_err());
         assert!(parse_query(Some(&"topic=a&".repeat(3000))).is_err());
+        // Repeatable: topic, field, sort; any other parameter takes one value.
+        let r = parse_query(Some("topic=apps/**&sort=/state&sort=-/ready&limit=5"))
+            .ok()
+            .unwrap();
+        assert_eq!(r.query.sort, Some(serde_json::json!(["/state", "-/ready"])));
+        for raw in [
+            "topic=apps/**&limit=1&limit=2",
+            "topic=apps/**&groupBy=/phase&groupBy=/name",
+            "topic=apps/**&since=e-1&since=e-2",
+            "topic=clusters/%zz",
+            "topic=clusters/%ff",
+        ] {
+            assert!(parse_query(Some(raw)).is_err(), "{raw}");
+        }
     }
 }

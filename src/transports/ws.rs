@@ -492,7 +492,7 @@ fn operate(t: &Arc<Transports>, s: &mut Socket, op: ClientOp) -> Option<Out> {
             if id.is_empty() || id.len() > MAX_ID_LEN {
                 return Some(error(
                     "invalid_id",
-                    &format!("a subscription id has 1 to {MAX_ID_LEN} characters"),
+                    &format!("a subscription id has 1 to {MAX_ID_LEN} bytes (UTF-8)"),
                     None,
                 ));
             }

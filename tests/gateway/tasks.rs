@@ -740,6 +740,57 @@ async fn finished_tasks_leave_the_store_and_their_topic_after_the_retention() {
     env.stop().await;
 }
 
+/// A full store makes room by dropping its oldest finished task; that
+/// task's topic goes with it (a subscriber reads `removed`, REST and a new
+/// subscription agree), as after the retention.
+#[tokio::test]
+async fn a_task_that_makes_room_in_a_full_store_leaves_its_topic() {
+    let env = Env::start_with(TaskSettings {
+        capacity: 2,
+        ..TaskSettings::default()
+    })
+    .await;
+    let external = |namespace: &str, app: &str| json!({"type": "Stop", "cluster": "a", "namespace": namespace, "app": app, "executor": "external"});
+    let first = env.task(external("shop", "db")).await;
+    let first = first["id"].as_str().unwrap().to_string();
+    let (status, _) = env
+        .send(
+            reqwest::Method::PATCH,
+            &format!("/api/v1/tasks/{first}/status"),
+            Some(json!({"status": "Succeeded"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut sse = SseReader::open(&format!("{}/api/v1/events?topic=tasks/*", env.url), None).await;
+    let snapshots = sse.until_synced().await;
+    assert!(
+        snapshots
+            .iter()
+            .any(|e| e.data["topic"] == format!("tasks/{first}")),
+        "{snapshots:?}"
+    );
+    env.task(external("shop", "web")).await;
+    env.task(external("analytics", "ingest")).await;
+    let topic = format!("tasks/{first}");
+    let removed = loop {
+        let event = sse.next().await;
+        if event.event == "removed" {
+            break event;
+        }
+    };
+    assert_eq!(removed.data["topic"], topic.as_str(), "{:?}", removed.data);
+    assert!(env.hub().get(&topic).is_none());
+    let (status, _) = env
+        .send(
+            reqwest::Method::GET,
+            &format!("/api/v1/tasks/{first}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn tasks_on_a_removed_member_fail_and_new_ones_are_refused() {
     let env = Env::start().await;

@@ -192,9 +192,12 @@ async fn resume_replays_exactly_the_missed_changes() {
     );
 
     // Unknown epoch, malformed cursor, and a future sequence: fresh snapshots, and why.
+    let long = format!("{}-1{}", hub.epoch(), "0".repeat(4000));
     for (since, reason) in [
         ("0abc-1", "another gateway process"),
         ("garbage", "invalid cursor"),
+        // Not said back whole.
+        (&long[..], "longer than 256 bytes"),
         (
             &format!("{}-99999", hub.epoch())[..],
             "ahead of this gateway",
@@ -210,6 +213,7 @@ async fn resume_replays_exactly_the_missed_changes() {
             "{since}: {:?}",
             got[1].data
         );
+        assert!(got[1].data.to_string().len() < 512, "{:?}", got[1].data);
     }
 
     // WebSocket resume through `since`.
@@ -288,6 +292,47 @@ async fn a_reader_that_stops_converges_later_while_others_get_every_change() {
         state.transports.metrics.collapses.get() > 0,
         "it caught up through a fresh snapshot"
     );
+    stop.cancel();
+}
+
+/// RFC 6455 §5.5.1: a close the client starts is answered with a close
+/// frame (its code echoed) before the connection ends, subscribed or not,
+/// so clients see a clean close rather than 1006.
+#[tokio::test]
+async fn a_close_the_client_starts_is_answered_with_a_close_frame() {
+    let hub = Hub::new(HubConfig::default());
+    hub.put("t/x", json!({"i": 0}));
+    let (url, stop, _state, _server) = gateway(hub.clone(), TransportConfig::default()).await;
+    for (code, subscribed) in [
+        (CloseCode::Normal, false),
+        (CloseCode::Normal, true),
+        (CloseCode::Library(4000), true),
+    ] {
+        let mut ws = ws_connect(&url).await;
+        if subscribed {
+            ws_send(
+                &mut ws,
+                json!({"op": "subscribe", "id": "s", "topics": ["t/**"]}),
+            )
+            .await;
+            ws_until_synced(&mut ws).await;
+        }
+        ws.close(Some(tokio_tungstenite::tungstenite::protocol::CloseFrame {
+            code,
+            reason: "bye".into(),
+        }))
+        .await
+        .unwrap();
+        let answer = loop {
+            match tokio::time::timeout(WAIT, ws.next()).await.unwrap() {
+                Some(Ok(Message::Close(frame))) => break frame,
+                Some(Ok(_)) => continue,
+                other => panic!("{code:?}, subscribed {subscribed}: no close frame, {other:?}"),
+            }
+        };
+        let answer = answer.expect("the close frame carries a code");
+        assert_eq!(answer.code, code, "subscribed {subscribed}");
+    }
     stop.cancel();
 }
 

@@ -67,10 +67,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
             headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
             return Err(response);
         }
-        if h.get(header::SEC_WEBSOCKET_VERSION)
-            .map(HeaderValue::as_bytes)
-            != Some(b"13")
-        {
+        let mut versions = h.get_all(header::SEC_WEBSOCKET_VERSION).iter();
+        if versions.next().map(HeaderValue::as_bytes) != Some(b"13") || versions.next().is_some() {
             let mut response = refuse(
                 StatusCode::BAD_REQUEST,
                 "bad_request",
@@ -89,6 +87,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Upgrade {
                 "Sec-WebSocket-Key is missing",
             ));
         };
+        if !key_is_valid(&key) || h.get_all(header::SEC_WEBSOCKET_KEY).iter().count() > 1 {
+            return Err(refuse(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "Sec-WebSocket-Key must be one base64 value of 16 bytes (RFC 6455 §4.1)",
+            ));
+        }
         let protocol = h
             .get_all(header::SEC_WEBSOCKET_PROTOCOL)
             .iter()
@@ -175,6 +180,16 @@ const AGREED: HeaderValue = HeaderValue::from_static(
     "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
 );
 
+/// Whether a `Sec-WebSocket-Key` is what RFC 6455 §4.1 says a client sends:
+/// the base64 of 16 bytes (24 characters).
+fn key_is_valid(key: &HeaderValue) -> bool {
+    use base64::Engine as _;
+    key.len() == 24
+        && base64::engine::general_purpose::STANDARD
+            .decode(key.as_bytes())
+            .is_ok_and(|bytes| bytes.len() == 16)
+}
+
 /// The first `permessage-deflate` offer of a header value that the gateway
 /// can accept (RFC 7692 §7.1): any parameter but a server window smaller
 /// than 15 bits (the shared compressed bytes use 15), each at most once.
@@ -220,6 +235,26 @@ fn acceptable_offer(value: &str) -> Option<Deflate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys() {
+        for (key, valid) in [
+            ("dGhlIHNhbXBsZSBub25jZQ==", true),
+            ("AAAAAAAAAAAAAAAAAAAAAA==", true),
+            ("", false),
+            ("abc", false),
+            ("!!!!", false),
+            // 24 characters that are not the base64 of 16 bytes.
+            ("dGhlIHNhbXBsZSBub25jZQ!!", false),
+            ("dGhlIHNhbXBsZSBub25jZSE=", false),
+        ] {
+            assert_eq!(
+                key_is_valid(&HeaderValue::from_static(key)),
+                valid,
+                "{key:?}"
+            );
+        }
+    }
 
     #[test]
     fn offers() {

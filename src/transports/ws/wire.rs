@@ -511,11 +511,15 @@ impl Wire {
         let _ = tokio::time::timeout(CLOSE_GRACE, drain).await;
     }
 
-    /// Completes a close the client started (tungstenite answers it).
+    /// Completes a close the client started: tungstenite queued its answer
+    /// (the client's code echoed, RFC 6455 §5.5.1) when it read the close,
+    /// and the sink's close writes it. (`WebSocketStream::close` would send
+    /// a close of its own instead, which tungstenite refuses after the
+    /// peer's, leaving the answer unwritten.)
     pub(super) async fn finish(mut self) {
         let close = async {
             self.finish_batch().await?;
-            self.socket.close(None).await
+            SinkExt::close(&mut self.socket).await
         };
         let _ = tokio::time::timeout(CLOSE_GRACE, close).await;
     }

@@ -31,6 +31,7 @@ export type {
   Lifecycle,
   Message,
   NodeResources,
+  NumberedTransition,
   Operation,
   PodProblem,
   PodReason,
@@ -52,6 +53,7 @@ export type {
   Transition,
   TransitionalState,
   WarningEvent,
+  WorkloadKind,
   WorkloadView,
 } from './kube-pulse.js';
 

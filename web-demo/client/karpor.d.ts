@@ -21,12 +21,12 @@ export const STALE_AFTER_MS: number;
 
 /**
  * A cluster's phase as an antd `Badge` (`Healthy (Ready) · 5m`, its message
- * in a `Tooltip`), live; grey and `· as of 2m ago` when what the gateway
- * knows of the member is older than `staleAfterMs` (default
- * `STALE_AFTER_MS`; with `--heartbeat-seconds N`, about `3 * N * 1000`);
- * nothing until `name` is known.
+ * in a `Tooltip`), live; grey and `· reconnecting` while the connection is
+ * lost; grey and `· as of 2m ago` when what the gateway knows of the member
+ * is older than `staleAfterMs` (default `STALE_AFTER_MS`; with
+ * `--heartbeat-seconds N`, about `3 * N * 1000`); nothing until `name` is known.
  */
-export function ClusterPhaseBadge(props: { client: PulseClient; name: string | undefined; staleAfterMs?: number }): ReactElement | null;
+export function ClusterPhaseBadge(props: { client: PulseClient; name: string | undefined; staleAfterMs?: number | undefined }): ReactElement | null;
 
 /**
  * The cluster list's tabs, live, in the shape of Karpor's cluster summary
@@ -43,4 +43,4 @@ export function useClusterSummary(client: PulseClient): {
 };
 
 /** A cluster's sync registry as an antd `Table`, live; nothing until `cluster` is known. */
-export function SyncRegistryTable(props: { client: PulseClient; cluster: string | undefined; pageSize?: number }): ReactElement | null;
+export function SyncRegistryTable(props: { client: PulseClient; cluster: string | undefined; pageSize?: number | undefined }): ReactElement | null;

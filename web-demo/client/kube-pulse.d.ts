@@ -9,12 +9,18 @@
 export type ConnectionState = 'idle' | 'connecting' | 'live' | 'reconnecting' | 'offline' | 'paused';
 export const STATES: readonly ConnectionState[];
 
-/** One recorded phase change of a status document. */
+/** One recorded phase change of a status document (an entry of its `history`, keyed there by its number). */
 export interface Transition {
   from: string;
   to: string;
   reason: string;
   at: string;
+}
+
+/** A transition as `GET /api/v1/history` lists it: with its number. */
+export interface NumberedTransition extends Transition {
+  /** The key it has in the document's `history` (1, 2, …; it goes on counting past the last 20 kept). */
+  number: number;
 }
 
 /** Fields every status document shares. */
@@ -109,8 +115,15 @@ export interface SyncStatus extends Lifecycle<SyncPhase> {
 export type AppPhase = 'Running' | 'Degraded' | 'Stopped' | 'NotExisted' | 'Panic';
 export type TransitionalState = 'Starting' | 'Stopping' | 'Deleting' | 'Updating';
 
+/**
+ * A workload's kind: the built-in ones, those the built-in health rules
+ * read (KusionStack `CollaSet`, OpenKruise `CloneSet`, Argo `Rollout`), or
+ * any kind a configured health rule names (docs/STATUS.md "Health rules").
+ */
+export type WorkloadKind = 'Deployment' | 'StatefulSet' | 'CollaSet' | 'CloneSet' | 'Rollout' | (string & {});
+
 export interface WorkloadView {
-  kind: 'Deployment' | 'StatefulSet';
+  kind: WorkloadKind;
   name: string;
   generation: number;
   observedGeneration: number;
@@ -148,6 +161,12 @@ export interface AppStatus extends Lifecycle<AppPhase> {
   workloads: Record<string, WorkloadView>;
   /** The app's pods; absent while the gateway's pod watch is off. */
   pods?: PodsSummary;
+  /**
+   * `false` while the member's pods are not watched because no client
+   * looks at its apps (`podWatch.onDemand`; docs/STATUS.md "Pods on
+   * demand"): no `pods` and no `lastWarning` then. Absent otherwise.
+   */
+  podsWatched?: false;
   /** The latest Warning event about the app's workloads and pods. */
   lastWarning?: WarningEvent;
 }
@@ -216,10 +235,10 @@ export interface TaskRequest {
   cluster: string;
   namespace: string;
   app: string;
-  replicas?: number;
-  image?: string;
-  executor?: 'builtin' | 'external';
-  timeoutSeconds?: number;
+  replicas?: number | undefined;
+  image?: string | undefined;
+  executor?: 'builtin' | 'external' | undefined;
+  timeoutSeconds?: number | undefined;
 }
 
 /**
@@ -272,12 +291,16 @@ export type DocumentChange<D = unknown> =
   | { type: 'patch'; topic: string; rev: number; doc: D; previous: D; patch: object }
   | { type: 'removed'; topic: string; rev?: number; doc: undefined; previous: D };
 
+// Optional members of what the client takes (options, queries, props) also
+// take `undefined`, which means the same as leaving them out: so they pass
+// under `exactOptionalPropertyTypes` with a value that may be undefined.
+
 /** Per-subscription options (docs/PROTOCOL.md "Subscription options"). */
 export interface SubscribeOptions {
   /** At most one message per topic per this many ms (50–60 000); the first change goes out at once. */
-  debounceMs?: number;
+  debounceMs?: number | undefined;
   /** JSON pointers (1–32) the documents are projected onto, e.g. `['/phase', '/reason']`. */
-  fields?: readonly JsonPointer[];
+  fields?: readonly JsonPointer[] | undefined;
 }
 
 /** A projected document: any member may be left out, at any depth. */
@@ -332,19 +355,19 @@ export type SortField = JsonPointer | `-${JsonPointer}`;
 /** A live query (docs/PROTOCOL.md "Live queries"); the gateway checks it (`bad_query`). */
 export interface LiveQuery {
   /** Which documents are rows; none: every document of the patterns. */
-  filter?: QueryFilter;
+  filter?: QueryFilter | undefined;
   /** At most 4 fields; none: by topic. */
-  sort?: SortField | readonly SortField[];
+  sort?: SortField | readonly SortField[] | undefined;
   /** Rows in the window, 0–500 (0: counts only); 50, or 0 with `groupBy`. */
-  limit?: number;
+  limit?: number | undefined;
   /** Rows skipped before the window, 0–10 000. */
-  offset?: number;
+  offset?: number | undefined;
   /** The window starts after this place in the order: the `next` of an earlier result with the same sort. */
-  after?: string;
+  after?: string | undefined;
   /** Count matching documents by the value at this pointer (`groups`). */
-  groupBy?: JsonPointer;
+  groupBy?: JsonPointer | undefined;
   /** Rows carry only these members (filter and sort still see whole documents). */
-  fields?: readonly JsonPointer[];
+  fields?: readonly JsonPointer[] | undefined;
 }
 
 /** A live query's members as they go on the wire (limit filled in, sort a list, fields sorted); throws on bad fields. */
@@ -405,8 +428,10 @@ export type SubscriptionStatus = 'loading' | 'live' | 'stale' | 'error';
 /**
  * Every code the gateway sends (docs/PROTOCOL.md, the HTTP API's error
  * body, WebSocket `error` messages, SSE `error` events) and the client's own
- * (`websocket_refused`, `closed`, `http_{status}`). The package test checks
- * this list against the codes in the gateway's source.
+ * (`websocket_refused`, `closed`, `unreachable`, `too_many_streams`,
+ * `http_{status}`). client/test/error-codes.test.mjs checks this list
+ * against the codes in the gateway's source, and the client's own against
+ * docs/WEB.md.
  */
 export type KnownErrorCode =
   // Requests: refused for what they ask, not retried.
@@ -447,26 +472,37 @@ export type KnownErrorCode =
   | 'simulator'
   | 'serve'
   | 'listen'
-  // The client's: a forced WebSocket that cannot connect; the connection closed under a request.
+  // The client's (docs/WEB.md "Errors of the client"): a forced WebSocket that
+  // cannot connect, the connection closed under a request, a request with no
+  // answer, an SSE stream past `maxStreams`, an HTTP error without the gateway's body.
   | 'websocket_refused'
   | 'closed'
+  | 'unreachable'
+  | 'too_many_streams'
   | `http_${number}`;
 
 /** A known code, or another string (a newer gateway's). */
 export type ErrorCode = KnownErrorCode | (string & {});
 
-/** An error from the gateway. */
+/** An error from the gateway, or the client's own (docs/WEB.md "Errors of the client"). */
 export class PulseError extends Error {
-  constructor(code: ErrorCode, message?: string, options?: { status?: number; retrying?: boolean });
+  constructor(code: ErrorCode, message?: string, options?: { status?: number | undefined; retrying?: boolean | undefined });
   readonly name: 'PulseError';
   /** The protocol's code, or `http_{status}`. */
   readonly code: ErrorCode;
   /** The HTTP status, when the error came as one. */
   readonly status?: number;
-  /** Whether the client tries again by itself (rate limits, auth once the token changes). */
+  /**
+   * Whether it is a failure for now: a subscription's is tried again by
+   * the client itself (rate limits, auth once the token changes,
+   * `too_many_streams`); a request's (`unreachable`) is not sent again by
+   * the client, but may pass when sent again.
+   */
   readonly retrying: boolean;
   /** Whether the credential is the problem (`unauthorized`, `token_expired`, …). */
   readonly auth: boolean;
+  /** What failed under it: for `unreachable`, the error `fetch` threw. */
+  cause?: unknown;
 }
 
 /** The HTTP API's error body (every 4xx/5xx of the gateway). */
@@ -483,10 +519,14 @@ export interface ItemList<D> {
 /** `GET /api/v1/history?topic=…` */
 export interface HistoryResponse {
   topic: string;
+  /** The document's revision the history was read from. */
   rev: number;
-  phase?: string;
-  since?: string;
-  history: Transition[];
+  /** The current phase; `null` for a document without one (a task, a summary). */
+  phase: string | null;
+  /** When the current phase began (RFC 3339); `null` without a phase. */
+  since: string | null;
+  /** The last 20 transitions, oldest first. */
+  history: NumberedTransition[];
 }
 
 /**
@@ -535,60 +575,75 @@ export type Operation =
   | { op: 'ping'; id?: string }
   | { op: 'auth'; token: string; id?: string };
 
+/** Reconnect delays: `initialMs` (500) growing by `factor` (2) up to `maxMs` (30 000), each shortened by up to `jitter` (0.5) at random. */
 export interface BackoffOptions {
-  initialMs?: number;
-  maxMs?: number;
-  factor?: number;
-  jitter?: number;
+  initialMs?: number | undefined;
+  maxMs?: number | undefined;
+  factor?: number | undefined;
+  jitter?: number | undefined;
 }
 
 export type TokenSource = string | (() => string | undefined | null);
 
 /** What both clients take. */
 export interface BaseConnectOptions {
-  /** Base URL of the gateway, e.g. `https://karpor.example.com/pulse/`. */
+  /**
+   * Base URL of the gateway, e.g. `https://karpor.example.com/pulse/`, or
+   * relative to the page (`/pulse/`): resolved at the first subscription or
+   * request, so that a client made where there is no page (a server
+   * render) does not throw until it is used there.
+   */
   url: string;
   /** Bearer token, or a getter read at each (re)connect. */
-  token?: TokenSource;
+  token?: TokenSource | undefined;
   /** A getter of the bearer token, read at each (re)connect and retry. */
-  getToken?: () => string | undefined | null;
-  backoff?: BackoffOptions;
+  getToken?: (() => string | undefined | null) | undefined;
+  backoff?: BackoffOptions | undefined;
   /** Subscribe operations per second at most (default 10; the gateway refuses over 20 per socket). */
-  subscribeRate?: number;
-  WebSocket?: typeof WebSocket;
-  fetch?: typeof fetch;
+  subscribeRate?: number | undefined;
+  WebSocket?: typeof WebSocket | undefined;
+  fetch?: typeof fetch | undefined;
 }
 
 /** The core client's options (`@kube-pulse/client/core`): WebSocket only. */
 export interface CoreConnectOptions extends BaseConnectOptions {
-  transport?: 'ws';
+  transport?: 'ws' | undefined;
 }
 
 export interface ConnectOptions extends BaseConnectOptions {
   /** `auto` (default): WebSocket; SSE only while WebSockets are blocked. */
-  transport?: 'ws' | 'sse' | 'auto';
+  transport?: 'ws' | 'sse' | 'auto' | undefined;
   /** With `auto` on SSE: how often to try WebSocket again (default 60 000 ms). */
-  wsRetryMs?: number;
+  wsRetryMs?: number | undefined;
   /**
    * A hidden tab (`visibilitychange`) closes its socket or streams after
    * this many ms, keeping documents and cursors, and resumes from the
    * cursors when shown (default 60 000; `null` or `Infinity`: never).
    */
-  hiddenGraceMs?: number | null;
+  hiddenGraceMs?: number | null | undefined;
   /**
    * At most this many bytes of documents and cursors kept in
    * `sessionStorage` when the page is hidden or left, for its next load in
    * the tab to resume from instead of taking snapshots (default 524 288;
    * `false` or 0: none).
    */
-  warmStart?: number | false;
+  warmStart?: number | false | undefined;
   /**
    * With `transport: 'sse'`, same origin: streams over the native
    * `EventSource`, authorized by an HttpOnly cookie session the token is
    * traded for once (`POST api/v1/session`; docs/SECURITY.md).
    */
-  eventSource?: boolean;
-  EventSource?: typeof EventSource;
+  eventSource?: boolean | undefined;
+  EventSource?: typeof EventSource | undefined;
+  /**
+   * Over SSE, each subscription is one stream: at most this many are open,
+   * and the subscriptions past them are the error `too_many_streams` until
+   * one is released (default 5 when the gateway's URL is `http:`, where a
+   * browser opens 6 connections per origin over HTTP/1.1 and requests need
+   * one; no cap on `https:`, HTTP/2's many streams on one connection;
+   * `Infinity`: none).
+   */
+  maxStreams?: number | undefined;
 }
 
 /** What hooks and `topicStore` snapshots hold. */
@@ -694,6 +749,12 @@ export class KubePulse extends PulseClient {
   resume(): void;
   /** Keeps in `sessionStorage` what the next load of the page in this tab resumes from (what `pagehide` does). */
   saveWarm(): void;
+  /**
+   * A JSON request to the gateway with the bearer token (so are
+   * `createTask`, `cancelTask` and `history`); rejects with a `PulseError`:
+   * the gateway's code with its `status`, or `unreachable` (no `status`,
+   * `retrying`, what `fetch` threw as its `cause`) when no answer came.
+   */
   request<T = unknown>(method: string, path: string, body?: unknown): Promise<T>;
   createTask(task: TaskRequest): Promise<Task>;
   cancelTask(id: string): Promise<Task>;
@@ -718,12 +779,12 @@ export class DocumentStore {
 export function topicStore<T extends string>(
   client: PulseClient,
   patterns: T | readonly T[],
-  options?: { single?: false },
+  options?: { single?: false | undefined },
 ): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, DocumentFor<T>>> };
 export function topicStore<T extends string>(
   client: PulseClient,
   patterns: T | readonly T[],
-  options: { single?: false } & SubscribeOptions,
+  options: { single?: false | undefined } & SubscribeOptions,
 ): { subscribe(listener: () => void): () => void; getSnapshot(): PulseResult<Record<string, Projected<DocumentFor<T>>>> };
 export function topicStore<T extends string>(
   client: PulseClient,

@@ -51,7 +51,7 @@ export function useTopic<T extends string>(
 /** One document by exact topic, or undefined while it is not there. */
 export function useDocument<T extends string>(client: PulseClient, topic: T): DocumentFor<T> | undefined;
 export function useDocument<T extends string>(client: PulseClient, topic: T, options: SubscribeOptions): Projected<DocumentFor<T>> | undefined;
-/** The client's connection state. */
+/** The client's connection state: `idle`, `connecting`, `live`, `reconnecting`, `offline` or `paused` (a hidden tab's). */
 export function useConnectionState(client: PulseClient): ConnectionState;
 
 /**

@@ -32,7 +32,6 @@ module.exports = __toCommonJS(client_exports);
 var import_documents = require("./documents.js");
 const STATES = /* @__PURE__ */ Object.freeze(["idle", "connecting", "live", "reconnecting", "offline", "paused"]);
 const STATUSES = /* @__PURE__ */ Object.freeze(["loading", "live", "stale", "error"]);
-const DEFAULT_BACKOFF = { initialMs: 500, maxMs: 3e4, factor: 2, jitter: 0.5 };
 const AUTH_CODES = ["unauthorized", "unauthenticated", "token_expired", "permissions_changed", "forbidden"];
 const RETRY_CODES = [...AUTH_CODES, "rate_limited", "too_many_connections", "too_many_subscriptions", "too_many_auth_failures", "unavailable"];
 const permanent = (error) => !!error && !error.retrying && !error.auth && /^(bad_|invalid_|unknown_op|duplicate_id)/.test(error.code);
@@ -59,7 +58,7 @@ async function httpError(response) {
   return error;
 }
 function backoffDelay(attempt, options = {}, random = Math.random) {
-  const { initialMs, maxMs, factor, jitter } = { ...DEFAULT_BACKOFF, ...options };
+  const { initialMs = 500, maxMs = 3e4, factor = 2, jitter = 0.5 } = options;
   return Math.round(Math.min(maxMs, initialMs * factor ** Math.max(0, attempt)) * (1 - jitter * random()));
 }
 function gatewayUrl(client, path, ws) {
@@ -74,9 +73,7 @@ class PulseClient {
   constructor({ url, token, getToken, transport = "ws", backoff = {}, subscribeRate = 10, WebSocket: WS, fetch: fetchImpl } = {}) {
     if (!url) throw new Error("kube-pulse: connect({url}) needs the gateway URL");
     if (transport !== "ws" && !this.openStream) throw new Error(`kube-pulse: the core client is WebSocket only, not ${transport}`);
-    const base = new URL(url, globalThis.location?.href);
-    if (!base.pathname.endsWith("/")) base.pathname += "/";
-    this.base = base;
+    this.url = url;
     this.token = getToken ?? token;
     this.transport = "ws";
     this.backoff = backoff;
@@ -115,6 +112,23 @@ class PulseClient {
   listen(type, listener, target = globalThis) {
     target?.addEventListener?.(type, listener);
     this.unlisten.push(() => target?.removeEventListener?.(type, listener));
+  }
+  /**
+   * The gateway's base URL, resolved against the page's at first use (the
+   * first subscription or request); a relative one where there is no page
+   * (a server render) throws then, saying so.
+   */
+  get base() {
+    let base = this.resolved;
+    if (!base) {
+      try {
+        base = new URL(this.url, globalThis.location);
+      } catch {
+        throw new Error(`kube-pulse: no page to resolve ${this.url} against: give an absolute URL`);
+      }
+      if (!base.pathname.endsWith("/")) base.pathname += "/";
+    }
+    return this.resolved = base;
   }
   /** Subscriptions are held and the client is open. */
   active() {
@@ -216,7 +230,7 @@ class PulseClient {
    * it with `get`/`select`/`status` and the same options).
    */
   subscribe(patterns, onEvent = () => {
-  }, options = void 0) {
+  }, options) {
     if (typeof onEvent === "object" && onEvent) [onEvent, options] = [options ?? (() => {
     }), onEvent];
     const list = (0, import_documents.patternList)(patterns);
@@ -237,6 +251,7 @@ class PulseClient {
     if (this.closed) throw new Error("kube-pulse: the client is closed");
     let sub = this.byKey.get(key);
     if (!sub) {
+      this.base;
       sub = { key, holders: /* @__PURE__ */ new Set(), status: "loading", error: null, ...make() };
       this.subs.set(sub.id, sub);
       this.byKey.set(key, sub);

@@ -80,7 +80,7 @@ function PhaseBadge({ client, name, staleAfterMs }) {
   const attrs = { className: "kp-cluster-phase", "data-cluster": name, "data-status": status, "data-as-of": asOf?.toISOString() ?? "", "data-old": String(old) };
   if (error) return (0, import_react.createElement)("span", attrs, (0, import_react.createElement)(import_antd.Badge, { status: "error", text: `${error.code}: ${error.message}` }));
   if (!cluster) return (0, import_react.createElement)("span", attrs, (0, import_react.createElement)(import_antd.Badge, { status: "default", text: status === "loading" ? "\u2026" : "gone" }));
-  const stale = status !== "live";
+  const stale = status === "stale" || status === "loading" && client.state !== "live";
   const ago = old ? `as of ${durationText(age)} ago` : sinceText(cluster.since, now);
   const text = `${cluster.phase} (${cluster.reason})${ago ? ` \xB7 ${ago}` : ""}${stale ? " \xB7 reconnecting" : ""}`;
   return (0, import_react.createElement)(

@@ -52,12 +52,13 @@ var import_stores = require("./stores.js");
 const TRANSPORTS = ["ws", "sse", "auto"];
 class KubePulse extends import_client.PulseClient {
   constructor(options = {}) {
-    const { transport = "auto", wsRetryMs = 6e4, hiddenGraceMs = 6e4, warmStart = 512 * 1024, eventSource = false, EventSource: ES } = options;
+    const { transport = "auto", wsRetryMs = 6e4, hiddenGraceMs = 6e4, warmStart = 512 * 1024, eventSource = false, EventSource: ES, maxStreams } = options;
     if (!TRANSPORTS.includes(transport)) throw new Error(`kube-pulse: transport must be 'ws', 'sse' or 'auto', not ${transport}`);
     super({ ...options, transport });
     this.preferred = this.transport = transport === "sse" ? "sse" : "ws";
     this.auto = transport === "auto";
     this.wsRetryMs = wsRetryMs;
+    this.maxStreams = maxStreams;
     this.eventSource = eventSource;
     this.EventSource = ES ?? globalThis.EventSource;
     this.pending = /* @__PURE__ */ new Map();
@@ -94,6 +95,9 @@ class KubePulse extends import_client.PulseClient {
       if (this.transport === "sse") queueMicrotask(() => this.reconnectNow());
     }
     super.release(sub);
+    if (this.transport === "sse") {
+      for (const s of this.subs.values()) if (s.error?.code === "too_many_streams") this.openStream(s);
+    }
   }
   idle() {
     this.wsRetryTimer = clearTimeout(this.wsRetryTimer);

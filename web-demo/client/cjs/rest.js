@@ -30,12 +30,16 @@ async function request(client, method, path, body) {
   const token = client.currentToken();
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== void 0) headers["Content-Type"] = "application/json";
-  const response = await client.fetch((0, import_client.gatewayUrl)(client, path.replace(/^\//, "")).href, {
-    method,
-    headers,
-    body: body === void 0 ? void 0 : JSON.stringify(body)
-  });
-  const text = await response.text();
+  const url = (0, import_client.gatewayUrl)(client, path.replace(/^\//, "")).href;
+  let response, text;
+  try {
+    response = await client.fetch(url, { method, headers, body: body === void 0 ? void 0 : JSON.stringify(body) });
+    text = await response.text();
+  } catch (cause) {
+    const error = new import_client.PulseError("unreachable", `no answer from the gateway: ${cause?.message ?? cause}`, { retrying: true });
+    error.cause = cause;
+    throw error;
+  }
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;

@@ -79,11 +79,24 @@ function streamUrl(client, sub) {
   }
   return url;
 }
+function capped(client, sub) {
+  const cap = client.maxStreams ?? (client.base.protocol === "http:" ? 5 : Infinity);
+  let open = 0;
+  for (const s of client.subs.values()) if (s.abort) open++;
+  if (open < cap) return false;
+  queueMicrotask(() => {
+    if (client.subs.get(sub.id) !== sub || sub.abort || sub.error?.code === "too_many_streams") return;
+    if (sub.query) (0, import_query.unwindow)(sub);
+    const message = `${open} SSE streams are open, the most this client opens (maxStreams): use WebSocket, HTTPS (HTTP/2) or fewer subscriptions with more patterns each`;
+    client.fail(sub, new import_client.PulseError("too_many_streams", message, { retrying: true }));
+  });
+  return true;
+}
 async function openStream(client, sub) {
   if (client.closed || client.subs.get(sub.id) !== sub || sub.dead) return;
   const token = client.currentToken();
   const unproven = token && token !== client.sseToken;
-  if (unproven && client.scout && client.scout !== sub) return;
+  if (unproven && client.scout && client.scout !== sub || capped(client, sub)) return;
   if (unproven) client.scout = sub;
   const abort = new AbortController();
   sub.abort = abort;
@@ -150,12 +163,9 @@ function retryWebSocketLater(client) {
   client.wsRetryTimer = setTimeout(() => {
     client.wsRetryTimer = null;
     if (!client.active() || client.transport !== "sse") return;
-    const protocols = ["kube-pulse"];
-    const token = client.currentToken();
-    if (token) protocols.push(`base64url.bearer.authorization.k8s.io.${base64url(token)}`);
     let trial;
     try {
-      trial = new client.WebSocket((0, import_client.gatewayUrl)(client, "api/v1/ws", true).href, protocols);
+      trial = new client.WebSocket((0, import_client.gatewayUrl)(client, "api/v1/ws", true).href, ["kube-pulse"]);
     } catch {
       retryWebSocketLater(client);
       return;

@@ -32,10 +32,10 @@ function tokenTag(token = "") {
   for (let i = 0; i < token.length; i++) h = Math.imul(h ^ token.charCodeAt(i), 16777619);
   return (h >>> 0).toString(36);
 }
+const warmKey = (client) => `kube-pulse:${client.base.href}`;
 function watchPage(client, hiddenGraceMs, warmBytes) {
   client.hiddenGraceMs = hiddenGraceMs;
   client.warmBytes = warmBytes;
-  client.warmKey = `kube-pulse:${client.base.href}`;
   client.warm = loadWarm(client);
   client.listen(
     "visibilitychange",
@@ -80,8 +80,8 @@ function loadWarm(client) {
   if (!client.warmBytes) return warm;
   try {
     const storage = globalThis.sessionStorage;
-    const saved = JSON.parse(storage?.getItem(client.warmKey) ?? "null");
-    storage?.removeItem(client.warmKey);
+    const saved = JSON.parse(storage?.getItem(warmKey(client)) ?? "null");
+    storage?.removeItem(warmKey(client));
     if (saved?.v !== 1 || saved.who !== tokenTag(client.currentToken())) return warm;
     for (const sub of saved.subs) warm.set(sub.key, sub);
   } catch {
@@ -116,8 +116,8 @@ function saveWarm(client) {
     subs.push(entry);
   }
   try {
-    if (subs.length) storage.setItem(client.warmKey, JSON.stringify({ v: 1, who: tokenTag(client.currentToken()), subs }));
-    else storage.removeItem(client.warmKey);
+    if (subs.length) storage.setItem(warmKey(client), JSON.stringify({ v: 1, who: tokenTag(client.currentToken()), subs }));
+    else storage.removeItem(warmKey(client));
   } catch {
   }
 }

@@ -22,8 +22,6 @@ export const STATES = /* @__PURE__ */ Object.freeze(['idle', 'connecting', 'live
 /** Subscription states. */
 export const STATUSES = /* @__PURE__ */ Object.freeze(['loading', 'live', 'stale', 'error']);
 
-const DEFAULT_BACKOFF = { initialMs: 500, maxMs: 30000, factor: 2, jitter: 0.5 };
-
 /** Error codes that mean the credential, not the request, is the problem. */
 const AUTH_CODES = ['unauthorized', 'unauthenticated', 'token_expired', 'permissions_changed', 'forbidden'];
 /** Error codes worth retrying after a while (the request itself was fine). */
@@ -33,10 +31,12 @@ const RETRY_CODES = [...AUTH_CODES, 'rate_limited', 'too_many_connections', 'too
 const permanent = (error) => !!error && !error.retrying && !error.auth && /^(bad_|invalid_|unknown_op|duplicate_id)/.test(error.code);
 
 /**
- * An error from the gateway: `code` is the protocol's (`bad_pattern`,
+ * An error from the gateway (or the client's own: `websocket_refused`,
+ * `unreachable`, …): `code` is the protocol's (`bad_pattern`,
  * `rate_limited`, `unauthorized`, …, or `http_{status}`), `status` the HTTP
- * status when there was one, `retrying` whether the client tries again by
- * itself, `auth` whether the credential is the problem.
+ * status when there was one, `retrying` whether it is a failure for now
+ * (a subscription's the client tries again by itself; a request's may pass
+ * when sent again), `auth` whether the credential is the problem.
  */
 export class PulseError extends Error {
   constructor(code, message, { status, retrying = RETRY_CODES.includes(code) } = {}) {
@@ -74,7 +74,8 @@ export async function httpError(response) {
  * clients dropped at once do not come back at once.
  */
 export function backoffDelay(attempt, options = {}, random = Math.random) {
-  const { initialMs, maxMs, factor, jitter } = { ...DEFAULT_BACKOFF, ...options };
+  // Defaults by destructuring: a member given as `undefined` takes its default too.
+  const { initialMs = 500, maxMs = 30000, factor = 2, jitter = 0.5 } = options;
   return Math.round(Math.min(maxMs, initialMs * factor ** Math.max(0, attempt)) * (1 - jitter * random()));
 }
 
@@ -107,9 +108,10 @@ export class PulseClient {
     if (!url) throw new Error('kube-pulse: connect({url}) needs the gateway URL');
     // SSE is the full client's (@kube-pulse/client), which sets its transports itself.
     if (transport !== 'ws' && !this.openStream) throw new Error(`kube-pulse: the core client is WebSocket only, not ${transport}`);
-    const base = new URL(url, globalThis.location?.href);
-    if (!base.pathname.endsWith('/')) base.pathname += '/';
-    this.base = base;
+    // Resolved at first use (`base`): a relative URL needs the page's
+    // location, which a server render has not, and a client made at module
+    // level must not throw there.
+    this.url = url;
     this.token = getToken ?? token;
     /** The transport in use: `ws` (the full client: or `sse`). */
     this.transport = 'ws';
@@ -153,6 +155,25 @@ export class PulseClient {
   listen(type, listener, target = globalThis) {
     target?.addEventListener?.(type, listener);
     this.unlisten.push(() => target?.removeEventListener?.(type, listener));
+  }
+
+  /**
+   * The gateway's base URL, resolved against the page's at first use (the
+   * first subscription or request); a relative one where there is no page
+   * (a server render) throws then, saying so.
+   */
+  get base() {
+    let base = this.resolved;
+    if (!base) {
+      try {
+        // The page's `location` as the base (a URL takes it as its `href`).
+        base = new URL(this.url, globalThis.location);
+      } catch {
+        throw new Error(`kube-pulse: no page to resolve ${this.url} against: give an absolute URL`);
+      }
+      if (!base.pathname.endsWith('/')) base.pathname += '/';
+    }
+    return (this.resolved = base);
   }
 
   /** Subscriptions are held and the client is open. */
@@ -269,7 +290,7 @@ export class PulseClient {
    * pointers; such a subscription keeps its own copy of its documents (read
    * it with `get`/`select`/`status` and the same options).
    */
-  subscribe(patterns, onEvent = () => {}, options = undefined) {
+  subscribe(patterns, onEvent = () => {}, options) {
     if (typeof onEvent === 'object' && onEvent) [onEvent, options] = [options ?? (() => {}), onEvent];
     const list = patternList(patterns);
     const normalized = subscriptionOptions(options);
@@ -290,6 +311,8 @@ export class PulseClient {
     if (this.closed) throw new Error('kube-pulse: the client is closed');
     let sub = this.byKey.get(key);
     if (!sub) {
+      // Throws before anything is held when the URL cannot be resolved.
+      this.base;
       sub = { key, holders: new Set(), status: 'loading', error: null, ...make() };
       this.subs.set(sub.id, sub);
       this.byKey.set(key, sub);

@@ -88,7 +88,10 @@ function PhaseBadge({ client, name, staleAfterMs }) {
   const attrs = { className: 'kp-cluster-phase', 'data-cluster': name, 'data-status': status, 'data-as-of': asOf?.toISOString() ?? '', 'data-old': String(old) };
   if (error) return h('span', attrs, h(Badge, { status: 'error', text: `${error.code}: ${error.message}` }));
   if (!cluster) return h('span', attrs, h(Badge, { status: 'default', text: status === 'loading' ? '…' : 'gone' }));
-  const stale = status !== 'live';
+  // Only while the connection is lost: `stale`, or still `loading` on a
+  // connection that is not live. Loading on a live one, the document shown
+  // is the shared copy another subscription keeps current.
+  const stale = status === 'stale' || (status === 'loading' && client.state !== 'live');
   const ago = old ? `as of ${durationText(age)} ago` : sinceText(cluster.since, now);
   const text = `${cluster.phase} (${cluster.reason})${ago ? ` · ${ago}` : ''}${stale ? ' · reconnecting' : ''}`;
   return h(

@@ -33,15 +33,19 @@ const TRANSPORTS = ['ws', 'sse', 'auto'];
  *   for the next load of the page to resume from (default 512 KiB; false: none)
  * @param {boolean} [options.eventSource]  SSE over the native `EventSource` with an HttpOnly cookie session
  *   (same origin; the token is sent once, to `POST api/v1/session`)
+ * @param {number} [options.maxStreams]  SSE streams open at most; the subscriptions past them are the error
+ *   `too_many_streams` (default 5 on http:, HTTP/1.1's 6 connections per origin less one for requests; none on https:)
  */
 export class KubePulse extends PulseClient {
   constructor(options = {}) {
-    const { transport = 'auto', wsRetryMs = 60000, hiddenGraceMs = 60000, warmStart = 512 * 1024, eventSource = false, EventSource: ES } = options;
+    const { transport = 'auto', wsRetryMs = 60000, hiddenGraceMs = 60000, warmStart = 512 * 1024, eventSource = false, EventSource: ES, maxStreams } = options;
     if (!TRANSPORTS.includes(transport)) throw new Error(`kube-pulse: transport must be 'ws', 'sse' or 'auto', not ${transport}`);
     super({ ...options, transport });
     this.preferred = this.transport = transport === 'sse' ? 'sse' : 'ws';
     this.auto = transport === 'auto';
     this.wsRetryMs = wsRetryMs;
+    /** SSE streams open at most (./sse.js); undefined: by the URL's scheme, once it is resolved. */
+    this.maxStreams = maxStreams;
     this.eventSource = eventSource;
     this.EventSource = ES ?? globalThis.EventSource;
     /** `renewToken` operations waiting for their answer, by id. */
@@ -87,6 +91,8 @@ export class KubePulse extends PulseClient {
       if (this.transport === 'sse') queueMicrotask(() => this.reconnectNow());
     }
     super.release(sub);
+    // A stream is free: the subscriptions past the cap (`maxStreams`) try again, in order.
+    if (this.transport === 'sse') for (const s of this.subs.values()) if (s.error?.code === 'too_many_streams') this.openStream(s);
   }
 
   idle() {

@@ -47,7 +47,7 @@ export function useDocument(client, topic, options) {
   return useStore(client, topic, true, options).data;
 }
 
-/** The client's connection state: `idle`, `connecting`, `live`, `reconnecting` or `offline`. */
+/** The client's connection state: `idle`, `connecting`, `live`, `reconnecting`, `offline` or `paused` (a hidden tab's). */
 export function useConnectionState(client) {
   const [state, setState] = useState(client.state);
   useEffect(() => {

@@ -5,18 +5,28 @@
 
 import { PulseError, gatewayUrl, newId } from './client.js';
 
-/** A JSON request to the gateway with the bearer token; throws a `PulseError` with `status`. */
+/**
+ * A JSON request to the gateway with the bearer token; throws a
+ * `PulseError`: with `status` when the gateway answered with an error,
+ * `unreachable` (no `status`, `retrying`, the failure as its `cause`) when
+ * no answer came (the network, a gateway down, a request the browser
+ * refused, e.g. for CORS), so that callers look at `code` alone.
+ */
 export async function request(client, method, path, body) {
   const headers = { Accept: 'application/json' };
   const token = client.currentToken();
   if (token) headers.Authorization = `Bearer ${token}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const response = await client.fetch(gatewayUrl(client, path.replace(/^\//, '')).href, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
+  const url = gatewayUrl(client, path.replace(/^\//, '')).href;
+  let response, text;
+  try {
+    response = await client.fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    text = await response.text();
+  } catch (cause) {
+    const error = new PulseError('unreachable', `no answer from the gateway: ${cause?.message ?? cause}`, { retrying: true });
+    error.cause = cause;
+    throw error;
+  }
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;

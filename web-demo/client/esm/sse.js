@@ -7,8 +7,8 @@
 // address's auth-failure budget one failure, not one per stream.
 // `KubePulse` (./kube-pulse.js) calls these with itself.
 
-import { gatewayUrl, httpError } from './client.js';
-import { queryParameters, subscribing } from './query.js';
+import { PulseError, gatewayUrl, httpError } from './client.js';
+import { queryParameters, subscribing, unwindow } from './query.js';
 
 /**
  * Incremental parser of a text/event-stream body. Feed it decoded text as
@@ -75,6 +75,32 @@ function streamUrl(client, sub) {
   return url;
 }
 
+/**
+ * Whether `sub`'s stream would pass the cap on the client's open streams
+ * (`maxStreams`; by default 5 on http:, none on https:), and if so `sub`
+ * is in error `too_many_streams` instead. Over HTTP/1.1 a browser opens at
+ * most 6 connections per origin and leaves the rest waiting, unanswered:
+ * a stream past them would stay `loading` for ever with no error, and
+ * requests (tasks, history) would wait behind the streams, so 5 leave one
+ * for them. Over https: the browser speaks HTTP/2 (one connection, many
+ * streams) where the gateway or its ingress does. A capped subscription
+ * opens when a stream is released, at a reconnect, or over WebSocket.
+ */
+function capped(client, sub) {
+  const cap = client.maxStreams ?? (client.base.protocol === 'http:' ? 5 : Infinity);
+  let open = 0;
+  for (const s of client.subs.values()) if (s.abort) open++;
+  if (open < cap) return false;
+  // After the caller's `subscribe` returned, so that its holder hears it too.
+  queueMicrotask(() => {
+    if (client.subs.get(sub.id) !== sub || sub.abort || sub.error?.code === 'too_many_streams') return;
+    if (sub.query) unwindow(sub);
+    const message = `${open} SSE streams are open, the most this client opens (maxStreams): use WebSocket, HTTPS (HTTP/2) or fewer subscriptions with more patterns each`;
+    client.fail(sub, new PulseError('too_many_streams', message, { retrying: true }));
+  });
+  return true;
+}
+
 /** Opens `sub`'s stream (over the native `EventSource` with `eventSource: true`). */
 export async function openStream(client, sub) {
   if (client.closed || client.subs.get(sub.id) !== sub || sub.dead) return;
@@ -82,7 +108,7 @@ export async function openStream(client, sub) {
   // A token not yet accepted over SSE goes in one stream first (the
   // scout); the others wait for its answer.
   const unproven = token && token !== client.sseToken;
-  if (unproven && client.scout && client.scout !== sub) return;
+  if ((unproven && client.scout && client.scout !== sub) || capped(client, sub)) return;
   if (unproven) client.scout = sub;
   const abort = new AbortController();
   sub.abort = abort;
@@ -150,19 +176,20 @@ export async function openStream(client, sub) {
 /**
  * With `auto` on SSE: a trial socket every `wsRetryMs`, without
  * subscriptions; only once it opens do the streams move over (resuming
- * from their cursors).
+ * from their cursors). The trial carries no token, as no socket of the
+ * client does (the gateway takes the handshake and waits for `auth`): a
+ * stale token in its handshake would cost the address's auth-failure
+ * budget a failure at every trial, and the socket that follows sends the
+ * token in its `auth` operation anyway.
  */
 export function retryWebSocketLater(client) {
   clearTimeout(client.wsRetryTimer);
   client.wsRetryTimer = setTimeout(() => {
     client.wsRetryTimer = null;
     if (!client.active() || client.transport !== 'sse') return;
-    const protocols = ['kube-pulse'];
-    const token = client.currentToken();
-    if (token) protocols.push(`base64url.bearer.authorization.k8s.io.${base64url(token)}`);
     let trial;
     try {
-      trial = new client.WebSocket(gatewayUrl(client, 'api/v1/ws', true).href, protocols);
+      trial = new client.WebSocket(gatewayUrl(client, 'api/v1/ws', true).href, ['kube-pulse']);
     } catch {
       retryWebSocketLater(client);
       return;

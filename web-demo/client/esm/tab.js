@@ -18,6 +18,13 @@ function tokenTag(token = '') {
 }
 
 /**
+ * The `sessionStorage` key of a warm start: one per gateway URL. Read when
+ * used, not when the client is made: a server render has no page to
+ * resolve a relative URL against (nor any storage).
+ */
+const warmKey = (client) => `kube-pulse:${client.base.href}`;
+
+/**
  * Watches the page for `client`: `visibilitychange` (pause after
  * `hiddenGraceMs`, null: never; resume when shown) and `pagehide` (keep
  * what a warm start needs, at most `warmBytes`, false: nothing), and reads
@@ -26,7 +33,6 @@ function tokenTag(token = '') {
 export function watchPage(client, hiddenGraceMs, warmBytes) {
   client.hiddenGraceMs = hiddenGraceMs;
   client.warmBytes = warmBytes;
-  client.warmKey = `kube-pulse:${client.base.href}`;
   client.warm = loadWarm(client);
   client.listen(
     'visibilitychange',
@@ -84,8 +90,8 @@ function loadWarm(client) {
   if (!client.warmBytes) return warm;
   try {
     const storage = globalThis.sessionStorage;
-    const saved = JSON.parse(storage?.getItem(client.warmKey) ?? 'null');
-    storage?.removeItem(client.warmKey);
+    const saved = JSON.parse(storage?.getItem(warmKey(client)) ?? 'null');
+    storage?.removeItem(warmKey(client));
     if (saved?.v !== 1 || saved.who !== tokenTag(client.currentToken())) return warm;
     for (const sub of saved.subs) warm.set(sub.key, sub);
   } catch {
@@ -134,8 +140,8 @@ export function saveWarm(client) {
     subs.push(entry);
   }
   try {
-    if (subs.length) storage.setItem(client.warmKey, JSON.stringify({ v: 1, who: tokenTag(client.currentToken()), subs }));
-    else storage.removeItem(client.warmKey);
+    if (subs.length) storage.setItem(warmKey(client), JSON.stringify({ v: 1, who: tokenTag(client.currentToken()), subs }));
+    else storage.removeItem(warmKey(client));
   } catch {
     // full or refused: the next load starts cold
   }

@@ -476,6 +476,31 @@ test('auto: SSE only when HTTP passes and WebSockets do not, twice; WebSocket ag
   client.close();
 });
 
+test('auto on SSE: the trial WebSocket carries no token; the socket after it sends it in its auth operation', async () => {
+  fresh();
+  FakeSocket.refuse = true;
+  const fetch = async (url, init) => {
+    if (url.endsWith('/api/v1/clusters')) return jsonResponse(200, { items: [] });
+    return new Promise((resolve, reject) => {
+      init.signal.addEventListener('abort', () => reject(new Error('aborted')));
+      resolve({ ok: true, status: 200, headers: new Map(), body: new ReadableStream({}) });
+    });
+  };
+  const client = connect({ url: 'http://gw.example/', token: 'stale-or-not', WebSocket: FakeSocket, fetch, backoff: { initialMs: 1, maxMs: 5 }, wsRetryMs: 5 });
+  client.subscribe('clusters/*');
+  await until('on SSE', () => client.transport === 'sse');
+  // Two sockets before the fallback, then a trial every wsRetryMs.
+  await until('three trials', () => FakeSocket.all.length >= 5);
+  FakeSocket.refuse = false;
+  const ws = await until('a socket that subscribes', () => FakeSocket.all.find((s) => s.subscribes().length));
+  assert.equal(client.transport, 'ws');
+  // No handshake carries the token (a stale one would cost a failure at every trial) …
+  for (const socket of FakeSocket.all) assert.deepEqual(socket.protocols, ['kube-pulse']);
+  // … the socket that stays sends it first, in its auth operation.
+  assert.deepEqual(ws.sent[0], { op: 'auth', token: 'stale-or-not', id: ws.sent[0].id });
+  client.close();
+});
+
 test('a refused SSE request is reported, not retried; a rate limit is retried after Retry-After', async () => {
   let calls = 0;
   const fetch = async (url) => {
@@ -758,6 +783,97 @@ test('requests carry the token and turn errors into PulseErrors', async () => {
   assert.equal(calls[0].init.method, 'POST');
   assert.equal(calls[0].init.headers.Authorization, 'Bearer t');
   await assert.rejects(client.createTask({}), (e) => e instanceof PulseError && e.status === 409 && e.code === 'conflict');
+  client.close();
+});
+
+test('a request that gets no answer is a PulseError unreachable, retrying, with no status and the failure as its cause', async () => {
+  const failure = new TypeError('Failed to fetch');
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch: async () => Promise.reject(failure) });
+  for (const call of [() => client.history('clusters/dev'), () => client.createTask({ type: 'Stop', cluster: 'a', namespace: 'shop', app: 'web' }), () => client.request('GET', 'api/v1/clusters')]) {
+    await assert.rejects(call(), (e) => {
+      assert.ok(e instanceof PulseError, `${e}`);
+      assert.deepEqual([e.code, e.status, e.retrying, e.auth, e.cause], ['unreachable', undefined, true, false, failure]);
+      assert.match(e.message, /no answer from the gateway: Failed to fetch/);
+      return true;
+    });
+  }
+  // A body cut off mid-way is no answer either.
+  const cut = connect({ url: 'http://gw.example/', fetch: async () => ({ ok: true, status: 200, text: async () => Promise.reject(new TypeError('network error')) }) });
+  await assert.rejects(cut.history('clusters/dev'), (e) => e instanceof PulseError && e.code === 'unreachable' && e.cause.message === 'network error');
+  client.close();
+  cut.close();
+});
+
+test('over SSE on http: at most maxStreams streams (5 by default); the rest are too_many_streams, and open as streams are released', async () => {
+  const streams = [];
+  const fetch = async (url, init) => {
+    const stream = { topic: new URL(url).searchParams.get('topic'), aborted: false };
+    streams.push(stream);
+    return new Promise((resolve, reject) => {
+      init.signal.addEventListener('abort', () => {
+        stream.aborted = true;
+        reject(new Error('aborted'));
+      });
+      resolve({ ok: true, status: 200, headers: new Map(), body: new ReadableStream({}) });
+    });
+  };
+  const client = connect({ url: 'http://gw.example/pulse/', transport: 'sse', fetch });
+  const topics = ['a', 'b', 'c', 'd', 'e', 'f', 'g'].map((n) => `clusters/${n}`);
+  const events = Object.fromEntries(topics.map((t) => [t, []]));
+  const stops = topics.map((t) => client.subscribe(t, (e) => events[t].push(e)));
+  await until('five streams', () => streams.length === 5);
+  await tick(20);
+  assert.deepEqual(streams.map((s) => s.topic), topics.slice(0, 5), 'the first five, in order, and no more');
+  for (const t of topics.slice(5)) {
+    const { status, error } = client.status(t);
+    assert.equal(status, 'error', t);
+    assert.deepEqual([error.code, error.status, error.retrying], ['too_many_streams', undefined, true]);
+    assert.match(error.message, /WebSocket, HTTPS \(HTTP\/2\) or fewer subscriptions with more patterns/);
+    assert.equal(events[t].filter((e) => e.type === 'error').length, 1, 'told once');
+  }
+  assert.equal(client.state, 'live', 'the connection is live: the streams that are open are');
+  // One released: the next one waiting opens, the last waits on.
+  stops[1]();
+  await until('a sixth stream', () => streams.length === 6);
+  await tick(20);
+  assert.equal(streams[5].topic, 'clusters/f');
+  assert.equal(client.status('clusters/f').status, 'loading');
+  assert.equal(client.status('clusters/g').error.code, 'too_many_streams');
+  assert.equal(events['clusters/g'].filter((e) => e.type === 'error').length, 1, 'still told once');
+  client.close();
+
+  // https: (HTTP/2) has no cap; maxStreams sets one on any scheme.
+  for (const [url, maxStreams, want] of [['https://gw.example/', undefined, 7], ['https://gw.example/', 2, 2], ['http://gw.example/', Infinity, 7]]) {
+    streams.length = 0;
+    const other = connect({ url, transport: 'sse', fetch, maxStreams });
+    topics.forEach((t) => other.subscribe(t));
+    await until(`${want} streams`, () => streams.length === want);
+    await tick(20);
+    assert.equal(streams.length, want, `${url} maxStreams ${maxStreams}`);
+    assert.equal(topics.filter((t) => other.status(t).error?.code === 'too_many_streams').length, 7 - want);
+    other.close();
+  }
+});
+
+test('a live query past maxStreams is in error with no window, and gets one once it opens', async () => {
+  const streams = [];
+  const fetch = async (url, init) => {
+    streams.push(url);
+    return new Promise((resolve, reject) => {
+      init.signal.addEventListener('abort', () => reject(new Error('aborted')));
+      resolve({ ok: true, status: 200, headers: new Map(), body: new ReadableStream({}) });
+    });
+  };
+  const client = connect({ url: 'http://gw.example/', transport: 'sse', fetch, maxStreams: 1 });
+  const stop = client.subscribe('clusters/*');
+  const results = [];
+  client.query('apps/**', { limit: 5 }, (result) => results.push(result));
+  await until('the query refused', () => results.some((r) => r.status === 'error'));
+  const refused = client.queryResult('apps/**', { limit: 5 });
+  assert.deepEqual([refused.status, refused.error.code, refused.rows.length], ['error', 'too_many_streams', 0]);
+  stop();
+  await until('the query streams', () => streams.some((u) => u.includes('apps')));
+  assert.equal(client.queryResult('apps/**', { limit: 5 }).status, 'loading');
   client.close();
 });
 

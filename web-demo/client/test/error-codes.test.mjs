@@ -2,6 +2,8 @@
 // (kube-pulse.d.ts): the codes are read from the gateway's source (error
 // bodies, WebSocket `error` messages, SSE `error` events, the `code()` of
 // its error types), so a code added there without the type fails here.
+// The client's own codes are the table of docs/WEB.md "Errors of the
+// client", neither more nor fewer.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -41,11 +43,21 @@ export function gatewayCodes() {
   return found;
 }
 
+/** The body of `KnownErrorCode` in kube-pulse.d.ts (to the `;` that ends a line: its comments hold some). */
+function knownBody() {
+  const dts = readFileSync(path.join(HERE, '../kube-pulse.d.ts'), 'utf8');
+  return dts.match(/export type KnownErrorCode =([\s\S]*?);\n/)[1];
+}
+
 /** The members of `KnownErrorCode` in kube-pulse.d.ts. */
 export function knownCodes() {
-  const dts = readFileSync(path.join(HERE, '../kube-pulse.d.ts'), 'utf8');
-  const body = dts.match(/export type KnownErrorCode =([\s\S]*?);/)[1];
-  return new Set([...body.matchAll(/\| '([a-z_]+)'/g)].map((m) => m[1]));
+  return new Set([...knownBody().matchAll(/\| '([a-z_]+)'/g)].map((m) => m[1]));
+}
+
+/** The client's own codes: the members after the type's comment that says so, `http_${number}` as `http_{status}`. */
+export function clientCodes() {
+  const own = knownBody().split("// The client's")[1];
+  return [...own.matchAll(/\| (?:'([a-z_]+)'|`(http)_\$\{number\}`)/g)].map((m) => m[1] ?? `${m[2]}_{status}`);
 }
 
 test('every code the gateway sends is a KnownErrorCode', () => {
@@ -57,4 +69,16 @@ test('every code the gateway sends is a KnownErrorCode', () => {
   const known = knownCodes();
   const missing = [...sent].filter(([code]) => !known.has(code)).map(([code, file]) => `${code} (${file})`);
   assert.deepEqual(missing, [], 'codes the gateway sends that ErrorCode lacks');
+});
+
+test("docs/WEB.md's table of the client's errors is the client's own codes of KnownErrorCode", () => {
+  const docs = readFileSync(path.resolve(HERE, '../../../docs/WEB.md'), 'utf8');
+  const section = docs.split('### Errors of the client')[1]?.split('\n## ')[0];
+  assert.ok(section, 'docs/WEB.md has the section');
+  const documented = [...section.matchAll(/^\| `([a-z_{}]+)` \|/gm)].map((m) => m[1]);
+  const own = clientCodes();
+  assert.ok(own.includes('websocket_refused') && own.includes('http_{status}'), `${own}`);
+  assert.deepEqual(documented.sort(), own.sort());
+  // Each is a known code (the gateway's scan leaves them out: it sends none of them).
+  for (const code of own) if (code !== 'http_{status}') assert.ok(knownCodes().has(code), code);
 });

@@ -2,8 +2,10 @@
 // offline into a fresh Vite + React + TypeScript app (test/fixture, strict),
 // type-checked with TypeScript 4.9 (Karpor's) and 5.x under moduleResolution
 // node, bundler (5.x only: 4.9 has none) and nodenext, together with every
-// example of docs/WEB.md; then bundled with esbuild through the package's
-// `exports`.
+// example of docs/WEB.md, and under bundler with exactOptionalPropertyTypes;
+// a CommonJS module of the app (test/fixture/cjs, a .cts) under node16 and
+// nodenext, where `require` takes the CommonJS files' types; then bundled
+// with esbuild through the package's `exports`.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,14 +40,22 @@ export function docExamples(markdown) {
   return out;
 }
 
+/** The module and moduleResolution of each resolution the runs take. */
+const RESOLUTIONS = {
+  node: ['ESNext', 'node'],
+  bundler: ['ESNext', 'bundler'],
+  node16: ['Node16', 'Node16'],
+  nodenext: ['NodeNext', 'NodeNext'],
+};
+
 function tsconfig(version, resolution, include) {
-  const nodenext = resolution === 'nodenext';
+  const [module, moduleResolution] = RESOLUTIONS[resolution];
   return {
     compilerOptions: {
       target: 'ES2020',
       lib: ['ES2020', 'DOM', 'DOM.Iterable'],
-      module: nodenext ? 'NodeNext' : 'ESNext',
-      moduleResolution: resolution === 'node' ? 'node' : resolution === 'bundler' ? 'bundler' : 'NodeNext',
+      module,
+      moduleResolution,
       ...(version === '5.x' ? { moduleDetection: 'force' } : {}),
       isolatedModules: true,
       noEmit: true,
@@ -74,13 +84,17 @@ test('npm pack, installed offline into a Vite + React + TS app, type-checks stri
     )[0];
     assert.deepEqual(packed.files.map((f) => f.path).sort(), [
       'cjs/client.js',
+      'cjs/core.d.ts',
       'cjs/core.js',
       'cjs/documents.js',
       'cjs/event-source.js',
+      'cjs/karpor.d.ts',
       'cjs/karpor.js',
+      'cjs/kube-pulse.d.ts',
       'cjs/kube-pulse.js',
       'cjs/package.json',
       'cjs/query.js',
+      'cjs/react.d.ts',
       'cjs/react.js',
       'cjs/rest.js',
       'cjs/sse.js',
@@ -126,30 +140,40 @@ test('npm pack, installed offline into a Vite + React + TS app, type-checks stri
     const installed = JSON.parse(readFileSync(path.join(app, 'node_modules/@kube-pulse/client/package.json'), 'utf8'));
     assert.equal(installed.version, manifest.version);
 
+    // [TypeScript, moduleResolution, what is checked, compiler options beside the fixture's].
     const runs = [
-      ['4.9', 'node'],
-      ['4.9', 'nodenext'],
-      ['5.x', 'node'],
-      ['5.x', 'bundler'],
-      ['5.x', 'nodenext'],
+      ['4.9', 'node', 'app'],
+      ['4.9', 'nodenext', 'app'],
+      ['5.x', 'node', 'app'],
+      ['5.x', 'bundler', 'app'],
+      ['5.x', 'nodenext', 'app'],
+      // Optional members given a value that may be undefined (a prop, a
+      // state) where `?:` means absent only. antd is stubbed in the
+      // fixture (src/antd.d.ts), so only the package's types and the
+      // examples are judged, not antd's own.
+      ['5.x', 'bundler', 'app', { exactOptionalPropertyTypes: true }],
+      // A CommonJS consumer: `require` conditions, the cjs/*.d.ts copies.
+      ['5.x', 'node16', 'cjs'],
+      ['5.x', 'nodenext', 'cjs'],
     ];
     const failures = [];
-    for (const [version, resolution] of runs) {
+    for (const [version, resolution, what, extra = {}] of runs) {
       // React's types for that TypeScript (Karpor: React 18 with TS 4.9).
       rmSync(path.join(app, 'node_modules/@types'), { recursive: true, force: true });
       mkdirSync(path.join(app, 'node_modules/@types'), { recursive: true });
       symlinkSync(path.join(MODULES, REACT_TYPES[version]), path.join(app, 'node_modules/@types/react'));
-      const include = resolution === 'nodenext' ? ['src'] : ['src', 'docs'];
       // The docs' examples import `@/hooks/…` as Karpor's Vite alias does,
       // which nodenext's ESM resolution does not take: they are checked
       // under node and bundler, the app itself under all three.
+      const include = what === 'cjs' ? ['cjs'] : resolution === 'nodenext' ? ['src'] : ['src', 'docs'];
       const config = tsconfig(version, resolution, include);
-      if (resolution !== 'nodenext') config.compilerOptions.paths = { '@/*': ['./docs/src/*'] };
+      Object.assign(config.compilerOptions, extra);
+      if (what === 'app' && resolution !== 'nodenext') config.compilerOptions.paths = { '@/*': ['./docs/src/*'] };
       writeFileSync(path.join(app, 'tsconfig.json'), JSON.stringify(config, null, 2));
       try {
         execFileSync(process.execPath, [TSC[version], '-p', 'tsconfig.json'], { cwd: app, encoding: 'utf8' });
       } catch (err) {
-        failures.push(`TypeScript ${version}, moduleResolution ${resolution}:\n${err.stdout}${err.stderr}`);
+        failures.push(`TypeScript ${version}, moduleResolution ${resolution}, ${what} ${JSON.stringify(extra)}:\n${err.stdout}${err.stderr}`);
       }
     }
     assert.deepEqual(failures, []);

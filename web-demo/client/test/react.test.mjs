@@ -3,10 +3,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { createElement } from 'react';
 import { renderToString } from 'react-dom/server';
 
-import { connect } from '../esm/kube-pulse.js';
+import { STATES, connect } from '../esm/kube-pulse.js';
 import { connect as connectCore } from '../esm/core.js';
 import { useConnectionState, useCount, useDocument, useGroupBy, useLiveQuery, usePulse, usePulseTopics, useTopic } from '../esm/react.js';
 
@@ -195,4 +196,58 @@ test('ClusterPhaseBadge turns grey with "as of … ago" once its cluster is olde
   assert.match(html, /Healthy \(Ready\) · 5m/);
   stop();
   client.close();
+});
+
+test('ClusterPhaseBadge says "reconnecting" while the connection is lost, not while its own subscription loads on a live one', async () => {
+  const { ClusterPhaseBadge } = await import('../esm/karpor.js');
+  const client = connectCore({ url: 'http://gw.example/', WebSocket: QuietSocket });
+  // A list keeps dev's document current over a live connection.
+  const stopList = client.subscribe('clusters/*');
+  await new Promise((r) => setTimeout(r, 0));
+  const ws = QuietSocket.last;
+  ws.readyState = 1;
+  ws.onopen();
+  const say = (sub, m) => ws.onmessage({ data: JSON.stringify({ sub, cursor: 'e-1', ...m }) });
+  const list = ws.sent.find((o) => o.op === 'subscribe').id;
+  const since = new Date(Date.now() - 5 * 60000).toISOString();
+  say(list, { type: 'snapshot', topic: 'clusters/dev', rev: 1, doc: { name: 'dev', phase: 'Healthy', reason: 'Ready', message: 'ok', since } });
+  say(list, { type: 'synced', resumed: false, count: 1 });
+  assert.equal(client.state, 'live');
+  const badge = () => renderToString(createElement(ClusterPhaseBadge, { client, name: 'dev' }));
+  // The badge's own subscription has not answered yet: loading, the shared copy is current.
+  let html = badge();
+  assert.match(html, /data-status="loading"/);
+  assert.match(html, /Healthy \(Ready\) · 5m</);
+  assert.doesNotMatch(html, /reconnecting/);
+  assert.match(html, /ant-badge-status-success/);
+  // Its own subscription, synced: live.
+  const stopOwn = client.subscribe('clusters/dev');
+  await new Promise((r) => setTimeout(r, 10));
+  const own = ws.sent.filter((o) => o.op === 'subscribe').at(-1).id;
+  say(own, { type: 'snapshot', topic: 'clusters/dev', rev: 1, doc: { name: 'dev', phase: 'Healthy', reason: 'Ready', message: 'ok', since } });
+  say(own, { type: 'synced', resumed: false, count: 1 });
+  assert.doesNotMatch(badge(), /reconnecting/);
+  // The connection is lost: stale, grey, reconnecting.
+  ws.readyState = 3;
+  ws.onclose({ code: 1006 });
+  html = badge();
+  assert.match(html, /data-status="stale"/);
+  assert.match(html, /Healthy \(Ready\) · 5m · reconnecting/);
+  assert.match(html, /ant-badge-status-default/);
+  stopOwn();
+  stopList();
+  client.close();
+});
+
+test("docs/WEB.md lists every connection state useConnectionState returns, 'paused' too", () => {
+  const docs = readFileSync(new URL('../../../docs/WEB.md', import.meta.url), 'utf8');
+  const row = docs.split('\n').find((line) => line.startsWith('| `useConnectionState(client)` |'));
+  assert.ok(row, 'the hooks table has useConnectionState');
+  // The cell's code span: 'idle' \| 'connecting' \| …
+  const [, states] = row.split(' | ')[1].match(/`([^`]*)`/);
+  const documented = [...states.matchAll(/'([a-z]+)'/g)].map((m) => m[1]);
+  assert.deepEqual(documented, [...STATES]);
+  // And the client's example of onState.
+  const example = docs.split('\n').find((line) => line.includes('pulse.onState('));
+  assert.deepEqual([...example.matchAll(/'([a-z]+)'/g)].map((m) => m[1]), [...STATES]);
 });

@@ -46,7 +46,7 @@ const BUDGETS = [
   ['the core client and the hooks that take it', ['esm/core.js', DOCUMENT_HOOKS], 5.5 * 1024],
   ['the client', ['esm/kube-pulse.js'], 10.25 * 1024],
   ['the client and its hooks', ['esm/kube-pulse.js', 'esm/react.js'], 10.75 * 1024],
-  ['the client, its hooks and the Karpor pieces', ['esm/kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 11.75 * 1024],
+  ['the client, its hooks and the Karpor pieces', ['esm/kube-pulse.js', 'esm/react.js', 'esm/karpor.js'], 12 * 1024],
 ];
 
 test('each entry minified and gzipped stays within its budget', () => {

@@ -34,6 +34,7 @@ mod control;
 pub mod converger;
 pub mod crd;
 pub mod custom_status;
+pub mod defaults;
 mod discovery;
 pub mod events;
 pub mod faults;

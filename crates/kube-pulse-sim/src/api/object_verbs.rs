@@ -80,6 +80,9 @@ pub(super) fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult
             let pre = delete_preconditions(body)?;
             match store.delete(def, ns, name, &pre, dry_run)? {
                 Deleted::Terminating(obj) => Ok(json_response(StatusCode::OK, &obj)),
+                Deleted::Gone(obj) if def.returns_deleted_object() => {
+                    Ok(json_response(StatusCode::OK, &obj))
+                }
                 Deleted::Gone(obj) => {
                     let status = json!({
                         "kind": "Status",

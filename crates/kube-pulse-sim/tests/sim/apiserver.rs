@@ -103,3 +103,110 @@ async fn created_pods_services_and_secrets_carry_the_apiservers_defaults() {
     assert_eq!(data["user"].0, b"admin");
     sim.shutdown().await;
 }
+
+/// Whether a delete of `plural` named `name` answers with the object (Left)
+/// or a `Status` (Right), through kube-rs's dynamic API.
+async fn deletes_to_object(
+    sim: &kube_pulse_sim::SimCluster,
+    (group, version, kind, plural): (&str, &str, &str, &str),
+    namespace: Option<&str>,
+    body: serde_json::Value,
+) -> bool {
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::core::GroupVersionKind;
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(sim.client(), ns, &resource),
+        None => Api::all_with(sim.client(), &resource),
+    };
+    let mut obj: DynamicObject = object(body);
+    obj.types = Some(kube::core::TypeMeta {
+        api_version: resource.api_version.clone(),
+        kind: kind.into(),
+    });
+    let name = obj.metadata.name.clone().unwrap();
+    api.create(&PostParams::default(), &obj).await.unwrap();
+    let answer = api.delete(&name, &Default::default()).await.unwrap();
+    if let Some(status) = answer.clone().right() {
+        assert_eq!(
+            status.status,
+            Some(kube::core::response::StatusSummary::Success)
+        );
+    }
+    let deleted = answer.left();
+    if let Some(deleted) = &deleted {
+        assert_eq!(deleted.metadata.name.as_deref(), Some(name.as_str()));
+    }
+    deleted.is_some()
+}
+
+#[tokio::test]
+async fn deletes_answer_with_the_object_where_the_apiserver_does() {
+    let sim = pulse_testkit::sim::sim_with(|c| {
+        c.extra_resources = vec![kube_pulse_sim::resources::ResourceDef::custom(
+            "example.com",
+            "v1",
+            "widgets",
+            "Widget",
+        )]
+    })
+    .await;
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let named = |name: &str| json!({"metadata": {"name": name}});
+    let pvc = json!({"metadata": {"name": "claim"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}}}});
+    let cases = [
+        (("", "v1", "Pod", "pods"), Some("shop"), pod, true),
+        (
+            ("", "v1", "Service", "services"),
+            Some("shop"),
+            named("svc"),
+            true,
+        ),
+        (
+            ("", "v1", "ServiceAccount", "serviceaccounts"),
+            Some("shop"),
+            named("bot"),
+            true,
+        ),
+        (
+            ("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+            Some("shop"),
+            pvc,
+            true,
+        ),
+        (
+            ("", "v1", "PersistentVolume", "persistentvolumes"),
+            None,
+            named("vol"),
+            true,
+        ),
+        (
+            ("example.com", "v1", "Widget", "widgets"),
+            Some("shop"),
+            named("w"),
+            true,
+        ),
+        (
+            ("", "v1", "ConfigMap", "configmaps"),
+            Some("shop"),
+            named("cm"),
+            false,
+        ),
+        (
+            ("", "v1", "Secret", "secrets"),
+            Some("shop"),
+            named("sec"),
+            false,
+        ),
+    ];
+    for (resource, namespace, body, want) in cases {
+        assert_eq!(
+            deletes_to_object(&sim, resource, namespace, body).await,
+            want,
+            "{resource:?}"
+        );
+    }
+    sim.shutdown().await;
+}

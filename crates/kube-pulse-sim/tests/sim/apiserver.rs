@@ -210,3 +210,58 @@ async fn deletes_answer_with_the_object_where_the_apiserver_does() {
     }
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn discovery_answers_with_and_without_a_trailing_slash_and_serves_groups() {
+    let member = sim().await;
+    let karpor = kube_pulse_sim::karpor::start(Default::default())
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let cases = [
+        (&member, "/version/", "gitVersion", None),
+        (&member, "/api/", "kind", Some("APIVersions")),
+        (&member, "/apis/", "kind", Some("APIGroupList")),
+        (&member, "/apis/apps", "kind", Some("APIGroup")),
+        (&member, "/apis/apps/", "kind", Some("APIGroup")),
+        (&member, "/apis/apps/v1/", "kind", Some("APIResourceList")),
+        (&karpor, "/version/", "gitVersion", None),
+        (&karpor, "/apis/", "kind", Some("APIGroupList")),
+        (&karpor, "/apis/cluster.karpor.io", "kind", Some("APIGroup")),
+        (&karpor, "/apis/search.karpor.io/", "kind", Some("APIGroup")),
+    ];
+    for (cluster, path, key, want) in cases {
+        let answer = http
+            .get(format!("{}{path}", cluster.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert!(body.get(key).is_some(), "{path}: {body}");
+        if let Some(want) = want {
+            assert_eq!(body[key], want, "{path}: {body}");
+        }
+    }
+    let apps: serde_json::Value = http
+        .get(format!("{}/apis/apps", member.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(apps["name"], "apps");
+    assert_eq!(apps["preferredVersion"]["groupVersion"], "apps/v1");
+    // Groups the cluster does not serve stay 404, as on an apiserver.
+    for path in ["/apis/nothing.example.com", "/apis/apps/v9/"] {
+        let answer = http
+            .get(format!("{}{path}", member.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 404, "{path}");
+    }
+    karpor.shutdown().await;
+    member.shutdown().await;
+}

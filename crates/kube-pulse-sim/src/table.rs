@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::resources::ResourceDef;
+use super::status::{ApiError, ApiResult};
 
 /// Age the way kubectl prints it (`45s`, `3m12s`, `2d4h`, …).
 pub fn human_age(seconds: i64) -> String {
@@ -336,20 +337,59 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     row
 }
 
-/// The row object: `PartialObjectMetadata` (kubectl reads namespace and name from it).
-fn row_object(obj: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
-    })
+/// What each row carries of its object: the `includeObject` parameter of a
+/// table request (kubectl's default is `Metadata`; `--sort-by` and custom
+/// columns ask for `Object`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    /// No `object` in the rows.
+    None,
+    /// `PartialObjectMetadata` (kubectl reads namespace and name from it).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
 }
 
-/// A Table of `items`; `list_meta` is the list's metadata (resourceVersion, continue).
-pub fn table(def: &ResourceDef, items: &[&Value], list_meta: Value, now: DateTime<Utc>) -> Value {
+impl IncludeObject {
+    /// The parameter's value; an unknown one is 400, as the apiserver's
+    /// validation of `TableOptions` answers.
+    pub fn parse(value: Option<&str>) -> ApiResult<Self> {
+        match value {
+            None | Some("" | "Metadata") => Ok(Self::Metadata),
+            Some("None") => Ok(Self::None),
+            Some("Object") => Ok(Self::Object),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "TableOptions.meta.k8s.io \"\" is invalid: includeObject: Unsupported value: {other:?}: \
+                 supported values: \"None\", \"Metadata\", \"Object\""
+            ))),
+        }
+    }
+}
+
+/// One row: its cells and, as asked, its object.
+fn row(def: &ResourceDef, obj: &Value, now: DateTime<Utc>, include: IncludeObject) -> Value {
+    let mut row = json!({"cells": cells(def, obj, now)});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => row["object"] = super::media::partial(obj),
+        IncludeObject::Object => row["object"] = obj.clone(),
+    }
+    row
+}
+
+/// A Table of `items`; `list_meta` is the list's metadata (resourceVersion,
+/// continue), `include` what each row carries of its object.
+pub fn table(
+    def: &ResourceDef,
+    items: &[&Value],
+    list_meta: Value,
+    now: DateTime<Utc>,
+    include: IncludeObject,
+) -> Value {
     let rows: Vec<Value> = items
         .iter()
-        .map(|obj| json!({"cells": cells(def, obj, now), "object": row_object(obj)}))
+        .map(|obj| row(def, obj, now, include))
         .collect();
     json!({
         "kind": "Table",
@@ -517,12 +557,36 @@ mod tests {
             "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}},
             "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}
         });
-        let t = table(def, &[&obj], json!({"resourceVersion": "5"}), now);
+        let t = table(
+            def,
+            &[&obj],
+            json!({"resourceVersion": "5"}),
+            now,
+            IncludeObject::default(),
+        );
         assert_eq!(
             t["rows"][0]["cells"],
             json!(["web", "2/3", 3, 2, "10m", "web", "nginx:1"])
         );
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "shop");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        let whole = table(def, &[&obj], json!({}), now, IncludeObject::Object);
+        assert_eq!(whole["rows"][0]["object"], obj);
+        let bare = table(def, &[&obj], json!({}), now, IncludeObject::None);
+        assert!(bare["rows"][0].get("object").is_none());
+        let cases = [
+            (None, Ok(IncludeObject::Metadata)),
+            (Some("None"), Ok(IncludeObject::None)),
+            (Some("Object"), Ok(IncludeObject::Object)),
+            (Some("Everything"), Err(400)),
+        ];
+        for (value, want) in cases {
+            assert_eq!(
+                IncludeObject::parse(value).map_err(|e| e.code),
+                want,
+                "{value:?}"
+            );
+        }
     }
 }

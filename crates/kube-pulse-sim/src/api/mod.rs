@@ -164,7 +164,7 @@ async fn dispatch(
                         .list(&def, ns, &selection, from, limit, params.str("continue"))?;
                 Ok(json_response(
                     StatusCode::OK,
-                    &list_body(&def, page, output),
+                    &list_body(&def, page, output, params.include_object()?),
                 ))
             }
             "create" => {
@@ -214,7 +214,7 @@ async fn dispatch(
                 };
                 Ok(json_response(
                     StatusCode::OK,
-                    &list_body(&def, page, Output::Object),
+                    &list_body(&def, page, Output::Object, Default::default()),
                 ))
             }
             _ => Err(ApiError::method_not_allowed(&def.group_resource())),

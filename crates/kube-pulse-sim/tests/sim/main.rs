@@ -8,3 +8,4 @@ mod members;
 mod metadata;
 mod pods;
 mod sim_kube;
+mod tables;

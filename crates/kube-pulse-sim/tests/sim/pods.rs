@@ -336,16 +336,21 @@ async fn a_pod_nobody_owns_starts_and_runs() {
         later.status
     );
     let events = events_of(&sim, "debug").await;
-    let reasons: Vec<(String, i32)> = events
+    let mut reasons: Vec<(String, i32)> = events
         .iter()
         .map(|e| (e.reason.clone().unwrap_or_default(), e.count.unwrap_or(0)))
         .collect();
+    reasons.sort();
     assert_eq!(
         reasons,
         [("Scheduled".to_string(), 1), ("Started".to_string(), 1)],
         "{events:?}"
     );
-    let scheduled = events[0].message.clone().unwrap_or_default();
+    let scheduled = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Scheduled"))
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default();
     assert_eq!(
         scheduled,
         format!("Successfully assigned shop/debug to {node}")

@@ -65,6 +65,7 @@ pub mod store;
 pub mod table;
 mod time;
 pub mod typed;
+pub mod validation;
 mod watch;
 pub mod workloads;
 

@@ -111,21 +111,6 @@ fn random_suffix() -> String {
         .collect()
 }
 
-/// Validation the simulator enforces (what clients can get wrong in practice).
-fn validate(def: &ResourceDef, name: &str, obj: &Value) -> ApiResult<()> {
-    if def.scale_subresource
-        && let Some(replicas) = obj.pointer("/spec/replicas")
-        && replicas.as_i64().is_none_or(|r| r < 0)
-    {
-        return Err(ApiError::invalid(
-            def,
-            name,
-            format!("spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"),
-        ));
-    }
-    Ok(())
-}
-
 /// Turns a create request body into the object to store (without `resourceVersion`).
 ///
 /// `namespace` is the namespace of the request path (None for cluster-scoped).
@@ -195,7 +180,7 @@ pub fn prepare_create(
         obj["status"] = json!({"phase": "Active"});
     }
     super::typed::normalize(def, &mut obj)?;
-    validate(def, &name, &obj)?;
+    super::validation::validate(def, &name, &obj)?;
     Ok(obj)
 }
 
@@ -279,7 +264,7 @@ pub fn prepare_update(
     }
     super::defaults::apply(def, &mut obj, Some(current));
     super::typed::normalize(def, &mut obj)?;
-    validate(def, &name, &obj)?;
+    super::validation::validate(def, &name, &obj)?;
     Ok(obj)
 }
 
@@ -330,6 +315,12 @@ mod tests {
         "2026-01-02T03:04:05Z".parse().unwrap()
     }
 
+    /// A valid Deployment spec: a selector and a template.
+    fn spec() -> Value {
+        json!({"selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}})
+    }
+
     #[test]
     fn create_fills_metadata_and_defaults() {
         let catalog = Catalog::new(vec![]);
@@ -337,7 +328,7 @@ mod tests {
         let obj = prepare_create(
             def,
             Some("shop"),
-            json!({"metadata": {"name": "web"}, "spec": {"template": {}}, "status": {"readyReplicas": 9}}),
+            json!({"metadata": {"name": "web"}, "spec": spec(), "status": {"readyReplicas": 9}}),
             now(),
         )
         .unwrap();
@@ -381,7 +372,7 @@ mod tests {
         let generated = prepare_create(
             def,
             Some("shop"),
-            json!({"metadata": {"generateName": "web-"}}),
+            json!({"metadata": {"generateName": "web-"}, "spec": spec()}),
             now(),
         )
         .unwrap();
@@ -413,7 +404,7 @@ mod tests {
         let mut current = prepare_create(
             def,
             Some("shop"),
-            json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "web"}, "spec": spec()}),
             now(),
         )
         .unwrap();

@@ -265,3 +265,80 @@ async fn discovery_answers_with_and_without_a_trailing_slash_and_serves_groups()
     karpor.shutdown().await;
     member.shutdown().await;
 }
+
+#[tokio::test]
+async fn objects_missing_required_fields_are_invalid() {
+    let sim = sim().await;
+    let http = reqwest::Client::new();
+    let template = json!({"metadata": {"labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let cases = [
+        (
+            "/apis/apps/v1/namespaces/shop/deployments",
+            json!({"metadata": {"name": "nosel"}, "spec": {"template": template}}),
+            vec!["spec.selector"],
+        ),
+        (
+            "/apis/apps/v1/namespaces/shop/statefulsets",
+            json!({"metadata": {"name": "other"}, "spec": {
+                "selector": {"matchLabels": {"app": "db"}}, "template": template}}),
+            vec!["spec.template.metadata.labels"],
+        ),
+        (
+            "/apis/apps/v1/namespaces/shop/deployments",
+            json!({"metadata": {"name": "notemplate"}, "spec": {"selector": {"matchLabels": {"app": "web"}}}}),
+            vec![
+                "spec.template.metadata.labels",
+                "spec.template.spec.containers",
+            ],
+        ),
+        (
+            "/api/v1/namespaces/shop/pods",
+            json!({"metadata": {"name": "nocontainers"}, "spec": {}}),
+            vec!["spec.containers"],
+        ),
+        (
+            "/api/v1/namespaces/shop/events",
+            json!({"metadata": {"name": "noinvolved"}, "reason": "X"}),
+            vec!["involvedObject.namespace", "involvedObject"],
+        ),
+    ];
+    for (path, body, fields) in cases {
+        let answer = http
+            .post(format!("{}{path}", sim.url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 422, "{path}");
+        let status: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(status["reason"], "Invalid", "{status}");
+        let causes: Vec<&str> = status["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["field"].as_str().unwrap())
+            .collect();
+        assert_eq!(causes, fields, "{status}");
+    }
+    // Nothing was stored: typed lists still decode every item.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(sim.client(), "shop");
+    assert!(
+        deployments
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let pods: Api<Pod> = Api::namespaced(sim.client(), "shop");
+    assert!(
+        pods.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    sim.shutdown().await;
+}

@@ -39,10 +39,7 @@ pub fn apply(def: &ResourceDef, obj: &mut Value, current: Option<&Value>) {
             spec.entry("replicas").or_insert(json!(1));
             spec.entry("progressDeadlineSeconds").or_insert(json!(600));
             spec.entry("revisionHistoryLimit").or_insert(json!(10));
-            spec.entry("strategy").or_insert(json!({
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}
-            }));
+            deployment_strategy(spec);
         }
         ("apps", "StatefulSet") => {
             let spec = spec_mut(obj);
@@ -70,6 +67,24 @@ pub fn apply(def: &ResourceDef, obj: &mut Value, current: Option<&Value>) {
         ("", "Service") => service(obj, current),
         ("", "Secret") => secret(obj),
         _ => {}
+    }
+}
+
+/// A Deployment's strategy: `RollingUpdate` unless set, whose surge and
+/// unavailability default to 25% each.
+fn deployment_strategy(spec: &mut Map<String, Value>) {
+    let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+    let Some(strategy) = strategy.as_object_mut() else {
+        return;
+    };
+    let kind = strategy.entry("type").or_insert(json!("RollingUpdate"));
+    if kind != "RollingUpdate" {
+        return;
+    }
+    let rolling = strategy.entry("rollingUpdate").or_insert_with(|| json!({}));
+    if let Some(rolling) = rolling.as_object_mut() {
+        rolling.entry("maxSurge").or_insert(json!("25%"));
+        rolling.entry("maxUnavailable").or_insert(json!("25%"));
     }
 }
 

@@ -33,6 +33,15 @@ pub fn apply(def: &ResourceDef, obj: &mut Value, current: Option<&Value>) {
     if def.typed.is_some() {
         return;
     }
+    // A pod template's `creationTimestamp: null` (Go clients write it) is
+    // no value: decoded into Go's struct and written again, it is gone.
+    if let Some(meta) = obj
+        .pointer_mut("/spec/template/metadata")
+        .and_then(Value::as_object_mut)
+        && meta.get("creationTimestamp").is_some_and(Value::is_null)
+    {
+        meta.remove("creationTimestamp");
+    }
     match (def.group.as_str(), def.kind.as_str()) {
         ("apps", "Deployment") => {
             let spec = spec_mut(obj);
@@ -401,6 +410,18 @@ mod tests {
             let pod = defaulted("pods", pod);
             assert_eq!(pod["status"]["qosClass"], want, "{pod}");
         }
+    }
+
+    #[test]
+    fn a_templates_null_creation_timestamp_is_dropped() {
+        let deployment = defaulted(
+            "deployments",
+            json!({"spec": {"template": {"metadata": {"creationTimestamp": null, "labels": {"a": "b"}}}}}),
+        );
+        assert_eq!(
+            deployment["spec"]["template"]["metadata"],
+            json!({"labels": {"a": "b"}})
+        );
     }
 
     #[test]

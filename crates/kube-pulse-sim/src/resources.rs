@@ -133,6 +133,17 @@ impl ResourceDef {
                 ))
     }
 
+    /// Whether the resource is in the `all` category (`kubectl get all`),
+    /// as the apiserver's workload resources are.
+    pub fn in_category_all(&self) -> bool {
+        self.typed.is_none()
+            && matches!(
+                (self.group.as_str(), self.plural.as_str()),
+                ("", "pods" | "services")
+                    | ("apps", "deployments" | "statefulsets" | "replicasets")
+            )
+    }
+
     /// The `APIResource` entries for discovery: the resource and its subresources.
     pub fn discovery_entries(&self) -> Vec<Value> {
         let mut verbs = vec![
@@ -156,6 +167,9 @@ impl ResourceDef {
             "verbs": verbs,
             "shortNames": self.short_names,
         })];
+        if self.in_category_all() {
+            entries[0]["categories"] = json!(["all"]);
+        }
         if self.status_subresource {
             entries.push(json!({
                 "name": format!("{}/status", self.plural),

@@ -120,3 +120,55 @@ async fn kubectl_prints_one_karpor_cluster_as_a_table_row() {
     assert_eq!(words(lines[1])[0], "edge", "{out}");
     karpor.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_all_and_rollout_history_and_undo() {
+    let sim = sim().await;
+    let server = sim.url();
+    deploy(&sim, "web", 1, "registry.example/web:1");
+    eventually(WAIT, "revision 1", || async {
+        let out = kubectl(&server, &["rollout", "history", "deploy/web", "-n", "shop"]).await;
+        let out = String::from_utf8_lossy(&out.stdout).to_string();
+        out.lines()
+            .any(|l| words(l).first() == Some(&"1"))
+            .then_some(())
+    })
+    .await;
+    let out = ok(&kubectl(&server, &["get", "all", "-n", "shop"]).await);
+    for kind in ["pod/web-", "deployment.apps/web", "replicaset.apps/web-"] {
+        assert!(out.contains(kind), "{kind}: {out}");
+    }
+    ok(&kubectl(
+        &server,
+        &[
+            "set",
+            "image",
+            "deploy/web",
+            "-n",
+            "shop",
+            "*=registry.example/web:2",
+        ],
+    )
+    .await);
+    let revisions = || async {
+        let out = ok(&kubectl(&server, &["rollout", "history", "deploy/web", "-n", "shop"]).await);
+        out.lines()
+            .filter_map(|l| words(l).first().and_then(|w| w.parse::<u32>().ok()))
+            .collect::<Vec<u32>>()
+    };
+    eventually(WAIT, "revision 2", || async {
+        (revisions().await == [1, 2]).then_some(())
+    })
+    .await;
+    let out = ok(&kubectl(&server, &["rollout", "undo", "deploy/web", "-n", "shop"]).await);
+    assert!(out.contains("rolled back"), "{out}");
+    let image = "-o=jsonpath={.spec.template.spec.containers[0].image}";
+    let out = ok(&kubectl(&server, &["get", "deploy", "web", "-n", "shop", image]).await);
+    assert_eq!(out.trim(), "registry.example/web:1");
+    // The template rolled back to is the newest revision now.
+    eventually(WAIT, "revisions 2, 3", || async {
+        (revisions().await == [2, 3]).then_some(())
+    })
+    .await;
+    sim.shutdown().await;
+}

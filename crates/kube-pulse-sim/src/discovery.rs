@@ -44,21 +44,38 @@ pub(crate) async fn core_versions(headers: HeaderMap) -> Json<Value> {
     }))
 }
 
+/// One group's entry of `/apis`: its versions, the preferred one first.
+fn group_entry(name: &str, versions: &[String]) -> Value {
+    let entries: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({"name": name, "versions": entries, "preferredVersion": entries[0]})
+}
+
 pub(crate) async fn groups(State(shared): State<Arc<Shared>>) -> Json<Value> {
     let groups: Vec<Value> = shared
         .store
         .catalog()
         .groups()
         .into_iter()
-        .map(|(name, versions)| {
-            let entries: Vec<Value> = versions
-                .iter()
-                .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
-                .collect();
-            json!({"name": name, "versions": entries, "preferredVersion": entries[0]})
-        })
+        .map(|(name, versions)| group_entry(&name, &versions))
         .collect();
     Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}))
+}
+
+/// The `APIGroup` of `/apis/{group}`, or None when the group is not served.
+pub(crate) fn group(shared: &Shared, group: &str) -> Option<Value> {
+    let (name, versions) = shared
+        .store
+        .catalog()
+        .groups()
+        .into_iter()
+        .find(|(name, _)| name == group)?;
+    let mut entry = group_entry(&name, &versions);
+    entry["kind"] = json!("APIGroup");
+    entry["apiVersion"] = json!("v1");
+    Some(entry)
 }
 
 /// `APIResourceList` for one group/version, or None when nothing is served there.

@@ -15,7 +15,10 @@ use super::status::ApiError;
 
 /// Paths a real apiserver serves to anonymous clients.
 fn is_public(path: &str) -> bool {
-    matches!(path, "/livez" | "/readyz" | "/healthz" | "/version")
+    matches!(
+        path.strip_suffix('/').unwrap_or(path),
+        "/livez" | "/readyz" | "/healthz" | "/version"
+    )
 }
 
 /// Applies auth and the stall / latency / status faults before any API handler.

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::events::{Event, EventType, Recorder, Source};
-use super::object::{name_of, namespace_of};
+use super::object::{UpdateScope, name_of, namespace_of};
 use super::pods::{self, ImageFault, Owner, PodState, Restarts};
 use super::replicasets::Uids;
 use super::resources::ResourceDef;
@@ -173,7 +173,8 @@ impl Kubelet {
                 });
             let state = match (&previous, fault) {
                 (None, _) => PodState::Starting,
-                (Some(r), None) if r.state == PodState::Starting => PodState::Ready,
+                // Started once, it runs on: a pod without a fault stays Ready.
+                (Some(_), None) => PodState::Ready,
                 _ => next_state(fault, previous.as_ref(), seconds, now),
             };
             let mut spec_only = (*pod).clone();
@@ -206,6 +207,19 @@ impl Kubelet {
     ) {
         let (namespace, name) = (&key.0, &key.1);
         let stored = match store.get(def, Some(namespace), name) {
+            Ok(stored) if pods::needs_node(&stored, state) => {
+                // A pod created by a user: the scheduler binds it once.
+                let bound =
+                    store.mutate(def, Some(namespace), name, UpdateScope::Main, false, |p| {
+                        let mut p = p.clone();
+                        pods::schedule(&mut p, state);
+                        Ok(p)
+                    });
+                match bound {
+                    Ok(bound) => bound,
+                    Err(_) => return,
+                }
+            }
             Ok(stored) => stored,
             Err(_) => {
                 pods::schedule(&mut pod, state);

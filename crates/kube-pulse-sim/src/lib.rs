@@ -34,6 +34,7 @@ mod control;
 pub mod converger;
 pub mod crd;
 pub mod custom_status;
+pub mod defaults;
 mod discovery;
 pub mod events;
 pub mod faults;
@@ -64,6 +65,7 @@ pub mod store;
 pub mod table;
 mod time;
 pub mod typed;
+pub mod validation;
 mod watch;
 pub mod workloads;
 

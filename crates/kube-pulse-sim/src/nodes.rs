@@ -21,6 +21,19 @@ pub fn node_name(index: usize) -> String {
     format!("sim-node-{index}")
 }
 
+/// The index (from 1) of a simulated node's name, `sim-node-{index}`.
+pub fn index_of(name: &str) -> Option<usize> {
+    name.strip_prefix("sim-node-")?
+        .parse()
+        .ok()
+        .filter(|i| *i > 0)
+}
+
+/// The InternalIP of node `index` (from 1), as its status reports it.
+pub fn internal_ip(index: usize) -> String {
+    format!("10.0.0.{}", 10 + index)
+}
+
 /// Node `index` (from 1) as the kubelet registers it (without status).
 pub fn manifest(index: usize) -> Value {
     let name = node_name(index);
@@ -60,7 +73,7 @@ pub fn status(index: usize, now: DateTime<Utc>) -> Value {
             condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
         ],
         "addresses": [
-            {"type": "InternalIP", "address": format!("10.0.0.{}", 10 + index)},
+            {"type": "InternalIP", "address": internal_ip(index)},
             {"type": "Hostname", "address": node_name(index)},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},

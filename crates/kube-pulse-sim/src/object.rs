@@ -111,67 +111,6 @@ fn random_suffix() -> String {
         .collect()
 }
 
-/// `spec` of an object, created empty when missing.
-fn spec_mut(obj: &mut Value) -> &mut Value {
-    obj.as_object_mut()
-        .expect("checked to be an object")
-        .entry("spec")
-        .or_insert_with(|| json!({}))
-}
-
-/// Defaults the apiserver fills in for the built-in kinds.
-fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
-    match (def.group.as_str(), def.kind.as_str()) {
-        ("apps", "Deployment") => {
-            let spec = spec_mut(obj);
-            if let Some(spec) = spec.as_object_mut() {
-                spec.entry("replicas").or_insert(json!(1));
-                spec.entry("progressDeadlineSeconds").or_insert(json!(600));
-                spec.entry("revisionHistoryLimit").or_insert(json!(10));
-                spec.entry("strategy").or_insert(json!({
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}
-                }));
-            }
-        }
-        ("apps", "StatefulSet") => {
-            let spec = spec_mut(obj);
-            if let Some(spec) = spec.as_object_mut() {
-                spec.entry("replicas").or_insert(json!(1));
-                spec.entry("podManagementPolicy")
-                    .or_insert(json!("OrderedReady"));
-                spec.entry("updateStrategy").or_insert(json!({
-                    "type": "RollingUpdate",
-                    "rollingUpdate": {"partition": 0}
-                }));
-            }
-        }
-        ("", "Namespace") => {
-            // Also under an empty `spec: {}`, which Go clients send.
-            if let Some(spec) = spec_mut(obj).as_object_mut() {
-                spec.entry("finalizers")
-                    .or_insert_with(|| json!(["kubernetes"]));
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Validation the simulator enforces (what clients can get wrong in practice).
-fn validate(def: &ResourceDef, name: &str, obj: &Value) -> ApiResult<()> {
-    if def.scale_subresource
-        && let Some(replicas) = obj.pointer("/spec/replicas")
-        && replicas.as_i64().is_none_or(|r| r < 0)
-    {
-        return Err(ApiError::invalid(
-            def,
-            name,
-            format!("spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"),
-        ));
-    }
-    Ok(())
-}
-
 /// Turns a create request body into the object to store (without `resourceVersion`).
 ///
 /// `namespace` is the namespace of the request path (None for cluster-scoped).
@@ -235,13 +174,13 @@ pub fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    apply_defaults(def, &mut obj);
+    super::defaults::apply(def, &mut obj, None);
     if def.kind == "Namespace" {
         // A new namespace is Active; afterwards its phase belongs to the namespace controller.
         obj["status"] = json!({"phase": "Active"});
     }
     super::typed::normalize(def, &mut obj)?;
-    validate(def, &name, &obj)?;
+    super::validation::validate(def, &name, &obj)?;
     Ok(obj)
 }
 
@@ -323,9 +262,9 @@ pub fn prepare_update(
             metadata_mut(&mut obj).insert("generation".into(), json!(generation + 1));
         }
     }
-    apply_defaults(def, &mut obj);
+    super::defaults::apply(def, &mut obj, Some(current));
     super::typed::normalize(def, &mut obj)?;
-    validate(def, &name, &obj)?;
+    super::validation::validate(def, &name, &obj)?;
     Ok(obj)
 }
 
@@ -376,6 +315,12 @@ mod tests {
         "2026-01-02T03:04:05Z".parse().unwrap()
     }
 
+    /// A valid Deployment spec: a selector and a template.
+    fn spec() -> Value {
+        json!({"selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx"}]}}})
+    }
+
     #[test]
     fn create_fills_metadata_and_defaults() {
         let catalog = Catalog::new(vec![]);
@@ -383,7 +328,7 @@ mod tests {
         let obj = prepare_create(
             def,
             Some("shop"),
-            json!({"metadata": {"name": "web"}, "spec": {"template": {}}, "status": {"readyReplicas": 9}}),
+            json!({"metadata": {"name": "web"}, "spec": spec(), "status": {"readyReplicas": 9}}),
             now(),
         )
         .unwrap();
@@ -427,7 +372,7 @@ mod tests {
         let generated = prepare_create(
             def,
             Some("shop"),
-            json!({"metadata": {"generateName": "web-"}}),
+            json!({"metadata": {"generateName": "web-"}, "spec": spec()}),
             now(),
         )
         .unwrap();
@@ -459,7 +404,7 @@ mod tests {
         let mut current = prepare_create(
             def,
             Some("shop"),
-            json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "web"}, "spec": spec()}),
             now(),
         )
         .unwrap();

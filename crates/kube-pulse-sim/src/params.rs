@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use super::selector::{FieldSelector, LabelSelector, Selection};
 use super::status::{ApiError, ApiResult};
+use super::table::IncludeObject;
 
 /// Query parameters, parsed strictly into typed values.
 pub(crate) struct Params(HashMap<String, String>);
@@ -22,6 +23,11 @@ impl Params {
             .get(key)
             .map(String::as_str)
             .filter(|s| !s.is_empty())
+    }
+
+    /// What a table's rows carry of their objects (`includeObject`).
+    pub(crate) fn include_object(&self) -> ApiResult<IncludeObject> {
+        IncludeObject::parse(self.str("includeObject"))
     }
 
     pub(crate) fn bool(&self, key: &str) -> ApiResult<bool> {

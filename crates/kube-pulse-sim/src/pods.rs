@@ -14,8 +14,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::defaults::qos_class;
 pub use super::nodes::NODES;
-use super::nodes::node_name;
+use super::nodes::{self, node_name};
 use super::object::{name_of, namespace_of, timestamp};
 use super::workloads::{self, Ownership, WorkloadKind};
 
@@ -224,9 +225,14 @@ pub fn pod(owner: &Owner<'_>, index: u32) -> Value {
 
 /// The node a scheduled pod runs on.
 fn node_for(name: &str) -> String {
+    node_name(node_index(name))
+}
+
+/// The index (from 1) of the node a pod of this name is scheduled on.
+fn node_index(name: &str) -> usize {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut hasher);
-    node_name(hasher.finish() as usize % NODES + 1)
+    hasher.finish() as usize % NODES + 1
 }
 
 fn condition(kind: &str, ok: bool, since: &str) -> Value {
@@ -241,7 +247,7 @@ pub fn status(pod: &Value, state: PodState, since: DateTime<Utc>) -> Value {
         let mut scheduled = condition("PodScheduled", false, &at);
         scheduled["reason"] = json!("Unschedulable");
         scheduled["message"] = json!(unschedulable_message());
-        return json!({"phase": "Pending", "conditions": [scheduled], "qosClass": "BestEffort"});
+        return json!({"phase": "Pending", "conditions": [scheduled], "qosClass": qos_class(pod)});
     }
     let ready = state == PodState::Ready;
     let containers: Vec<Value> = pod
@@ -253,6 +259,11 @@ pub fn status(pod: &Value, state: PodState, since: DateTime<Utc>) -> Value {
         PodState::Starting | PodState::PullError { .. } => "Pending",
         _ => "Running",
     };
+    // The node's InternalIP, and an address in the node's pod CIDR.
+    let node = nodes::index_of(pod["spec"]["nodeName"].as_str().unwrap_or(""))
+        .unwrap_or_else(|| node_index(name_of(pod)));
+    let host_ip = nodes::internal_ip(node);
+    let pod_ip = pod_ip(node, name_of(pod));
     let mut status = json!({
         "phase": phase,
         "conditions": [
@@ -261,11 +272,13 @@ pub fn status(pod: &Value, state: PodState, since: DateTime<Utc>) -> Value {
             condition("ContainersReady", ready, &at),
             condition("Ready", ready, &at),
         ],
-        "hostIP": "10.0.0.1",
-        "podIP": pod_ip(name_of(pod)),
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
         "startTime": at,
         "containerStatuses": containers,
-        "qosClass": "BestEffort",
+        "qosClass": qos_class(pod),
     });
     if !ready {
         for i in [2, 3] {
@@ -275,11 +288,11 @@ pub fn status(pod: &Value, state: PodState, since: DateTime<Utc>) -> Value {
     status
 }
 
-fn pod_ip(name: &str) -> String {
+/// An address for pod `name` in the pod CIDR of node `node` (`10.244.{node}.0/24`).
+fn pod_ip(node: usize, name: &str) -> String {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut hasher);
-    let n = hasher.finish();
-    format!("10.244.{}.{}", (n >> 8) % 250, n % 250 + 2)
+    format!("10.244.{node}.{}", hasher.finish() % 250 + 2)
 }
 
 /// One container's status in `state`.
@@ -397,12 +410,21 @@ pub fn name_messages(status: &mut Value, pod: &Value) {
     }
 }
 
-/// Assigns the node of a scheduled pod (`spec.nodeName`).
+/// Assigns the node of a scheduled pod (`spec.nodeName`), unless it names one already.
 pub fn schedule(pod: &mut Value, state: PodState) {
-    if state != PodState::Unschedulable {
+    if needs_node(pod, state) {
         let node = node_for(name_of(pod));
         pod["spec"]["nodeName"] = json!(node);
     }
+}
+
+/// Whether the scheduler still has to bind `pod` (it has no node and can run).
+pub fn needs_node(pod: &Value, state: PodState) -> bool {
+    state != PodState::Unschedulable
+        && pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
 }
 
 #[cfg(test)]

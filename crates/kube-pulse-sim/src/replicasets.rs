@@ -149,19 +149,95 @@ fn ensure(
     uid
 }
 
+/// The annotation the deployment controller numbers a Deployment's
+/// templates with, on the Deployment and each of its ReplicaSets.
+pub const REVISION: &str = "deployment.kubernetes.io/revision";
+
+fn revision_of(obj: &Value) -> u64 {
+    obj.pointer("/metadata/annotations")
+        .and_then(|a| a.get(REVISION))
+        .and_then(Value::as_str)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The revision the current template's ReplicaSet should carry, given its
+/// own and the highest among the Deployment's ReplicaSets: a template that
+/// is not the newest (new, or rolled back to) takes the next number.
+pub fn next_revision(current: u64, highest: u64) -> u64 {
+    if current != 0 && current == highest {
+        current
+    } else {
+        highest + 1
+    }
+}
+
+/// Numbers the current template's ReplicaSet (`name`) and the Deployment
+/// as the deployment controller does, so `kubectl rollout history` lists
+/// the revisions and `rollout undo` finds the previous one. Looks at the
+/// other ReplicaSets only when the two disagree (a new template or a
+/// rollback), not on every step.
+fn revise(store: &Store, def: &ResourceDef, deployment: &Value, name: &str) {
+    if workloads::kind_of(deployment).kind != "Deployment" {
+        return;
+    }
+    let namespace = namespace_of(deployment);
+    let Ok(rs) = store.get(def, Some(namespace), name) else {
+        return;
+    };
+    let current = revision_of(&rs);
+    if current != 0 && current == revision_of(deployment) {
+        return;
+    }
+    let uid = deployment["metadata"]["uid"].as_str().unwrap_or("");
+    let highest = store
+        .snapshot(def)
+        .iter()
+        .filter(|r| namespace_of(r) == namespace && controller_uid(r) == Some(uid))
+        .map(|r| revision_of(r))
+        .max()
+        .unwrap_or(0);
+    let revision = json!(next_revision(current, highest).to_string());
+    let annotate = |current: &Value| {
+        let mut next = current.clone();
+        if !next["metadata"]["annotations"].is_object() {
+            next["metadata"]["annotations"] = json!({});
+        }
+        next["metadata"]["annotations"][REVISION] = revision.clone();
+        Ok(next)
+    };
+    if rs["metadata"]["annotations"][REVISION] != revision {
+        let _ = store.mutate(
+            def,
+            Some(namespace),
+            name,
+            UpdateScope::Main,
+            false,
+            annotate,
+        );
+    }
+    if let Some(deployments) = store.catalog().find("apps", "v1", "deployments").cloned() {
+        let _ = store.mutate(
+            &deployments,
+            Some(namespace),
+            name_of(deployment),
+            UpdateScope::Main,
+            false,
+            annotate,
+        );
+    }
+}
+
 /// Brings the ReplicaSets of `deployment` in line with its pods after a
 /// controller step, returning the uids its pods are owned by.
 pub(crate) fn sync(store: &Store, deployment: &Value, pods: &Pods, desired: u32) -> Uids {
     let Some(def) = store.catalog().find("apps", "v1", "replicasets").cloned() else {
         return Uids::default();
     };
-    let new = ensure(
-        store,
-        &def,
-        manifest(deployment, pods.template_hash, desired),
-        pods.new,
-        pods.new_ready,
-    );
+    let wanted = manifest(deployment, pods.template_hash, desired);
+    let name = name_of(&wanted).to_string();
+    let new = ensure(store, &def, wanted, pods.new, pods.new_ready);
+    revise(store, &def, deployment, &name);
     let old = (pods.old_hash != 0 && pods.old_hash != pods.template_hash)
         .then(|| {
             ensure(
@@ -220,6 +296,15 @@ pub(crate) fn collect_garbage(store: &Store, live: &BTreeSet<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn revisions_number_new_and_rolled_back_templates() {
+        // (the current template's revision, the highest) → its revision
+        let cases = [((0, 0), 1), ((0, 3), 4), ((3, 3), 3), ((1, 3), 4)];
+        for ((current, highest), want) in cases {
+            assert_eq!(next_revision(current, highest), want, "{current} {highest}");
+        }
+    }
 
     fn deployment() -> Value {
         json!({

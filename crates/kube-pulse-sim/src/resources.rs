@@ -110,6 +110,40 @@ impl ResourceDef {
             .unwrap_or_else(|| self.kind.to_lowercase())
     }
 
+    /// Whether a delete that removes an object answers with the object (as
+    /// the registries of pods, services, service accounts, volumes, claims,
+    /// pod templates, resource quotas and every custom resource do) rather
+    /// than a `Status`.
+    pub fn returns_deleted_object(&self) -> bool {
+        if self.typed.is_some() {
+            return false;
+        }
+        let builtin = builtins().iter().any(|d| d.table_key() == self.table_key());
+        !builtin
+            || (self.group.is_empty()
+                && matches!(
+                    self.kind.as_str(),
+                    "Pod"
+                        | "Service"
+                        | "ServiceAccount"
+                        | "PersistentVolume"
+                        | "PersistentVolumeClaim"
+                        | "PodTemplate"
+                        | "ResourceQuota"
+                ))
+    }
+
+    /// Whether the resource is in the `all` category (`kubectl get all`),
+    /// as the apiserver's workload resources are.
+    pub fn in_category_all(&self) -> bool {
+        self.typed.is_none()
+            && matches!(
+                (self.group.as_str(), self.plural.as_str()),
+                ("", "pods" | "services")
+                    | ("apps", "deployments" | "statefulsets" | "replicasets")
+            )
+    }
+
     /// The `APIResource` entries for discovery: the resource and its subresources.
     pub fn discovery_entries(&self) -> Vec<Value> {
         let mut verbs = vec![
@@ -133,6 +167,9 @@ impl ResourceDef {
             "verbs": verbs,
             "shortNames": self.short_names,
         })];
+        if self.in_category_all() {
+            entries[0]["categories"] = json!(["all"]);
+        }
         if self.status_subresource {
             entries.push(json!({
                 "name": format!("{}/status", self.plural),

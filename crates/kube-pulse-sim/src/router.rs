@@ -14,12 +14,16 @@ use super::{api, control, discovery, guard};
 /// Every route of the cluster, its handlers sharing `shared`.
 pub(crate) fn api_router(shared: Arc<Shared>) -> Router {
     Router::new()
+        // The apiserver serves discovery with and without a trailing slash.
         .route("/version", get(discovery::version))
+        .route("/version/", get(discovery::version))
         .route("/livez", get(discovery::livez))
         .route("/readyz", get(discovery::readyz))
         .route("/healthz", get(discovery::healthz))
         .route("/api", get(discovery::core_versions))
+        .route("/api/", get(discovery::core_versions))
         .route("/apis", get(discovery::groups))
+        .route("/apis/", get(discovery::groups))
         .route("/openapi/v2", get(discovery::openapi_v2))
         .route("/openapi/v3", get(discovery::openapi_v3))
         .route("/openapi/v3/{*rest}", get(discovery::openapi_v3_group))

@@ -95,6 +95,45 @@ impl ApiError {
         .with_details(def, name)
     }
 
+    /// 422 `Invalid` with one cause per field error, worded as the
+    /// apiserver aggregates a field error list: `Kind.group "name" is
+    /// invalid: field: message` (several in brackets). Each cause is
+    /// `(reason, field, message)`, the reason a `FieldValue*` cause type.
+    pub fn invalid_fields(
+        def: &ResourceDef,
+        name: &str,
+        causes: &[(&str, String, String)],
+    ) -> Self {
+        let kind = if def.group.is_empty() {
+            def.kind.clone()
+        } else {
+            format!("{}.{}", def.kind, def.group)
+        };
+        let errors: Vec<String> = causes
+            .iter()
+            .map(|(_, field, message)| format!("{field}: {message}"))
+            .collect();
+        let why = match errors.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut error = Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {why}"),
+        )
+        .with_details(def, name);
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(reason, field, message)| json!({"reason": reason, "message": message, "field": field}))
+            .collect();
+        if let Some(details) = error.details.as_mut() {
+            details["kind"] = json!(def.kind);
+            details["causes"] = json!(causes);
+        }
+        error
+    }
+
     pub fn method_not_allowed(what: &str) -> Self {
         Self::new(
             405,

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::resources::ResourceDef;
+use super::status::{ApiError, ApiResult};
 
 /// Age the way kubectl prints it (`45s`, `3m12s`, `2d4h`, …).
 pub fn human_age(seconds: i64) -> String {
@@ -66,6 +67,12 @@ fn columns(def: &ResourceDef) -> Vec<Value> {
         ]),
         "Secret" => cols.extend([column("Type", "string", 0), column("Data", "string", 0)]),
         "ConfigMap" => cols.push(column("Data", "integer", 0)),
+        "Service" => cols.extend([
+            column("Type", "string", 0),
+            column("Cluster-IP", "string", 0),
+            column("External-IP", "string", 0),
+            column("Port(s)", "string", 0),
+        ]),
         _ => {}
     }
     cols.push(column("Age", "string", 0));
@@ -80,6 +87,9 @@ fn columns(def: &ResourceDef) -> Vec<Value> {
     }
     if def.kind == "Pod" {
         cols.extend([column("IP", "string", 1), column("Node", "string", 1)]);
+    }
+    if def.kind == "Service" {
+        cols.push(column("Selector", "string", 1));
     }
     cols
 }
@@ -111,6 +121,88 @@ fn pod_cells(obj: &Value) -> [Value; 3] {
         json!(status),
         json!(restarts.to_string()),
     ]
+}
+
+/// A service's TYPE, CLUSTER-IP, EXTERNAL-IP and PORT(S) cells, as the
+/// apiserver's printer writes them.
+fn service_cells(obj: &Value) -> [Value; 4] {
+    let spec = &obj["spec"];
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP");
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut external = strings(&spec["externalIPs"]);
+    let ingress: Vec<String> = obj
+        .pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["ip"].as_str().or(i["hostname"].as_str()))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let external = match kind {
+        "ExternalName" => spec["externalName"].as_str().unwrap_or("").to_string(),
+        "LoadBalancer" if ingress.is_empty() && external.is_empty() => "<pending>".into(),
+        "LoadBalancer" => {
+            external.extend(ingress);
+            external.join(",")
+        }
+        _ if external.is_empty() => "<none>".into(),
+        _ => external.join(","),
+    };
+    let ports: Vec<String> = spec["ports"]
+        .as_array()
+        .map(|ports| {
+            ports
+                .iter()
+                .map(|p| {
+                    let protocol = p["protocol"].as_str().unwrap_or("TCP");
+                    match p["nodePort"].as_i64() {
+                        Some(node) => format!("{}:{node}/{protocol}", p["port"]),
+                        None => format!("{}/{protocol}", p["port"]),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let ports = if ports.is_empty() {
+        "<none>".to_string()
+    } else {
+        ports.join(",")
+    };
+    let cluster_ip = spec["clusterIP"].as_str().filter(|ip| !ip.is_empty());
+    [
+        json!(kind),
+        json!(cluster_ip.unwrap_or("<none>")),
+        json!(external),
+        json!(ports),
+    ]
+}
+
+/// A service's SELECTOR cell (`-o wide`).
+fn selector_cell(obj: &Value) -> String {
+    let pairs: Vec<String> = obj
+        .pointer("/spec/selector")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
 }
 
 /// A node's STATUS cell: Ready or NotReady, as its Ready condition says.
@@ -215,6 +307,7 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
                 + obj["binaryData"].as_object().map_or(0, |m| m.len());
             row.push(json!(data));
         }
+        "Service" => row.extend(service_cells(obj)),
         _ => {}
     }
     row.push(json!(created));
@@ -227,6 +320,9 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     }
     if matches!(def.kind.as_str(), "Deployment" | "StatefulSet") {
         row.extend([json!(containers("name")), json!(containers("image"))]);
+    }
+    if def.kind == "Service" {
+        row.push(json!(selector_cell(obj)));
     }
     if def.kind == "Pod" {
         row.extend([
@@ -241,20 +337,59 @@ fn cells(def: &ResourceDef, obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
     row
 }
 
-/// The row object: `PartialObjectMetadata` (kubectl reads namespace and name from it).
-fn row_object(obj: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or(json!({})),
-    })
+/// What each row carries of its object: the `includeObject` parameter of a
+/// table request (kubectl's default is `Metadata`; `--sort-by` and custom
+/// columns ask for `Object`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    /// No `object` in the rows.
+    None,
+    /// `PartialObjectMetadata` (kubectl reads namespace and name from it).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
 }
 
-/// A Table of `items`; `list_meta` is the list's metadata (resourceVersion, continue).
-pub fn table(def: &ResourceDef, items: &[&Value], list_meta: Value, now: DateTime<Utc>) -> Value {
+impl IncludeObject {
+    /// The parameter's value; an unknown one is 400, as the apiserver's
+    /// validation of `TableOptions` answers.
+    pub fn parse(value: Option<&str>) -> ApiResult<Self> {
+        match value {
+            None | Some("" | "Metadata") => Ok(Self::Metadata),
+            Some("None") => Ok(Self::None),
+            Some("Object") => Ok(Self::Object),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "TableOptions.meta.k8s.io \"\" is invalid: includeObject: Unsupported value: {other:?}: \
+                 supported values: \"None\", \"Metadata\", \"Object\""
+            ))),
+        }
+    }
+}
+
+/// One row: its cells and, as asked, its object.
+fn row(def: &ResourceDef, obj: &Value, now: DateTime<Utc>, include: IncludeObject) -> Value {
+    let mut row = json!({"cells": cells(def, obj, now)});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => row["object"] = super::media::partial(obj),
+        IncludeObject::Object => row["object"] = obj.clone(),
+    }
+    row
+}
+
+/// A Table of `items`; `list_meta` is the list's metadata (resourceVersion,
+/// continue), `include` what each row carries of its object.
+pub fn table(
+    def: &ResourceDef,
+    items: &[&Value],
+    list_meta: Value,
+    now: DateTime<Utc>,
+    include: IncludeObject,
+) -> Value {
     let rows: Vec<Value> = items
         .iter()
-        .map(|obj| json!({"cells": cells(def, obj, now), "object": row_object(obj)}))
+        .map(|obj| row(def, obj, now, include))
         .collect();
     json!({
         "kind": "Table",
@@ -302,6 +437,11 @@ mod tests {
         let secret = json!({"metadata": {"name": "s", "creationTimestamp": created},
             "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}});
         let cluster = json!({"metadata": {"name": "prod", "creationTimestamp": created}});
+        let svc = json!({"metadata": {"name": "web", "creationTimestamp": created},
+            "spec": {"type": "NodePort", "clusterIP": "10.96.3.4", "selector": {"app": "web"},
+                     "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}, {"port": 53, "protocol": "UDP"}]}});
+        let lb = json!({"metadata": {"name": "lb", "creationTimestamp": created},
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.96.3.5", "ports": []}});
         let cases = [
             (
                 ("", "v1", "nodes"),
@@ -322,6 +462,32 @@ mod tests {
                 ("", "v1", "secrets"),
                 secret,
                 json!(["s", "kubernetes.io/tls", 2, "60s"]),
+            ),
+            (
+                ("", "v1", "services"),
+                svc,
+                json!([
+                    "web",
+                    "NodePort",
+                    "10.96.3.4",
+                    "<none>",
+                    "80:30080/TCP,53/UDP",
+                    "60s",
+                    "app=web"
+                ]),
+            ),
+            (
+                ("", "v1", "services"),
+                lb,
+                json!([
+                    "lb",
+                    "LoadBalancer",
+                    "10.96.3.5",
+                    "<pending>",
+                    "<none>",
+                    "60s",
+                    "<none>"
+                ]),
             ),
             (
                 ("cluster.karpor.io", "v1beta1", "clusters"),
@@ -391,12 +557,36 @@ mod tests {
             "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1"}]}}},
             "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}
         });
-        let t = table(def, &[&obj], json!({"resourceVersion": "5"}), now);
+        let t = table(
+            def,
+            &[&obj],
+            json!({"resourceVersion": "5"}),
+            now,
+            IncludeObject::default(),
+        );
         assert_eq!(
             t["rows"][0]["cells"],
             json!(["web", "2/3", 3, 2, "10m", "web", "nginx:1"])
         );
         assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 7);
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "shop");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+        let whole = table(def, &[&obj], json!({}), now, IncludeObject::Object);
+        assert_eq!(whole["rows"][0]["object"], obj);
+        let bare = table(def, &[&obj], json!({}), now, IncludeObject::None);
+        assert!(bare["rows"][0].get("object").is_none());
+        let cases = [
+            (None, Ok(IncludeObject::Metadata)),
+            (Some("None"), Ok(IncludeObject::None)),
+            (Some("Object"), Ok(IncludeObject::Object)),
+            (Some("Everything"), Err(400)),
+        ];
+        for (value, want) in cases {
+            assert_eq!(
+                IncludeObject::parse(value).map_err(|e| e.code),
+                want,
+                "{value:?}"
+            );
+        }
     }
 }

@@ -25,6 +25,7 @@ use super::selector::Selection;
 use super::shared::Shared;
 use super::status::{ApiError, ApiResult};
 use super::store::{EventType, StoredEvent};
+use super::table::IncludeObject;
 
 /// How many encoded events may wait for a slow client before the watch blocks.
 const CLIENT_BUFFER: usize = 256;
@@ -40,6 +41,8 @@ pub(crate) struct WatchOptions {
     /// How objects are sent: themselves, as one-row `Table`s (kubectl's
     /// `get -w`) or as `PartialObjectMetadata` (a metadata watcher).
     pub output: Output,
+    /// What a table row carries of its object (`includeObject`).
+    pub include: IncludeObject,
 }
 
 impl WatchOptions {
@@ -79,6 +82,7 @@ impl WatchOptions {
             send_initial_events,
             timeout: params.u64("timeoutSeconds")?.map(Duration::from_secs),
             output: Output::Object,
+            include: params.include_object()?,
         })
     }
 }
@@ -212,7 +216,7 @@ fn object_line(kind: &str, obj: &Value, def: &ResourceDef, options: &WatchOption
             let meta = json!({"resourceVersion": obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default()});
             line(
                 kind,
-                &super::table::table(def, &[obj], meta, chrono::Utc::now()),
+                &super::table::table(def, &[obj], meta, chrono::Utc::now(), options.include),
             )
         }
         Output::Metadata => line(kind, &super::media::partial(obj)),

@@ -12,6 +12,7 @@ use crate::params::Params;
 use crate::resources::ResourceDef;
 use crate::status::{ApiError, ApiResult};
 use crate::store::ListPage;
+use crate::table::IncludeObject;
 
 pub(super) fn media_type(headers: &HeaderMap) -> String {
     headers
@@ -60,7 +61,12 @@ pub(super) fn with_warnings(mut response: Response, warnings: &[String]) -> Resp
     response
 }
 
-pub(super) fn list_body(def: &ResourceDef, page: ListPage, output: Output) -> Value {
+pub(super) fn list_body(
+    def: &ResourceDef,
+    page: ListPage,
+    output: Output,
+    include: IncludeObject,
+) -> Value {
     let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
     if let Some(token) = page.continue_token {
         metadata["continue"] = json!(token);
@@ -70,7 +76,7 @@ pub(super) fn list_body(def: &ResourceDef, page: ListPage, output: Output) -> Va
     }
     let items: Vec<&Value> = page.items.iter().map(|o| o.as_ref()).collect();
     match output {
-        Output::Table => crate::table::table(def, &items, metadata, chrono::Utc::now()),
+        Output::Table => crate::table::table(def, &items, metadata, chrono::Utc::now(), include),
         Output::MetadataList => media::partial_list(&items, metadata),
         Output::Object | Output::Metadata => json!({
             "kind": format!("{}List", def.kind),

@@ -88,6 +88,14 @@ async fn dispatch(
                 .ok_or_else(|| ApiError::no_route(path))?;
             return Ok(json_response(StatusCode::OK, &list));
         }
+        Target::Group(group) => {
+            if method != Method::GET {
+                return Err(ApiError::method_not_allowed(path));
+            }
+            let group =
+                crate::discovery::group(shared, group).ok_or_else(|| ApiError::no_route(path))?;
+            return Ok(json_response(StatusCode::OK, &group));
+        }
     };
     shared.stats.record(def.stats_key(), verb);
     if let Target::Object {
@@ -156,7 +164,7 @@ async fn dispatch(
                         .list(&def, ns, &selection, from, limit, params.str("continue"))?;
                 Ok(json_response(
                     StatusCode::OK,
-                    &list_body(&def, page, output),
+                    &list_body(&def, page, output, params.include_object()?),
                 ))
             }
             "create" => {
@@ -206,7 +214,7 @@ async fn dispatch(
                 };
                 Ok(json_response(
                     StatusCode::OK,
-                    &list_body(&def, page, Output::Object),
+                    &list_body(&def, page, Output::Object, Default::default()),
                 ))
             }
             _ => Err(ApiError::method_not_allowed(&def.group_resource())),
@@ -230,6 +238,6 @@ async fn dispatch(
                 Some(Sub::Scale) => scale_verb(request),
             }
         }
-        Target::Discovery { .. } => unreachable!("handled above"),
+        Target::Discovery { .. } | Target::Group(_) => unreachable!("handled above"),
     }
 }

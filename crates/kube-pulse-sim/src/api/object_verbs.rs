@@ -62,7 +62,15 @@ pub(super) fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult
             match r.output {
                 Output::Metadata => Ok(json_response(StatusCode::OK, &media::partial(&obj))),
                 Output::MetadataList => Err(media::mismatch(r.output, false)),
-                Output::Object | Output::Table => Ok(json_response(StatusCode::OK, &obj)),
+                Output::Object => Ok(json_response(StatusCode::OK, &obj)),
+                Output::Table => {
+                    // A one-row table, as the apiserver converts a single object.
+                    let meta = json!({"resourceVersion": resource_version_of(&obj)});
+                    let include = r.params.include_object()?;
+                    let table =
+                        crate::table::table(def, &[&obj], meta, chrono::Utc::now(), include);
+                    Ok(json_response(StatusCode::OK, &table))
+                }
             }
         }
         "update" => {
@@ -80,6 +88,9 @@ pub(super) fn object_verb(r: ObjectRequest<'_>, scope: UpdateScope) -> ApiResult
             let pre = delete_preconditions(body)?;
             match store.delete(def, ns, name, &pre, dry_run)? {
                 Deleted::Terminating(obj) => Ok(json_response(StatusCode::OK, &obj)),
+                Deleted::Gone(obj) if def.returns_deleted_object() => {
+                    Ok(json_response(StatusCode::OK, &obj))
+                }
                 Deleted::Gone(obj) => {
                     let status = json!({
                         "kind": "Status",

@@ -21,6 +21,8 @@ pub(crate) enum Sub {
 pub(crate) enum Target {
     /// `APIResourceList` of a group/version.
     Discovery { group: String, version: String },
+    /// `APIGroup` of a group (`/apis/{group}`).
+    Group(String),
     /// A collection, in one namespace or across all.
     Collection {
         def: ResourceDef,
@@ -40,6 +42,7 @@ pub(crate) fn parse_path(shared: &Shared, path: &str) -> ApiResult<Target> {
     let catalog = shared.store.catalog();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match segments.as_slice() {
+        ["apis", group] => return Ok(Target::Group(group.to_string())),
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(ApiError::no_route(path)),
@@ -126,7 +129,7 @@ pub(crate) fn verb_of(method: &Method, target: &Target, params: &Params) -> &'st
         (Target::Object { .. }, "PUT") => "update",
         (Target::Object { .. }, "PATCH") => "patch",
         (Target::Object { .. }, "DELETE") => "delete",
-        (Target::Discovery { .. }, _) => "get",
+        (Target::Discovery { .. } | Target::Group(_), _) => "get",
         _ => "unsupported",
     }
 }

@@ -279,6 +279,119 @@ async fn kubectl_typed_generators_create_objects() {
     sim.shutdown().await;
 }
 
+/// An object as the simulator stores it, read as plain JSON.
+async fn stored(sim: &kube_pulse_sim::SimCluster, path: &str) -> serde_json::Value {
+    reqwest::get(format!("{}{path}", sim.url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+// The other typed generators send protobuf too; what they leave unset is
+// absent (not Go's zero values) and defaulted as JSON creates are.
+#[tokio::test]
+async fn kubectl_generators_of_secrets_services_and_accounts_send_protobuf() {
+    let sim = sim().await;
+    let server = sim.url();
+    let cases: [&[&str]; 6] = [
+        &[
+            "create",
+            "secret",
+            "generic",
+            "creds",
+            "-n",
+            "shop",
+            "--from-literal=user=admin",
+        ],
+        &[
+            "create",
+            "service",
+            "clusterip",
+            "api",
+            "-n",
+            "shop",
+            "--tcp=80:8080",
+        ],
+        &["create", "serviceaccount", "bot", "-n", "shop"],
+        &[
+            "create",
+            "ingress",
+            "web",
+            "-n",
+            "shop",
+            "--rule=shop.example/*=api:80",
+        ],
+        &[
+            "create",
+            "poddisruptionbudget",
+            "api",
+            "-n",
+            "shop",
+            "--selector=app=api",
+            "--min-available=1",
+        ],
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "shop",
+            "--image=registry.example/web:1",
+        ],
+    ];
+    for args in cases {
+        let out = ok(&kubectl(&server, args).await);
+        assert!(out.trim().ends_with("created"), "{args:?}: {out}");
+    }
+    let secret = stored(&sim, "/api/v1/namespaces/shop/secrets/creds").await;
+    assert_eq!(secret["data"]["user"], "YWRtaW4=");
+    assert_eq!(secret["type"], "Opaque");
+    let svc = stored(&sim, "/api/v1/namespaces/shop/services/api").await;
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        svc["spec"]["ports"][0],
+        serde_json::json!({"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080})
+    );
+    assert!(
+        svc["spec"]["clusterIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("10.96.")
+    );
+    let account = stored(&sim, "/api/v1/namespaces/shop/serviceaccounts/bot").await;
+    assert_eq!(account["metadata"]["name"], "bot");
+    let ingress = stored(
+        &sim,
+        "/apis/networking.k8s.io/v1/namespaces/shop/ingresses/web",
+    )
+    .await;
+    assert_eq!(
+        ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"],
+        serde_json::json!({"name": "api", "port": {"number": 80}})
+    );
+    let pdb = stored(
+        &sim,
+        "/apis/policy/v1/namespaces/shop/poddisruptionbudgets/api",
+    )
+    .await;
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    let deployment = stored(&sim, "/apis/apps/v1/namespaces/shop/deployments/web").await;
+    assert_eq!(
+        deployment["spec"]["strategy"],
+        serde_json::json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+    );
+    assert_eq!(deployment["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(deployment["spec"]["progressDeadlineSeconds"], 600);
+    let template = &deployment["spec"]["template"]["metadata"];
+    assert_eq!(template, &serde_json::json!({"labels": {"app": "web"}}));
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert!(container.get("imagePullPolicy").is_none(), "{container}");
+    assert!(deployment["metadata"].get("generateName").is_none());
+    sim.shutdown().await;
+}
+
 const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:

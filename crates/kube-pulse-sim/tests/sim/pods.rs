@@ -307,13 +307,54 @@ async fn a_pod_nobody_owns_starts_and_runs() {
     }))
     .unwrap();
     api.create(&PostParams::default(), &pod).await.unwrap();
-    eventually(WAIT, "Running and ready", || async {
+    let running = eventually(WAIT, "Running and ready", || async {
         let pod = api.get("debug").await.ok()?;
-        let status = pod.status?;
+        let status = pod.status.clone()?;
         (status.phase.as_deref() == Some("Running") && status.container_statuses?[0].ready)
-            .then_some(())
+            .then_some(pod)
     })
     .await;
+    // Scheduled once, onto a node, with that node's address.
+    let spec = running.spec.clone().unwrap();
+    let node = spec.node_name.clone().unwrap_or_default();
+    assert!(node.starts_with("sim-node-"), "{node:?}");
+    let status = running.status.clone().unwrap();
+    let index: u32 = node["sim-node-".len()..].parse().unwrap();
+    assert_eq!(
+        status.host_ip.as_deref(),
+        Some(format!("10.0.0.{}", 10 + index).as_str())
+    );
+    let pod_ip = status.pod_ip.clone().unwrap();
+    assert!(pod_ip.starts_with(&format!("10.244.{index}.")), "{pod_ip}");
+    assert_eq!(status.pod_ips.unwrap()[0].ip, pod_ip);
+    // And it stays so: ticks later nothing has changed.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later = api.get("debug").await.unwrap();
+    assert_eq!(
+        later.metadata.resource_version, running.metadata.resource_version,
+        "the pod changed while running: {:?}",
+        later.status
+    );
+    let events = events_of(&sim, "debug").await;
+    let mut reasons: Vec<(String, i32)> = events
+        .iter()
+        .map(|e| (e.reason.clone().unwrap_or_default(), e.count.unwrap_or(0)))
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [("Scheduled".to_string(), 1), ("Started".to_string(), 1)],
+        "{events:?}"
+    );
+    let scheduled = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Scheduled"))
+        .and_then(|e| e.message.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        scheduled,
+        format!("Successfully assigned shop/debug to {node}")
+    );
     api.delete("debug", &Default::default()).await.unwrap();
     sim.shutdown().await;
 }

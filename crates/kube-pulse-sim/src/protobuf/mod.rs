@@ -1,12 +1,16 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`), as Go
 //! clients send them: kubectl's typed generators (`create namespace`,
-//! `create deployment`, `create configmap`, `run`) and client-go controllers.
+//! `create deployment`, `create configmap`, `run`, `create secret`,
+//! `create service`, `create serviceaccount`, `create ingress`, `create
+//! poddisruptionbudget`) and client-go controllers.
 //!
 //! The wire format is the 4-byte magic `k8s\0`, then a `runtime.Unknown`
 //! whose `typeMeta` names the kind and whose `raw` holds the typed message.
 //! The message is decoded with `k8s-pb`'s prost types and converted to the
 //! JSON object the store keeps, for the built-in kinds the simulator serves
-//! (Namespace, Pod, ConfigMap, Deployment, StatefulSet). The conversion
+//! (Namespace, Pod, ConfigMap, Deployment, StatefulSet here; Secret,
+//! Service, ServiceAccount, Ingress, PodDisruptionBudget in `services.rs`),
+//! without the zero values Go writes for unset fields. The conversion
 //! carries the fields clients write (metadata, spec; not status): the
 //! documented subset in `docs/SIMULATOR.md`. Answers stay JSON, which the
 //! clients that send protobuf also accept (kubectl's typed clients send
@@ -69,20 +73,88 @@ pub(crate) fn decode(body: &[u8]) -> ApiResult<Value> {
         ("v1", "ConfigMap") => core::ConfigMap::decode(raw).map_err(bad)?.json(),
         ("apps/v1", "Deployment") => apps::Deployment::decode(raw).map_err(bad)?.json(),
         ("apps/v1", "StatefulSet") => apps::StatefulSet::decode(raw).map_err(bad)?.json(),
+        ("v1", "Secret") => core::Secret::decode(raw).map_err(bad)?.json(),
+        ("v1", "Service") => core::Service::decode(raw).map_err(bad)?.json(),
+        ("v1", "ServiceAccount") => core::ServiceAccount::decode(raw).map_err(bad)?.json(),
+        ("networking.k8s.io/v1", "Ingress") => k8s_pb::api::networking::v1::Ingress::decode(raw)
+            .map_err(bad)?
+            .json(),
+        ("policy/v1", "PodDisruptionBudget") => {
+            k8s_pb::api::policy::v1::PodDisruptionBudget::decode(raw)
+                .map_err(bad)?
+                .json()
+        }
         _ => {
             return Err(ApiError::new(
                 415,
                 "UnsupportedMediaType",
                 format!(
-                    "the simulator decodes protobuf bodies of Namespace, Pod, ConfigMap, Deployment and StatefulSet only, not {api_version} {kind}; send application/json"
+                    "the simulator decodes protobuf bodies of Namespace, Pod, ConfigMap, Secret, Service, ServiceAccount, Deployment, StatefulSet, Ingress and PodDisruptionBudget only, not {api_version} {kind}; send application/json"
                 ),
             ));
         }
     };
     let mut object = object.unwrap_or_else(|| json!({}));
+    drop_zero_values(&mut object, false);
     object["apiVersion"] = json!(api_version);
     object["kind"] = json!(kind);
     Ok(object)
+}
+
+/// Keys whose values are maps of user data, where an empty string is a value.
+const MAPS: [&str; 9] = [
+    "labels",
+    "annotations",
+    "data",
+    "stringData",
+    "binaryData",
+    "nodeSelector",
+    "matchLabels",
+    "limits",
+    "requests",
+];
+
+/// Integer fields Go leaves out of JSON when 0 (`omitempty`, not pointers).
+const OMITTED_ZEROS: [&str; 9] = [
+    "generation",
+    "nodePort",
+    "healthCheckNodePort",
+    "hostPort",
+    "initialDelaySeconds",
+    "timeoutSeconds",
+    "periodSeconds",
+    "successThreshold",
+    "failureThreshold",
+];
+
+/// Boolean fields Go leaves out of JSON when false.
+const OMITTED_FALSE: [&str; 5] = ["stdin", "stdinOnce", "tty", "hostNetwork", "readOnly"];
+
+/// Leaves out what Go writes into protobuf for fields it has no value for
+/// and leaves out of JSON (`omitempty`): empty strings, a zero
+/// `creationTimestamp` (1970), the zeros and falses above. A Service's `selector` is a
+/// map (`in_map`), a workload's a LabelSelector.
+fn drop_zero_values(value: &mut Value, in_map: bool) {
+    match value {
+        Value::Object(map) if !in_map => {
+            map.retain(|key, v| match (key.as_str(), &*v) {
+                (_, Value::String(s)) if s.is_empty() => false,
+                ("creationTimestamp", Value::String(s)) => s != "1970-01-01T00:00:00Z",
+                (key, Value::Number(n)) if OMITTED_ZEROS.contains(&key) => n.as_i64() != Some(0),
+                (key, Value::Bool(b)) if OMITTED_FALSE.contains(&key) => *b,
+                _ => true,
+            });
+            for (key, v) in map.iter_mut() {
+                let map_like = MAPS.contains(&key.as_str())
+                    || (key == "selector"
+                        && v.get("matchLabels").is_none()
+                        && v.get("matchExpressions").is_none());
+                drop_zero_values(v, map_like);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| drop_zero_values(v, false)),
+        _ => {}
+    }
 }
 
 /// A protobuf value in its JSON form; None when absent (or an empty list or map),
@@ -103,6 +175,8 @@ macro_rules! object {
         Some(Value::Object(map))
     }};
 }
+
+mod services;
 
 impl<T: Json> Json for Option<T> {
     fn json(&self) -> Option<Value> {
@@ -636,6 +710,33 @@ mod tests {
     }
 
     #[test]
+    fn gos_zero_values_are_left_out() {
+        let cases = [
+            (
+                json!({"metadata": {"name": "", "uid": "", "generation": 0, "creationTimestamp": "1970-01-01T00:00:00Z",
+                    "labels": {"empty": ""}}}),
+                json!({"metadata": {"labels": {"empty": ""}}}),
+            ),
+            (
+                json!({"spec": {"strategy": {"type": ""}, "replicas": 0, "selector": {"matchLabels": {"a": ""}}}}),
+                json!({"spec": {"strategy": {}, "replicas": 0, "selector": {"matchLabels": {"a": ""}}}}),
+            ),
+            (
+                json!({"spec": {"selector": {"app": ""}, "ports": [{"port": 80, "nodePort": 0, "name": ""}]}}),
+                json!({"spec": {"selector": {"app": ""}, "ports": [{"port": 80}]}}),
+            ),
+            (
+                json!({"containers": [{"tty": false, "stdin": true, "args": [""], "imagePullPolicy": ""}]}),
+                json!({"containers": [{"stdin": true, "args": [""]}]}),
+            ),
+        ];
+        for (mut object, want) in cases {
+            drop_zero_values(&mut object, false);
+            assert_eq!(object, want);
+        }
+    }
+
+    #[test]
     fn a_configmap_keeps_data_and_binary_data() {
         let config_map = core::ConfigMap {
             metadata: meta("settings"),
@@ -679,7 +780,7 @@ mod tests {
                 .concat(),
                 400,
             ),
-            (encode("v1", "Secret", &namespace), 415),
+            (encode("v1", "Endpoints", &namespace), 415),
         ];
         for (body, code) in cases {
             assert_eq!(decode(&body).unwrap_err().code, code, "{body:?}");

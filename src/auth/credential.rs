@@ -31,7 +31,10 @@ pub fn bearer(headers: &HeaderMap) -> Option<String> {
         .then(|| token.trim().to_string())
 }
 
-/// The token a WebSocket handshake carries in `Sec-WebSocket-Protocol`, if any.
+/// The token a WebSocket handshake carries in `Sec-WebSocket-Protocol`, if
+/// any. One that is not base64url of UTF-8 is taken as it is written, so
+/// that it is refused as a wrong token (401, a failure counted) rather
+/// than read as no token at all.
 pub fn ws_protocol_token(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -40,12 +43,13 @@ pub fn ws_protocol_token(headers: &HeaderMap) -> Option<String> {
         .flat_map(|v| v.split(','))
         .map(str::trim)
         .find_map(|p| p.strip_prefix(WS_TOKEN_PROTOCOL))
-        .and_then(|b64| {
+        .map(|b64| {
             base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(b64.trim_end_matches('='))
                 .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .unwrap_or_else(|| b64.to_string())
         })
-        .and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
 /// The raw token a request was authenticated with (sessions re-check it).
@@ -81,5 +85,19 @@ mod tests {
             HeaderValue::from_str(&format!("kube-pulse, {WS_TOKEN_PROTOCOL}{encoded}")).unwrap(),
         );
         assert_eq!(ws_protocol_token(&h).as_deref(), Some("tok-123"));
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_str(&format!("kube-pulse, {WS_TOKEN_PROTOCOL}!!!")).unwrap(),
+        );
+        assert_eq!(
+            ws_protocol_token(&h).as_deref(),
+            Some("!!!"),
+            "a token, refused as one"
+        );
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("kube-pulse"),
+        );
+        assert_eq!(ws_protocol_token(&h), None);
     }
 }

@@ -22,9 +22,14 @@ pub struct SimArgs {
     /// Cluster name (shown in logs and the control API).
     #[arg(long, default_value = "sim")]
     pub name: String,
-    /// Require `Authorization: Bearer TOKEN` on API requests.
+    /// Require `Authorization: Bearer TOKEN` on API requests (kubectl sends
+    /// a token only over HTTPS: add --tls for kubectl).
     #[arg(long, env = "KUBE_PULSE_SIM_TOKEN")]
     pub token: Option<String>,
+    /// Serve HTTPS with a certificate made at start for localhost and the
+    /// loopback addresses; --write-kubeconfig writes its CA.
+    #[arg(long)]
+    pub tls: bool,
     /// Namespace to create at start (repeatable).
     #[arg(long = "namespace", value_name = "NAME")]
     pub namespaces: Vec<String>,
@@ -197,6 +202,7 @@ impl SimArgs {
                 conditions: self.karpor_conditions,
                 default_registry: true,
             }),
+            tls: self.tls,
         }
     }
 }

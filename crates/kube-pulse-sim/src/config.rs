@@ -64,6 +64,10 @@ pub struct SimConfig {
     pub pod_capacity: Option<u32>,
     /// Serve Karpor's API instead of a Kubernetes cluster's (`karpor.rs`).
     pub karpor: Option<KarporOptions>,
+    /// Serve HTTPS with a certificate made at start (`tls.rs`); the URL,
+    /// kube-rs config and kubeconfig carry its CA. kubectl sends a
+    /// `token` only over TLS.
+    pub tls: bool,
 }
 
 impl Default for SimConfig {
@@ -85,6 +89,7 @@ impl Default for SimConfig {
             image_faults: BTreeMap::new(),
             pod_capacity: None,
             karpor: None,
+            tls: false,
         }
     }
 }

@@ -64,6 +64,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 mod time;
+mod tls;
 pub mod typed;
 pub mod validation;
 mod watch;
@@ -95,6 +96,8 @@ use store::Store;
 pub struct SimCluster {
     shared: Arc<Shared>,
     tracker: TaskTracker,
+    /// With `SimConfig::tls`: the certificate it serves and its CA.
+    tls: Option<tls::Tls>,
 }
 
 // By hand: `Shared` holds the bearer token and channels; only say which cluster this is.
@@ -120,6 +123,10 @@ impl SimCluster {
     ) -> std::io::Result<Self> {
         let listener = server::bind(config.listen)?;
         let addr = listener.local_addr()?;
+        let tls = match config.tls {
+            true => Some(tls::Tls::new(addr.ip()).map_err(std::io::Error::other)?),
+            false => None,
+        };
         let catalog = match config.karpor {
             Some(options) => karpor_api::catalog(options, config.extra_resources.clone()),
             None => resources::Catalog::new(config.extra_resources.clone()),
@@ -144,6 +151,7 @@ impl SimCluster {
         let cluster = Self {
             shared: shared.clone(),
             tracker: TaskTracker::new(),
+            tls: tls.clone(),
         };
         cluster.seed(&config).map_err(std::io::Error::other)?;
         let app = router::api_router(shared.clone());
@@ -152,6 +160,7 @@ impl SimCluster {
             listener,
             app,
             cluster.tracker.clone(),
+            tls,
         ));
         cluster.tracker.spawn(converger::run(
             shared.clone(),
@@ -207,17 +216,28 @@ impl SimCluster {
         self.shared.token.as_deref()
     }
 
-    /// `http://127.0.0.1:PORT`, what `kubectl --server` takes.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS), what `kubectl
+    /// --server` takes.
     pub fn url(&self) -> String {
-        format!("http://{}", self.shared.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.shared.addr)
     }
 
-    /// A kube-rs client configuration for this cluster (with its token, if any).
+    /// The CA (PEM) a client trusts to reach this cluster over TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// A kube-rs client configuration for this cluster (with its token and
+    /// CA, if any).
     pub fn kube_config(&self) -> kube::Config {
         let mut config = kube::Config::new(self.url().parse().expect("a valid URL"));
         config.default_namespace = "default".into();
         if let Some(token) = &self.shared.token {
             config.auth_info.token = Some(token.clone().into());
+        }
+        if let Some(tls) = &self.tls {
+            config.root_cert = Some(vec![tls.ca_der.clone()]);
         }
         config
     }
@@ -230,10 +250,16 @@ impl SimCluster {
             Some(token) => json!({"token": token}),
             None => json!({}),
         };
+        let mut cluster = json!({"server": self.url()});
+        if let Some(pem) = self.ca_pem() {
+            use base64::Engine as _;
+            cluster["certificate-authority-data"] =
+                base64::engine::general_purpose::STANDARD.encode(pem).into();
+        }
         let config = json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": context, "cluster": {"server": self.url()}}],
+            "clusters": [{"name": context, "cluster": cluster}],
             "users": [{"name": context, "user": user}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
             "current-context": context,
@@ -242,7 +268,8 @@ impl SimCluster {
     }
 
     pub fn client(&self) -> kube::Client {
-        kube::Client::try_from(self.kube_config()).expect("a plain-HTTP client always builds")
+        kube::Client::try_from(self.kube_config())
+            .expect("a client of a simulated cluster always builds")
     }
 
     /// The control API of this cluster, to mount elsewhere (the demo does).

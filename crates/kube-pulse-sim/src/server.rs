@@ -1,5 +1,6 @@
 //! The accept loop of a simulated cluster: hyper connections over a TCP
-//! listener that the `refuse` fault can close and reopen on the same port.
+//! listener (TLS with `SimConfig::tls`) that the `refuse` fault can close
+//! and reopen on the same port.
 //!
 //! Every connection task stops when the cluster shuts down or when the
 //! listener is closed by a fault (connections are cut, as when a member
@@ -18,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::shared::Shared;
+use super::tls::Tls;
 
 /// Binds with `SO_REUSEADDR` so a refused cluster can reopen its port at once.
 pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
@@ -31,12 +33,14 @@ pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     socket.listen(1024)
 }
 
-/// Serves `app` until shutdown, honouring the `refuse` fault.
+/// Serves `app` until shutdown, honouring the `refuse` fault; over TLS
+/// when `tls` is given.
 pub(crate) async fn run(
     shared: Arc<Shared>,
     listener: TcpListener,
     app: Router,
     tracker: TaskTracker,
+    tls: Option<Tls>,
 ) {
     let addr = shared.addr;
     let mut listener = Some(listener);
@@ -90,19 +94,48 @@ pub(crate) async fn run(
         let service = TowerToHyperService::new(app.clone());
         let cut = connections.clone();
         let shutdown = shared.shutdown.clone();
+        let tls = tls.clone();
         tracker.spawn(async move {
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            tokio::pin!(conn);
+            let Some(tls) = tls else {
+                return serve(stream, service, cut, shutdown).await;
+            };
+            let handshake = tls.acceptor.accept(stream);
             tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = cut.cancelled() => {}
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                accepted = tokio::time::timeout(TLS_HANDSHAKE, handshake) => {
+                    if let Ok(Ok(stream)) = accepted {
+                        serve(stream, service, cut, shutdown).await;
+                    }
                 }
+                _ = cut.cancelled() => {}
+                _ = shutdown.cancelled() => {}
             }
         });
     }
     connections.cancel();
+}
+
+/// How long a client has for its TLS handshake.
+const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// One connection, until it ends, the listener is closed by a fault
+/// (`cut`) or the cluster shuts down.
+async fn serve<S>(
+    stream: S,
+    service: TowerToHyperService<Router>,
+    cut: CancellationToken,
+    shutdown: CancellationToken,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = cut.cancelled() => {}
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+        }
+    }
 }

@@ -9,3 +9,4 @@ mod metadata;
 mod pods;
 mod sim_kube;
 mod tables;
+mod tls;

@@ -276,7 +276,8 @@ pub fn status(pod: &Value, state: PodState, since: DateTime<Utc>) -> Value {
         "hostIPs": [{"ip": host_ip}],
         "podIP": pod_ip,
         "podIPs": [{"ip": pod_ip}],
-        "startTime": at,
+        // Set once, when the kubelet first takes the pod.
+        "startTime": pod.pointer("/status/startTime").cloned().unwrap_or_else(|| json!(at)),
         "containerStatuses": containers,
         "qosClass": qos_class(pod),
     });
@@ -443,6 +444,28 @@ mod tests {
 
     fn t(secs: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_700_000_000 + secs, 0).unwrap()
+    }
+
+    #[test]
+    fn a_pods_start_time_is_set_once() {
+        let d = deployment();
+        let mut p = pod(
+            &Owner {
+                workload: &d,
+                template_hash: 0xabc,
+                replica_set_uid: None,
+            },
+            0,
+        );
+        p["status"] = status(&p, PodState::Starting, t(0));
+        let started = p["status"]["startTime"].clone();
+        assert_eq!(started, json!(timestamp(t(0))));
+        p["status"] = status(&p, PodState::Ready, t(30));
+        assert_eq!(p["status"]["startTime"], started, "not reset when ready");
+        assert_eq!(
+            p["status"]["conditions"][3]["lastTransitionTime"],
+            json!(timestamp(t(30)))
+        );
     }
 
     #[test]

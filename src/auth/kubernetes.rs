@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::Api;
 use kube::api::PostParams;
@@ -169,6 +169,49 @@ impl KubeAuth {
             namespace.map(str::to_string),
             name.into(),
         );
+        self.decide(user, attrs, || SubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(GROUP.into()),
+                resource: Some(resource.into()),
+                verb: Some(verb.into()),
+                namespace: namespace.map(str::to_string),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Whether `user` may `verb` the gateway's own URL `path` (`/metrics`),
+    /// as RBAC's `nonResourceURLs` say: what the apiserver and
+    /// kube-rbac-proxy ask for their metrics.
+    pub async fn allowed_path(
+        &self,
+        user: &KubeUser,
+        verb: &str,
+        path: &str,
+    ) -> Result<bool, String> {
+        // A resource name never starts with `/`: no key of `allowed` is this.
+        let attrs: Attrs = (verb.into(), path.into(), None, String::new());
+        self.decide(user, attrs, || SubjectAccessReviewSpec {
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some(path.into()),
+                verb: Some(verb.into()),
+            }),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// The cluster's answer for `user` and `attrs` (remembered for the
+    /// TTL), asking with the review `spec` gives (the user filled in).
+    async fn decide(
+        &self,
+        user: &KubeUser,
+        attrs: Attrs,
+        spec: impl FnOnce() -> SubjectAccessReviewSpec,
+    ) -> Result<bool, String> {
         let key = (user.clone(), attrs);
         if let Some((allowed, at)) = self.decisions.lock().get(&key)
             && at.elapsed() < self.ttl
@@ -180,15 +223,7 @@ impl KubeAuth {
                 user: Some(user.username.clone()),
                 uid: (!user.uid.is_empty()).then(|| user.uid.clone()),
                 groups: Some(user.groups.clone()),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(GROUP.into()),
-                    resource: Some(resource.into()),
-                    verb: Some(verb.into()),
-                    namespace: namespace.map(str::to_string),
-                    name: Some(name.into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
+                ..spec()
             },
             ..Default::default()
         };

@@ -255,6 +255,36 @@ impl Auth {
     }
 }
 
+/// Who may read the metrics, whose labels name every cluster.
+impl Auth {
+    /// Whether `principal` may read `/metrics`: the `*` read grant, or in
+    /// `kubernetes` mode `get` on the non-resource URL `/metrics` (what a
+    /// Prometheus service account is given for the apiserver's metrics).
+    pub async fn can_read_metrics(&self, principal: &Principal) -> Result<(), AuthError> {
+        let allowed = match (&self.mode, &principal.kube_user) {
+            _ if principal.read.is_all() => true,
+            (Mode::Kubernetes(kube), Some(user)) => kube
+                .allowed_path(user, "get", "/metrics")
+                .await
+                .map_err(AuthError::Unavailable)?,
+            _ => false,
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden(format!(
+                "{} may not read metrics: they need the `*` read grant{}",
+                principal.subject,
+                if matches!(self.mode, Mode::Kubernetes(_)) {
+                    " or, in kubernetes mode, `get` on the non-resource URL /metrics"
+                } else {
+                    ""
+                }
+            )))
+        }
+    }
+}
+
 /// The admin grant: what the demo's simulator control API (`/_sim`) needs.
 impl Auth {
     /// Whether `principal` holds the admin grant: the `*` write grant

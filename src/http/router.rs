@@ -204,17 +204,14 @@ fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
 }
 
 /// `GET /metrics`: Prometheus text format. Its labels name every cluster,
-/// so with authentication on it needs the `*` read grant.
+/// so with authentication on it needs the `*` read grant (or, in
+/// `kubernetes` mode, `get` on the non-resource URL `/metrics`).
 async fn metrics(
     axum::extract::State(state): axum::extract::State<Arc<GatewayState>>,
     axum::Extension(principal): axum::Extension<crate::auth::Principal>,
 ) -> Response {
-    if !principal.read.is_all() {
-        return crate::auth::AuthError::Forbidden(format!(
-            "{} may not read metrics: they need the `*` read grant",
-            principal.subject
-        ))
-        .into_response();
+    if let Err(refused) = state.auth.can_read_metrics(&principal).await {
+        return refused.into_response();
     }
     let body = state.metrics.render(&state.hub);
     (

@@ -853,17 +853,32 @@ async fn kubernetes_mode_follows_rbac_on_the_host_cluster() {
         resources: vec![resource.into()],
         namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
         resource_names: names.iter().map(|s| s.to_string()).collect(),
+        non_resource_urls: vec![],
     };
     host.set_review_policy(ReviewPolicy {
-        users: vec![ReviewUser {
-            token: "sa-token-erin".into(),
-            username: "system:serviceaccount:team-a:erin".into(),
-            groups: vec!["team-a".into()],
-        }],
+        users: vec![
+            ReviewUser {
+                token: "sa-token-erin".into(),
+                username: "system:serviceaccount:team-a:erin".into(),
+                groups: vec!["team-a".into()],
+            },
+            ReviewUser {
+                token: "sa-token-prometheus".into(),
+                username: "system:serviceaccount:monitoring:prometheus".into(),
+                groups: vec!["system:serviceaccounts".into()],
+            },
+        ],
         rules: vec![
             rule("get", "clusters", &[], &["a"]),
             rule("get", "apps", &["shop"], &["b"]),
             rule("create", "tasks", &["shop"], &["a"]),
+            // What a Prometheus service account is given for metrics.
+            AccessRule {
+                subjects: vec!["system:serviceaccount:monitoring:prometheus".into()],
+                verbs: vec!["get".into()],
+                non_resource_urls: vec!["/metrics".into()],
+                ..AccessRule::default()
+            },
         ],
     });
     let client = kube::Client::try_from(host.kube_config()).unwrap();
@@ -920,6 +935,22 @@ async fn kubernetes_mode_follows_rbac_on_the_host_cluster() {
     );
     let (status, body) = post(&format!("{url}/api/v1/tasks"), ERIN, task("b")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // Metrics: `get` on the URL /metrics, as for the apiserver's; no
+    // grant on clusters gives it.
+    let (status, body) = get(&format!("{url}/metrics"), Some(ERIN)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("/metrics"),
+        "{body}"
+    );
+    let metrics = http()
+        .get(format!("{url}/metrics"))
+        .bearer_auth("sa-token-prometheus")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), StatusCode::OK);
+    assert!(metrics.text().await.unwrap().contains("kube_pulse_"));
     // Answers are cached: a second round costs the host no new reviews.
     let reviews = |h: &SimCluster| h.stats().total("create");
     let before = reviews(&host);

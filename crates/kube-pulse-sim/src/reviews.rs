@@ -25,12 +25,19 @@ pub struct AccessRule {
     pub verbs: Vec<String>,
     #[serde(default)]
     pub api_groups: Vec<String>,
+    #[serde(default)]
     pub resources: Vec<String>,
     /// Empty: cluster-wide (any namespace, and cluster-scoped requests).
     #[serde(default)]
     pub namespaces: Vec<String>,
     #[serde(default)]
     pub resource_names: Vec<String>,
+    /// A rule with these is about URLs, not resources (RBAC's
+    /// `nonResourceURLs`, `/metrics`; a trailing `*` matches a prefix): it
+    /// answers reviews of a `nonResourceAttributes` path only, and the
+    /// other rules answer only reviews of resources.
+    #[serde(default, rename = "nonResourceURLs")]
+    pub non_resource_urls: Vec<String>,
 }
 
 /// Who the tokens are and what they may do.
@@ -75,7 +82,12 @@ impl ReviewPolicy {
             .as_array()
             .map(|g| g.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let attrs = &spec["resourceAttributes"];
+        let url = spec["nonResourceAttributes"].is_object();
+        let attrs = &spec[if url {
+            "nonResourceAttributes"
+        } else {
+            "resourceAttributes"
+        }];
         let field = |name: &str| attrs[name].as_str().unwrap_or("");
         let allowed = self.rules.iter().any(|r| {
             let subject = r.subjects.iter().any(|s| {
@@ -83,6 +95,18 @@ impl ReviewPolicy {
                     || s.strip_prefix("group:")
                         .is_some_and(|g| groups.contains(&g))
             });
+            if url || !r.non_resource_urls.is_empty() {
+                let path = field("path");
+                return url
+                    && subject
+                    && any(&r.verbs, field("verb"))
+                    && r.non_resource_urls
+                        .iter()
+                        .any(|u| match u.strip_suffix('*') {
+                            Some(prefix) => path.starts_with(prefix),
+                            None => u == path,
+                        });
+            }
             let namespace = field("namespace");
             subject
                 && any(&r.verbs, field("verb"))
@@ -115,6 +139,7 @@ mod tests {
                 resources: vec!["apps".into()],
                 namespaces: vec!["shop".into()],
                 resource_names: vec!["a".into()],
+                non_resource_urls: vec![],
             }],
         };
         let status = policy.token_review(&json!({"spec": {"token": "t-alice"}}));
@@ -143,5 +168,40 @@ mod tests {
             "a namespaced rule does not grant cluster-wide"
         );
         assert!(!sar("get", Some("shop"), "b"));
+    }
+
+    #[test]
+    fn url_rules_answer_url_reviews_only() {
+        let policy: ReviewPolicy = serde_json::from_value(json!({
+            "rules": [
+                {"subjects": ["prometheus"], "verbs": ["get"], "nonResourceURLs": ["/metrics"]},
+                {"subjects": ["ops"], "verbs": ["get"], "nonResourceURLs": ["/debug/*"]},
+                {"subjects": ["viewer"], "verbs": ["get"], "resources": ["clusters"]}
+            ]
+        }))
+        .unwrap();
+        let url = |user: &str, verb: &str, path: &str| {
+            policy.access_review(&json!({"spec": {"user": user,
+                "nonResourceAttributes": {"path": path, "verb": verb}}}))["allowed"]
+                .as_bool()
+                .unwrap()
+        };
+        let resource = |user: &str| {
+            policy.access_review(&json!({"spec": {"user": user,
+                "resourceAttributes": {"group": "kube-pulse.io", "resource": "clusters", "verb": "get", "name": "a"}}}))
+                ["allowed"]
+                .as_bool()
+                .unwrap()
+        };
+        assert!(url("prometheus", "get", "/metrics"));
+        assert!(!url("prometheus", "post", "/metrics"));
+        assert!(!url("prometheus", "get", "/metricsx"));
+        assert!(url("ops", "get", "/debug/pprof"));
+        assert!(
+            !url("viewer", "get", "/metrics"),
+            "a resource rule grants no URL"
+        );
+        assert!(!resource("prometheus"), "a URL rule grants no resource");
+        assert!(resource("viewer"));
     }
 }

@@ -144,6 +144,15 @@ fn the_deployment_runs_with_kubernetes_authentication() {
     );
     // The pod watch may list and watch pods and events.
     assert!(rules.contains(r#"["pods","events"]"#), "{rules}");
+    // A Create task makes a namespace and a Deployment, nothing else: no
+    // rule grants `create` on another workload (deploy/agent/tasks' too).
+    for rule in find(&docs, "ClusterRole")["rules"].as_array().unwrap() {
+        if rule["verbs"].as_array().unwrap().contains(&json!("create"))
+            && rule["apiGroups"] == json!(["apps"])
+        {
+            assert_eq!(rule["resources"], json!(["deployments"]), "{rule}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -271,6 +280,17 @@ fn the_replicas_share_the_members_through_leases_in_their_own_namespace() {
     }
     // The embedded config is the base's: the members are shared, not split.
     assert_eq!(find(&docs, "ConfigMap"), find(&base, "ConfigMap"));
+    // The replicas spread over nodes (a node that goes takes one
+    // replica's members with it, not all), selecting these pods.
+    let spread = pod["topologySpreadConstraints"].as_array().unwrap();
+    assert_eq!(spread.len(), 1, "{spread:?}");
+    assert_eq!(spread[0]["topologyKey"], "kubernetes.io/hostname");
+    assert!(selects(&spread[0]["labelSelector"]["matchLabels"], labels));
+    assert!(
+        find(&base, "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+            .is_null(),
+        "the base's single-purpose pods are left to the scheduler"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -624,6 +644,10 @@ fn the_nats_statefulset_runs_jetstream_on_its_volume() {
     let headless = named(&docs, "Service", spec["serviceName"].as_str().unwrap());
     assert_eq!(headless["spec"]["clusterIP"], "None");
     assert!(selects(&headless["spec"]["selector"], labels));
+    // The servers spread over nodes: JetStream keeps its quorum when one goes.
+    let spread = &pod["spec"]["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert!(selects(&spread["labelSelector"]["matchLabels"], labels));
     // nats-server reads the ConfigMap's nats.conf.
     let container = &pod["spec"]["containers"][0];
     let command: Vec<&str> = container["command"]

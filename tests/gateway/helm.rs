@@ -153,6 +153,30 @@ fn variants() -> Vec<Variant> {
             "kube-pulse",
             "karpor",
         ),
+        // HTTPS from a kubernetes.io/tls Secret, scraped by a named
+        // Prometheus over HTTPS with its token.
+        (
+            "tls",
+            json!({
+                "tls": {"secretName": "kube-pulse-tls"},
+                "monitoring": {
+                    "serviceMonitor": {
+                        "enabled": true,
+                        "tlsConfig": {"ca": {"secret": {"name": "kube-pulse-tls", "key": "ca.crt"}}},
+                    },
+                    "prometheus": {"serviceAccount": {"name": "kps-kube-prometheus-prometheus", "namespace": "monitoring"}},
+                },
+            }),
+            "kube-pulse",
+            "kube-pulse",
+        ),
+        // The host member without the tasks' writes.
+        (
+            "no-tasks",
+            json!({"rbac": {"tasks": false}}),
+            "kube-pulse",
+            "kube-pulse",
+        ),
     ]
 }
 
@@ -266,7 +290,7 @@ fn every_render_validates_against_the_kubernetes_schemas() {
     if renders().is_none() {
         return;
     }
-    let expected: [(&str, &[&str]); 7] = [
+    let expected: [(&str, &[&str]); 9] = [
         (
             "default",
             &[
@@ -384,6 +408,31 @@ fn every_render_validates_against_the_kubernetes_schemas() {
                 "Service",
                 "ServiceAccount",
                 "ServiceMonitor",
+            ],
+        ),
+        (
+            "tls",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Service",
+                "ServiceAccount",
+                "ServiceMonitor",
+                "ClusterRole",
+                "ClusterRoleBinding",
+            ],
+        ),
+        (
+            "no-tasks",
+            &[
+                "ConfigMap",
+                "Deployment",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Service",
+                "ServiceAccount",
             ],
         ),
     ];
@@ -715,6 +764,24 @@ fn the_replicas_block_is_deploys_replicas_component() {
     );
     let serve = serve_args(&docs);
     assert!(serve.lease_in_cluster && serve.lease_namespace.is_none());
+    // The pods spread over nodes as deploy/replicas' do; the selector is
+    // the chart's (it adds the instance label) and selects them.
+    let spread = |docs: &[Value]| {
+        let mut spread =
+            find(docs, "Deployment")["spec"]["template"]["spec"]["topologySpreadConstraints"]
+                .clone();
+        let selector = spread[0]["labelSelector"]["matchLabels"].clone();
+        spread[0]["labelSelector"] = Value::Null;
+        (spread, selector)
+    };
+    let ((ours, selector), (theirs, _)) = (spread(&docs), spread(&theirs));
+    assert_eq!(ours, theirs);
+    assert!(selects(&selector, labels));
+    assert!(
+        find(&render("default").unwrap().1, "Deployment")["spec"]["template"]["spec"]
+            ["topologySpreadConstraints"]
+            .is_null()
+    );
 }
 
 /// `nats.enabled` is deploy/nats: nats.conf byte for byte (so the real
@@ -764,6 +831,7 @@ fn the_nats_block_is_deploys_nats_component() {
         "terminationGracePeriodSeconds",
         "securityContext",
         "volumes",
+        "topologySpreadConstraints",
     ] {
         assert_eq!(ours_pod[key], deploys_pod[key], "NATS pod {key}");
     }
@@ -1068,6 +1136,203 @@ fn the_monitoring_block_is_deploys_rules_and_dashboard() {
     let ours: Value = serde_json::from_str(json_text).unwrap();
     let theirs: Value = serde_json::from_str(&chart_file("files/grafana-dashboard.json")).unwrap();
     assert_eq!(ours, theirs);
+}
+
+// ------------------------------------------------------------- TLS
+
+/// `tls.secretName` mounts the Secret read-only (no subPath: the gateway
+/// reloads renewed files), passes `--tls-cert`/`--tls-key` at its files,
+/// turns both probes to HTTPS, and the ServiceMonitor scrapes with
+/// `scheme: https`, checking the certificate against the Service's name
+/// with the given CA; without it, everything stays HTTP.
+#[test]
+fn tls_serves_https_and_the_probes_and_scrapes_follow() {
+    let Some((_, docs)) = render("tls") else {
+        return;
+    };
+    let gateway = container(&docs);
+    let args: Vec<&str> = gateway["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let flag = |name: &str| {
+        let at = args
+            .iter()
+            .position(|a| *a == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        Path::new(args[at + 1]).to_path_buf()
+    };
+    let (cert, key) = (flag("--tls-cert"), flag("--tls-key"));
+    assert_eq!(cert.parent(), key.parent());
+    let mount = gateway["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| Path::new(m["mountPath"].as_str().unwrap()) == cert.parent().unwrap())
+        .expect("the certificate's directory is mounted");
+    assert_eq!(mount["readOnly"], true);
+    assert!(mount["subPath"].is_null(), "a subPath freezes the files");
+    let volume = find(&docs, "Deployment")["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
+    assert_eq!(volume["secret"]["secretName"], "kube-pulse-tls");
+    let items: Vec<&str> = volume["secret"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["path"].as_str().unwrap())
+        .collect();
+    for file in [&cert, &key] {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(items.contains(&name), "{name} not in {items:?}");
+    }
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(gateway[probe]["httpGet"]["scheme"], "HTTPS", "{probe}");
+    }
+    let endpoint = &find(&docs, "ServiceMonitor")["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["tlsConfig"],
+        json!({
+            "serverName": "kube-pulse.kube-pulse.svc",
+            "ca": {"secret": {"name": "kube-pulse-tls", "key": "ca.crt"}},
+            "insecureSkipVerify": false,
+        })
+    );
+    // Without tls.secretName: HTTP, no TLS flag.
+    let (_, plain) = render("monitoring").unwrap();
+    let plain_container = container(&plain);
+    assert!(!plain_container["args"].to_string().contains("--tls"));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            plain_container[probe]["httpGet"]["scheme"], "HTTP",
+            "{probe}"
+        );
+    }
+    let endpoint = &find(&plain, "ServiceMonitor")["spec"]["endpoints"][0];
+    assert!(endpoint["scheme"].is_null() && endpoint["tlsConfig"].is_null());
+}
+
+/// With `auth: kubernetes` the ServiceMonitor sends Prometheus's own
+/// service-account token, and the named Prometheus account is granted
+/// `get` on the non-resource URL /metrics (what the gateway's
+/// SubjectAccessReview asks); no account named: no grant (NOTES warns).
+#[test]
+fn prometheus_scrapes_metrics_with_its_token_and_a_grant() {
+    let Some((_, docs)) = render("tls") else {
+        return;
+    };
+    let endpoint = &find(&docs, "ServiceMonitor")["spec"]["endpoints"][0];
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    let role = named(&docs, "ClusterRole", "kube-pulse-kube-pulse-metrics");
+    assert_eq!(
+        role["rules"],
+        json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+    );
+    let binding = named(&docs, "ClusterRoleBinding", "kube-pulse-kube-pulse-metrics");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "kps-kube-prometheus-prometheus", "namespace": "monitoring"}])
+    );
+    let rendered = &renders().unwrap()["monitoring"];
+    let monitoring = documents(&rendered.manifests);
+    assert_eq!(
+        find(&monitoring, "ServiceMonitor")["spec"]["endpoints"][0]["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(
+        monitoring
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRole")
+            .count(),
+        1,
+        "no Prometheus account named: the gateway's ClusterRole only"
+    );
+    assert!(
+        rendered.notes.contains("every scrape is refused"),
+        "{}",
+        rendered.notes
+    );
+}
+
+// ------------------------------------------------------------- RBAC
+
+/// The gateway's ClusterRole grants the host member's reads only when a
+/// `config.clusters` entry reaches the host through the pod's service
+/// account, the tasks' writes only then and with `rbac.tasks`, and the
+/// reviews with `auth: kubernetes`; no `create` on StatefulSets (a Create
+/// task makes a Deployment); cluster-wide names carry the namespace.
+#[test]
+fn the_cluster_role_grants_only_what_the_members_and_tasks_use() {
+    if renders().is_none() {
+        return;
+    }
+    let rules = |variant: &str| -> Vec<Value> {
+        let (_, docs) = render(variant).unwrap();
+        find(&docs, "ClusterRole")["rules"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let grants = |rules: &[Value], resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.contains(&json!(resource)))
+                && r["verbs"].as_array().unwrap().contains(&json!(verb))
+        })
+    };
+    let reviews = json!([
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    ]);
+    // The host member, tasks on (the default): reads and writes.
+    let default = rules("default");
+    assert!(grants(&default, "pods", "watch") && grants(&default, "nodes", "list"));
+    assert!(grants(&default, "deployments", "create") && grants(&default, "namespaces", "delete"));
+    assert!(!grants(&default, "statefulsets", "create"));
+    // rbac.tasks=false: the reads, and no write but the reviews.
+    let no_tasks = rules("no-tasks");
+    assert!(grants(&no_tasks, "pods", "watch"));
+    for verb in ["patch", "delete", "update"] {
+        assert!(
+            !no_tasks
+                .iter()
+                .any(|r| r["verbs"].as_array().unwrap().contains(&json!(verb))),
+            "{verb}: {no_tasks:?}"
+        );
+    }
+    assert_eq!(
+        &no_tasks[no_tasks.len() - 2..],
+        &reviews.as_array().unwrap()[..]
+    );
+    // Karpor's members only (config.clusters=[]): the reviews alone.
+    assert_eq!(json!(rules("options")), reviews);
+    let (_, options) = render("options").unwrap();
+    assert_eq!(
+        find(&options, "ClusterRole")["metadata"]["name"],
+        "pulse-karpor"
+    );
+    let (_, all) = render("all").unwrap();
+    for kind in ["ClusterRole", "ClusterRoleBinding"] {
+        assert_eq!(
+            find(&all, kind)["metadata"]["name"],
+            "pulse-kube-pulse-karpor"
+        );
+    }
+    assert_eq!(
+        find(&all, "ClusterRoleBinding")["roleRef"]["name"],
+        "pulse-kube-pulse-karpor"
+    );
 }
 
 // ------------------------------------------------------------- kubectl

@@ -78,7 +78,35 @@ helm.sh/chart: {{ include "kube-pulse.chart" . }}
 {{- end }}
 {{- end }}
 
-{{/* Karpor's namespace: the release's unless given. */}}
+{{/*
+Cluster-wide objects' names: the full name and the release namespace, so
+that two releases named alike in different namespaces do not collide.
+*/}}
+{{- define "kube-pulse.clusterRoleName" -}}
+{{- printf "%s-%s" (include "kube-pulse.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
+Non-empty when the host cluster is a member: a config.clusters entry
+reaches it through the pod's service account (its token file, or the
+in-cluster apiserver's address), as the default entry `host` does. The
+gateway's ClusterRole then grants what its sources read and its tasks
+write there.
+*/}}
+{{- define "kube-pulse.hostMember" -}}
+{{- range .Values.config.clusters }}
+{{- if or (eq (toString (default "" .tokenFile)) "/var/run/secrets/kubernetes.io/serviceaccount/token") (hasPrefix "https://kubernetes.default.svc" (toString (default "" .server))) }}
+{{- "true" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The gateway's scheme: HTTPS with tls.secretName. */}}
+{{- define "kube-pulse.scheme" -}}
+{{- if .Values.tls.secretName }}HTTPS{{ else }}HTTP{{ end }}
+{{- end }}
+
+{{/* Karpor's namespace: karpor.namespace, or the release's when empty. */}}
 {{- define "kube-pulse.karporNamespace" -}}
 {{- default .Release.Namespace .Values.karpor.namespace }}
 {{- end }}
@@ -135,7 +163,15 @@ time with the reason.
 {{- if gt (int .Values.nats.streamReplicas) (int .Values.nats.servers) }}
 {{- fail (printf "nats.streamReplicas (%v) exceeds nats.servers (%v): JetStream places each copy on its own server" .Values.nats.streamReplicas .Values.nats.servers) }}
 {{- end }}
+{{- range .Values.extraArgs }}
+{{- if or (hasPrefix "--tls-cert" .) (hasPrefix "--tls-key" .) }}
+{{- fail (printf "extraArgs: %s: give the certificate with tls.secretName, which sets the flags and turns the probes and the ServiceMonitor to HTTPS (with the flag alone the probes stay HTTP and the pods restart forever)" .) }}
+{{- end }}
+{{- end }}
 {{- if .Values.agent.enabled }}
+{{- if .Values.tls.secretName }}
+{{- fail "tls.secretName with agent.enabled: the agent serves /livez, /readyz and /metrics over HTTP only" }}
+{{- end }}
 {{- range $block := list "replicas" "nats" "karpor" }}
 {{- if (index $.Values $block).enabled }}
 {{- fail (printf "%s.enabled with agent.enabled: the agent mode installs the agent only (the hub's chart has the gateway's blocks)" $block) }}
@@ -158,10 +194,13 @@ time with the reason.
 {{- if and .Values.agent.tasks (not .Values.agent.hubKey) }}
 {{- fail "agent.tasks needs agent.hubKey: without the hub's key the agent refuses every task" }}
 {{- end }}
+{{- if and (dig "podWatch" "onDemand" false .Values.agent.config) (not .Values.agent.hubKey) }}
+{{- fail "agent.config.podWatch.onDemand needs agent.hubKey: podWatch.onDemand on an agent needs --hub-key (the hub says when to watch, signed with its key)" }}
+{{- end }}
 {{- end }}
 {{- if .Values.karpor.enabled }}
 {{- if ne (include "kube-pulse.karporNamespace" .) .Release.Namespace }}
-{{- fail (printf "karpor.namespace is %s but the release is in %s: a pod mounts ConfigMaps of its own namespace only; install the chart in Karpor's namespace (helm install … -n %s)" .Values.karpor.namespace .Release.Namespace .Values.karpor.namespace) }}
+{{- fail (printf "karpor.namespace is %s but the release is in %s: a pod mounts ConfigMaps of its own namespace only; install the chart in Karpor's namespace (helm install … -n %s), or set karpor.namespace to Karpor's namespace (empty: this release's)" .Values.karpor.namespace .Release.Namespace .Values.karpor.namespace) }}
 {{- end }}
 {{- if and (not .Values.replicas.enabled) (not .Values.karpor.readOnly) (gt (int (include "kube-pulse.replicas" .)) 1) }}
 {{- fail "replicaCount > 1 with karpor.enabled: every replica would write Karpor's status and all but one stand by; set replicas.enabled=true (Leases: each writes the Clusters it owns), replicaCount=1, or karpor.readOnly=true" }}

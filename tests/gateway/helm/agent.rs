@@ -78,6 +78,7 @@ fn variants() -> Vec<super::Variant> {
                     "config": {
                         "syncRegistries": [{"name": "config", "clusters": ["*"], "resources": [{"group": "", "version": "v1", "resource": "configmaps"}]}],
                         "podWatch": {"enabled": false},
+                        "initialLists": "paged",
                     },
                     "extraArgs": ["--nats-ca", "/etc/hub-ca/ca.crt"],
                 },
@@ -409,6 +410,10 @@ fn bad_agent_values_are_refused() {
         (
             agent(json!({"agent": {"config": {"clusters": []}}})),
             "'clusters' not allowed",
+        ),
+        (
+            agent(json!({"agent": {"config": {"podWatch": {"onDemand": true}}}})),
+            "podWatch.onDemand on an agent needs --hub-key",
         ),
         (
             json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "agents": [{"member": "edge-1", "publicKey": keys().seed}]}}),

@@ -87,10 +87,59 @@ fn bad_values_are_refused() {
             "karpor",
             "replicaCount > 1 with karpor.enabled",
         ),
+        // The keys the chart writes are no `config.extra` key.
         (
             json!({"config": {"extra": {"clusters": []}}}),
             "kube-pulse",
-            "config.extra.clusters",
+            "'clusters' not allowed",
+        ),
+        // Typos the gateway would refuse at start (CrashLoopBackOff).
+        (
+            json!({"config": {"extra": {"podwatch": {"enabled": false}}}}),
+            "kube-pulse",
+            "'podwatch' not allowed",
+        ),
+        (
+            json!({"config": {"extra": {"podWatch": {"ondemand": true}}}}),
+            "kube-pulse",
+            "'ondemand' not allowed",
+        ),
+        (
+            json!({"config": {"health": {"formt": "kubernetes"}}}),
+            "kube-pulse",
+            "'formt' not allowed",
+        ),
+        (
+            json!({"config": {"clusters": [{"name": "host", "tokenfile": "/t"}]}}),
+            "kube-pulse",
+            "'tokenfile' not allowed",
+        ),
+        (
+            json!({"config": {"extra": {"initialLists": "stream"}}}),
+            "kube-pulse",
+            "/config/extra/initialLists",
+        ),
+        // TLS through extraArgs would leave the probes on HTTP.
+        (
+            json!({"extraArgs": ["--tls-cert", "/c", "--tls-key", "/k"]}),
+            "kube-pulse",
+            "give the certificate with tls.secretName",
+        ),
+        (
+            json!({"tls": {"secretName": "Not_A_Name"}}),
+            "kube-pulse",
+            "/tls/secretName",
+        ),
+        (
+            json!({"monitoring": {"serviceMonitor": {"enabled": true}, "prometheus": {"serviceAccount": {"name": "prometheus"}}}}),
+            "kube-pulse",
+            "give both name and namespace",
+        ),
+        // Karpor's chart is in `karpor`: elsewhere, the ConfigMap is missing.
+        (
+            json!({"karpor": {"enabled": true}}),
+            "kube-pulse",
+            "karpor.namespace is karpor but the release is in kube-pulse",
         ),
     ];
     let jobs: Vec<Render> = cases
@@ -105,6 +154,70 @@ fn bad_values_are_refused() {
         match result {
             Ok(_) => panic!("{values} rendered"),
             Err(error) => assert!(error.contains(expected), "{values}: {error}"),
+        }
+    }
+}
+
+/// Values Kubernetes, the Prometheus Operator or the gateway take, which
+/// the schema must not refuse: no pod (`replicaCount: 0`), quantities in
+/// every Kubernetes form, a compound duration, decimal storage, the
+/// health format's former name, Karpor's namespace emptied for the
+/// release's, every key of the config file the chart does not write.
+#[test]
+fn valid_values_are_accepted() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"replicaCount": 0}), "kube-pulse"),
+        (
+            json!({"resources": {"requests": {"memory": "1Pi", "cpu": "0.5"}, "limits": {"memory": "512e6", "cpu": 2}}}),
+            "kube-pulse",
+        ),
+        (
+            json!({"monitoring": {"serviceMonitor": {"enabled": true, "interval": "1m30s"}}}),
+            "kube-pulse",
+        ),
+        (
+            json!({"replicas": {"enabled": true}, "nats": {"enabled": true, "storage": {"size": "10G"}}}),
+            "kube-pulse",
+        ),
+        (
+            json!({"config": {"health": {"format": "seed"}}}),
+            "kube-pulse",
+        ),
+        (
+            json!({"karpor": {"enabled": true, "namespace": ""}}),
+            "kube-pulse",
+        ),
+        (
+            json!({"config": {
+                "clusters": [{"name": "edge", "kubeconfig": "/etc/k", "context": "edge", "insecureSkipTLSVerify": false}],
+                "health": {"format": "kubernetes", "storage": [{"name": "es", "url": "http://es:9200", "expectStatus": 200, "jsonField": "status", "allowedValues": ["green"]}]},
+                "extra": {
+                    "appLabel": "app", "initialLists": "paged", "watchSilenceSeconds": 150,
+                    "appRetentionSeconds": 600, "memberStartRate": 500, "replayLogAgeSeconds": 120,
+                    "replayLogBytes": 67108864, "trustedProxies": ["10.0.0.0/8"], "forwardedHeader": "forwarded",
+                    "podWatch": {"enabled": true, "labelSelector": "tier=web", "onDemand": true, "lingerSeconds": 300},
+                    "probe": {"intervalSeconds": 5, "timeoutSeconds": 3, "successThreshold": 1, "failureThreshold": 2},
+                    "authFailures": {"maxPerIp": 20, "windowSeconds": 60},
+                    "connections": {"headerReadTimeoutSeconds": 10, "idleTimeoutSeconds": 60},
+                },
+            }}),
+            "kube-pulse",
+        ),
+    ];
+    let jobs: Vec<Render> = cases
+        .iter()
+        .map(|(values, namespace)| Render {
+            values: values.clone(),
+            name: "kube-pulse".into(),
+            namespace: namespace.to_string(),
+        })
+        .collect();
+    for ((values, _), result) in cases.iter().zip(helm.render(&chart(), &jobs)) {
+        if let Err(error) = result {
+            panic!("{values} refused: {error}");
         }
     }
 }
@@ -335,8 +448,9 @@ fn the_readmes_install_next_to_karpor_in_three_commands() {
 
 /// The grants the chart's README documents for kube-pulse's own identity
 /// on Karpor's apiserver: what the reader and the status writer use (get,
-/// list and watch Clusters and SyncRegistries; get, patch — JSON merge
-/// patch — and update their status), and nothing else; valid RBAC.
+/// list and watch Clusters and SyncRegistries; patch — a JSON merge patch,
+/// src/karpor/writer.rs's only call on the subresource — their status),
+/// and nothing else; valid RBAC.
 #[test]
 fn the_documented_karpor_grants_cover_the_reader_and_the_writer() {
     let readme = chart_file("README.md");
@@ -381,13 +495,11 @@ fn the_documented_karpor_grants_cover_the_reader_and_the_writer() {
         for verb in ["get", "list", "watch"] {
             expected.insert((group.to_string(), plural.to_string(), verb.to_string()));
         }
-        for verb in ["get", "patch", "update"] {
-            expected.insert((
-                group.to_string(),
-                format!("{plural}/status"),
-                verb.to_string(),
-            ));
-        }
+        expected.insert((
+            group.to_string(),
+            format!("{plural}/status"),
+            "patch".to_string(),
+        ));
     }
     assert_eq!(granted, expected);
     let binding = find(&docs, "ClusterRoleBinding");

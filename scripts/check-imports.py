@@ -78,6 +78,8 @@ LAYERS = {
     # The wire depends on nothing else in the crate.
     "protocol/": (),
     "names.rs": (),
+    # When a watch lists again: kube-rs only.
+    "relist.rs": (),
     # Status machines are pure: values in, values out.
     "status/": ("protocol/", "names.rs"),
     "classify.rs": ("status/",),
@@ -87,7 +89,7 @@ LAYERS = {
     "query/": ("protocol/",),
     # Sources feed only the engine: they send Observations and touch no
     # hub, transport or task.
-    "sources/": ("engine/observation.rs", "status/", "classify.rs", "names.rs", "protocol/"),
+    "sources/": ("engine/observation.rs", "status/", "classify.rs", "names.rs", "protocol/", "relist.rs"),
     # Settings values the file format and the flags name: leaves.
     "http_settings.rs": (),
     # The file format names value types of low parts only; each owner

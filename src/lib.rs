@@ -35,6 +35,7 @@ mod names;
 pub mod pipeline;
 pub mod protocol;
 pub mod query;
+mod relist;
 pub mod scale;
 pub mod shutdown;
 pub mod sources;

@@ -296,6 +296,7 @@ impl Gateway {
                     pipeline.origin().clone(),
                     status,
                     owns,
+                    union.file_names(),
                     pipeline.metrics().clone(),
                     token.clone(),
                 );

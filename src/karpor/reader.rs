@@ -17,7 +17,6 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
 use serde::Deserialize;
@@ -261,7 +260,7 @@ impl Source {
         );
         let watch = |ar: &kube::discovery::ApiResource| {
             let objects: Api<DynamicObject> = Api::all_with(api.client().clone(), ar);
-            watcher::watcher(objects, watcher::Config::default()).default_backoff()
+            crate::relist::watcher(objects, watcher::Config::default())
         };
         let mut clusters = watch(&api.cluster_kind().resource).boxed();
         let mut registries = watch(&api.registry_kind().resource).boxed();

@@ -47,7 +47,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -218,6 +217,10 @@ struct Writer {
     /// that carried them (Karpor 0.6 keeps only `healthy`); none until a
     /// write says.
     dropped: BTreeSet<&'static str>,
+    /// The configuration file's member names: the member running under
+    /// such a name is the file's, not a Cluster's, so a Cluster of that
+    /// name is left alone.
+    file_names: Option<tokio::sync::watch::Receiver<BTreeSet<String>>>,
 }
 
 /// Starts the writer for the Karpor `karpor` names: it connects (retrying
@@ -229,6 +232,7 @@ pub(crate) fn spawn(
     hub: Arc<Hub>,
     settings: WriterSettings,
     owns: Option<Arc<dyn Owns>>,
+    file_names: tokio::sync::watch::Receiver<BTreeSet<String>>,
     metrics: Arc<crate::metrics::Metrics>,
     shutdown: CancellationToken,
 ) -> (Arc<WriterState>, tokio::task::JoinHandle<()>) {
@@ -257,6 +261,7 @@ pub(crate) fn spawn(
         };
         let mut writer = Writer::new(hub, KarporApis::new(&api), settings, owns, metrics);
         writer.state = shared;
+        writer.file_names = Some(file_names);
         writer.run(shutdown).await;
     });
     (state, task)
@@ -281,8 +286,7 @@ fn spawn_on(
 /// Watches one kind, as [`Seen`]s, until the receiver goes.
 fn watch(kind: Kind, api: Api<DynamicObject>) -> impl futures::Stream<Item = Seen> + Send {
     let mut listing: BTreeSet<String> = BTreeSet::new();
-    watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
+    crate::relist::watcher(api, watcher::Config::default())
         .filter_map(move |event| {
             let seen = match event {
                 Ok(Event::Apply(o)) => Some(Seen::Object(kind, Box::new(o))),
@@ -330,6 +334,7 @@ impl Writer {
             foreign: BTreeMap::new(),
             standby: false,
             dropped: BTreeSet::new(),
+            file_names: None,
         }
     }
 
@@ -636,10 +641,19 @@ impl Writer {
         vec![(api_version, gvr.resource.clone(), doc)]
     }
 
-    /// Whether this replica writes `key` now: every object alone; with
+    /// Whether this replica writes `key` now (never a Cluster whose name the
+    /// configuration file's member has): every object alone; with
     /// Leases the Clusters of the members it owns, and with the stream also
     /// the registries whose [`Writer::registry_cluster`] it owns.
     fn writes(&self, key: &(Kind, String), object: &DynamicObject) -> bool {
+        if key.0 == Kind::Cluster
+            && self
+                .file_names
+                .as_ref()
+                .is_some_and(|names| names.borrow().contains(&key.1))
+        {
+            return false;
+        }
         match (self.settings.sharing, key.0) {
             (Sharing::Alone, _) => true,
             (_, Kind::Cluster) => self.owns(&key.1),

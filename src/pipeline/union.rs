@@ -45,6 +45,18 @@ pub struct MemberUnion {
     parts: Mutex<Parts>,
     /// Every name of the union (running and held), owned or not.
     desired: watch::Sender<BTreeSet<String>>,
+    /// The names of the file's members (running and held): a member of
+    /// such a name is the file's, whatever Karpor says (Karpor's status
+    /// writer leaves a Cluster of that name alone).
+    file_names: watch::Sender<BTreeSet<String>>,
+}
+
+/// Every member name of `part`, running or held.
+fn part_names(part: &Part) -> BTreeSet<String> {
+    let running = part.members.iter().map(|m| m.name.clone());
+    running
+        .chain(part.held.iter().map(|h| h.name.clone()))
+        .collect()
 }
 
 #[derive(Default)]
@@ -134,13 +146,21 @@ impl MemberUnion {
             owned,
             ..Parts::default()
         };
+        let (file_names, _) = watch::channel(part_names(&file));
         parts.by_origin.insert(Origin::File, file);
         let (desired, _) = watch::channel(names_of(&merge(&parts.by_origin)));
         Arc::new(Self {
             pipeline,
             parts: Mutex::new(parts),
             desired,
+            file_names,
         })
+    }
+
+    /// The names of the file's members, as the file changes: under such a
+    /// name the file's member runs, not another source's.
+    pub fn file_names(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.file_names.subscribe()
     }
 
     /// Every member name of every source (owned or not), as it changes.
@@ -187,6 +207,14 @@ impl MemberUnion {
             .await?;
         for name in shadowed.difference(&parts.shadowed) {
             tracing::warn!(cluster = %name, "a member of this name is in the configuration file and in Karpor; the file's settings are used");
+        }
+        if origin == Origin::File {
+            let file = part_names(&next[&Origin::File]);
+            self.file_names.send_if_modified(|old| {
+                let changed = *old != file;
+                *old = file;
+                changed
+            });
         }
         parts.by_origin = next;
         parts.shadowed = shadowed;

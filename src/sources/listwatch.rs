@@ -1,5 +1,6 @@
 //! One resource's list-then-watch, as kube-runtime's `watcher` does it
-//! (streamed or paged initial state, resumed watches, a relist on 410),
+//! (streamed or paged initial state, resumed watches, a relist on 410 and
+//! on a resourceVersion ahead of the member's store, `relist.rs`),
 //! with what that watcher keeps to itself: its bookmarks. A watch whose
 //! member has shown it sends periodic bookmarks (one is enough; the one
 //! that ends a streamed initial state does not count) is held to them: no
@@ -195,7 +196,7 @@ where
                     }
                 }
                 Ok(Some(Ok(WatchEvent::Error(status)))) => {
-                    let next = if status.code == 410 {
+                    let next = if status.code == 410 || crate::relist::is_too_large(&status) {
                         State::Empty
                     } else {
                         State::Streaming(stream)
@@ -221,10 +222,17 @@ where
                         };
                         (None, state)
                     }
-                    Err(e) => (
-                        failed(watcher::Error::WatchStartFailed(e)),
-                        State::Listed(resource_version),
-                    ),
+                    Err(e) => {
+                        let error = watcher::Error::WatchStartFailed(e);
+                        // Ahead of the member's store (one restored or
+                        // re-installed): only a new list catches up.
+                        let next = if crate::relist::needs_relist(&error) {
+                            State::Empty
+                        } else {
+                            State::Listed(resource_version)
+                        };
+                        (failed(error), next)
+                    }
                 }
             }
             State::Watching {
@@ -247,7 +255,7 @@ where
                     (None, state)
                 }
                 Ok(Some(Ok(WatchEvent::Error(status)))) => {
-                    let next = if status.code == 410 {
+                    let next = if status.code == 410 || crate::relist::is_too_large(&status) {
                         State::Empty
                     } else {
                         State::Watching {

@@ -307,6 +307,64 @@ async fn an_unreachable_karpor_keeps_the_last_known_members() {
     .await;
 }
 
+/// Karpor's apiserver back with a younger store (an etcd restored or
+/// re-installed): the watches' resourceVersions are ahead of it, which it
+/// answers with "Too large resource version" for as long as they are. The
+/// reader (and the writer) list again instead of resuming for ever: the
+/// members follow the Clusters the new store has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn karpor_back_with_a_younger_store_is_listed_again() {
+    let (kept, dropped) = (sim().await, sim().await);
+    let options = KarporOptions {
+        default_registry: false,
+        ..Default::default()
+    };
+    let mut s = setup(options, false).await;
+    s.apply(&karpor::cluster_manifest(
+        "kept",
+        &MemberAccess::to_sim(&kept),
+    ))
+    .await;
+    s.apply(&karpor::cluster_manifest(
+        "dropped",
+        &MemberAccess::to_sim(&dropped),
+    ))
+    .await;
+    // Writes that take the old store's resourceVersion well past the new one's.
+    for n in 0..8 {
+        let mut manifest = karpor::cluster_manifest("dropped", &MemberAccess::to_sim(&dropped));
+        manifest["metadata"]["labels"] = json!({ "round": n.to_string() });
+        s.apply(&manifest).await;
+    }
+    s.doc("clusters/kept", |d| d["phase"] == "Healthy").await;
+    s.doc("clusters/dropped", |d| d["phase"] == "Healthy").await;
+
+    // The old apiserver lets go of its port (and cuts the watches); a new
+    // one, with a store of its own, takes it.
+    let addr = s.karpor.addr();
+    s.karpor.set_faults(kube_pulse_sim::Faults {
+        refuse: true,
+        ..Default::default()
+    });
+    let younger = eventually(WAIT, "the port free again", || async {
+        SimCluster::start(kube_pulse_sim::SimConfig {
+            listen: addr,
+            ..karpor::config(options)
+        })
+        .await
+        .ok()
+    })
+    .await;
+    std::mem::replace(&mut s.karpor, younger).shutdown().await;
+    s.apply(&karpor::cluster_manifest(
+        "kept",
+        &MemberAccess::to_sim(&kept),
+    ))
+    .await;
+    s.gone("clusters/dropped").await;
+    s.doc("clusters/kept", |d| d["phase"] == "Healthy").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
     let (file_member, karpor_member) = (sim().await, sim().await);
@@ -317,7 +375,9 @@ async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
     .await
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let settings = karpor_settings(dir.path(), &karpor.url(), false);
+    // With the status writer: Karpor's Cluster of the file's name is left
+    // alone (the member running under that name is the file's).
+    let settings = karpor_settings(dir.path(), &karpor.url(), true);
     let shutdown = CancellationToken::new();
     let (url, gateway) =
         start_gateway(&[&file_member], |c| c.karpor = Some(settings), &shutdown).await;
@@ -347,6 +407,31 @@ async fn file_members_and_karpor_members_coexist_and_the_file_wins_a_name() {
         .await;
     let server = doc["server"].as_str().unwrap().trim_end_matches('/');
     assert_eq!(server, file_member.url(), "{doc}");
+    let cluster = |name: String| {
+        let karpor = s.karpor.url();
+        async move {
+            let out = ok(&kubectl(
+                &karpor,
+                &["get", "clusters.cluster.karpor.io", &name, "-o", "json"],
+            )
+            .await);
+            serde_json::from_str::<Value>(&out).unwrap()
+        }
+    };
+    eventually(WAIT, "from-karpor's status written", || async {
+        let c = cluster("from-karpor".into()).await;
+        (c["status"]["healthy"] == true).then_some(())
+    })
+    .await;
+    // A few of the writer's rounds later, still nothing on the other.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let shadowed = cluster(name.clone()).await;
+    assert!(
+        shadowed["status"].get("healthy").is_none()
+            && shadowed["status"].get("conditions").is_none(),
+        "the file's member's status was written onto Karpor's Cluster: {}",
+        shadowed["status"]
+    );
     // Karpor's Cluster of that name going away leaves the file's member.
     ok(&kubectl(
         &s.karpor.url(),

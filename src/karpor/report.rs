@@ -12,6 +12,8 @@
 //! `lastTransitionTime` while its status stays the same, as Kubernetes
 //! conventions ask.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
@@ -246,6 +248,7 @@ pub(crate) fn registry_status(
 ) -> Value {
     let now = meta_time(now);
     let mut latest: Option<String> = None;
+    let before = previous_transitions(previous);
     let clusters: Vec<Value> = clusters
         .iter()
         .map(|c| {
@@ -274,11 +277,6 @@ pub(crate) fn registry_status(
                     if rank(status) > rank(worst) {
                         worst = status;
                     }
-                    if let Some(since) = &since
-                        && latest.as_ref().is_none_or(|l| since > l)
-                    {
-                        latest = Some(since.clone());
-                    }
                     let group = r.api_version.rsplit_once('/').map_or("", |(g, _)| g);
                     let kind = r
                         .doc
@@ -286,6 +284,27 @@ pub(crate) fn registry_status(
                         .and_then(Value::as_str)
                         .filter(|k| !k.is_empty())
                         .or_else(|| well_known_kind(group, &r.resource));
+                    // The time the written status and reason last changed:
+                    // kept while they stay (a retry moves the document's
+                    // phase between Error and Backoff, another replica's or
+                    // a restarted gateway's documents have their own times,
+                    // and none of that is a transition here).
+                    let key = (
+                        c.cluster.to_string(),
+                        r.api_version.to_string(),
+                        kind.unwrap_or(&r.resource).to_string(),
+                    );
+                    let since = match before.get(&key) {
+                        Some((s, why, at)) if s == status && why == reason && !at.is_empty() => {
+                            Some(at.clone())
+                        }
+                        _ => since,
+                    };
+                    if let Some(since) = &since
+                        && latest.as_ref().is_none_or(|l| since > l)
+                    {
+                        latest = Some(since.clone());
+                    }
                     let mut entry = Map::new();
                     entry.insert("apiVersion".into(), json!(r.api_version));
                     if let Some(kind) = kind {
@@ -319,6 +338,40 @@ pub(crate) fn registry_status(
         .or_else(|| previous["lastTransitionTime"].as_str().map(str::to_string))
         .unwrap_or(now);
     json!({"clusters": clusters, "lastTransitionTime": last})
+}
+
+/// Each resource's written `(status, reason, lastTransitionTime)` in a
+/// registry's previous status, by cluster, apiVersion and kind (or, with
+/// no kind, the resource the message names).
+fn previous_transitions(
+    previous: &Value,
+) -> HashMap<(String, String, String), (String, String, String)> {
+    let mut out = HashMap::new();
+    for cluster in previous["clusters"].as_array().into_iter().flatten() {
+        let name = text(cluster, "cluster");
+        for r in cluster["resources"].as_array().into_iter().flatten() {
+            let which = match text(r, "kind") {
+                "" => text(r, "message")
+                    .strip_prefix("resource ")
+                    .map(|m| m.split(':').next().unwrap_or(m))
+                    .unwrap_or_default(),
+                kind => kind,
+            };
+            out.insert(
+                (
+                    name.to_string(),
+                    text(r, "apiVersion").to_string(),
+                    which.to_string(),
+                ),
+                (
+                    text(r, "status").to_string(),
+                    text(r, "reason").to_string(),
+                    text(r, "lastTransitionTime").to_string(),
+                ),
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -677,6 +730,56 @@ mod tests {
             (Some("Pending"), Some("NotWatched"))
         );
         assert_eq!(status["lastTransitionTime"], "2026-09-21T10:00:05Z");
+    }
+
+    /// A retry moves the document between Error and Backoff (a new
+    /// `since` each time); written, both are `Error` with the same reason,
+    /// so the time written stays, and the status is the same bytes (a
+    /// second replica's or a restarted gateway's times do not flip it).
+    #[test]
+    fn a_resource_keeps_its_time_while_its_written_status_stays() {
+        let report = |doc: &Value| {
+            registry_status(
+                &[ClusterReport {
+                    cluster: "a".into(),
+                    resources: vec![ResourceReport {
+                        api_version: "v1".into(),
+                        resource: "secrets".into(),
+                        doc: Some(doc),
+                    }],
+                }],
+                &Value::Null,
+                t(0),
+            )
+        };
+        let first = json!({"phase": "Error", "reason": "Forbidden", "message": "secrets is forbidden",
+                           "since": "2026-12-04T10:00:00.000Z", "kind": "Secret"});
+        let previous = report(&first);
+        let retried = json!({"phase": "Backoff", "reason": "Forbidden", "lastError": "secrets is forbidden",
+                             "since": "2026-12-04T10:00:08.000Z", "kind": "Secret"});
+        let next = |doc: &Value, previous: &Value| {
+            registry_status(
+                &[ClusterReport {
+                    cluster: "a".into(),
+                    resources: vec![ResourceReport {
+                        api_version: "v1".into(),
+                        resource: "secrets".into(),
+                        doc: Some(doc),
+                    }],
+                }],
+                previous,
+                t(9),
+            )
+        };
+        assert_eq!(next(&retried, &previous), previous, "nothing to write");
+        // Another reason is a transition.
+        let other = json!({"phase": "Error", "reason": "Unauthorized", "message": "token expired",
+                           "since": "2026-12-04T10:00:20.000Z", "kind": "Secret"});
+        let moved = next(&other, &previous);
+        assert_eq!(
+            moved["clusters"][0]["resources"][0]["lastTransitionTime"],
+            "2026-12-04T10:00:20Z"
+        );
     }
 
     #[test]

@@ -135,12 +135,6 @@ fn bad_values_are_refused() {
             "kube-pulse",
             "give both name and namespace",
         ),
-        // Karpor's chart is in `karpor`: elsewhere, the ConfigMap is missing.
-        (
-            json!({"karpor": {"enabled": true}}),
-            "kube-pulse",
-            "karpor.namespace is karpor but the release is in kube-pulse",
-        ),
     ];
     let jobs: Vec<Render> = cases
         .iter()

@@ -738,26 +738,8 @@ mod tests {
     /// second replica's or a restarted gateway's times do not flip it).
     #[test]
     fn a_resource_keeps_its_time_while_its_written_status_stays() {
-        let report = |doc: &Value| {
-            registry_status(
-                &[ClusterReport {
-                    cluster: "a".into(),
-                    resources: vec![ResourceReport {
-                        api_version: "v1".into(),
-                        resource: "secrets".into(),
-                        doc: Some(doc),
-                    }],
-                }],
-                &Value::Null,
-                t(0),
-            )
-        };
-        let first = json!({"phase": "Error", "reason": "Forbidden", "message": "secrets is forbidden",
-                           "since": "2026-12-04T10:00:00.000Z", "kind": "Secret"});
-        let previous = report(&first);
-        let retried = json!({"phase": "Backoff", "reason": "Forbidden", "lastError": "secrets is forbidden",
-                             "since": "2026-12-04T10:00:08.000Z", "kind": "Secret"});
-        let next = |doc: &Value, previous: &Value| {
+        // The status of secrets in cluster `a` from `doc`, after `previous`.
+        let status = |doc: &Value, previous: &Value, at| {
             registry_status(
                 &[ClusterReport {
                     cluster: "a".into(),
@@ -768,9 +750,15 @@ mod tests {
                     }],
                 }],
                 previous,
-                t(9),
+                t(at),
             )
         };
+        let first = json!({"phase": "Error", "reason": "Forbidden", "message": "secrets is forbidden",
+                           "since": "2026-12-04T10:00:00.000Z", "kind": "Secret"});
+        let previous = status(&first, &Value::Null, 0);
+        let retried = json!({"phase": "Backoff", "reason": "Forbidden", "lastError": "secrets is forbidden",
+                             "since": "2026-12-04T10:00:08.000Z", "kind": "Secret"});
+        let next = |doc: &Value, previous: &Value| status(doc, previous, 9);
         assert_eq!(next(&retried, &previous), previous, "nothing to write");
         // Another reason is a transition.
         let other = json!({"phase": "Error", "reason": "Unauthorized", "message": "token expired",

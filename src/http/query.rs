@@ -10,15 +10,10 @@ use crate::error::{Error, Result};
 /// Parses a query string, refusing parameters the endpoint does not take
 /// and parameters given twice (each takes one value).
 pub(crate) fn query(raw: Option<String>, allowed: &[&str]) -> Result<HashMap<String, String>> {
-    let pairs = crate::protocol::query_string::pairs(raw.as_deref().unwrap_or(""))
-        .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
+    let pairs = crate::protocol::query_string::pairs_once(raw.as_deref().unwrap_or(""), &[])
+        .map_err(Error::BadRequest)?;
     let mut out = HashMap::new();
     for (key, value) in pairs {
-        if out.contains_key(&key) {
-            return Err(Error::BadRequest(format!(
-                "query parameter {key:?} is given twice; it takes one value"
-            )));
-        }
         if !allowed.contains(&key.as_str()) {
             return Err(Error::BadRequest(format!(
                 "unknown query parameter {key:?}; this endpoint takes: {}",

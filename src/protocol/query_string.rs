@@ -17,6 +17,26 @@ pub fn pairs(raw: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
+/// [`pairs`] (an error says the query string is malformed), refusing a
+/// name given twice unless it is one of `repeatable` (the others take one
+/// value): what the REST routes and the event stream read.
+pub fn pairs_once(raw: &str, repeatable: &[&str]) -> Result<Vec<(String, String)>, String> {
+    let pairs = pairs(raw).map_err(|e| format!("malformed query string: {e}"))?;
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, _) in &pairs {
+        if repeatable.contains(&name.as_str()) {
+            continue;
+        }
+        if seen.contains(&name.as_str()) {
+            return Err(format!(
+                "query parameter {name:?} is given twice; it takes one value"
+            ));
+        }
+        seen.push(name);
+    }
+    Ok(pairs)
+}
+
 /// One component, `+` and `%XX` decoded.
 fn decode(raw: &str) -> Result<String, String> {
     let bytes = raw.as_bytes();
@@ -87,5 +107,17 @@ mod tests {
             let err = pairs(raw).unwrap_err();
             assert!(err.contains(want), "{raw}: {err}");
         }
+        let once = |raw: &str| pairs_once(raw, &["topic"]);
+        assert_eq!(once("topic=a&topic=b&limit=1").unwrap().len(), 3);
+        assert!(
+            once("limit=1&limit=2")
+                .unwrap_err()
+                .contains("\"limit\" is given twice")
+        );
+        assert!(
+            once("topic=%zz")
+                .unwrap_err()
+                .starts_with("malformed query string: ")
+        );
     }
 }

@@ -61,20 +61,8 @@ fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
             "the query string is longer than {MAX_QUERY} bytes"
         )));
     }
-    let pairs = crate::protocol::query_string::pairs(raw)
-        .map_err(|e| Error::BadRequest(format!("malformed query string: {e}")))?;
-    // Each parameter but the repeatable ones takes one value.
-    let mut seen: Vec<&str> = Vec::new();
-    for (key, _) in &pairs {
-        if !matches!(key.as_str(), "topic" | "field" | "sort") {
-            if seen.contains(&key.as_str()) {
-                return Err(Error::BadRequest(format!(
-                    "query parameter {key:?} is given twice; it takes one value"
-                )));
-            }
-            seen.push(key);
-        }
-    }
+    let pairs = crate::protocol::query_string::pairs_once(raw, &["topic", "field", "sort"])
+        .map_err(Error::BadRequest)?;
     let mut request = Request {
         topics: Vec::new(),
         since: None,

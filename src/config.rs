@@ -534,15 +534,23 @@ pub fn load_agent_file(path: &Path) -> Result<FileConfig> {
 
 /// Reads and validates a `--config` file.
 pub fn load_file(path: &Path) -> Result<FileConfig> {
+    load_file_beside(path, false)
+}
+
+/// [`load_file`] for a gateway that may also take its members from Karpor
+/// (`karpor_by_flag`: `--karpor-kubeconfig` was given): the file may then
+/// list no cluster, as it may when its own `karpor:` names a kubeconfig.
+pub fn load_file_beside(path: &Path, karpor_by_flag: bool) -> Result<FileConfig> {
     let mut config = parse_file(path)?;
-    let karpor = config
-        .karpor
-        .as_ref()
-        .is_some_and(|k| k.kubeconfig.is_some());
+    let karpor = karpor_by_flag
+        || config
+            .karpor
+            .as_ref()
+            .is_some_and(|k| k.kubeconfig.is_some());
     if config.clusters.is_empty() && !karpor {
         return Err(Error::Config {
             path: path.to_path_buf(),
-            message: "no clusters: list at least one under `clusters:` (or take them from Karpor with `karpor: {kubeconfig: PATH}`)".into(),
+            message: "no clusters: list at least one under `clusters:` (or take them from Karpor with `karpor: {kubeconfig: PATH}` or --karpor-kubeconfig PATH)".into(),
         });
     }
     check_unique(&config.clusters, path)?;

@@ -141,13 +141,16 @@ pub struct ServeArgs {
     #[arg(long, env = "KUBE_PULSE_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// YAML file naming the member clusters (see deploy/config.example.yaml).
-    #[arg(long, env = "KUBE_PULSE_CONFIG", conflicts_with = "kubeconfig")]
+    #[arg(long, env = "KUBE_PULSE_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Kubeconfig whose contexts are the member clusters.
-    #[arg(long, env = "KUBECONFIG")]
+    /// Kubeconfig whose contexts are the member clusters; without --config
+    /// and without this flag, the file `KUBECONFIG` names (a `KUBECONFIG`
+    /// in the environment is no conflict with --config: the file wins).
+    #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// Context to use (repeatable); all contexts when omitted.
-    #[arg(long = "context", value_name = "NAME", requires = "kubeconfig")]
+    /// Context to use (repeatable); all contexts when omitted. Needs
+    /// --kubeconfig (or KUBECONFIG), not --config.
+    #[arg(long = "context", value_name = "NAME")]
     pub contexts: Vec<String>,
     /// Seconds between checks of the --config file (or kubeconfig) for a
     /// change, which then applies its members and sync registries live
@@ -333,7 +336,6 @@ mod tests {
         ] {
             assert!(karpor(bad).is_err(), "{bad:?}");
         }
-        assert!(Cli::try_parse_from(["kube-pulse", "serve", "--context", "x"]).is_err());
         assert!(Cli::try_parse_from(["kube-pulse", "demo", "--clusters", "0"]).is_err());
     }
 }

@@ -6,6 +6,7 @@
 //! that describe transports, tasks, authentication, TLS and the replay log.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 #[cfg(feature = "demo")]
 use super::args::DemoArgs;
@@ -67,14 +68,49 @@ impl ConnectionArgs {
 impl ServeArgs {
     /// Where the members come from, to re-read on SIGHUP and file changes.
     pub fn member_source(&self) -> Option<crate::pipeline::MemberSource> {
-        match (&self.config, &self.kubeconfig) {
-            (Some(path), _) => Some(crate::pipeline::MemberSource::File(path.clone())),
-            (None, Some(path)) => Some(crate::pipeline::MemberSource::Kubeconfig {
+        match (&self.config, self.member_kubeconfig()) {
+            (Some(path), _) => Some(crate::pipeline::MemberSource::File {
                 path: path.clone(),
+                beside_karpor: self.karpor_kubeconfig.is_some(),
+            }),
+            (None, Some(path)) => Some(crate::pipeline::MemberSource::Kubeconfig {
+                path,
                 contexts: self.contexts.clone(),
             }),
             (None, None) => None,
         }
+    }
+
+    /// The kubeconfig whose contexts are the members: `--kubeconfig`, else
+    /// (without `--config`) the file `KUBECONFIG` names. A `KUBECONFIG` set
+    /// for kubectl is no reason to refuse `--config`: the file wins.
+    fn member_kubeconfig(&self) -> Option<PathBuf> {
+        self.kubeconfig.clone().or_else(|| {
+            self.config
+                .is_none()
+                .then(|| std::env::var_os("KUBECONFIG"))
+                .flatten()
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
+    }
+
+    /// `--config` and `--kubeconfig` name the members two ways: one of them.
+    fn check_member_flags(&self) -> Result<()> {
+        if self.config.is_some() && self.kubeconfig.is_some() {
+            return Err(Error::Settings(
+                "give --config FILE or --kubeconfig PATH, not both (the file names its members under `clusters:`)".into(),
+            ));
+        }
+        if !self.contexts.is_empty() && self.member_kubeconfig().is_none() {
+            return Err(Error::Settings(if self.config.is_some() {
+                "--context picks contexts of --kubeconfig; with --config the file names the members"
+                    .into()
+            } else {
+                "--context needs --kubeconfig PATH (or KUBECONFIG)".into()
+            }));
+        }
+        Ok(())
     }
 
     /// The Karpor settings of the flags over the config file's `karpor:`
@@ -278,12 +314,13 @@ impl ServeArgs {
         let mut karpor_file = None;
         let mut leases_file = None;
         let mut nats_file = None;
+        self.check_member_flags()?;
         let (clusters, file_listen, pipeline, health, connections) = match (
             &self.config,
-            &self.kubeconfig,
+            self.member_kubeconfig(),
         ) {
             (Some(path), _) => {
-                let file = config::load_file(path)?;
+                let file = config::load_file_beside(path, self.karpor_kubeconfig.is_some())?;
                 auth_failures = crate::auth::FailureLimits::from_file(&file.auth_failures);
                 let pipeline = crate::pipeline::PipelineConfig::from_file(&file);
                 let connections = file.connections_file();
@@ -300,7 +337,7 @@ impl ServeArgs {
                 )
             }
             (None, Some(path)) => (
-                config::from_kubeconfig(path, &self.contexts)?,
+                config::from_kubeconfig(&path, &self.contexts)?,
                 None,
                 Default::default(),
                 Default::default(),

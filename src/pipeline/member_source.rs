@@ -15,7 +15,13 @@ use crate::sources::SyncRegistry;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberSource {
     /// The `serve --config` file: its `clusters` and `syncRegistries`.
-    File(PathBuf),
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Karpor's Clusters are members too (`--karpor-kubeconfig`): the
+        /// file may list none.
+        beside_karpor: bool,
+    },
     /// A kubeconfig: one member per context (every context when none is named).
     Kubeconfig {
         /// The kubeconfig file.
@@ -43,7 +49,7 @@ impl MemberSource {
     /// The file whose content decides the members (polled for changes).
     pub fn file(&self) -> &Path {
         match self {
-            MemberSource::File(path) | MemberSource::Kubeconfig { path, .. } => path,
+            MemberSource::File { path, .. } | MemberSource::Kubeconfig { path, .. } => path,
         }
     }
 
@@ -51,8 +57,11 @@ impl MemberSource {
     /// what is wrong (nothing is half-read).
     pub async fn read(&self) -> Result<DesiredMembers> {
         match self {
-            MemberSource::File(path) => {
-                let file = crate::config::load_file(path)?;
+            MemberSource::File {
+                path,
+                beside_karpor,
+            } => {
+                let file = crate::config::load_file_beside(path, *beside_karpor)?;
                 let members = super::clients::members(&file.clusters).await?;
                 Ok(DesiredMembers {
                     members,
@@ -143,7 +152,10 @@ mod tests {
             "clusters:\n- {name: a, server: 'http://127.0.0.1:1'}\n- {name: b, server: 'http://127.0.0.1:2', token: t}\nsyncRegistries:\n- {clusters: [b], resources: [{group: '', version: v1, resource: configmaps}]}\nprobe: {intervalSeconds: 2}\n",
         )
         .unwrap();
-        let source = MemberSource::File(path.clone());
+        let source = MemberSource::File {
+            path: path.clone(),
+            beside_karpor: false,
+        };
         let desired = source.read().await.unwrap();
         let names: Vec<&str> = desired.members.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);

@@ -327,6 +327,71 @@ async fn serve_registers_kubeconfig_contexts() {
     assert!(status.success());
 }
 
+/// A `KUBECONFIG` set for kubectl does not stand in the way of `--config`,
+/// and with `--karpor-kubeconfig` the file may list no cluster.
+#[tokio::test]
+async fn serve_takes_a_config_file_beside_kubeconfig_and_karpor() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("members.yaml");
+    std::fs::write(
+        &config,
+        "clusters:\n- {name: a, server: 'http://127.0.0.1:9'}\n",
+    )
+    .unwrap();
+    let empty = dir.path().join("empty.yaml");
+    std::fs::write(&empty, "clusters: []\n").unwrap();
+    let karpor = dir.path().join("karpor.kubeconfig");
+    std::fs::write(
+        &karpor,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster: {server: 'http://127.0.0.1:9'}\nusers:\n- name: u\n  user: {token: x}\ncontexts:\n- name: k\n  context: {cluster: k, user: u}\ncurrent-context: k\n",
+    )
+    .unwrap();
+    let start = |args: &[&str]| {
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        std::process::Command::new(env!("CARGO_BIN_EXE_kube-pulse"))
+            .args(&all)
+            .env("KUBECONFIG", dir.path().join("no-such-kubeconfig"))
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut child = start(&["--config", config.to_str().unwrap()]);
+    let url = wait_for_url(&mut child);
+    let clusters = get_json(&format!("{url}/api/v1/clusters")).await;
+    let names: Vec<&str> = clusters["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["a"], "the file's members, not KUBECONFIG's");
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(&mut child))
+            .await
+            .unwrap()
+            .success()
+    );
+
+    let mut child = start(&[
+        "--config",
+        empty.to_str().unwrap(),
+        "--karpor-kubeconfig",
+        karpor.to_str().unwrap(),
+    ]);
+    let url = wait_for_url(&mut child);
+    let live = http().get(format!("{url}/livez")).send().await.unwrap();
+    assert_eq!(live.status(), 200);
+    assert!(
+        tokio::task::spawn_blocking(move || terminate(&mut child))
+            .await
+            .unwrap()
+            .success()
+    );
+}
+
 #[test]
 fn serve_rejects_bad_configuration_clearly() {
     let dir = std::env::temp_dir().join(format!("kube-pulse-cli-bad-{}", std::process::id()));
@@ -395,6 +460,33 @@ fn serve_rejects_bad_configuration_clearly() {
         (
             vec!["serve".into()],
             "serve needs --config FILE, --kubeconfig PATH (or KUBECONFIG) or --karpor-kubeconfig PATH",
+        ),
+        (
+            [
+                file("both.yaml", "clusters:\n- {name: a, server: 'https://x'}\n"),
+                vec!["--kubeconfig".into(), "/nonexistent/kubeconfig".into()],
+            ]
+            .concat(),
+            "give --config FILE or --kubeconfig PATH, not both",
+        ),
+        (
+            [
+                file(
+                    "context.yaml",
+                    "clusters:\n- {name: a, server: 'https://x'}\n",
+                ),
+                vec!["--context".into(), "west".into()],
+            ]
+            .concat(),
+            "--context picks contexts of --kubeconfig; with --config the file names the members",
+        ),
+        (
+            vec!["serve".into(), "--context".into(), "west".into()],
+            "--context needs --kubeconfig PATH (or KUBECONFIG)",
+        ),
+        (
+            file("empty.yaml", "clusters: []\n"),
+            "no clusters: list at least one under `clusters:`",
         ),
         (
             vec![

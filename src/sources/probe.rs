@@ -84,38 +84,55 @@ pub(crate) fn clock_skew(date: DateTime<Utc>, received: DateTime<Utc>) -> i64 {
         + i64::from((date - received).num_milliseconds().rem_euclid(1000) >= 500)
 }
 
-/// One probe: ready?, and the server version when not yet known.
+/// The `gitVersion` of a `/version` answer.
+fn git_version(text: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["gitVersion"].as_str().map(str::to_string))
+}
+
+/// One probe: ready?, and the server version when not yet known. The
+/// timeout bounds the readiness answer, and the version's request (made
+/// only once the member answered) on its own: a member that answers each
+/// in time is not a member that timed out, and a version not read now is
+/// asked for again at the next probe.
 pub(crate) async fn probe_once(
     client: &kube::Client,
     timeout: Duration,
     want_version: bool,
 ) -> ClusterInput {
     let started = Instant::now();
-    let attempt = async {
-        let date = match get_dated(client, "/readyz").await {
-            Ok((_, date)) => date,
+    let ready = async {
+        match get_dated(client, "/readyz").await {
+            Ok((_, date)) => Ok((date, None)),
             // Some clusters do not serve /readyz to this identity: /version still proves liveness.
-            Err(kube::Error::Api(s)) if s.code == 404 => get_dated(client, "/version").await?.1,
-            Err(e) => return Err(e),
-        };
-        let skew = date.map(|d| clock_skew(d, Utc::now()));
-        if want_version {
-            let text = get(client, "/version").await?;
-            let version = serde_json::from_str::<serde_json::Value>(&text)
-                .ok()
-                .and_then(|v| v["gitVersion"].as_str().map(str::to_string));
-            return Ok((version, skew));
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                let (text, date) = get_dated(client, "/version").await?;
+                Ok((date, Some(text)))
+            }
+            Err(e) => Err(e),
         }
-        Ok((None, skew))
     };
-    let result = tokio::time::timeout(timeout, attempt).await;
+    let result = tokio::time::timeout(timeout, ready).await;
     let latency_ms = started.elapsed().as_millis() as u64;
     match result {
-        Ok(Ok((version, clock_skew_seconds))) => ClusterInput::ProbeSucceeded {
-            latency_ms,
-            version,
-            clock_skew_seconds,
-        },
+        Ok(Ok((date, version_text))) => {
+            let clock_skew_seconds = date.map(|d| clock_skew(d, Utc::now()));
+            let version = match version_text {
+                Some(text) if want_version => git_version(&text),
+                _ if want_version => tokio::time::timeout(timeout, get(client, "/version"))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .and_then(|text| git_version(&text)),
+                _ => None,
+            };
+            ClusterInput::ProbeSucceeded {
+                latency_ms,
+                version,
+                clock_skew_seconds,
+            }
+        }
         Ok(Err(err)) => {
             let (failure, message) = classify::probe_failure(&err);
             ClusterInput::ProbeFailed {
@@ -201,6 +218,39 @@ mod tests {
         ];
         for (date, want) in cases {
             assert_eq!(clock_skew(at(date), received), want, "{date}");
+        }
+    }
+
+    /// The timeout bounds each answer, not their sum: a member answering
+    /// `/readyz` and then `/version` each in time is up, with its version.
+    #[tokio::test]
+    async fn a_member_answering_each_request_in_time_is_up_with_its_version() {
+        let sim = kube_pulse_sim::SimCluster::start(Default::default())
+            .await
+            .unwrap();
+        let client = sim.client();
+        let timeout = Duration::from_millis(800);
+        // (latency of every answer, the phase the probe finds)
+        let cases = [(500, true), (1_000, false)];
+        for (latency_ms, up) in cases {
+            sim.set_faults(kube_pulse_sim::faults::Faults {
+                latency_ms,
+                ..Default::default()
+            });
+            match probe_once(&client, timeout, true).await {
+                ClusterInput::ProbeSucceeded { version, .. } => {
+                    assert!(up, "{latency_ms} ms: up");
+                    assert!(
+                        version.is_some_and(|v| v.starts_with('v')),
+                        "{latency_ms} ms"
+                    );
+                }
+                ClusterInput::ProbeFailed { failure, .. } => {
+                    assert!(!up, "{latency_ms} ms: {failure:?}");
+                    assert_eq!(failure, ProbeFailure::Timeout);
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
 }

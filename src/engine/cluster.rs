@@ -46,15 +46,28 @@ impl Engine {
             return;
         };
         let (resource, topic) = (gvr.path(), topic::sync(cluster, &gvr.path()));
+        let down = model.status.phase() == ClusterPhase::Unhealthy;
         // A resource first observed in this run of the member continues the
         // document the hub holds, if any (published by its previous owner).
-        let sync = model.syncs.remove(gvr).unwrap_or_else(|| {
-            self.hub
-                .get(&topic)
-                .and_then(|held| SyncStatus::restore(&held.doc, cluster, gvr))
-                .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now))
-        });
+        let (sync, first) = match model.syncs.remove(gvr) {
+            Some(sync) => (sync, false),
+            None => {
+                let held = self.hub.get(&topic);
+                let sync = held
+                    .and_then(|held| SyncStatus::restore(&held.doc, cluster, gvr))
+                    .unwrap_or_else(|| SyncStatus::new(cluster, gvr.clone(), now));
+                (sync, true)
+            }
+        };
         let before = transitions::last(&sync.lifecycle);
+        // A resource first seen while its member is down is stopped like
+        // the others were when it went down: its watch's failures (the
+        // member's, not the resource's) do not make it an `Error`.
+        let sync = if first && down && !matches!(input, SyncInput::ClusterDown) {
+            sync.step(SyncInput::ClusterDown, now)
+        } else {
+            sync
+        };
         let sync = sync.step(input, now);
         let subject = Subject::Sync {
             cluster,
@@ -82,7 +95,10 @@ impl Engine {
         if !matches!(input, SyncInput::Removed | SyncInput::NoViewers)
             && model.syncs.get(&gvr).is_some_and(SyncStatus::is_removed)
         {
-            let fresh = SyncStatus::new(cluster, gvr.clone(), now);
+            let mut fresh = SyncStatus::new(cluster, gvr.clone(), now);
+            if model.status.phase() == ClusterPhase::Unhealthy {
+                fresh = fresh.step(SyncInput::ClusterDown, now);
+            }
             model.syncs.insert(gvr.clone(), fresh);
         }
         self.step_sync(cluster, &gvr, input, now);

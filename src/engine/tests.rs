@@ -302,6 +302,51 @@ fn sync_registry_phases_and_the_cluster_they_feed() {
     run("sync registry", Thresholds::default(), steps);
 }
 
+/// A member found down before its watches report (an unauthorized one:
+/// its probe and its watches fail alike) stops the resources it reports
+/// afterwards too, instead of showing the member's failure as theirs.
+#[test]
+fn a_resource_first_seen_while_its_cluster_is_down_is_stopped() {
+    let unauthorized = || {
+        cluster(ClusterInput::ProbeFailed {
+            failure: ProbeFailure::Unauthorized,
+            message: "Unauthorized".into(),
+            latency_ms: Some(3),
+        })
+    };
+    let mut steps = registered()[..2].to_vec();
+    steps.extend([
+        (unauthorized(), vec![]),
+        (
+            unauthorized(),
+            vec![(CLUSTER, "/phase", json!("Unhealthy"))],
+        ),
+        (sync(SyncInput::ListStarted), vec![]),
+        (
+            sync(SyncInput::FailedRetrying {
+                reason: "Unauthorized".into(),
+                message: "401".into(),
+                until: t(60),
+            }),
+            vec![
+                (DEPLOYMENTS, "/phase", json!("Stopped")),
+                (DEPLOYMENTS, "/reason", json!("ClusterUnhealthy")),
+                (CLUSTER, "/resources/failing", json!(0)),
+            ],
+        ),
+        // The member answers again: the resource waits for its watch.
+        (
+            ok(),
+            vec![
+                (CLUSTER, "/phase", json!("Healthy")),
+                (DEPLOYMENTS, "/phase", json!("Pending")),
+                (DEPLOYMENTS, "/reason", json!("ClusterRecovered")),
+            ],
+        ),
+    ]);
+    run("first seen while down", Thresholds::default(), steps);
+}
+
 #[test]
 fn a_resource_retrying_after_an_api_error_keeps_the_cluster_degraded() {
     let forbidden = || {

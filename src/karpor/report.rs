@@ -40,6 +40,20 @@ fn reachable(phase: &str) -> bool {
     matches!(phase, "Healthy" | "Degraded")
 }
 
+/// Whether a member's document says nothing yet that is worth writing over
+/// a status kube-pulse wrote before: the member is not judged yet
+/// (`Pending`, `Initializing`: a gateway just started, before its first
+/// probe) and the object already has kube-pulse's `Ready` condition. The
+/// last judgment then stays until the new one, instead of every condition
+/// going `Unknown` for the seconds a restart takes.
+pub(crate) fn keeps_previous(doc: &Value, previous: &Value) -> bool {
+    matches!(text(doc, "phase"), "Pending" | "Initializing")
+        && previous["conditions"].as_array().is_some_and(|list| {
+            list.iter()
+                .any(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
+}
+
 /// The `status` fields of a Karpor `Cluster` kube-pulse writes; every other
 /// field is left as it is.
 pub(crate) const CLUSTER_FIELDS: &[&str] = &["healthy", "apiserver", "version", "conditions"];
@@ -166,6 +180,54 @@ pub(crate) struct ResourceReport<'a> {
 pub(crate) struct ClusterReport<'a> {
     pub(crate) cluster: String,
     pub(crate) resources: Vec<ResourceReport<'a>>,
+    /// What its resources without a document are: see [`Unwatched::of`].
+    pub(crate) unwatched: Unwatched,
+}
+
+/// The status, reason and message of a resource a member does not watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unwatched {
+    pub(crate) status: &'static str,
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+impl Unwatched {
+    /// Why a cluster's resources have no sync document, from the cluster's
+    /// name and its `clusters/{name}` document (None: kube-pulse has no
+    /// member of that name): a name that cannot be a member is left out for
+    /// good, a member that is down watches nothing, and otherwise its
+    /// watches have not reported yet.
+    pub(crate) fn of(cluster: &str, doc: Option<&Value>) -> Self {
+        let (status, reason, message) = match doc.map(|d| (text(d, "phase"), text(d, "reason"))) {
+            None if !crate::names::valid_name(cluster) => (
+                "Stopped",
+                "InvalidClusterName",
+                "kube-pulse does not follow this cluster: its name is not a DNS label".to_string(),
+            ),
+            None => (
+                "Pending",
+                "ClusterNotFound",
+                "kube-pulse has no member of this name (no Cluster object, or not read yet)"
+                    .to_string(),
+            ),
+            Some((phase @ ("Unhealthy" | "Unknown"), reason)) => (
+                "Stopped",
+                "ClusterUnhealthy",
+                format!("the cluster is {phase} ({reason}): its resources are not watched"),
+            ),
+            Some(_) => (
+                "Pending",
+                "NotWatched",
+                "the member does not watch this resource yet".to_string(),
+            ),
+        };
+        Self {
+            status,
+            reason,
+            message,
+        }
+    }
 }
 
 /// Sync phases from the best to the worst: a cluster's status in a registry
@@ -268,9 +330,9 @@ pub(crate) fn registry_status(
                             doc_time(&doc["since"]),
                         ),
                         None => (
-                            "Pending",
-                            "NotWatched",
-                            "the member does not watch this resource yet",
+                            c.unwatched.status,
+                            c.unwatched.reason,
+                            c.unwatched.message.as_str(),
                             None,
                         ),
                     };
@@ -378,6 +440,38 @@ fn previous_transitions(
 mod tests {
     use super::*;
 
+    /// A member up and watching: what it does not watch yet is `Pending`.
+    fn watching() -> Unwatched {
+        Unwatched::of("a", Some(&json!({"phase": "Healthy"})))
+    }
+
+    #[test]
+    fn a_resource_without_a_document_says_why_from_its_cluster() {
+        let doc = |phase: &str| json!({"phase": phase, "reason": "Unauthorized"});
+        // (cluster, its document, status, reason)
+        let cases = [
+            ("Bad_Name", None, "Stopped", "InvalidClusterName"),
+            ("ghost", None, "Pending", "ClusterNotFound"),
+            ("a", Some(doc("Unhealthy")), "Stopped", "ClusterUnhealthy"),
+            ("a", Some(doc("Unknown")), "Stopped", "ClusterUnhealthy"),
+            ("a", Some(doc("Pending")), "Pending", "NotWatched"),
+            ("a", Some(doc("Healthy")), "Pending", "NotWatched"),
+        ];
+        for (cluster, doc, status, reason) in cases {
+            let got = Unwatched::of(cluster, doc.as_ref());
+            assert_eq!(
+                (got.status, got.reason),
+                (status, reason),
+                "{cluster} {doc:?}"
+            );
+        }
+        let down = Unwatched::of("a", Some(&doc("Unhealthy")));
+        assert_eq!(
+            down.message,
+            "the cluster is Unhealthy (Unauthorized): its resources are not watched"
+        );
+    }
+
     #[test]
     fn a_status_past_its_budget_leaves_out_syncing_clusters_first() {
         let entry =
@@ -418,6 +512,7 @@ mod tests {
             .enumerate()
             .map(|(i, doc)| ClusterReport {
                 cluster: format!("member-{i:05}"),
+                unwatched: watching(),
                 resources: vec![ResourceReport {
                     api_version: "v1".into(),
                     resource: "configmaps".into(),
@@ -456,6 +551,31 @@ mod tests {
             .iter()
             .find(|c| c["type"] == kind)
             .unwrap()
+    }
+
+    #[test]
+    fn an_unjudged_member_keeps_what_was_written_before() {
+        let written = json!({"healthy": true, "conditions": [{"type": "Ready", "status": "True"}]});
+        let karpors_own =
+            json!({"healthy": true, "conditions": [{"type": "Other", "status": "True"}]});
+        // (phase, the object's status, kept)
+        let cases = [
+            ("Pending", &written, true),
+            ("Initializing", &written, true),
+            ("Pending", &karpors_own, false),
+            ("Pending", &Value::Null, false),
+            ("Healthy", &written, false),
+            ("Unhealthy", &written, false),
+            ("Unknown", &written, false),
+        ];
+        for (phase, previous, kept) in cases {
+            let doc = json!({"phase": phase, "reason": "r"});
+            assert_eq!(
+                keeps_previous(&doc, previous),
+                kept,
+                "{phase} over {previous}"
+            );
+        }
     }
 
     #[test]
@@ -660,6 +780,7 @@ mod tests {
         let reports = [
             ClusterReport {
                 cluster: "a".into(),
+                unwatched: watching(),
                 resources: vec![
                     ResourceReport {
                         api_version: "apps/v1".into(),
@@ -675,6 +796,7 @@ mod tests {
             },
             ClusterReport {
                 cluster: "c".into(),
+                unwatched: watching(),
                 resources: vec![
                     ResourceReport {
                         api_version: "policy/v1beta1".into(),
@@ -690,6 +812,7 @@ mod tests {
             },
             ClusterReport {
                 cluster: "b".into(),
+                unwatched: watching(),
                 resources: vec![ResourceReport {
                     api_version: "v1".into(),
                     resource: "services".into(),
@@ -743,6 +866,7 @@ mod tests {
             registry_status(
                 &[ClusterReport {
                     cluster: "a".into(),
+                    unwatched: watching(),
                     resources: vec![ResourceReport {
                         api_version: "v1".into(),
                         resource: "secrets".into(),

@@ -518,6 +518,9 @@ impl Writer {
         match key.0 {
             Kind::Cluster => {
                 let doc = self.hub.get(&format!("clusters/{}", key.1))?;
+                if report::keeps_previous(&doc.doc, previous) {
+                    return None;
+                }
                 let endpoint = object.data["spec"]["access"]["endpoint"].as_str();
                 Some(report::cluster_status(
                     &doc.doc,
@@ -544,6 +547,13 @@ impl Writer {
                 let reports: Vec<ClusterReport<'_>> = docs
                     .iter()
                     .map(|(cluster, resources)| ClusterReport {
+                        unwatched: report::Unwatched::of(
+                            cluster,
+                            self.hub
+                                .get(&format!("clusters/{cluster}"))
+                                .as_ref()
+                                .map(|d| &*d.doc),
+                        ),
                         cluster: cluster.clone(),
                         resources: resources
                             .iter()
@@ -1032,6 +1042,57 @@ mod tests {
         );
         assert_eq!(written, 2, "one write per change");
         s.shutdown.cancel();
+        s.karpor.shutdown().await;
+    }
+
+    /// A restarted gateway's members are `Pending` until their first probe:
+    /// the conditions written before stay as they are until then.
+    #[tokio::test]
+    async fn a_restarted_gateway_keeps_the_last_judgment_until_its_first_probe() {
+        let s = setup(KarporOptions {
+            conditions: true,
+            default_registry: false,
+        })
+        .await;
+        s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
+        s.start("one");
+        eventually(WAIT, "Ready=True on Karpor's object", || async {
+            let status = s.status(&s.apis.clusters, "a").await;
+            (ready(&status) == Some(("True".into(), "Ready".into()))).then_some(())
+        })
+        .await;
+        s.shutdown.cancel();
+        let before = s.status(&s.apis.clusters, "a").await;
+        // The next run of the gateway: a new hub, its member not yet probed.
+        let hub = Hub::new(HubConfig::default());
+        let shutdown = CancellationToken::new();
+        hub.put("clusters/a", cluster_doc("Pending", "AwaitingProbe"));
+        let settings = WriterSettings {
+            replica: "one".into(),
+            min_interval: Duration::from_millis(300),
+            sharing: Sharing::Alone,
+        };
+        let _writer = spawn_on(
+            hub.clone(),
+            s.apis.clone(),
+            settings,
+            None,
+            s.metrics.clone(),
+            shutdown.child_token(),
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(
+            s.status(&s.apis.clusters, "a").await,
+            before,
+            "nothing written while Pending"
+        );
+        hub.put("clusters/a", cluster_doc("Unhealthy", "Disconnected"));
+        eventually(WAIT, "Ready=False (Disconnected)", || async {
+            let status = s.status(&s.apis.clusters, "a").await;
+            (ready(&status) == Some(("False".into(), "Disconnected".into()))).then_some(())
+        })
+        .await;
+        shutdown.cancel();
         s.karpor.shutdown().await;
     }
 

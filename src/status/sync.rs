@@ -492,7 +492,8 @@ impl SyncStatus {
             SyncInput::Failed { reason, message } => {
                 self.last_error = Some(message.clone());
                 self.resume_syncing = false;
-                self.retrying_failure = is_api_error(&reason);
+                // While the cluster is down its failures are the member's.
+                self.retrying_failure = is_api_error(&reason) && !self.stopped_for_cluster();
                 // A failed list leaves the cache as it was.
                 self.objects = self.cached;
                 if !self.stopped_for_cluster() {

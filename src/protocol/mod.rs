@@ -12,6 +12,7 @@ pub mod patch;
 pub mod query_string;
 pub mod rest;
 pub mod sse;
+pub mod strict_json;
 pub mod topic;
 
 use serde::Deserialize;

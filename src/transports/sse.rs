@@ -78,7 +78,7 @@ fn parse_query(raw: Option<&str>) -> Result<Request, Error> {
             "debounceMs" => request.debounce_ms = Some(value),
             "field" => request.fields.push(value),
             "filter" => {
-                let filter = serde_json::from_str(&value).map_err(|e| {
+                let filter = crate::protocol::strict_json::parse(&value).map_err(|e| {
                     Error::BadRequest(format!(
                         "filter: not JSON ({e}); e.g. filter={{\"eq\":[\"/phase\",\"Running\"]}}"
                     ))

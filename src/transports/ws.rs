@@ -430,7 +430,8 @@ pub(crate) fn parse_op(text: &str) -> Result<ClientOp, bytes::Bytes> {
 
 /// Parses one client operation, or the error reply.
 fn parse(text: &str) -> Result<ClientOp, Out> {
-    let value: serde_json::Value = match serde_json::from_str(text) {
+    // Strict: a key named twice would leave the operation to the parser.
+    let value = match protocol::strict_json::parse(text) {
         Ok(v) => v,
         Err(e) => {
             return Err(error(

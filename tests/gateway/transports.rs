@@ -672,6 +672,13 @@ async fn bad_websocket_input_gets_an_error_and_the_session_goes_on() {
     let mut ws = ws_connect(&url).await;
     let cases: Vec<(Message, &str)> = vec![
         (Message::Text("{nope".into()), "invalid_json"),
+        // A key named twice: which operation was meant is not guessed.
+        (
+            Message::Text(
+                r#"{"op":"subscribe","id":"x","topics":["clusters/*"],"op":"ping"}"#.into(),
+            ),
+            "invalid_json",
+        ),
         (Message::Text(r#"{"op":"dance"}"#.into()), "unknown_op"),
         (Message::Text(r#"{"id":"x"}"#.into()), "invalid_op"),
         (

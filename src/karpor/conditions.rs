@@ -409,7 +409,7 @@ mod tests {
             ),
             (
                 json!({"phase": "Healthy", "credentials": credentials, "warnings": [
-                    {"reason": "CredentialsExpiring", "message": "… (in 4 days)"}, skew]}),
+                    {"reason": "CredentialsExpiring", "message": "… (within 4 days)"}, skew]}),
                 Some((
                     "True",
                     "CredentialsExpiring",

@@ -192,11 +192,11 @@ pub(crate) fn warnings(
                 message: format!("{what} expired at {at}"),
             });
         } else if left <= chrono::Duration::days(CREDENTIAL_WARNING_DAYS) {
-            let days = left.num_days();
+            // Days started, not days whole: 2 days and 23 hours is "within 3 days".
+            let days = (left.num_seconds() + 86_399) / 86_400;
             let when = match days {
-                0 => "within a day".to_string(),
-                1 => "in 1 day".to_string(),
-                n => format!("in {n} days"),
+                ..=1 => "within a day".to_string(),
+                n => format!("within {n} days"),
             };
             out.push(Warning {
                 reason: "CredentialsExpiring",
@@ -736,14 +736,32 @@ mod tests {
                 Some(cert(6)),
                 None,
                 vec!["CredentialsExpiring"],
-                "(in 6 days)",
+                "(within 7 days)",
             ),
             (Some(cert(8)), None, vec![], ""),
             (
                 Some(cert(1)),
                 None,
                 vec!["CredentialsExpiring"],
-                "(in 1 day)",
+                "(within 2 days)",
+            ),
+            (
+                Some(CredentialInfo {
+                    kind: CredentialKind::ClientCertificate,
+                    expires: t(0) + chrono::Duration::days(3) - chrono::Duration::minutes(10),
+                }),
+                None,
+                vec!["CredentialsExpiring"],
+                "(within 3 days)",
+            ),
+            (
+                Some(CredentialInfo {
+                    kind: CredentialKind::ClientCertificate,
+                    expires: t(0) + chrono::Duration::days(1),
+                }),
+                None,
+                vec!["CredentialsExpiring"],
+                "(within a day)",
             ),
             (
                 Some(cert(0)),

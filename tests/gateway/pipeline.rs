@@ -799,7 +799,7 @@ async fn expiring_credentials_and_clock_skew_are_warned_of() {
         doc["warnings"][0]["message"]
             .as_str()
             .unwrap()
-            .ends_with("(in 3 days)"),
+            .ends_with("(within 4 days)"),
         "{doc}"
     );
     assert_eq!(doc["warnings"][1]["reason"], "ClockSkew");

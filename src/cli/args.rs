@@ -97,6 +97,11 @@ pub struct DemoArgs {
     /// without it, Karpor 0.6's, which keeps only `healthy`.
     #[arg(long, requires = "karpor")]
     pub karpor_conditions: bool,
+    /// With --karpor: Karpor #836's Cluster schema, whose spec has `mode`
+    /// (`pull` or `push`: an agent in the member cluster); without it,
+    /// `spec.mode` is pruned as by a Karpor without #836.
+    #[arg(long, requires = "karpor")]
+    pub karpor_push_mode: bool,
     /// Own the members through Leases held in the first simulated cluster
     /// (namespace `default`), as one of several replicas would: the lease
     /// metrics and `/readyz/Leases` show (docs/SCALE-OUT.md).

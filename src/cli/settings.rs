@@ -491,6 +491,7 @@ impl DemoArgs {
                 .then_some(kube_pulse_sim::karpor::KarporOptions {
                     conditions: self.karpor_conditions,
                     default_registry: true,
+                    push_mode: self.karpor_push_mode,
                 }),
             leases: self.leases,
             nats: self.nats_settings(&process_env)?,

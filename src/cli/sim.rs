@@ -99,6 +99,11 @@ pub struct SimArgs {
     /// Karpor 0.6's, which keeps only `healthy`.
     #[arg(long, requires = "karpor")]
     pub karpor_conditions: bool,
+    /// With --karpor: Karpor #836's Cluster schema, whose spec has `mode`
+    /// (`pull` or `push`: an agent in the member cluster); without it,
+    /// `spec.mode` is pruned as by a Karpor without #836.
+    #[arg(long, requires = "karpor")]
+    pub karpor_push_mode: bool,
     /// Write a kubeconfig for this apiserver here once it listens (context
     /// named after --name).
     #[arg(long, value_name = "PATH")]
@@ -201,6 +206,7 @@ impl SimArgs {
             karpor: self.karpor.then_some(KarporOptions {
                 conditions: self.karpor_conditions,
                 default_registry: true,
+                push_mode: self.karpor_push_mode,
             }),
             tls: self.tls,
         }

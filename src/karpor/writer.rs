@@ -1011,6 +1011,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1052,6 +1053,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1101,6 +1103,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: false,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1142,6 +1145,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1182,6 +1186,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1250,6 +1255,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1307,6 +1313,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: false,
             default_registry: true,
+            push_mode: false,
         })
         .await;
         s.hub.put("clusters/a", cluster_doc("Healthy", "Ready"));
@@ -1434,6 +1441,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: true,
+            push_mode: false,
         })
         .await;
         create_cluster(&s, "b", &[]).await;
@@ -1511,6 +1519,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: true,
             default_registry: true,
+            push_mode: false,
         })
         .await;
         create_cluster(&s, "b", &[]).await;
@@ -1656,6 +1665,7 @@ mod tests {
         let s = setup(KarporOptions {
             conditions: false,
             default_registry: false,
+            push_mode: false,
         })
         .await;
         let mut writer = Writer::new(

@@ -144,6 +144,49 @@ async fn a_cluster_applied_with_kubectl_becomes_a_member_restarts_on_new_credent
     s.gone("clusters/edge/sync/apps/v1/deployments").await;
 }
 
+/// docs/KARPOR.md's push-mode Cluster, applied with kubectl to a Karpor
+/// that has #836's schema: never probed, held until its agent is named
+/// (this gateway has no NATS: no agent link). Without #836's schema the
+/// apiserver prunes `spec.mode` and the same manifest is a pulled member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_mode_cluster_is_held_for_its_agent_where_karpor_keeps_spec_mode() {
+    let member = sim().await;
+    let s = setup(
+        KarporOptions {
+            default_registry: false,
+            push_mode: true,
+            ..Default::default()
+        },
+        false,
+    )
+    .await;
+    let mut manifest = karpor::cluster_manifest("edge-1", &MemberAccess::to_sim(&member));
+    manifest["spec"]["mode"] = json!("push");
+    s.apply(&manifest).await;
+    let doc = s
+        .doc("clusters/edge-1", |d| d["phase"] == "Unhealthy")
+        .await;
+    assert!(
+        matches!(
+            doc["reason"].as_str(),
+            Some("AgentNotNamed" | "NoAgentLink")
+        ),
+        "{doc}"
+    );
+    let stats = member.stats();
+    assert_eq!(
+        (stats.total("list"), stats.total("watch")),
+        (0, 0),
+        "a push member is never listed or watched from the hub"
+    );
+    s.apply(&karpor::cluster_manifest(
+        "pulled",
+        &MemberAccess::to_sim(&member),
+    ))
+    .await;
+    s.doc("clusters/pulled", |d| d["phase"] == "Healthy").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_kube_pulse_will_not_use_give_a_clear_reason() {
     let member = sim().await;

@@ -82,6 +82,7 @@ async fn karpors_default_registry_leaves_a_cluster_healthy_with_a_warning_and_wr
     let karpor = karpor::start(KarporOptions {
         conditions: true,
         default_registry: true,
+        push_mode: false,
     })
     .await
     .unwrap();

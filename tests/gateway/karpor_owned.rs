@@ -54,6 +54,7 @@ async fn fault_and_heal(schema_831: bool) {
     let karpor = karpor::start(KarporOptions {
         conditions: schema_831,
         default_registry: false,
+        push_mode: false,
     })
     .await
     .unwrap();

@@ -44,6 +44,7 @@ async fn karpor_objects_show_health_conditions_and_sync_state_as_members_break_a
     let karpor = karpor::start(KarporOptions {
         conditions: true,
         default_registry: true,
+        push_mode: false,
     })
     .await
     .unwrap();
@@ -253,6 +254,7 @@ async fn measure_writes(conditions: bool) {
         karpor: Some(KarporOptions {
             conditions,
             default_registry: true,
+            push_mode: false,
         }),
         ..DemoOptions::default()
     };

@@ -85,6 +85,7 @@ async fn each_karpor_object_is_written_by_its_owner_only_from_3_to_2_to_3_replic
     let karpor = karpor::start(KarporOptions {
         conditions: true,
         default_registry: true,
+        push_mode: false,
     })
     .await
     .unwrap();

@@ -53,7 +53,13 @@ pub const KARPOR_MANAGER: &str = "karpor";
 /// and `ClusterHealthy`, `apiserver` from the endpoint, `healthy`), as
 /// `now`; None for every other kind and for Karpor 0.6's schema.
 pub fn status_on_create(def: &ResourceDef, object: &Value, now: &str) -> Option<Value> {
-    if def.typed != Some(TypedKind::KarporCluster { conditions: true }) {
+    if !matches!(
+        def.typed,
+        Some(TypedKind::KarporCluster {
+            conditions: true,
+            ..
+        })
+    ) {
         return None;
     }
     let condition = |kind: &str, reason: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now, "reason": reason, "message": ""});
@@ -153,6 +159,35 @@ mod tests {
     }
 
     #[test]
+    fn spec_mode_is_kept_only_by_karpor_836s_schema() {
+        let written = json!({"spec": {"mode": "push", "access": {"endpoint": "https://edge"}}});
+        // (conditions, push_mode, spec.mode as stored)
+        let cases = [
+            (false, false, Value::Null),
+            (true, false, Value::Null),
+            (false, true, json!("push")),
+            (true, true, json!("push")),
+        ];
+        for (conditions, push_mode, mode) in cases {
+            let typed = TypedKind::KarporCluster {
+                conditions,
+                push_mode,
+            };
+            let got = normalized(typed, written.clone());
+            assert_eq!(got["spec"]["mode"], mode, "{typed:?}");
+            assert_eq!(got["spec"]["access"]["endpoint"], "https://edge");
+        }
+        let pulled = normalized(
+            TypedKind::KarporCluster {
+                conditions: false,
+                push_mode: true,
+            },
+            json!({"spec": {"access": {"endpoint": "https://a"}}}),
+        );
+        assert!(pulled["spec"].get("mode").is_none(), "omitempty: {pulled}");
+    }
+
+    #[test]
     fn cluster_status_keeps_only_karpor_fields() {
         let conditions = json!([{"type": "Ready", "status": "False", "reason": "Disconnected",
                                  "message": "refused", "lastTransitionTime": "2026-01-01T00:00:00Z",
@@ -168,11 +203,17 @@ mod tests {
         });
         let cases = [
             (
-                TypedKind::KarporCluster { conditions: false },
+                TypedKind::KarporCluster {
+                    conditions: false,
+                    push_mode: false,
+                },
                 json!({"healthy": true}),
             ),
             (
-                TypedKind::KarporCluster { conditions: true },
+                TypedKind::KarporCluster {
+                    conditions: true,
+                    push_mode: false,
+                },
                 json!({"healthy": true, "conditions": [{"type": "Ready", "status": "False",
                        "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Disconnected",
                        "message": "refused"}]}),
@@ -192,7 +233,10 @@ mod tests {
         }
         // healthy: false is Go's zero value, which omitempty drops.
         let unhealthy = normalized(
-            TypedKind::KarporCluster { conditions: false },
+            TypedKind::KarporCluster {
+                conditions: false,
+                push_mode: false,
+            },
             json!({"status": {"healthy": false}}),
         );
         assert_eq!(unhealthy["status"], json!({}));

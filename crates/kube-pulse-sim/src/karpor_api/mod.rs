@@ -34,6 +34,10 @@ pub struct KarporOptions {
     /// (set `Validated`, `ClusterHealthy`, `apiserver`, `healthy`); false
     /// serves Karpor 0.6's, whose status has only `healthy`.
     pub conditions: bool,
+    /// Serve Karpor #836's Cluster schema (an agent in the member
+    /// cluster), whose spec also has `mode` (`pull` or `push`); false
+    /// prunes `spec.mode`, as a Karpor without #836 does.
+    pub push_mode: bool,
     /// Create Karpor's default sync registry (and the transform rule it
     /// names) at start, as a Karpor installation does.
     pub default_registry: bool,
@@ -43,6 +47,7 @@ impl Default for KarporOptions {
     fn default() -> Self {
         Self {
             conditions: false,
+            push_mode: false,
             default_registry: true,
         }
     }
@@ -79,6 +84,7 @@ pub fn resources(options: KarporOptions) -> Vec<ResourceDef> {
                 true,
                 TypedKind::KarporCluster {
                     conditions: options.conditions,
+                    push_mode: options.push_mode,
                 },
             ),
             "cl",
@@ -163,7 +169,10 @@ mod tests {
         let clusters = catalog.find(CLUSTER_GROUP, VERSION, "clusters").unwrap();
         assert_eq!(
             clusters.typed,
-            Some(TypedKind::KarporCluster { conditions: false })
+            Some(TypedKind::KarporCluster {
+                conditions: false,
+                push_mode: false
+            })
         );
         let core: Vec<&str> = catalog
             .in_group_version("", "v1")
@@ -181,7 +190,10 @@ mod tests {
         );
         assert_eq!(
             with.find(CLUSTER_GROUP, VERSION, "clusters").unwrap().typed,
-            Some(TypedKind::KarporCluster { conditions: true })
+            Some(TypedKind::KarporCluster {
+                conditions: true,
+                push_mode: false
+            })
         );
     }
 }

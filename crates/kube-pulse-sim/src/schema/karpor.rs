@@ -58,42 +58,63 @@ const CREDENTIAL: &[Field] = &[
     optional("execConfig", Shape::Ptr(&Shape::Struct(EXEC_CONFIG))),
 ];
 
+const ACCESS: Shape = Shape::Struct(&[
+    field("endpoint", Shape::Str),
+    optional("caBundle", Shape::Bytes),
+    optional("insecure", Shape::Ptr(&Shape::Bool)),
+    optional("credential", Shape::Ptr(&Shape::Struct(CREDENTIAL))),
+]);
+
 const CLUSTER_SPEC: Shape = Shape::Struct(&[
     field("provider", Shape::Str),
-    field(
-        "access",
-        Shape::Struct(&[
-            field("endpoint", Shape::Str),
-            optional("caBundle", Shape::Bytes),
-            optional("insecure", Shape::Ptr(&Shape::Bool)),
-            optional("credential", Shape::Ptr(&Shape::Struct(CREDENTIAL))),
-        ]),
-    ),
+    field("access", ACCESS),
     field("description", Shape::Str),
     field("displayName", Shape::Str),
     optional("finalized", Shape::Ptr(&Shape::Bool)),
 ]);
 
-/// Karpor 0.6's Cluster: `status` has only `healthy`.
-pub(crate) const CLUSTER: &[Field] = &[
-    field("spec", CLUSTER_SPEC),
-    optional("status", Shape::Struct(&[optional("healthy", Shape::Bool)])),
-];
+/// The spec of Karpor #836 (an agent in the member cluster): `mode`
+/// (`pull`, the default, or `push`), `omitempty`.
+const CLUSTER_SPEC_WITH_MODE: Shape = Shape::Struct(&[
+    field("provider", Shape::Str),
+    optional("mode", Shape::Str),
+    field("access", ACCESS),
+    field("description", Shape::Str),
+    field("displayName", Shape::Str),
+    optional("finalized", Shape::Ptr(&Shape::Bool)),
+]);
 
-/// The Cluster of Karpor #831 ("add cluster status"): `status` also has
-/// `apiserver`, `version` and `conditions` (metav1.Condition list), each
-/// `omitempty`.
+/// Karpor 0.6's Cluster status: only `healthy`.
+const STATUS: Shape = Shape::Struct(&[optional("healthy", Shape::Bool)]);
+
+/// Karpor #831's ("add cluster status"): also `apiserver`, `version` and
+/// `conditions` (metav1.Condition list), each `omitempty`.
+const STATUS_WITH_CONDITIONS: Shape = Shape::Struct(&[
+    optional("healthy", Shape::Bool),
+    optional("apiserver", Shape::Str),
+    optional("version", Shape::Str),
+    optional("conditions", Shape::List(&Shape::Struct(CONDITION))),
+]);
+
+/// Karpor 0.6's Cluster: `status` has only `healthy`.
+pub(crate) const CLUSTER: &[Field] = &[field("spec", CLUSTER_SPEC), optional("status", STATUS)];
+
+/// The Cluster of Karpor #831.
 pub(crate) const CLUSTER_WITH_CONDITIONS: &[Field] = &[
     field("spec", CLUSTER_SPEC),
-    optional(
-        "status",
-        Shape::Struct(&[
-            optional("healthy", Shape::Bool),
-            optional("apiserver", Shape::Str),
-            optional("version", Shape::Str),
-            optional("conditions", Shape::List(&Shape::Struct(CONDITION))),
-        ]),
-    ),
+    optional("status", STATUS_WITH_CONDITIONS),
+];
+
+/// Karpor 0.6's Cluster with #836's `spec.mode`.
+pub(crate) const CLUSTER_WITH_MODE: &[Field] = &[
+    field("spec", CLUSTER_SPEC_WITH_MODE),
+    optional("status", STATUS),
+];
+
+/// The Cluster of Karpor #831 with #836's `spec.mode`.
+pub(crate) const CLUSTER_WITH_CONDITIONS_AND_MODE: &[Field] = &[
+    field("spec", CLUSTER_SPEC_WITH_MODE),
+    optional("status", STATUS_WITH_CONDITIONS),
 ];
 
 const TRANSFORM_RULE_SPEC: Shape = Shape::Struct(&[

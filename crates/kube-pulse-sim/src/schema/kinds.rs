@@ -14,8 +14,13 @@ use super::karpor as karpor_schema;
 pub enum TypedKind {
     /// `cluster.karpor.io` Cluster; `conditions` selects Karpor #831's
     /// schema, whose status also has `apiserver`, `version` and
-    /// `conditions` (metav1.Condition list).
-    KarporCluster { conditions: bool },
+    /// `conditions` (metav1.Condition list); `push_mode` Karpor #836's
+    /// `spec.mode` (`pull` or `push`).
+    KarporCluster {
+        conditions: bool,
+        #[serde(default)]
+        push_mode: bool,
+    },
     /// `search.karpor.io` SyncRegistry, served as `syncclusterresources`.
     KarporSyncRegistry,
     /// `search.karpor.io` SyncResources.
@@ -45,8 +50,15 @@ impl TypedKind {
     /// The fields of the Go type besides `apiVersion`, `kind` and `metadata`.
     pub fn schema(self) -> &'static [Field] {
         match self {
-            Self::KarporCluster { conditions: false } => karpor_schema::CLUSTER,
-            Self::KarporCluster { conditions: true } => karpor_schema::CLUSTER_WITH_CONDITIONS,
+            Self::KarporCluster {
+                conditions,
+                push_mode,
+            } => match (conditions, push_mode) {
+                (false, false) => karpor_schema::CLUSTER,
+                (true, false) => karpor_schema::CLUSTER_WITH_CONDITIONS,
+                (false, true) => karpor_schema::CLUSTER_WITH_MODE,
+                (true, true) => karpor_schema::CLUSTER_WITH_CONDITIONS_AND_MODE,
+            },
             Self::KarporSyncRegistry => karpor_schema::SYNC_REGISTRY,
             Self::KarporSyncResources => karpor_schema::SYNC_RESOURCES,
             Self::KarporTransformRule => karpor_schema::TRANSFORM_RULE,

@@ -553,6 +553,7 @@ async fn under_831_a_created_cluster_has_karpors_status_and_merge_patches_keep_t
     let karpor = karpor::start(KarporOptions {
         conditions: true,
         default_registry: false,
+        push_mode: false,
     })
     .await
     .unwrap();

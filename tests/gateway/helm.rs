@@ -5,10 +5,13 @@
 //! config the gateway accepts and flags it parses, and applies to the
 //! simulator with kubectl; with the default values it is deploy/'s base,
 //! its blocks deploy/'s components (the one source of truth: both must
-//! agree, key for key). The values' contract (schema, every value used and
-//! documented) and the READMEs are in values.rs.
+//! agree, key for key). Names stay within Kubernetes' limits for the
+//! longest release name, `podLabels` keeps the selector labels the
+//! chart's, and the ServiceMonitor authenticates in every auth mode. The
+//! values' contract (schema, every value used and documented) and the
+//! READMEs are in values.rs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -1264,6 +1267,141 @@ fn prometheus_scrapes_metrics_with_its_token_and_a_grant() {
     );
 }
 
+/// With `auth: tokens` or `jwt` /metrics takes a bearer token with the `*`
+/// read grant only (no service-account token to review): the
+/// ServiceMonitor sends the one of `monitoring.serviceMonitor.
+/// bearerTokenSecret` as its `authorization` (from the Secret's key, no
+/// `bearerTokenFile`), and without it the render is refused with the
+/// reason. With `auth: kubernetes` the Secret's token replaces
+/// Prometheus's own, and the grant still goes to the named account.
+#[test]
+fn the_service_monitor_sends_a_token_from_a_secret_in_every_auth_mode() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    let monitor = |auth: &str, secret: Value| {
+        json!({
+            "auth": auth,
+            "monitoring": {
+                "serviceMonitor": {"enabled": true, "bearerTokenSecret": secret},
+                "prometheus": {"serviceAccount": {"name": "metrics-reader", "namespace": "monitoring"}},
+            },
+        })
+    };
+    let cases: Vec<(Value, Value)> = vec![
+        (
+            monitor("tokens", json!({"name": "kube-pulse-metrics-token"})),
+            json!({"type": "Bearer", "credentials": {"name": "kube-pulse-metrics-token", "key": "token"}}),
+        ),
+        (
+            monitor(
+                "jwt",
+                json!({"name": "kube-pulse-metrics-jwt", "key": "jwt"}),
+            ),
+            json!({"type": "Bearer", "credentials": {"name": "kube-pulse-metrics-jwt", "key": "jwt"}}),
+        ),
+        (
+            monitor("kubernetes", json!({"name": "metrics-reader-token"})),
+            json!({"type": "Bearer", "credentials": {"name": "metrics-reader-token", "key": "token"}}),
+        ),
+    ];
+    let jobs: Vec<Render> = cases
+        .iter()
+        .map(|(values, _)| Render {
+            values: values.clone(),
+            name: "kube-pulse".into(),
+            namespace: "kube-pulse".into(),
+        })
+        .collect();
+    for ((values, authorization), result) in cases.iter().zip(helm.render(&chart(), &jobs)) {
+        let rendered = result.unwrap_or_else(|e| panic!("{values}: {e}"));
+        let docs = documents(&rendered.manifests);
+        let endpoint = &find(&docs, "ServiceMonitor")["spec"]["endpoints"][0];
+        assert_eq!(&endpoint["authorization"], authorization, "{values}");
+        assert!(
+            endpoint["bearerTokenFile"].is_null(),
+            "{values}: {endpoint}"
+        );
+        let metrics_grants = docs
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRoleBinding")
+            .filter(|d| d["subjects"][0]["name"] == "metrics-reader")
+            .count();
+        if values["auth"] == "kubernetes" {
+            // The token's account may `get` /metrics, as the gateway's
+            // SubjectAccessReview asks.
+            assert_eq!(metrics_grants, 1, "{values}");
+        } else {
+            // No review to answer: the token's `*` read grant is all.
+            assert_eq!(metrics_grants, 0, "{values}");
+            assert!(
+                rendered.notes.contains("`*` read grant"),
+                "{}",
+                rendered.notes
+            );
+        }
+    }
+    // Prometheus's own token, and no `authorization`, by default.
+    if let Some((_, docs)) = render("monitoring") {
+        let endpoint = &find(&docs, "ServiceMonitor")["spec"]["endpoints"][0];
+        assert!(endpoint["authorization"].is_null(), "{endpoint}");
+        assert_eq!(
+            endpoint["bearerTokenFile"],
+            "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        );
+    }
+    // Without a token under tokens or jwt every scrape would be refused:
+    // the render is, with the reason; a key must be named.
+    let refused: Vec<(Value, &str)> = vec![
+        (
+            json!({"auth": "tokens", "monitoring": {"serviceMonitor": {"enabled": true}}}),
+            "monitoring.serviceMonitor.bearerTokenSecret: with auth tokens, /metrics needs a bearer token with the `*` read grant",
+        ),
+        (
+            json!({"auth": "jwt", "monitoring": {"serviceMonitor": {"enabled": true}}}),
+            "monitoring.serviceMonitor.bearerTokenSecret: with auth jwt, /metrics needs a bearer token with the `*` read grant",
+        ),
+        (
+            monitor(
+                "tokens",
+                json!({"name": "kube-pulse-metrics-token", "key": ""}),
+            ),
+            "/monitoring/serviceMonitor/bearerTokenSecret/key",
+        ),
+        (
+            monitor(
+                "tokens",
+                json!({"name": "kube-pulse-metrics-token", "optional": true}),
+            ),
+            "'optional' not allowed",
+        ),
+    ];
+    let jobs: Vec<Render> = refused
+        .iter()
+        .map(|(values, _)| Render {
+            values: values.clone(),
+            name: "kube-pulse".into(),
+            namespace: "kube-pulse".into(),
+        })
+        .collect();
+    for ((values, expected), result) in refused.iter().zip(helm.render(&chart(), &jobs)) {
+        match result {
+            Ok(_) => panic!("{values} rendered"),
+            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
+        }
+    }
+    // Monitoring off: no token needed whatever the auth mode.
+    let off = helm.render(
+        &chart(),
+        &[Render {
+            values: json!({"auth": "tokens"}),
+            name: "kube-pulse".into(),
+            namespace: "kube-pulse".into(),
+        }],
+    );
+    assert!(off[0].is_ok(), "{:?}", off[0]);
+}
+
 // ------------------------------------------------------------- RBAC
 
 /// The gateway's ClusterRole grants the host member's reads only when a
@@ -1333,6 +1471,376 @@ fn the_cluster_role_grants_only_what_the_members_and_tasks_use() {
         find(&all, "ClusterRoleBinding")["roleRef"]["name"],
         "pulse-kube-pulse-karpor"
     );
+}
+
+// ------------------------------------------------------------- names
+
+/// The longest release name Helm takes (53 characters).
+pub(crate) const LONG_RELEASE: &str = "a-release-name-of-fifty-three-characters-in-all-of-it";
+/// The longest namespace name Kubernetes takes (a DNS label, 63).
+pub(crate) const LONG_NAMESPACE: &str =
+    "a-namespace-as-long-as-kubernetes-allows-which-is-63-characters";
+
+/// Whether `value` is a valid label value: at most 63 characters of
+/// alphanumerics, `-`, `_` and `.`, beginning and ending with an
+/// alphanumeric, or empty.
+fn label_value_ok(value: &str) -> bool {
+    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    value.is_empty()
+        || (value.len() <= 63
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && alphanumeric(value.chars().next())
+            && alphanumeric(value.chars().last()))
+}
+
+/// Whether `name` is a DNS label (RFC 1123): at most 63 lower-case
+/// alphanumerics and `-`, beginning and ending with an alphanumeric; a
+/// Service's name (beginning with a letter, RFC 1035) and a pod's host
+/// name must be one.
+fn dns_label_ok(name: &str) -> bool {
+    (1..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// Every label under `value` (each `labels` and `matchLabels` map): where,
+/// its key and its value.
+fn labels_under(value: &Value, at: &str, out: &mut Vec<(String, String, Value)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let path = format!("{at}.{key}");
+                if key == "labels" || key == "matchLabels" {
+                    for (label, v) in child.as_object().into_iter().flatten() {
+                        out.push((path.clone(), label.clone(), v.clone()));
+                    }
+                }
+                labels_under(child, &path, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                labels_under(item, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Asserts that every name and label value of `docs` is within
+/// Kubernetes' limits: each object's name a DNS label (so at most 63
+/// characters), a StatefulSet's at most 52 (its pods' controller-revision-
+/// hash label is its name and a hash of up to 10 characters), a Service's
+/// beginning with a letter; every label value, of the objects, their pod
+/// templates and claims, and every selector, valid; no two objects of a
+/// kind named alike.
+pub(crate) fn assert_names_within_limits(what: &str, docs: &[Value]) {
+    let mut seen = BTreeSet::new();
+    for doc in docs {
+        let kind = doc["kind"].as_str().unwrap();
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        assert!(seen.insert((kind, name)), "{what}: two {kind}s {name}");
+        assert!(
+            dns_label_ok(name),
+            "{what}: {kind} {name} ({} characters) is no DNS label",
+            name.len()
+        );
+        if kind == "StatefulSet" {
+            assert!(
+                name.len() <= 52,
+                "{what}: StatefulSet {name} ({} characters) leaves no room for its pods' controller-revision-hash",
+                name.len()
+            );
+        }
+        if kind == "Service" {
+            assert!(
+                name.starts_with(|c: char| c.is_ascii_lowercase()),
+                "{what}: Service {name}"
+            );
+        }
+        let mut labels = Vec::new();
+        labels_under(&doc["metadata"], ".metadata", &mut labels);
+        // A PrometheusRule's spec holds alert labels, not Kubernetes'.
+        if kind != "PrometheusRule" {
+            labels_under(&doc["spec"], ".spec", &mut labels);
+        }
+        if kind == "Service" {
+            for (label, v) in doc["spec"]["selector"].as_object().into_iter().flatten() {
+                labels.push((".spec.selector".into(), label.clone(), v.clone()));
+            }
+        }
+        for (at, label, value) in labels {
+            assert!(
+                value.as_str().is_some_and(label_value_ok),
+                "{what}: {kind} {name}{at}: {label}={value}"
+            );
+        }
+    }
+}
+
+/// With the longest release name Helm takes, in the longest namespace,
+/// every block on: every name and label value within Kubernetes' limits
+/// (the NATS StatefulSet's name within 52, its Services', ConfigMap's,
+/// Secrets' and labels' within 63), no object named as another of its kind
+/// (the NATS Service, ConfigMap and PodDisruptionBudget as the gateway's,
+/// as a plain cut of `FULLNAME-nats` gave), the names made from one another
+/// still meeting (the gateway's NATS URL, the StatefulSet's Service and
+/// pods in nats.conf's routes, the Secrets the pods read, every roleRef),
+/// and valid for Kubernetes' schemas. Two long releases cut alike keep
+/// their own names, and one release in two namespaces its own
+/// cluster-wide ones.
+#[test]
+fn long_release_names_keep_every_name_within_kubernetes_limits() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    let values = json!({
+        "replicas": {"enabled": true},
+        "nats": {
+            "enabled": true,
+            "auth": {"password": "a-password"},
+            "signing": {"key": GIVEN_SIGNING_KEY},
+        },
+        "monitoring": {
+            "prometheusRule": {"enabled": true},
+            "serviceMonitor": {"enabled": true},
+            "grafanaDashboard": {"enabled": true},
+            "prometheus": {"serviceAccount": {"name": "kps-kube-prometheus-prometheus", "namespace": "monitoring"}},
+        },
+    });
+    // The same name but its last character: cut, the two read alike.
+    let twin = format!("{}x", &LONG_RELEASE[..LONG_RELEASE.len() - 1]);
+    assert_eq!(LONG_RELEASE.len(), 53);
+    assert_eq!(LONG_NAMESPACE.len(), 63);
+    let jobs: Vec<Render> = [
+        (LONG_RELEASE, LONG_NAMESPACE),
+        (twin.as_str(), LONG_NAMESPACE),
+        (LONG_RELEASE, "kube-pulse"),
+    ]
+    .iter()
+    .map(|(name, namespace)| Render {
+        values: values.clone(),
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+    })
+    .collect();
+    let long: Vec<Vec<Value>> = helm
+        .render(&chart(), &jobs)
+        .into_iter()
+        .zip(&jobs)
+        .enumerate()
+        .map(|(i, (result, job))| {
+            let rendered =
+                result.unwrap_or_else(|e| panic!("{} in {}: {e}", job.name, job.namespace));
+            validate(&format!("helm-long-{i}"), &rendered.manifests);
+            documents(&rendered.manifests)
+        })
+        .collect();
+    for (docs, job) in long.iter().zip(&jobs) {
+        let what = format!("{} in {}", job.name, job.namespace);
+        assert_names_within_limits(&what, docs);
+        // The NATS servers: their Service, pods and routes.
+        let statefulset = find(docs, "StatefulSet");
+        let nats = statefulset["metadata"]["name"].as_str().unwrap();
+        let headless = statefulset["spec"]["serviceName"].as_str().unwrap();
+        let nats_pods = &statefulset["spec"]["template"]["metadata"]["labels"];
+        let governing = named(docs, "Service", headless);
+        assert_eq!(governing["spec"]["clusterIP"], "None", "{what}");
+        assert!(selects(&governing["spec"]["selector"], nats_pods), "{what}");
+        let conf = named(docs, "ConfigMap", nats)["data"]["nats.conf"]
+            .as_str()
+            .unwrap();
+        for i in 0..3 {
+            let pod = format!("{nats}-{i}");
+            assert!(dns_label_ok(&pod), "{what}: pod {pod}");
+            let route = format!("nats://{pod}.{headless}:6222");
+            assert!(conf.contains(&route), "{what}: no {route} in {conf}");
+        }
+        assert_eq!(
+            statefulset["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"], nats,
+            "{what}"
+        );
+        // The gateway reaches them through their client Service, not its own.
+        let serve = serve_args(docs);
+        let url = serve.nats.as_ref().map(|u| u.0.clone()).expect("--nats");
+        let client = url
+            .strip_prefix("nats://")
+            .and_then(|u| u.strip_suffix(":4222"))
+            .unwrap_or_else(|| panic!("{what}: {url}"));
+        let client_service = named(docs, "Service", client);
+        assert!(
+            selects(&client_service["spec"]["selector"], nats_pods),
+            "{what}"
+        );
+        let gateway = find(docs, "Deployment");
+        assert!(
+            !selects(
+                &client_service["spec"]["selector"],
+                &gateway["spec"]["template"]["metadata"]["labels"]
+            ),
+            "{what}"
+        );
+        assert!(selects(
+            &gateway_service(docs)["spec"]["selector"],
+            &gateway["spec"]["template"]["metadata"]["labels"]
+        ));
+        // Every Secret the pods read is one of the render's.
+        let secrets: Vec<&str> = docs
+            .iter()
+            .filter(|d| d["kind"] == "Secret")
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(secrets.len(), 2, "{what}");
+        let password = &statefulset["spec"]["template"]["spec"]["containers"][0]["env"][1];
+        assert!(
+            secrets.contains(
+                &password["valueFrom"]["secretKeyRef"]["name"]
+                    .as_str()
+                    .unwrap()
+            ),
+            "{what}: {password}"
+        );
+        for volume in gateway["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+        {
+            if let Some(secret) = volume["secret"]["secretName"].as_str() {
+                assert!(secrets.contains(&secret), "{what}: {secret}");
+            }
+        }
+        // Every binding refers to a role of the render.
+        for binding in docs.iter().filter(|d| {
+            ["RoleBinding", "ClusterRoleBinding"].contains(&d["kind"].as_str().unwrap())
+        }) {
+            let role = &binding["roleRef"];
+            named(
+                docs,
+                role["kind"].as_str().unwrap(),
+                role["name"].as_str().unwrap(),
+            );
+        }
+    }
+    let names_of = |docs: &[Value], kind: &str| -> Vec<String> {
+        docs.iter()
+            .filter(|d| d["kind"] == kind)
+            .map(|d| d["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Two releases in one namespace: each its own NATS objects.
+    for kind in ["StatefulSet", "Service", "ConfigMap", "Secret", "Role"] {
+        let (a, b) = (names_of(&long[0], kind), names_of(&long[1], kind));
+        assert!(a.iter().all(|n| !b.contains(n)), "{kind}: {a:?} and {b:?}");
+    }
+    // One release in two namespaces: each its own cluster-wide objects.
+    for kind in ["ClusterRole", "ClusterRoleBinding"] {
+        let (a, b) = (names_of(&long[0], kind), names_of(&long[2], kind));
+        assert_eq!(a.len(), 2, "{kind}: {a:?}");
+        assert!(a.iter().all(|n| !b.contains(n)), "{kind}: {a:?} and {b:?}");
+    }
+    // Names that fit are not touched: the default render's.
+    if let Some((_, docs)) = render("nats") {
+        assert_names_within_limits("nats", &docs);
+        assert_eq!(names_of(&docs, "StatefulSet"), ["kube-pulse-nats"]);
+        let mut services = names_of(&docs, "Service");
+        services.sort();
+        assert_eq!(
+            services,
+            ["kube-pulse", "kube-pulse-nats", "kube-pulse-nats-headless"]
+        );
+        assert_eq!(names_of(&docs, "ClusterRole"), ["kube-pulse-kube-pulse"]);
+    }
+}
+
+// ------------------------------------------------------------- podLabels
+
+/// Every document of `text` parsed by serde_yaml_ng's own Value, which
+/// refuses a key twice in one mapping (serde_json's map, which
+/// `documents` fills, keeps the last one silently).
+fn strict_yaml(text: &str) -> Result<(), String> {
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// `podLabels` may repeat a selector label with the chart's own value,
+/// which is then written once (a key twice in one mapping is invalid
+/// YAML: some parsers refuse it, others keep either), and may not change
+/// one (the Deployment would not select its own pods): refused with the
+/// reason, for the gateway's pods and for the agent's.
+#[test]
+fn pod_labels_keep_the_selector_labels_the_charts() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    let agent = |labels: Value| {
+        json!({
+            "agent": {
+                "enabled": true,
+                "member": "edge-1",
+                "nats": {"url": "nats://hub:4222"},
+                "existingSecret": "edge-1-seed",
+            },
+            "podLabels": labels,
+        })
+    };
+    let same = json!({
+        "app.kubernetes.io/name": "kube-pulse",
+        "app.kubernetes.io/instance": "kube-pulse",
+        "team": "platform",
+    });
+    let accepted = [json!({"podLabels": same}), agent(same.clone())];
+    let refused: Vec<(Value, &str)> = vec![
+        (
+            json!({"podLabels": {"app.kubernetes.io/name": "pulse", "team": "platform"}}),
+            "podLabels: app.kubernetes.io/name is a selector label the chart sets to kube-pulse, not pulse",
+        ),
+        (
+            json!({"podLabels": {"app.kubernetes.io/instance": "other"}}),
+            "podLabels: app.kubernetes.io/instance is a selector label the chart sets to kube-pulse, not other",
+        ),
+        (
+            agent(json!({"app.kubernetes.io/name": "kube-pulse-agent"})),
+            "podLabels: app.kubernetes.io/name is a selector label the chart sets to kube-pulse, not kube-pulse-agent",
+        ),
+    ];
+    let jobs: Vec<Render> = accepted
+        .iter()
+        .chain(refused.iter().map(|(values, _)| values))
+        .map(|values| Render {
+            values: values.clone(),
+            name: "kube-pulse".into(),
+            namespace: "kube-pulse".into(),
+        })
+        .collect();
+    let mut results = helm.render(&chart(), &jobs).into_iter();
+    for values in &accepted {
+        let rendered = results
+            .next()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{values}: {e}"));
+        strict_yaml(&rendered.manifests).unwrap_or_else(|e| panic!("{values}: {e}"));
+        let docs = documents(&rendered.manifests);
+        let deployment = find(&docs, "Deployment");
+        let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(labels, &same, "{values}");
+        assert!(
+            selects(&deployment["spec"]["selector"]["matchLabels"], labels),
+            "{values}"
+        );
+    }
+    for (values, expected) in &refused {
+        match results.next().unwrap() {
+            Ok(_) => panic!("{values} rendered"),
+            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
+        }
+    }
 }
 
 // ------------------------------------------------------------- kubectl

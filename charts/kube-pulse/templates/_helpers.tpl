@@ -24,6 +24,29 @@ the names deploy/ uses).
 {{- end }}
 {{- end }}
 
+{{/*
+A generated name within Kubernetes' limits: `base`, followed by `-suffix`
+when the suffix is not empty, at most `max` characters (63 for a DNS
+label or a label value; 52 for a StatefulSet, whose pods' controller-
+revision-hash label is its name and a hash of up to 10 characters). One
+too long keeps its suffix whole and cuts the base, adding 8 characters of
+the base's SHA-256 (`RELEASE-kube-p-1a2b3c4d-nats`), so that two long
+bases cut alike (two releases, two namespaces) still give two names.
+Arguments: (list BASE SUFFIX MAX).
+*/}}
+{{- define "kube-pulse.boundedName" -}}
+{{- $base := index . 0 }}
+{{- $suffix := index . 1 }}
+{{- $max := int (index . 2) }}
+{{- $tail := ternary (printf "-%s" $suffix) "" (ne $suffix "") }}
+{{- $name := printf "%s%s" $base $tail }}
+{{- if gt (len $name) $max }}
+{{- $room := int (sub (sub $max (len $tail)) 9) }}
+{{- $name = printf "%s-%s%s" ($base | trunc $room | trimSuffix "-") ($base | sha256sum | trunc 8) $tail }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
 {{- define "kube-pulse.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -31,7 +54,30 @@ the names deploy/ uses).
 {{/* The gateway pods' selector labels. */}}
 {{- define "kube-pulse.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "kube-pulse.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The gateway's (or the agent's) pod labels: the selector labels, then
+podLabels. The selector labels are the chart's: podLabels may repeat one
+with the same value (written once), and is refused when it gives another
+(the Deployment's selector would not select its own pods, and a selector
+cannot change after install).
+*/}}
+{{- define "kube-pulse.podLabels" -}}
+{{- $own := dict "app.kubernetes.io/name" (include "kube-pulse.name" .) "app.kubernetes.io/instance" (.Release.Name | trunc 63 | trimSuffix "-") }}
+{{- $extra := dict }}
+{{- range $key, $value := .Values.podLabels }}
+{{- if not (hasKey $own $key) }}
+{{- $_ := set $extra $key $value }}
+{{- else if ne (toString $value) (index $own $key) }}
+{{- fail (printf "podLabels: %s is a selector label the chart sets to %s, not %v (the Deployment would not select its pods): leave it out of podLabels (nameOverride changes app.kubernetes.io/name, the release's name app.kubernetes.io/instance)" $key (index $own $key) $value) }}
+{{- end }}
+{{- end }}
+{{- include "kube-pulse.selectorLabels" . }}
+{{- with $extra }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* Labels of every object of the gateway. */}}
@@ -43,9 +89,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ include "kube-pulse.chart" . }}
 {{- end }}
 
-{{/* The NATS servers: name and selector labels (deploy/nats's). */}}
+{{/*
+The NATS servers: name and selector labels (deploy/nats's). The name is
+the StatefulSet's, so at most 52 characters; the names made from it (the
+headless Service, the Secrets) stay within 63.
+*/}}
 {{- define "kube-pulse.natsName" -}}
-{{- printf "%s-nats" (include "kube-pulse.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- include "kube-pulse.boundedName" (list (include "kube-pulse.fullname" .) "nats" 52) }}
+{{- end }}
+
+{{/* The StatefulSet's governing Service (NAME-headless). */}}
+{{- define "kube-pulse.natsHeadlessName" -}}
+{{- include "kube-pulse.boundedName" (list (include "kube-pulse.natsName" .) "headless" 63) }}
 {{- end }}
 
 {{- define "kube-pulse.natsSelectorLabels" -}}
@@ -62,12 +117,12 @@ helm.sh/chart: {{ include "kube-pulse.chart" . }}
 
 {{/* The NATS password's Secret: yours, or the chart's. */}}
 {{- define "kube-pulse.natsAuthSecret" -}}
-{{- default (printf "%s-auth" (include "kube-pulse.natsName" .)) .Values.nats.auth.existingSecret }}
+{{- default (include "kube-pulse.boundedName" (list (include "kube-pulse.natsName" .) "auth" 63)) .Values.nats.auth.existingSecret }}
 {{- end }}
 
 {{/* The NATS signing key's Secret: yours, or the chart's. */}}
 {{- define "kube-pulse.natsSigningSecret" -}}
-{{- default (printf "%s-signing" (include "kube-pulse.natsName" .)) .Values.nats.signing.existingSecret }}
+{{- default (include "kube-pulse.boundedName" (list (include "kube-pulse.natsName" .) "signing" 63)) .Values.nats.signing.existingSecret }}
 {{- end }}
 
 {{- define "kube-pulse.serviceAccountName" -}}
@@ -79,11 +134,25 @@ helm.sh/chart: {{ include "kube-pulse.chart" . }}
 {{- end }}
 
 {{/*
-Cluster-wide objects' names: the full name and the release namespace, so
-that two releases named alike in different namespaces do not collide.
+Cluster-wide objects' names (the gateway's and the agent's ClusterRoles
+and bindings): the full name and the release namespace, so that two
+releases named alike in different namespaces do not collide, followed by
+a suffix when given; within 63 characters, with the hash of the full name
+and namespace when cut (kube-pulse.boundedName), so that the namespace
+still tells them apart. Arguments: (list . SUFFIX).
 */}}
+{{- define "kube-pulse.clusterScopedName" -}}
+{{- $ctx := index . 0 }}
+{{- include "kube-pulse.boundedName" (list (printf "%s-%s" (include "kube-pulse.fullname" $ctx) $ctx.Release.Namespace) (index . 1) 63) }}
+{{- end }}
+
 {{- define "kube-pulse.clusterRoleName" -}}
-{{- printf "%s-%s" (include "kube-pulse.fullname" .) .Release.Namespace }}
+{{- include "kube-pulse.clusterScopedName" (list . "") }}
+{{- end }}
+
+{{/* The Role and RoleBinding of the Leases (the gateway's or the agent's). */}}
+{{- define "kube-pulse.leasesName" -}}
+{{- include "kube-pulse.boundedName" (list (include "kube-pulse.fullname" .) "leases" 63) }}
 {{- end }}
 
 {{/*

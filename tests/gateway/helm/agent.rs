@@ -19,7 +19,7 @@ use pulse_testkit::manifests::{
 use pulse_testkit::nats::check_config;
 use serde_json::{Value, json};
 
-use super::{ROOT, chart, deploy};
+use super::{LONG_NAMESPACE, LONG_RELEASE, ROOT, assert_names_within_limits, chart, deploy};
 
 const NAMESPACE: &str = "kube-pulse-agent";
 const HUB_KEY: &str = "HUBKEY-AS-kube-pulse-hub-key-PRINTS-IT";
@@ -191,8 +191,9 @@ fn the_agent_mode_lints_and_validates_and_has_nothing_of_the_gateway() {
 /// With release `kube-pulse-agent` in namespace `kube-pulse-agent` the
 /// agent is deploy/agent/'s (with `tasks`): the container's flags,
 /// environment, ports, probes, mounts, security context and resources,
-/// the pod's volumes and security context, every RBAC rule and binding,
-/// the ConfigMap's and the Secret's keys.
+/// the pod's volumes and security context, every RBAC rule and binding
+/// (the chart's cluster-wide names carry the namespace), the ConfigMap's
+/// and the Secret's keys.
 #[test]
 fn the_agent_mode_is_deploys_agent() {
     let Some((_, docs)) = render("agent") else {
@@ -228,25 +229,50 @@ fn the_agent_mode_is_deploys_agent() {
             "pod {key}"
         );
     }
-    for (kind, name) in [
-        ("ClusterRole", "kube-pulse-agent"),
-        ("ClusterRole", "kube-pulse-agent-tasks"),
-        ("Role", "kube-pulse-agent-leases"),
+    // (kind, the chart's name, deploy/agent's name)
+    for (kind, ours, deploys) in [
+        (
+            "ClusterRole",
+            "kube-pulse-agent-kube-pulse-agent",
+            "kube-pulse-agent",
+        ),
+        (
+            "ClusterRole",
+            "kube-pulse-agent-kube-pulse-agent-tasks",
+            "kube-pulse-agent-tasks",
+        ),
+        ("Role", "kube-pulse-agent-leases", "kube-pulse-agent-leases"),
     ] {
         assert_eq!(
-            named(&docs, kind, name)["rules"],
-            named(&theirs, kind, name)["rules"],
-            "{kind} {name}"
+            named(&docs, kind, ours)["rules"],
+            named(&theirs, kind, deploys)["rules"],
+            "{kind} {ours}"
         );
     }
-    for (kind, name) in [
-        ("ClusterRoleBinding", "kube-pulse-agent"),
-        ("ClusterRoleBinding", "kube-pulse-agent-tasks"),
-        ("RoleBinding", "kube-pulse-agent-leases"),
+    for (kind, ours, deploys) in [
+        (
+            "ClusterRoleBinding",
+            "kube-pulse-agent-kube-pulse-agent",
+            "kube-pulse-agent",
+        ),
+        (
+            "ClusterRoleBinding",
+            "kube-pulse-agent-kube-pulse-agent-tasks",
+            "kube-pulse-agent-tasks",
+        ),
+        (
+            "RoleBinding",
+            "kube-pulse-agent-leases",
+            "kube-pulse-agent-leases",
+        ),
     ] {
-        let (a, b) = (named(&docs, kind, name), named(&theirs, kind, name));
-        assert_eq!(a["subjects"], b["subjects"], "{kind} {name}");
-        assert_eq!(a["roleRef"], b["roleRef"], "{kind} {name}");
+        let (a, b) = (named(&docs, kind, ours), named(&theirs, kind, deploys));
+        assert_eq!(a["subjects"], b["subjects"], "{kind} {ours}");
+        // The same kind of role, the chart's named as the binding.
+        for key in ["apiGroup", "kind"] {
+            assert_eq!(a["roleRef"][key], b["roleRef"][key], "{kind} {ours}");
+        }
+        assert_eq!(a["roleRef"]["name"], ours, "{kind} {ours}");
     }
     let keys_of = |doc: &Value, field: &str| -> Vec<String> {
         doc[field].as_object().unwrap().keys().cloned().collect()
@@ -339,12 +365,90 @@ fn the_agent_modes_options_reach_their_place() {
     assert!(!file.pod_watch.enabled);
     let rules = find(&docs, "ClusterRole")["rules"].as_array().unwrap();
     assert_eq!(rules.last().unwrap()["resources"], json!(["configmaps"]));
-    assert!(
-        !docs
-            .iter()
-            .any(|d| d["metadata"]["name"] == "edge-kube-pulse-tasks"),
+    assert_eq!(
+        docs.iter()
+            .filter(|d| d["kind"] == "ClusterRole")
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["edge-kube-pulse-agents"],
         "tasks without agent.tasks"
     );
+}
+
+/// The agent's ClusterRoles and bindings (the read-only one and the
+/// tasks') are named with the release namespace, as the gateway's are: one
+/// release name in two namespaces of a member gives two sets, each bound
+/// to its own namespace's ServiceAccount. With the longest release name
+/// and namespace every name stays within Kubernetes' limits and the two
+/// namespaces' still differ.
+#[test]
+fn the_agents_cluster_wide_names_carry_the_namespace() {
+    let Some(helm) = Helm::find_or_skip() else {
+        return;
+    };
+    let values = variants()
+        .into_iter()
+        .find(|(variant, ..)| *variant == "agent")
+        .unwrap()
+        .1;
+    let releases = [
+        ("kube-pulse-agent", "edge-a"),
+        ("kube-pulse-agent", "edge-b"),
+        (LONG_RELEASE, LONG_NAMESPACE),
+        (LONG_RELEASE, "edge-a"),
+    ];
+    let jobs: Vec<Render> = releases
+        .iter()
+        .map(|(name, namespace)| Render {
+            values: values.clone(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+        })
+        .collect();
+    let cluster_wide: Vec<Vec<String>> = helm
+        .render(&chart(), &jobs)
+        .into_iter()
+        .zip(&releases)
+        .map(|(result, (name, namespace))| {
+            let what = format!("{name} in {namespace}");
+            let rendered = result.unwrap_or_else(|e| panic!("{what}: {e}"));
+            let docs = documents(&rendered.manifests);
+            assert_names_within_limits(&what, &docs);
+            let roles: Vec<String> = docs
+                .iter()
+                .filter(|d| d["kind"] == "ClusterRole")
+                .map(|d| d["metadata"]["name"].as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(roles.len(), 2, "{what}: {roles:?}");
+            let bindings: Vec<&Value> = docs
+                .iter()
+                .filter(|d| d["kind"] == "ClusterRoleBinding")
+                .collect();
+            assert_eq!(bindings.len(), 2, "{what}");
+            for (binding, role) in bindings.iter().zip(&roles) {
+                assert_eq!(binding["metadata"]["name"], role.as_str(), "{what}");
+                assert_eq!(binding["roleRef"]["name"], role.as_str(), "{what}");
+                assert_eq!(binding["subjects"][0]["namespace"], *namespace, "{what}");
+            }
+            roles
+        })
+        .collect();
+    assert_eq!(
+        cluster_wide[0],
+        ["kube-pulse-agent-edge-a", "kube-pulse-agent-edge-a-tasks"]
+    );
+    assert_eq!(
+        cluster_wide[1],
+        ["kube-pulse-agent-edge-b", "kube-pulse-agent-edge-b-tasks"]
+    );
+    for (a, b) in [(0, 1), (2, 3)] {
+        assert!(
+            cluster_wide[a].iter().all(|n| !cluster_wide[b].contains(n)),
+            "{:?} and {:?}",
+            cluster_wide[a],
+            cluster_wide[b]
+        );
+    }
 }
 
 /// Values the agent mode refuses, each with its reason.

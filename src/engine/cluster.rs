@@ -64,7 +64,7 @@ impl Engine {
         // the others were when it went down: its watch's failures (the
         // member's, not the resource's) do not make it an `Error`.
         let sync = if first && down && !matches!(input, SyncInput::ClusterDown) {
-            sync.step(SyncInput::ClusterDown, now)
+            sync.stopped_at_start(now)
         } else {
             sync
         };
@@ -97,7 +97,7 @@ impl Engine {
         {
             let mut fresh = SyncStatus::new(cluster, gvr.clone(), now);
             if model.status.phase() == ClusterPhase::Unhealthy {
-                fresh = fresh.step(SyncInput::ClusterDown, now);
+                fresh = fresh.stopped_at_start(now);
             }
             model.syncs.insert(gvr.clone(), fresh);
         }

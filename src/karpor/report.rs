@@ -199,7 +199,7 @@ impl Unwatched {
     /// good, a member that is down watches nothing, and otherwise its
     /// watches have not reported yet.
     pub(crate) fn of(cluster: &str, doc: Option<&Value>) -> Self {
-        let (status, reason, message) = match doc.map(|d| (text(d, "phase"), text(d, "reason"))) {
+        let (status, reason, message) = match doc.map(|d| text(d, "phase")) {
             None if !crate::names::valid_name(cluster) => (
                 "Stopped",
                 "InvalidClusterName",
@@ -211,10 +211,12 @@ impl Unwatched {
                 "kube-pulse has no member of this name (no Cluster object, or not read yet)"
                     .to_string(),
             ),
-            Some((phase @ ("Unhealthy" | "Unknown"), reason)) => (
+            // The member's reason is left out: it may change often while
+            // the member is down, and each change would be a write.
+            Some(phase @ ("Unhealthy" | "Unknown")) => (
                 "Stopped",
                 "ClusterUnhealthy",
-                format!("the cluster is {phase} ({reason}): its resources are not watched"),
+                format!("the cluster is {phase}: its resources are not watched"),
             ),
             Some(_) => (
                 "Pending",
@@ -447,7 +449,7 @@ mod tests {
 
     #[test]
     fn a_resource_without_a_document_says_why_from_its_cluster() {
-        let doc = |phase: &str| json!({"phase": phase, "reason": "Unauthorized"});
+        let doc = |phase: &str| json!({"phase": phase, "reason": "Timeout"});
         // (cluster, its document, status, reason)
         let cases = [
             ("Bad_Name", None, "Stopped", "InvalidClusterName"),
@@ -468,7 +470,7 @@ mod tests {
         let down = Unwatched::of("a", Some(&doc("Unhealthy")));
         assert_eq!(
             down.message,
-            "the cluster is Unhealthy (Unauthorized): its resources are not watched"
+            "the cluster is Unhealthy: its resources are not watched"
         );
     }
 

@@ -91,15 +91,18 @@ fn git_version(text: &str) -> Option<String> {
         .and_then(|v| v["gitVersion"].as_str().map(str::to_string))
 }
 
-/// One probe: ready?, and the server version when not yet known. The
-/// timeout bounds the readiness answer, and the version's request (made
-/// only once the member answered) on its own: a member that answers each
-/// in time is not a member that timed out, and a version not read now is
-/// asked for again at the next probe.
+/// One probe: ready?, and the server version while `want_version`. The
+/// timeout bounds the readiness answer (`/readyz`, or where that is not
+/// served `/readyz` and `/version` together), and the version's request,
+/// made only once the member answered, on its own: a member that answers
+/// each in time is not a member that timed out. `want_version` is cleared
+/// once the version is read or refused (a 4xx: this identity may not read
+/// it); one that timed out or failed otherwise is asked for again at the
+/// next probe.
 pub(crate) async fn probe_once(
     client: &kube::Client,
     timeout: Duration,
-    want_version: bool,
+    want_version: &mut bool,
 ) -> ClusterInput {
     let started = Instant::now();
     let ready = async {
@@ -119,13 +122,22 @@ pub(crate) async fn probe_once(
         Ok(Ok((date, version_text))) => {
             let clock_skew_seconds = date.map(|d| clock_skew(d, Utc::now()));
             let version = match version_text {
-                Some(text) if want_version => git_version(&text),
-                _ if want_version => tokio::time::timeout(timeout, get(client, "/version"))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .and_then(|text| git_version(&text)),
-                _ => None,
+                _ if !*want_version => None,
+                Some(text) => {
+                    *want_version = false;
+                    git_version(&text)
+                }
+                None => match tokio::time::timeout(timeout, get(client, "/version")).await {
+                    Ok(Ok(text)) => {
+                        *want_version = false;
+                        git_version(&text)
+                    }
+                    Ok(Err(kube::Error::Api(s))) if (400..500).contains(&s.code) => {
+                        *want_version = false;
+                        None
+                    }
+                    _ => None,
+                },
             };
             ClusterInput::ProbeSucceeded {
                 latency_ms,
@@ -166,7 +178,7 @@ pub(crate) async fn run(
     }
     let mut ticker = tokio::time::interval(config.probe_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut have_version = false;
+    let mut want_version = true;
     let mut failing = false;
     loop {
         tokio::select! {
@@ -175,14 +187,8 @@ pub(crate) async fn run(
         }
         let input = tokio::select! {
             _ = shutdown.cancelled() => return,
-            input = probe_once(&client, config.probe_timeout, !have_version) => input,
+            input = probe_once(&client, config.probe_timeout, &mut want_version) => input,
         };
-        if let ClusterInput::ProbeSucceeded {
-            version: Some(_), ..
-        } = &input
-        {
-            have_version = true;
-        }
         let succeeded = matches!(input, ClusterInput::ProbeSucceeded { .. });
         if tx
             .send(Observation::Cluster {
@@ -237,13 +243,15 @@ mod tests {
                 latency_ms,
                 ..Default::default()
             });
-            match probe_once(&client, timeout, true).await {
+            let mut want_version = true;
+            match probe_once(&client, timeout, &mut want_version).await {
                 ClusterInput::ProbeSucceeded { version, .. } => {
                     assert!(up, "{latency_ms} ms: up");
                     assert!(
                         version.is_some_and(|v| v.starts_with('v')),
                         "{latency_ms} ms"
                     );
+                    assert!(!want_version, "read once, not asked again");
                 }
                 ClusterInput::ProbeFailed { failure, .. } => {
                     assert!(!up, "{latency_ms} ms: {failure:?}");
@@ -252,5 +260,19 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+        // A member that refuses this identity its version is up, and is
+        // not asked for it again at every probe.
+        sim.set_faults(kube_pulse_sim::faults::Faults {
+            status: Some(403),
+            status_path_prefix: Some("/version".into()),
+            ..Default::default()
+        });
+        let mut want_version = true;
+        let input = probe_once(&client, timeout, &mut want_version).await;
+        assert!(
+            matches!(input, ClusterInput::ProbeSucceeded { version: None, .. }),
+            "{input:?}"
+        );
+        assert!(!want_version);
     }
 }

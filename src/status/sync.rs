@@ -412,6 +412,16 @@ impl SyncStatus {
             )
     }
 
+    /// A status first taken up in this run of the member (new, or restored
+    /// from a held document) while the member is down: stopped for the
+    /// cluster like the others, and, as its watch has not listed in this
+    /// run, not resumed as `Syncing` when the member comes back.
+    pub(crate) fn stopped_at_start(self, now: DateTime<Utc>) -> Self {
+        let mut stopped = self.step(SyncInput::ClusterDown, now);
+        stopped.resume_syncing = false;
+        stopped
+    }
+
     fn stopped_for_cluster(&self) -> bool {
         self.phase() == SyncPhase::Stopped && self.lifecycle.reason == "ClusterUnhealthy"
     }
@@ -1187,6 +1197,16 @@ mod tests {
         };
         assert_eq!(label(kept), "Syncing (Watching)");
         assert_eq!(label(restored), "Pending (ClusterRecovered)");
+        // Restored while the member is down (its predecessor's document
+        // `Syncing`): stopped, and still a new watch to prove itself.
+        let syncing = SyncStatus::new("c", deployments(), t(0)).step(done(2), t(2));
+        let restored = SyncStatus::restore(&doc(&syncing), "c", &deployments()).unwrap();
+        let stopped = restored.stopped_at_start(t(3));
+        assert_eq!(
+            format!("{} ({})", stopped.phase(), stopped.lifecycle.reason),
+            "Stopped (ClusterUnhealthy)"
+        );
+        assert_eq!(label(stopped), "Pending (ClusterRecovered)");
     }
 
     #[test]

@@ -144,10 +144,11 @@ async fn a_cluster_applied_with_kubectl_becomes_a_member_restarts_on_new_credent
     s.gone("clusters/edge/sync/apps/v1/deployments").await;
 }
 
-/// docs/KARPOR.md's push-mode Cluster, applied with kubectl to a Karpor
-/// that has #836's schema: never probed, held until its agent is named
-/// (this gateway has no NATS: no agent link). Without #836's schema the
-/// apiserver prunes `spec.mode` and the same manifest is a pulled member.
+/// A push-mode Cluster (docs/KARPOR.md) applied to a Karpor that has
+/// #836's schema: never listed or watched from the hub, held until its
+/// agent is named (this gateway has no NATS: no agent link), beside a
+/// pulled Cluster of the same member. (Without #836's schema the apiserver
+/// prunes `spec.mode`: the simulator's `typed` tests pin that.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_mode_cluster_is_held_for_its_agent_where_karpor_keeps_spec_mode() {
     let member = sim().await;

@@ -95,13 +95,20 @@ impl Check for KarporCheck {
     }
 }
 
-/// What kube-pulse reads of a Cluster: its name, labels and spec (not its
-/// status, which the writer changes, nor resourceVersion).
+/// What kube-pulse reads of a Cluster: its name, labels, spec and the
+/// annotation naming a push member's agent (not its status, which the
+/// writer changes, nor resourceVersion or other annotations).
 fn relevant_cluster(mut c: Cluster) -> Cluster {
     c.status = None;
+    let agent = c
+        .metadata
+        .annotations
+        .as_mut()
+        .and_then(|a| a.remove_entry(super::types::AGENT_ANNOTATION));
     c.metadata = kube::api::ObjectMeta {
         name: c.metadata.name,
         labels: c.metadata.labels,
+        annotations: agent.map(|(key, value)| [(key, value)].into()),
         ..Default::default()
     };
     c

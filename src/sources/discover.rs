@@ -16,7 +16,12 @@ pub(crate) async fn lookup(
     gvr: &Gvr,
 ) -> Result<Option<(ApiResource, ApiCapabilities)>, kube::Error> {
     let gv = GroupVersion::gv(&gvr.group, &gvr.version);
-    let group = kube::discovery::pinned_group(client, &gv).await?;
+    let group = match kube::discovery::pinned_group(client, &gv).await {
+        Ok(group) => group,
+        // The member serves no such group/version: nor the resource.
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+        Err(e) => return Err(e),
+    };
     Ok(group
         .versioned_resources(&gvr.version)
         .into_iter()

@@ -123,6 +123,11 @@ async fn karpors_default_registry_leaves_a_cluster_healthy_with_a_warning_and_wr
     );
     let pdb = sync_doc(&url, PDB).await.expect("the pdb sync document");
     assert_eq!(pdb["phase"], "NotServed", "{pdb}");
+    // The member serves no policy/v1beta1 at all: said as for a resource.
+    assert_eq!(
+        pdb["message"], "policy/v1beta1/poddisruptionbudgets is not served by this cluster",
+        "{pdb}"
+    );
     assert_eq!(pdb["kind"], "PodDisruptionBudget", "{pdb}");
     assert!(pdb.get("retryAt").is_none_or(Value::is_null), "{pdb}");
 

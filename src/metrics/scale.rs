@@ -226,13 +226,14 @@ struct MemberLabels {
 }
 
 /// Why a push member's report is refused, as counted.
-const AGENT_REFUSALS: [&str; 6] = [
+const AGENT_REFUSALS: [&str; 7] = [
     "unsigned",
     "bad-signature",
     "malformed",
     "wrong-subject",
     "stale",
     "too-many-topics",
+    "future-session",
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -250,7 +251,7 @@ impl AgentMetrics {
         );
         registry.register(
             "agent_rejected",
-            "Reports on a push member's subjects not believed: unsigned, bad-signature (not its agent's key), malformed, wrong-subject, stale (older than one already applied), too-many-topics",
+            "Reports on a push member's subjects not believed: unsigned, bad-signature (not its agent's key), malformed, wrong-subject, stale (older than one already applied), too-many-topics, future-session (a session starting over 10 minutes ahead of the hub's clock)",
             self.rejected.clone(),
         );
         registry.register(

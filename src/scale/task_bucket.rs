@@ -105,7 +105,13 @@ fn stream_config(bucket: &str, replicas: usize) -> jetstream::stream::Config {
         subjects: vec![format!("$KV.{bucket}.>")],
         max_messages_per_subject: 1,
         storage: jetstream::stream::StorageType::File,
-        allow_rollup: true,
+        // No rollups: a task leaves the bucket by a delete marker (one
+        // message per key replaces its value), so the stream can refuse
+        // purges through the API, where an agent's publish acknowledgement
+        // could otherwise be sent (JetStream sends it past the agent's
+        // permissions) and empty the bucket.
+        allow_rollup: false,
+        deny_purge: true,
         deny_delete: true,
         allow_direct: true,
         discard: jetstream::stream::DiscardPolicy::New,
@@ -158,7 +164,7 @@ impl TaskBucket {
             ))
         };
         // The bucket's stream, made as a key-value bucket's is (one value
-        // per key, rollups, no deletes through the stream API, direct
+        // per key, no deletes or purges through the stream API, direct
         // gets); made here rather than with `create_key_value`, whose
         // account query NATS servers before 2.10 answer in a form the
         // client does not read.
@@ -170,9 +176,15 @@ impl TaskBucket {
         // JetStream adds or removes copies of the stream as it stands.
         let info = stream.info().await.map_err(|e| settings(&e))?;
         let created = Mutex::new(Some(info.created.unix_timestamp_nanos()));
-        if info.config.num_replicas != replicas {
+        // Or before purges were refused: refused from now on.
+        if info.config.num_replicas != replicas
+            || info.config.allow_rollup
+            || !info.config.deny_purge
+        {
             let mut config = info.config.clone();
             config.num_replicas = replicas;
+            config.allow_rollup = false;
+            config.deny_purge = true;
             js.update_stream(config).await.map_err(|e| settings(&e))?;
         }
         let kv = js.get_key_value(bucket).await.map_err(|e| settings(&e))?;
@@ -549,9 +561,9 @@ impl TaskStore for TaskBucket {
             if let Some(oldest) = full {
                 let oldest = oldest?;
                 self.kv
-                    .purge(&oldest)
+                    .delete(&oldest)
                     .await
-                    .map_err(|e| backend("purge", e))?;
+                    .map_err(|e| backend("delete", e))?;
                 self.seen.lock().remove(&oldest);
                 evicted = Some(oldest);
             }
@@ -621,7 +633,10 @@ impl TaskStore for TaskBucket {
                 .collect();
             let mut purged = Vec::new();
             for id in old {
-                self.kv.purge(&id).await.map_err(|e| backend("purge", e))?;
+                self.kv
+                    .delete(&id)
+                    .await
+                    .map_err(|e| backend("delete", e))?;
                 self.seen.lock().remove(&id);
                 purged.push(id);
             }

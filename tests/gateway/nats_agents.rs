@@ -239,3 +239,108 @@ async fn each_agent_publishes_only_as_itself_and_answers_the_hub() {
     let received = tokio::time::timeout(Duration::from_millis(500), own.next()).await;
     assert!(received.is_err(), "agent a received b's request");
 }
+
+/// JetStream sends a publish's acknowledgement to the publisher's reply
+/// subject from inside the account, past the publisher's permissions: an
+/// agent naming the JetStream API there asks it to purge or delete with
+/// the acknowledgement (`{"stream": …, "seq": N}`) as the request. The
+/// streams a replica makes, and the agents' stream as the replicas make it,
+/// refuse purges and deletes through the API, so nothing goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_nothing() {
+    let a = nkeys::KeyPair::new_user();
+    let conf = nats_conf_with_agents(&deployed_conf(), &[("a", &a.public_key())]);
+    let Some(nats) = nats_with_config(
+        Some(&conf),
+        &[
+            ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
+            ("POD_NAME", "kube-pulse-nats-0"),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let settings = super::nats_auth::replicas_settings(&nats, dir.path());
+    let host = pulse_testkit::sim::sim().await;
+    let member = pulse_testkit::sim::sim_with(|c| {
+        c.name = "m".into();
+        c.workloads = vec![pulse_testkit::scale::seed()];
+    })
+    .await;
+    let r1 = pulse_testkit::scale::replica_on(
+        "r1",
+        &host,
+        &[&member],
+        settings,
+        pulse_testkit::scale::LEASE,
+        |_| {},
+    )
+    .await;
+    pulse_testkit::poll::eventually(pulse_testkit::scale::WITHIN, "the app is served", || {
+        pulse_testkit::http::rest(&r1.url, "/api/v1/apps/m/shop/web")
+    })
+    .await;
+    // Something in each: the member's documents, a task, an agent's report.
+    let stop =
+        serde_json::json!({"type": "Stop", "cluster": "m", "namespace": "shop", "app": "web"});
+    pulse_testkit::http::create_task(&r1.url, stop).await;
+    let hub = async_nats::ConnectOptions::new()
+        .user_and_password("kube-pulse".into(), PASSWORD.into())
+        .request_timeout(Some(WAIT))
+        .connect(&nats.url)
+        .await
+        .unwrap();
+    let hub_js = jetstream(hub);
+    hub_js
+        .create_or_update_stream(kube_pulse::scale::agents::stream_config("KUBE_PULSE", 1))
+        .await
+        .expect("the agents' stream as the replicas make it");
+    let a_js = jetstream(agent(&nats, "a", &a).await);
+    a_js.publish("kube-pulse.agents.a.docs.x", "{}".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let streams = ["KUBE_PULSE", "KV_KUBE_PULSE_TASKS", "KUBE_PULSE_AGENTS"];
+    let counts = pulse_testkit::poll::eventually(
+        pulse_testkit::scale::WITHIN,
+        "documents and the task in their streams",
+        || async {
+            let mut counts = Vec::new();
+            for name in streams {
+                counts.push(messages(&hub_js, name).await);
+            }
+            counts.iter().all(|n| *n > 0).then_some(counts)
+        },
+    )
+    .await;
+
+    let client = agent(&nats, "a", &a).await;
+    for name in streams {
+        for api in ["STREAM.PURGE", "STREAM.MSG.DELETE"] {
+            client
+                .publish_with_reply(
+                    "kube-pulse.agents.a.docs.x",
+                    format!("$JS.API.{api}.{name}"),
+                    "{}".into(),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    client.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (name, before) in streams.iter().zip(&counts) {
+        let after = messages(&hub_js, name).await;
+        assert!(
+            after >= *before,
+            "{name}: {before} messages before, {after} after"
+        );
+    }
+    let tasks = pulse_testkit::http::rest(&r1.url, "/api/v1/tasks")
+        .await
+        .unwrap();
+    assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1), "{tasks}");
+}

@@ -268,6 +268,10 @@ impl Follow {
             }
         };
         let subject = message.subject.as_str();
+        if let Some(refusal) = implausible(&report, Utc::now()) {
+            self.refused(seen, subject, refusal);
+            return true;
+        }
         if seen.applied.len() >= MAX_TOPICS && !seen.applied.contains_key(subject) {
             self.refused(seen, subject, "too-many-topics");
             return true;
@@ -333,9 +337,61 @@ impl Follow {
     }
 }
 
+/// How far ahead of this host's clock an agent's session (its start) may
+/// be: a clock that is off, not a session that would outlive every later
+/// one of the agent (a later session wins).
+const MAX_SESSION_AHEAD_MS: u64 = 10 * 60 * 1000;
+
+/// Why a signed report is still not believed, if it is not: a session
+/// that starts in the future, or a document that is not a JSON object
+/// (every document of a member is one).
+fn implausible(report: &wire::Report, now: DateTime<Utc>) -> Option<&'static str> {
+    let now_ms = u64::try_from(now.timestamp_millis()).unwrap_or(0);
+    if report.session > now_ms.saturating_add(MAX_SESSION_AHEAD_MS) {
+        return Some("future-session");
+    }
+    match &report.body {
+        Body::Doc { doc: Some(doc), .. } if !doc.is_object() => Some("malformed"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_from_the_future_and_a_document_not_an_object_are_not_believed() {
+        let now: DateTime<Utc> = "2026-12-07T10:00:00Z".parse().unwrap();
+        let at = |minutes: i64| (now.timestamp_millis() + minutes * 60_000) as u64;
+        let report = |session: u64, doc: Option<serde_json::Value>| wire::Report {
+            member: "e".into(),
+            session,
+            seq: 1,
+            body: Body::Doc {
+                topic: "apps/e/shop/web".into(),
+                doc,
+            },
+        };
+        let object = Some(serde_json::json!({"phase": "Running"}));
+        // (session, document, refusal)
+        let cases = [
+            (at(-60), object.clone(), None),
+            (at(5), object.clone(), None),
+            (at(11), object.clone(), Some("future-session")),
+            (u64::MAX, object.clone(), Some("future-session")),
+            (at(0), None, None),
+            (at(0), Some(serde_json::json!([1, 2, 3])), Some("malformed")),
+            (at(0), Some(serde_json::json!("text")), Some("malformed")),
+        ];
+        for (session, doc, want) in cases {
+            assert_eq!(
+                implausible(&report(session, doc.clone()), now),
+                want,
+                "{session} {doc:?}"
+            );
+        }
+    }
 
     #[test]
     fn only_newer_reports_of_a_subject_are_applied() {

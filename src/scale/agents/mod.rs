@@ -45,6 +45,12 @@ pub fn stream_config(relay_stream: &str, replicas: usize) -> stream::Config {
         storage: stream::StorageType::File,
         discard: stream::DiscardPolicy::Old,
         num_replicas: replicas,
+        // Nothing kube-pulse does deletes or purges through the API; an
+        // agent's publish whose reply subject names that API (JetStream
+        // sends its acknowledgement there, past the agent's permissions)
+        // is refused by the stream.
+        deny_delete: true,
+        deny_purge: true,
         ..Default::default()
     }
 }

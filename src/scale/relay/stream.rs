@@ -36,6 +36,10 @@ pub(super) fn config(settings: &NatsSettings) -> stream::Config {
         storage: stream::StorageType::File,
         discard: stream::DiscardPolicy::Old,
         num_replicas: settings.replicas,
+        // No message of it is deleted or purged through the API (an
+        // agent's acknowledgement sent there is refused).
+        deny_delete: true,
+        deny_purge: true,
         ..Default::default()
     }
 }
@@ -57,6 +61,8 @@ fn intact(held: &stream::Config, want: &stream::Config) -> bool {
         && unlimited(held.max_messages) == unlimited(want.max_messages)
         && unlimited(held.max_bytes) == unlimited(want.max_bytes)
         && held.max_age == want.max_age
+        && held.deny_delete >= want.deny_delete
+        && held.deny_purge >= want.deny_purge
         && unlimited(i64::from(held.max_message_size))
             == unlimited(i64::from(want.max_message_size))
         && !held.sealed

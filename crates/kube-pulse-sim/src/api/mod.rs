@@ -24,6 +24,7 @@ use crate::typed;
 use crate::watch::{self, WatchOptions};
 
 mod body;
+mod logs;
 mod object_verbs;
 mod path;
 mod review;
@@ -69,6 +70,9 @@ async fn dispatch(
 ) -> ApiResult<Response> {
     if let Some(kind) = review_kind(path) {
         return review(shared, method, kind, headers, body);
+    }
+    if let Some(pod) = logs::log_target(path) {
+        return logs::log(shared, method, pod, query);
     }
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let output = media::negotiate(accept)?;

@@ -403,7 +403,7 @@ impl ClusterSpec {
                 self.name
             )),
             (None, Some(server)) if !is_http_url(server) => Err(format!(
-                "cluster {:?}: server {server:?} must be an http(s) URL with a host, e.g. https://10.0.0.1:6443",
+                "cluster {:?}: server {server:?} must be an http(s) URL with a host (a port from 1 to 65535, no user or password in it), e.g. https://10.0.0.1:6443",
                 self.name
             )),
             (None, Some(_)) if self.token.is_some() && self.token_file.is_some() => Err(format!(
@@ -464,11 +464,24 @@ impl ClusterSpec {
     }
 }
 
-/// `http://HOST[:PORT][/…]` or `https://…` with a non-empty host.
+/// `http://HOST[:PORT][/…]` or `https://…` with a non-empty host, a port
+/// that is one (1–65535) and no user or password (`user:pass@`), which
+/// would be shown wherever the URL is and never sent.
 pub(crate) fn is_http_url(raw: &str) -> bool {
     raw.parse::<http::Uri>().is_ok_and(|uri| {
+        let authority = uri.authority().map_or("", |a| a.as_str());
+        let userinfo = authority.contains('@');
+        // After an IPv6 address's bracket, or the host: `:PORT`, if any.
+        let after_host = authority
+            .rsplit_once(']')
+            .map_or(authority, |(_, rest)| rest);
+        let port_ok = after_host
+            .rsplit_once(':')
+            .is_none_or(|(_, port)| port.parse::<u16>().is_ok_and(|p| p > 0));
         matches!(uri.scheme_str(), Some("http" | "https"))
             && uri.host().is_some_and(|h| !h.is_empty())
+            && !userinfo
+            && port_ok
     })
 }
 
@@ -787,6 +800,14 @@ mod tests {
             ),
             ("clusters:\n- name: a\n", "needs kubeconfig"),
             ("clusters:\n- name: a\n  server: ftp://x\n", "http(s) URL"),
+            (
+                "clusters:\n- name: a\n  server: 'https://user:secret@10.0.0.1'\n",
+                "no user or password in it",
+            ),
+            (
+                "clusters:\n- name: a\n  server: 'https://10.0.0.1:99999'\n",
+                "a port from 1 to 65535",
+            ),
             (
                 "clusters:\n- {name: a, server: 'https://x'}\n- {name: a, server: 'https://y'}\n",
                 "appears twice",

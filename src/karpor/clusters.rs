@@ -203,7 +203,7 @@ fn kubeconfig(name: &str, access: &ClusterAccess, allow_exec: bool) -> Result<Va
     let invalid = |message: String| (INVALID_ACCESS, message);
     if !crate::config::is_http_url(&access.endpoint) {
         return Err(invalid(format!(
-            "spec.access.endpoint {:?} must be an http(s) URL with a host",
+            "spec.access.endpoint {:?} must be an http(s) URL with a host (a port from 1 to 65535, no user or password in it)",
             access.endpoint
         )));
     }
@@ -251,6 +251,15 @@ fn user(credential: &ClusterAccessCredential, allow_exec: bool) -> Result<Value,
             if credential.service_account_token.is_empty() =>
         {
             Ok(json!({}))
+        }
+        // A token is sent in a header: one that a header cannot carry
+        // (line ends, control characters) is said so, not sent.
+        ClusterAccessCredential::SERVICE_ACCOUNT_TOKEN
+            if http::HeaderValue::from_str(&credential.service_account_token).is_err() =>
+        {
+            Err(invalid(
+                "serviceAccountToken has characters an Authorization header cannot carry (line ends, control characters)".into(),
+            ))
         }
         ClusterAccessCredential::SERVICE_ACCOUNT_TOKEN => {
             Ok(json!({"token": credential.service_account_token}))
@@ -518,6 +527,17 @@ mod tests {
                 ),
                 None,
                 "",
+            ),
+            (
+                cluster(
+                    "bad-token",
+                    access(Some(ClusterAccessCredential {
+                        service_account_token: "abc\r\nX-Injected: yes".into(),
+                        ..credential("ServiceAccountToken")
+                    })),
+                ),
+                Some(INVALID_ACCESS),
+                "Authorization header cannot carry",
             ),
             (
                 cluster("bad-cert", access(Some(bad_x509))),

@@ -179,6 +179,15 @@ pub async fn kube_config(spec: &ClusterSpec) -> Result<kube::Config> {
             .map_err(Error::Kubeconfig);
     }
     let server = spec.server.clone().unwrap_or_default();
+    if spec
+        .token
+        .as_deref()
+        .is_some_and(|t| http::HeaderValue::from_str(t).is_err())
+    {
+        return Err(cluster_err(
+            "token has characters an Authorization header cannot carry (line ends, control characters)".into(),
+        ));
+    }
     let path_str = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
     let document = json!({
         "apiVersion": "v1",
@@ -241,6 +250,10 @@ mod tests {
             (
                 "clusters:\n- {name: a, server: 'https://x', tokenFile: /nonexistent/token}\n",
                 "cluster \"a\": tokenFile /nonexistent/token cannot be read",
+            ),
+            (
+                "clusters:\n- {name: a, server: 'https://x', token: \"abc\\r\\nX-Injected: yes\"}\n",
+                "cluster \"a\": token has characters an Authorization header cannot carry",
             ),
             (
                 "clusters:\n- {name: a, kubeconfig: /nonexistent/kc}\n",

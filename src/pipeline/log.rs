@@ -79,12 +79,12 @@ pub(super) fn held(members: &[&HeldMember]) {
     }
     if members.len() <= PER_MEMBER_LINES {
         for member in members {
-            tracing::warn!(cluster = %member.name, server = %member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
+            tracing::warn!(cluster = %member.name, server = ?member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
         }
         return;
     }
     for member in &members {
-        tracing::debug!(cluster = %member.name, server = %member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
+        tracing::debug!(cluster = %member.name, server = ?member.server, reason = %member.reason, message = %member.message, "member cluster held: no sources run");
     }
     // One line per reason, each with the first names.
     let mut reasons: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();

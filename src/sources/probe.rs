@@ -67,7 +67,9 @@ async fn get_dated(
         Err(e) => return Err(kube::Error::Service(e)),
     };
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    if status.is_client_error() || status.is_server_error() {
+    // Anything but a success, a redirect included (it is not followed: an
+    // apiserver answers its own paths).
+    if !status.is_success() {
         let api = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
             kube::core::Status::failure(text.trim(), "Failed to parse error data")
                 .with_code(status.as_u16())
@@ -274,5 +276,33 @@ mod tests {
             "{input:?}"
         );
         assert!(!want_version);
+    }
+
+    /// A redirect is not followed, and not a ready apiserver.
+    #[tokio::test]
+    async fn a_member_redirecting_its_readiness_is_not_ready() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let answer = "HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/\r\ncontent-length: 0\r\n\r\n";
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let input = probe_once(&client, Duration::from_secs(2), &mut true).await;
+        match input {
+            ClusterInput::ProbeFailed {
+                failure, message, ..
+            } => {
+                assert_eq!(failure, ProbeFailure::ApiServerNotReady);
+                assert!(message.contains("302"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

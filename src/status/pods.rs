@@ -133,6 +133,24 @@ pub struct PodState {
     pub share: PodShare,
 }
 
+/// The most of a kubelet's or scheduler's message a pod's problem keeps:
+/// the app's reason needs its start, and a member's pods must not make the
+/// gateway hold whatever length their statuses have.
+const MAX_MESSAGE_BYTES: usize = 512;
+
+/// `message`, cut to [`MAX_MESSAGE_BYTES`] at a character boundary (`…` then).
+fn bounded(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
     let state = c.state.as_ref();
     let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
@@ -140,7 +158,7 @@ fn container_problem(pod: &str, c: &ContainerStatus) -> Option<PodProblem> {
         pod: pod.to_string(),
         container: Some(c.name.clone()),
         reason,
-        message,
+        message: bounded(message),
         restarts: c.restart_count,
         exit_code,
     };
@@ -233,7 +251,7 @@ impl PodSummary {
                 pod: name.clone(),
                 container: None,
                 reason: PodReason::Unschedulable,
-                message: c.message.clone().unwrap_or_else(|| "Unschedulable".into()),
+                message: bounded(c.message.clone().unwrap_or_else(|| "Unschedulable".into())),
                 restarts: 0,
                 exit_code: None,
             })
@@ -420,7 +438,7 @@ impl Warning {
             key,
             Self {
                 reason: event.reason.clone().unwrap_or_default(),
-                message: event.message.clone().unwrap_or_default(),
+                message: bounded(event.message.clone().unwrap_or_default()),
                 object: format!("{kind}/{name}"),
                 count: event.count.unwrap_or(1).max(1),
                 last_seen,
@@ -451,6 +469,24 @@ pub(crate) fn latest<'a>(warnings: impl IntoIterator<Item = &'a Warning>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_message_is_kept_to_its_start() {
+        // (message, what is kept)
+        let long = "x".repeat(2 * MAX_MESSAGE_BYTES);
+        let wide = "é".repeat(MAX_MESSAGE_BYTES);
+        let cases = [
+            ("short".to_string(), "short".to_string()),
+            (long.clone(), format!("{}…", &long[..MAX_MESSAGE_BYTES])),
+            (
+                wide.clone(),
+                format!("{}…", "é".repeat(MAX_MESSAGE_BYTES / 2)),
+            ),
+        ];
+        for (message, kept) in cases {
+            assert_eq!(bounded(message), kept);
+        }
+    }
     use serde_json::{Value, json};
 
     fn pod(name: &str, status: Value) -> PodState {

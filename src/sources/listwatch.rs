@@ -34,6 +34,25 @@ const IDLE_RESUME: Duration = Duration::from_secs(295);
 /// The annotation of the bookmark that ends a streamed initial state.
 const INITIAL_END: &str = "k8s.io/initial-events-end";
 
+/// A watch the member ends this soon after it opened is not one that ran
+/// its course (an apiserver ends a watch at its timeout, minutes later):
+/// its end is a failure, so that the watch is opened again after a
+/// backoff, not at once and forever.
+const ENDED_AT_ONCE: Duration = Duration::from_secs(1);
+
+/// The failure of a watch the member ended at once.
+fn ended_at_once() -> watcher::Error {
+    let message = format!(
+        "the member ended the watch within {} s of opening it",
+        ENDED_AT_ONCE.as_secs()
+    );
+    watcher::Error::WatchError(
+        kube::core::Status::failure(&message, "WatchEnded")
+            .with_code(502)
+            .boxed(),
+    )
+}
+
 /// Why a step of the list-watch failed.
 #[derive(Debug)]
 pub(crate) enum Fault {
@@ -74,6 +93,8 @@ struct Context<K: Clone> {
     settings: Settings,
     /// The member sent a bookmark on this resource's watch at least once.
     proven: bool,
+    /// When the watch being read was opened.
+    opened: tokio::time::Instant,
 }
 
 impl<K> Context<K>
@@ -125,7 +146,10 @@ where
         match state {
             State::Empty if self.settings.streaming => {
                 match self.api.watch(&self.watch_params(true), "0").await {
-                    Ok(stream) => (Some(Ok(Event::Init)), State::Streaming(stream.boxed())),
+                    Ok(stream) => {
+                        self.opened = tokio::time::Instant::now();
+                        (Some(Ok(Event::Init)), State::Streaming(stream.boxed()))
+                    }
                     Err(e) => (failed(watcher::Error::WatchStartFailed(e)), State::Empty),
                 }
             }
@@ -207,6 +231,9 @@ where
                     failed(watcher::Error::WatchFailed(e)),
                     State::Streaming(stream),
                 ),
+                Ok(None) if self.opened.elapsed() < ENDED_AT_ONCE => {
+                    (failed(ended_at_once()), State::Empty)
+                }
                 Ok(None) => (None, State::Empty),
             },
             State::Listed(resource_version) => {
@@ -216,6 +243,7 @@ where
                     .await
                 {
                     Ok(stream) => {
+                        self.opened = tokio::time::Instant::now();
                         let state = State::Watching {
                             resource_version,
                             stream: stream.boxed(),
@@ -272,6 +300,9 @@ where
                     };
                     (failed(watcher::Error::WatchFailed(e)), state)
                 }
+                Ok(None) if self.opened.elapsed() < ENDED_AT_ONCE => {
+                    (failed(ended_at_once()), State::Listed(resource_version))
+                }
                 Ok(None) => (None, State::Listed(resource_version)),
             },
         }
@@ -313,6 +344,7 @@ where
         api,
         settings,
         proven: false,
+        opened: tokio::time::Instant::now(),
     };
     futures::stream::unfold(
         (context, State::Empty),
@@ -327,4 +359,71 @@ where
         },
     )
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A member that lists (empty, at resourceVersion 5) and ends every
+    /// watch at once with an empty answer.
+    async fn ending_member() -> kube::Client {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut request = [0u8; 8192];
+                    let n = socket.read(&mut request).await.unwrap_or(0);
+                    let head = String::from_utf8_lossy(&request[..n]);
+                    let body = if head.contains("watch=true") {
+                        String::new()
+                    } else {
+                        r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}"#.to_string()
+                    };
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Streamed or paged, a watch the member ends at once is a failure
+    /// (backed off by the caller), not a watch opened again at once forever.
+    #[tokio::test]
+    async fn a_watch_the_member_ends_at_once_is_a_failure() {
+        let client = ending_member().await;
+        for streaming in [true, false] {
+            let settings = Settings {
+                config: watcher::Config::default(),
+                streaming,
+                silence: DEFAULT_SILENCE,
+            };
+            let mut stream = list_watch(Api::<ConfigMap>::all(client.clone()), settings);
+            let fault = tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    match stream.next().await {
+                        Some(Err(fault)) => break fault,
+                        Some(Ok(_)) => {}
+                        None => panic!("the list-watch ended"),
+                    }
+                }
+            })
+            .await
+            .expect("a failure within the bound");
+            match fault {
+                Fault::Watch(watcher::Error::WatchError(status)) => {
+                    assert_eq!(status.reason, "WatchEnded", "streaming {streaming}");
+                }
+                other => panic!("streaming {streaming}: {other:?}"),
+            }
+        }
+    }
 }

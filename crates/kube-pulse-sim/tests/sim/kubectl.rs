@@ -604,5 +604,25 @@ async fn kubectl_shows_rollouts_pods_events_and_descriptions() {
         },
     )
     .await;
+    // kubectl logs: what the simulated kubelet knows of the container; the
+    // crashed one's previous instance ended with its exit code.
+    // (kubectl says on stderr which of the deployment's pods it read.)
+    let logs = kubectl(&server, &["logs", "deployment/web", "-n", "shop"]).await;
+    assert!(logs.status.success(), "{logs:?}");
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        logs.contains("container web started (image registry.example/web:1"),
+        "{logs}"
+    );
+    eventually(
+        Duration::from_secs(20),
+        "logs --previous of the crashed container",
+        || async {
+            let out = kubectl(&server, &["logs", &crash_pod, "-n", "shop", "--previous"]).await;
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            (out.status.success() && text.contains("exited with code 1")).then_some(())
+        },
+    )
+    .await;
     sim.shutdown().await;
 }

@@ -33,6 +33,8 @@ const DENIED: &[(&str, &str)] = &[
     ),
     ("fe80::/10", "a link-local address"),
     ("fd00:ec2::254/128", "a cloud metadata address"),
+    ("100.100.100.200/32", "a cloud metadata address"),
+    ("168.63.129.16/32", "a cloud platform's host address"),
     ("0.0.0.0/32", "the unspecified address"),
     ("::/128", "the unspecified address"),
 ];
@@ -60,8 +62,19 @@ impl EndpointPolicy {
         }
     }
 
-    /// Why `ip` is refused, or None if it may be reached.
+    /// Why `ip` is refused, or None if it may be reached. An IPv6 address
+    /// that carries an IPv4 one (IPv4-compatible `::a.b.c.d`, NAT64
+    /// `64:ff9b::/96`, 6to4 `2002::/16`; IPv4-mapped ones are compared as
+    /// IPv4) is judged as that address too: a gateway with such a route
+    /// would reach it.
     pub fn refusal(&self, ip: IpAddr) -> Option<&'static str> {
+        if let Some(what) = embedded_v4(ip).and_then(|v4| self.refusal_of(IpAddr::V4(v4))) {
+            return Some(what);
+        }
+        self.refusal_of(ip)
+    }
+
+    fn refusal_of(&self, ip: IpAddr) -> Option<&'static str> {
         if self.allow.iter().any(|c| c.contains(ip)) {
             return None;
         }
@@ -172,6 +185,28 @@ pub fn pin(config: &mut kube::Config, ip: IpAddr) -> Result<(), String> {
     Ok(())
 }
 
+/// The IPv4 address an IPv6 one carries, where it carries one a route
+/// could deliver to: IPv4-compatible (`::a.b.c.d`, not `::` or `::1`),
+/// NAT64 (`64:ff9b::/96`) or 6to4 (`2002:AABB:CCDD::/48`).
+fn embedded_v4(ip: IpAddr) -> Option<std::net::Ipv4Addr> {
+    let IpAddr::V6(v6) = ip else {
+        return None;
+    };
+    let s = v6.segments();
+    let low = std::net::Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0, hi, _] if hi != 0 => Some(low),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
+        [0x2002, a, b, ..] => Some(std::net::Ipv4Addr::new(
+            (a >> 8) as u8,
+            a as u8,
+            (b >> 8) as u8,
+            b as u8,
+        )),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +228,16 @@ mod tests {
             ("fe80::1", true),
             ("fd00:ec2::254", true),
             ("0.0.0.0", true),
+            ("100.100.100.200", true),
+            ("168.63.129.16", true),
+            // IPv6 forms that carry a denied IPv4 address.
+            ("::169.254.169.254", true),
+            ("::127.0.0.1", true),
+            ("64:ff9b::a9fe:a9fe", true),
+            ("2002:a9fe:a9fe::1", true),
+            ("2002:7f00:1::1", true),
+            ("64:ff9b::a00:7", false),
+            ("2002:cb00:7109::1", false),
             ("10.0.0.7", false),
             ("192.168.1.10", false),
             ("203.0.113.9", false),

@@ -273,7 +273,7 @@ async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_n
         "r1",
         &host,
         &[&member],
-        settings,
+        settings.clone(),
         pulse_testkit::scale::LEASE,
         |_| {},
     )
@@ -283,9 +283,9 @@ async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_n
     })
     .await;
     // Something in each: the member's documents, a task, an agent's report.
-    let stop =
-        serde_json::json!({"type": "Stop", "cluster": "m", "namespace": "shop", "app": "web"});
-    pulse_testkit::http::create_task(&r1.url, stop).await;
+    // An external executor's task: active until someone reports on it.
+    let stop = serde_json::json!({"type": "Stop", "cluster": "m", "namespace": "shop", "app": "web", "executor": "external"});
+    pulse_testkit::http::create_task(&r1.url, stop.clone()).await;
     let hub = async_nats::ConnectOptions::new()
         .user_and_password("kube-pulse".into(), PASSWORD.into())
         .request_timeout(Some(WAIT))
@@ -318,17 +318,19 @@ async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_n
     .await;
 
     let client = agent(&nats, "a", &a).await;
-    for name in streams {
-        for api in ["STREAM.PURGE", "STREAM.MSG.DELETE"] {
-            client
-                .publish_with_reply(
-                    "kube-pulse.agents.a.docs.x",
-                    format!("$JS.API.{api}.{name}"),
-                    "{}".into(),
-                )
-                .await
-                .unwrap();
-        }
+    let mut targets: Vec<String> = streams
+        .iter()
+        .flat_map(|name| {
+            ["STREAM.PURGE", "STREAM.MSG.DELETE"].map(|api| format!("$JS.API.{api}.{name}"))
+        })
+        .collect();
+    // And over the app's claim in the bucket: an unsealed value there.
+    targets.push("$KV.KUBE_PULSE_TASKS.app.m.shop.web".into());
+    for target in targets {
+        client
+            .publish_with_reply("kube-pulse.agents.a.docs.x", target, "{}".into())
+            .await
+            .unwrap();
     }
     client.flush().await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -343,4 +345,34 @@ async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_n
         .await
         .unwrap();
     assert_eq!(tasks["items"].as_array().map(Vec::len), Some(1), "{tasks}");
+    // The claim overwritten, the app still has its active task, on the
+    // replica that made it and on one started since (which knows the task
+    // from the bucket only).
+    let r2 = pulse_testkit::scale::replica_on(
+        "r2",
+        &host,
+        &[&member],
+        settings,
+        pulse_testkit::scale::LEASE,
+        |_| {},
+    )
+    .await;
+    pulse_testkit::poll::eventually(
+        pulse_testkit::scale::WITHIN,
+        "r2 lists the task",
+        || async {
+            let tasks = pulse_testkit::http::rest(&r2.url, "/api/v1/tasks").await?;
+            (tasks["items"].as_array()?.len() == 1).then_some(())
+        },
+    )
+    .await;
+    for replica in [&r1, &r2] {
+        let second = pulse_testkit::http::http()
+            .post(format!("{}/api/v1/tasks", replica.url))
+            .json(&stop)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(second.status(), 409, "{}", second.text().await.unwrap());
+    }
 }

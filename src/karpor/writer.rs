@@ -967,18 +967,29 @@ mod tests {
 
     impl Setup {
         fn start(&self, replica: &str) -> Arc<WriterState> {
+            self.start_on(&self.hub, &self.shutdown, replica)
+        }
+
+        /// A writer of `hub`'s documents, stopped with `shutdown`: another
+        /// run of the gateway than [`Setup::start`]'s when they differ.
+        fn start_on(
+            &self,
+            hub: &Arc<Hub>,
+            shutdown: &CancellationToken,
+            replica: &str,
+        ) -> Arc<WriterState> {
             let settings = WriterSettings {
                 replica: replica.into(),
                 min_interval: Duration::from_millis(300),
                 sharing: Sharing::Alone,
             };
             let (state, _task) = spawn_on(
-                self.hub.clone(),
+                hub.clone(),
                 self.apis.clone(),
                 settings,
                 None,
                 self.metrics.clone(),
-                self.shutdown.child_token(),
+                shutdown.child_token(),
             );
             state
         }
@@ -1069,19 +1080,7 @@ mod tests {
         let hub = Hub::new(HubConfig::default());
         let shutdown = CancellationToken::new();
         hub.put("clusters/a", cluster_doc("Pending", "AwaitingProbe"));
-        let settings = WriterSettings {
-            replica: "one".into(),
-            min_interval: Duration::from_millis(300),
-            sharing: Sharing::Alone,
-        };
-        let _writer = spawn_on(
-            hub.clone(),
-            s.apis.clone(),
-            settings,
-            None,
-            s.metrics.clone(),
-            shutdown.child_token(),
-        );
+        s.start_on(&hub, &shutdown, "one");
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(
             s.status(&s.apis.clusters, "a").await,

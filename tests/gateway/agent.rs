@@ -26,13 +26,13 @@ use kube_pulse::scale::{NatsSettings, agents};
 use pulse_testkit::binary::Binary;
 use pulse_testkit::gateway::start_gateway;
 use pulse_testkit::http::{create_task, rest};
-use pulse_testkit::nats::{Nats, nats_with_config};
+use pulse_testkit::nats::Nats;
 use pulse_testkit::poll::eventually;
 use pulse_testkit::scale::{LEASE, Replica, Subscriber, WITHIN, lease_holders, replica_on};
 use pulse_testkit::sim::{deploy, sim, sim_with};
 use serde_json::{Value, json};
 
-use super::nats_auth::{PASSWORD, deployed_conf, replicas_settings};
+use super::nats_auth::{deployed_conf, replicas_settings};
 
 /// The hub's grace for a silent agent in these tests.
 const GRACE: Duration = Duration::from_secs(4);
@@ -67,14 +67,7 @@ fn conf_with_agents(agents: &[(&str, &str)]) -> String {
 }
 
 async fn locked_nats_with_agents(agents: &[(&str, &str)]) -> Option<Nats> {
-    nats_with_config(
-        Some(&conf_with_agents(agents)),
-        &[
-            ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
-            ("POD_NAME", "kube-pulse-nats-0"),
-        ],
-    )
-    .await
+    super::nats_auth::locked_nats_with(&conf_with_agents(agents)).await
 }
 
 /// The fields of an app document that say how it is, for comparing the

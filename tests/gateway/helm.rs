@@ -40,6 +40,38 @@ fn chart_file(name: &str) -> String {
 const GIVEN_SIGNING_KEY: &str = "a signing key of the operator's, 32 bytes or more";
 
 /// Values that turn every monitoring object on.
+/// A render of `values` as the release `kube-pulse` in namespace `kube-pulse`.
+fn release(values: &Value) -> Render {
+    Render {
+        values: values.clone(),
+        name: "kube-pulse".into(),
+        namespace: "kube-pulse".into(),
+    }
+}
+
+/// Renders of `values` as each release `(name, namespace)`.
+pub(crate) fn releases(values: &Value, at: &[(&str, &str)]) -> Vec<Render> {
+    at.iter()
+        .map(|(name, namespace)| Render {
+            values: values.clone(),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+        })
+        .collect()
+}
+
+/// Each of `refused` rendered as [`release`] fails, its error naming the
+/// reason given beside it.
+pub(crate) fn assert_refused(helm: &Helm, refused: &[(Value, &str)]) {
+    let jobs: Vec<Render> = refused.iter().map(|(values, _)| release(values)).collect();
+    for ((values, expected), result) in refused.iter().zip(helm.render(&chart(), &jobs)) {
+        match result {
+            Ok(_) => panic!("{values} rendered"),
+            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
+        }
+    }
+}
+
 fn monitoring_on() -> Value {
     json!({
         "prometheusRule": {"enabled": true},
@@ -1305,14 +1337,7 @@ fn the_service_monitor_sends_a_token_from_a_secret_in_every_auth_mode() {
             json!({"type": "Bearer", "credentials": {"name": "metrics-reader-token", "key": "token"}}),
         ),
     ];
-    let jobs: Vec<Render> = cases
-        .iter()
-        .map(|(values, _)| Render {
-            values: values.clone(),
-            name: "kube-pulse".into(),
-            namespace: "kube-pulse".into(),
-        })
-        .collect();
+    let jobs: Vec<Render> = cases.iter().map(|(values, _)| release(values)).collect();
     for ((values, authorization), result) in cases.iter().zip(helm.render(&chart(), &jobs)) {
         let rendered = result.unwrap_or_else(|e| panic!("{values}: {e}"));
         let docs = documents(&rendered.manifests);
@@ -1376,29 +1401,9 @@ fn the_service_monitor_sends_a_token_from_a_secret_in_every_auth_mode() {
             "'optional' not allowed",
         ),
     ];
-    let jobs: Vec<Render> = refused
-        .iter()
-        .map(|(values, _)| Render {
-            values: values.clone(),
-            name: "kube-pulse".into(),
-            namespace: "kube-pulse".into(),
-        })
-        .collect();
-    for ((values, expected), result) in refused.iter().zip(helm.render(&chart(), &jobs)) {
-        match result {
-            Ok(_) => panic!("{values} rendered"),
-            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
-        }
-    }
+    assert_refused(&helm, &refused);
     // Monitoring off: no token needed whatever the auth mode.
-    let off = helm.render(
-        &chart(),
-        &[Render {
-            values: json!({"auth": "tokens"}),
-            name: "kube-pulse".into(),
-            namespace: "kube-pulse".into(),
-        }],
-    );
+    let off = helm.render(&chart(), &[release(&json!({"auth": "tokens"}))]);
     assert!(off[0].is_ok(), "{:?}", off[0]);
 }
 
@@ -1617,18 +1622,14 @@ fn long_release_names_keep_every_name_within_kubernetes_limits() {
     let twin = format!("{}x", &LONG_RELEASE[..LONG_RELEASE.len() - 1]);
     assert_eq!(LONG_RELEASE.len(), 53);
     assert_eq!(LONG_NAMESPACE.len(), 63);
-    let jobs: Vec<Render> = [
-        (LONG_RELEASE, LONG_NAMESPACE),
-        (twin.as_str(), LONG_NAMESPACE),
-        (LONG_RELEASE, "kube-pulse"),
-    ]
-    .iter()
-    .map(|(name, namespace)| Render {
-        values: values.clone(),
-        name: name.to_string(),
-        namespace: namespace.to_string(),
-    })
-    .collect();
+    let jobs = releases(
+        &values,
+        &[
+            (LONG_RELEASE, LONG_NAMESPACE),
+            (twin.as_str(), LONG_NAMESPACE),
+            (LONG_RELEASE, "kube-pulse"),
+        ],
+    );
     let long: Vec<Vec<Value>> = helm
         .render(&chart(), &jobs)
         .into_iter()
@@ -1810,21 +1811,9 @@ fn pod_labels_keep_the_selector_labels_the_charts() {
             "podLabels: app.kubernetes.io/name is a selector label the chart sets to kube-pulse, not kube-pulse-agent",
         ),
     ];
-    let jobs: Vec<Render> = accepted
-        .iter()
-        .chain(refused.iter().map(|(values, _)| values))
-        .map(|values| Render {
-            values: values.clone(),
-            name: "kube-pulse".into(),
-            namespace: "kube-pulse".into(),
-        })
-        .collect();
-    let mut results = helm.render(&chart(), &jobs).into_iter();
-    for values in &accepted {
-        let rendered = results
-            .next()
-            .unwrap()
-            .unwrap_or_else(|e| panic!("{values}: {e}"));
+    let jobs: Vec<Render> = accepted.iter().map(release).collect();
+    for (values, result) in accepted.iter().zip(helm.render(&chart(), &jobs)) {
+        let rendered = result.unwrap_or_else(|e| panic!("{values}: {e}"));
         strict_yaml(&rendered.manifests).unwrap_or_else(|e| panic!("{values}: {e}"));
         let docs = documents(&rendered.manifests);
         let deployment = find(&docs, "Deployment");
@@ -1835,12 +1824,7 @@ fn pod_labels_keep_the_selector_labels_the_charts() {
             "{values}"
         );
     }
-    for (values, expected) in &refused {
-        match results.next().unwrap() {
-            Ok(_) => panic!("{values} rendered"),
-            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
-        }
-    }
+    assert_refused(&helm, &refused);
 }
 
 // ------------------------------------------------------------- kubectl

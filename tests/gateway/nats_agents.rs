@@ -16,9 +16,9 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, context::ContextBuilder, stream};
 use futures::StreamExt;
 use pulse_testkit::manifests::nats_conf_with_agents;
-use pulse_testkit::nats::{Nats, nats_with_config, task_bucket_stream};
+use pulse_testkit::nats::{Nats, task_bucket_stream};
 
-use super::nats_auth::{PASSWORD, deployed_conf};
+use super::nats_auth::{PASSWORD, deployed_conf, locked_nats_with};
 
 /// Bound of one connection attempt, one request or one ack; a refused
 /// publish or request is dropped by the server, so its ack times out.
@@ -34,6 +34,16 @@ async fn agent(nats: &Nats, member: &str, pair: &nkeys::KeyPair) -> async_nats::
         .await
         .expect("an answer within the bound")
         .unwrap_or_else(|e| panic!("agent {member} logs in: {e}"))
+}
+
+/// The replicas' client: their user and password, requests bounded by [`WAIT`].
+async fn replicas_user(nats: &Nats) -> async_nats::Client {
+    async_nats::ConnectOptions::new()
+        .user_and_password("kube-pulse".into(), PASSWORD.into())
+        .request_timeout(Some(WAIT))
+        .connect(&nats.url)
+        .await
+        .unwrap()
 }
 
 /// JetStream over `client`, its requests and acks bounded by [`WAIT`].
@@ -57,26 +67,13 @@ async fn each_agent_publishes_only_as_itself_and_answers_the_hub() {
         &deployed_conf(),
         &[("a", &a.public_key()), ("b", &b.public_key())],
     );
-    let Some(nats) = nats_with_config(
-        Some(&conf),
-        &[
-            ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
-            ("POD_NAME", "kube-pulse-nats-0"),
-        ],
-    )
-    .await
-    else {
+    let Some(nats) = locked_nats_with(&conf).await else {
         return;
     };
 
     // The replicas' user makes the agents' stream, and its own stream and
     // bucket (to see that agents cannot write into them).
-    let hub = async_nats::ConnectOptions::new()
-        .user_and_password("kube-pulse".into(), PASSWORD.into())
-        .request_timeout(Some(WAIT))
-        .connect(&nats.url)
-        .await
-        .unwrap();
+    let hub = replicas_user(&nats).await;
     let hub_js = jetstream(hub.clone());
     hub_js
         .create_or_update_stream(stream::Config {
@@ -250,15 +247,7 @@ async fn each_agent_publishes_only_as_itself_and_answers_the_hub() {
 async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_nothing() {
     let a = nkeys::KeyPair::new_user();
     let conf = nats_conf_with_agents(&deployed_conf(), &[("a", &a.public_key())]);
-    let Some(nats) = nats_with_config(
-        Some(&conf),
-        &[
-            ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
-            ("POD_NAME", "kube-pulse-nats-0"),
-        ],
-    )
-    .await
-    else {
+    let Some(nats) = locked_nats_with(&conf).await else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -282,16 +271,11 @@ async fn an_agents_acknowledgements_sent_to_the_jetstream_api_purge_and_delete_n
         pulse_testkit::http::rest(&r1.url, "/api/v1/apps/m/shop/web")
     })
     .await;
-    // Something in each: the member's documents, a task, an agent's report.
-    // An external executor's task: active until someone reports on it.
+    // Something in each: the member's documents, a task (an external
+    // executor's, active until someone reports on it), an agent's report.
     let stop = serde_json::json!({"type": "Stop", "cluster": "m", "namespace": "shop", "app": "web", "executor": "external"});
     pulse_testkit::http::create_task(&r1.url, stop.clone()).await;
-    let hub = async_nats::ConnectOptions::new()
-        .user_and_password("kube-pulse".into(), PASSWORD.into())
-        .request_timeout(Some(WAIT))
-        .connect(&nats.url)
-        .await
-        .unwrap();
+    let hub = replicas_user(&nats).await;
     let hub_js = jetstream(hub);
     hub_js
         .create_or_update_stream(kube_pulse::scale::agents::stream_config("KUBE_PULSE", 1))

@@ -59,8 +59,14 @@ pub(crate) fn deployed_conf() -> String {
 
 /// The component's server with the test password, or None without the binary.
 pub(crate) async fn locked_nats() -> Option<Nats> {
+    locked_nats_with(&deployed_conf()).await
+}
+
+/// A server of `conf` (the component's nats.conf, users added) with the
+/// variables the StatefulSet gives it, or None without the binary.
+pub(crate) async fn locked_nats_with(conf: &str) -> Option<Nats> {
     nats_with_config(
-        Some(&deployed_conf()),
+        Some(conf),
         &[
             ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
             ("POD_NAME", "kube-pulse-nats-0"),

@@ -218,15 +218,7 @@ async fn another_roles_credentials_publish_put_and_delete_nothing() {
     let conf = super::nats_auth::deployed_conf();
     assert!(conf.contains("users: ["), "{conf}");
     let conf = conf.replacen("users: [", &format!("users: [{reader}"), 1);
-    let Some(nats) = pulse_testkit::nats::nats_with_config(
-        Some(&conf),
-        &[
-            ("KUBE_PULSE_NATS_PASSWORD", PASSWORD),
-            ("POD_NAME", "kube-pulse-nats-0"),
-        ],
-    )
-    .await
-    else {
+    let Some(nats) = super::nats_auth::locked_nats_with(&conf).await else {
         return;
     };
     let connect = |user: &str, password: &str| {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use pulse_testkit::helm::{Helm, Render, Rendered};
+use pulse_testkit::helm::{Helm, Rendered};
 use pulse_testkit::kubectl::{kustomize, overlay};
 use pulse_testkit::manifests::{
     self, documents, find, kinds, named, nats_conf_with_agents, rendered_file, validate,
@@ -397,14 +397,7 @@ fn the_agents_cluster_wide_names_carry_the_namespace() {
         (LONG_RELEASE, LONG_NAMESPACE),
         (LONG_RELEASE, "edge-a"),
     ];
-    let jobs: Vec<Render> = releases
-        .iter()
-        .map(|(name, namespace)| Render {
-            values: values.clone(),
-            name: name.to_string(),
-            namespace: namespace.to_string(),
-        })
-        .collect();
+    let jobs = super::releases(&values, &releases);
     let cluster_wide: Vec<Vec<String>> = helm
         .render(&chart(), &jobs)
         .into_iter()
@@ -548,20 +541,7 @@ fn bad_agent_values_are_refused() {
             "member host is in config.clusters too",
         ),
     ];
-    let jobs: Vec<Render> = cases
-        .iter()
-        .map(|(values, _)| Render {
-            values: values.clone(),
-            name: "kube-pulse".into(),
-            namespace: "kube-pulse".into(),
-        })
-        .collect();
-    for ((values, expected), result) in cases.iter().zip(helm.render(&chart(), &jobs)) {
-        match result {
-            Ok(_) => panic!("{values} rendered"),
-            Err(error) => assert!(error.contains(expected), "{values}: {error}"),
-        }
-    }
+    super::assert_refused(&helm, &cases);
 }
 
 /// The hub's `nats.agents` is `nats_conf_with_agents` of deploy/nats's

@@ -92,14 +92,12 @@ impl Engine {
         // The source ends a watch before reporting its removal, so whatever a
         // removed resource reports afterwards comes from a new watch: the
         // resource is back in a registry, with a status of its own.
+        // Taken out, it is first seen again below: its held document, a
+        // removed one, is not continued.
         if !matches!(input, SyncInput::Removed | SyncInput::NoViewers)
             && model.syncs.get(&gvr).is_some_and(SyncStatus::is_removed)
         {
-            let mut fresh = SyncStatus::new(cluster, gvr.clone(), now);
-            if model.status.phase() == ClusterPhase::Unhealthy {
-                fresh = fresh.stopped_at_start(now);
-            }
-            model.syncs.insert(gvr.clone(), fresh);
+            model.syncs.remove(&gvr);
         }
         self.step_sync(cluster, &gvr, input, now);
         self.recount(cluster, now);

@@ -4,80 +4,83 @@
 //! so that two readers of the same message, a proxy and the gateway, could
 //! each act on a different operation.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::Deserializer as _;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// `text` as a JSON value, or why not (serde_json's message, or the key
-/// an object names twice).
+/// an object names twice). One pass: the value is built as it is checked.
 pub fn parse(text: &str) -> Result<Value, String> {
-    let mut checker = serde_json::Deserializer::from_str(text);
-    checker
+    let mut parser = serde_json::Deserializer::from_str(text);
+    let value = parser
         .deserialize_any(UniqueKeys)
-        .and_then(|()| checker.end())
         .map_err(|e| e.to_string())?;
-    serde_json::from_str(text).map_err(|e| e.to_string())
+    parser.end().map_err(|e| e.to_string())?;
+    Ok(value)
 }
 
-/// Walks a value, refusing an object that names a key twice.
+/// Builds a value, refusing an object that names a key twice.
 struct UniqueKeys;
 
 impl<'de> DeserializeSeed<'de> for UniqueKeys {
-    type Value = ();
+    type Value = Value;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for UniqueKeys {
-    type Value = ();
+    type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
     }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
     }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
     }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
     }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
     }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(UniqueKeys)?.is_some() {}
-        Ok(())
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(UniqueKeys)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if seen.contains(&key) {
-                // The rest is not read: the message is refused.
-                map.next_value::<IgnoredAny>()?;
+            if fields.contains_key(&key) {
                 return Err(de::Error::custom(format_args!(
                     "the key {key:?} is given twice in one object"
                 )));
             }
-            map.next_value_seed(UniqueKeys)?;
-            seen.insert(key);
+            let value = map.next_value_seed(UniqueKeys)?;
+            fields.insert(key, value);
         }
-        Ok(())
+        Ok(Value::Object(fields))
     }
 }
 
